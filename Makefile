@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both are idempotent.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install -c constraints.txt
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench install clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when the project's metadata or the pins change.
+$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
+	$(PIP) --upgrade pip
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[test,lint]"
+	$(PIP) -e plugins/streamcli-sine
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/streamcli demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check streamcli plugins tests benchmarks
+	$(VENV)/bin/ruff format --check streamcli plugins tests benchmarks
+	$(VENV)/bin/mypy
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP)
+	$(PIP) -e ".[bench]"
+	$(PY) benchmarks/bench_loader.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

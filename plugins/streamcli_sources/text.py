@@ -1,0 +1,102 @@
+"""``text``: each text file, or each string given, streamed as fixed-width chunks of bytes per step.
+
+Works in bytes, so any encoding passes through untouched. A UTF-8 byte-order mark is dropped by default
+(``keep_bom=True`` keeps it) and CRLF line endings are kept unless ``newlines="lf"``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from streamcli.source import BaseSource, Field, Step
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class TextSource(BaseSource):
+    """Text files (a file, a folder searched recursively, or a list of paths) or literal strings.
+
+    Fields per step: ``text`` uint8[width], the bytes (zero-padded on a stream's last step), and
+    ``nbytes`` int32, how many of them are real.
+    """
+
+    def __init__(
+        self,
+        arg: str | os.PathLike[str] | Sequence[str] | None = None,
+        *,
+        width: int = 16,
+        glob: str = "*.txt",
+        strings: bool = False,
+        keep_bom: bool = False,
+        newlines: str = "keep",
+    ) -> None:
+        if arg is None:
+            raise ValueError("the text source needs a file, a folder or a list of strings, e.g. text books/")
+        if int(width) < 1:
+            raise ValueError(f"width={width} must be at least 1 byte per step")
+        if newlines not in ("keep", "lf"):
+            raise ValueError(f"newlines={newlines!r} must be 'keep' or 'lf'")
+        self.width = int(width)
+        self.keep_bom = bool(keep_bom)
+        self.newlines = newlines
+        self._literal = bool(strings) or (not isinstance(arg, (str, os.PathLike)))
+        if self._literal and isinstance(arg, (str, os.PathLike)):
+            arg = [str(arg)]
+        if self._literal:
+            self._items: list[str] = [str(s) for s in arg]  # type: ignore[union-attr]
+        else:
+            self._items = _find_files(Path(arg), glob)  # type: ignore[arg-type]
+
+    def items(self) -> list[str]:
+        return self._items
+
+    def fields(self) -> Sequence[Field]:
+        return (Field("text", (self.width,), "uint8"), Field("nbytes", (), "int32"))
+
+    def _bytes(self, item: str) -> bytes:
+        data = item.encode("utf-8") if self._literal else Path(item).read_bytes()
+        if not self.keep_bom and data.startswith(_BOM):
+            data = data[len(_BOM) :]
+        if self.newlines == "lf":
+            data = data.replace(b"\r\n", b"\n")
+        return data
+
+    def length(self, item: str) -> int | None:
+        if self._literal or self.newlines == "lf":
+            n = len(self._bytes(item))
+        else:
+            n = os.path.getsize(item)
+            with open(item, "rb") as f:
+                n -= len(_BOM) if (not self.keep_bom and f.read(3) == _BOM) else 0
+        return -(-n // self.width)
+
+    def open(self, item: str, start: int = 0) -> Iterator[Step]:
+        data = np.frombuffer(self._bytes(item), dtype=np.uint8)
+        w = self.width
+        for i in range(start * w, len(data), w):
+            chunk = data[i : i + w]
+            if len(chunk) < w:
+                chunk = np.concatenate([chunk, np.zeros(w - len(chunk), np.uint8)])
+            yield {"text": chunk, "nbytes": np.int32(min(w, len(data) - i))}
+
+    def item_name(self, item: str) -> str:
+        if self._literal:
+            return item[:12] + ("…" if len(item) > 12 else "")
+        return Path(item).name
+
+    @classmethod
+    def can_open(cls, arg: str) -> bool:
+        p = Path(arg)
+        return (p.is_file() and p.suffix == ".txt") or (p.is_dir() and any(p.rglob("*.txt")))
+
+
+def _find_files(root: Path, glob: str) -> list[str]:
+    if root.is_file():
+        return [str(root)]
+    if not root.is_dir():
+        raise FileNotFoundError(f"text source: {str(root)!r} is neither a file nor a folder")
+    return sorted(str(p) for p in root.rglob(glob) if p.is_file())

@@ -1,0 +1,46 @@
+"""streamcli: temporally coherent (T, B, ...) batches of many streams, assembled in shared memory.
+
+Write an iterator over one stream (a source plugin); ``StreamLoader`` runs many of them in worker processes
+and yields batches in which row ``b`` continues the same stream from one batch to the next.
+
+The public API is defined here and only here. Importing streamcli does not import torch.
+"""
+
+from streamcli.batch import FLAGS, Batch
+from streamcli.errors import (
+    PluginLoadError,
+    PluginNotFoundError,
+    ShardError,
+    SourceError,
+    StepSpecError,
+    StreamcliError,
+    WorkerError,
+)
+from streamcli.loader import StreamLoader
+from streamcli.plugins import PluginInfo, list_plugins, load_source
+from streamcli.source import BaseSource, Field, StreamSource
+from streamcli.stats import LoaderStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FLAGS",
+    "BaseSource",
+    "Batch",
+    "Field",
+    "LoaderStats",
+    "PluginInfo",
+    "PluginLoadError",
+    "PluginNotFoundError",
+    "ShardError",
+    "SourceError",
+    "StepSpecError",
+    "StreamLoader",
+    "StreamSource",
+    "StreamcliError",
+    "WorkerError",
+    "__version__",
+    "list_plugins",
+    "load_source",
+]
+assert sorted(__all__) == __all__

@@ -1,0 +1,3 @@
+from streamcli.cli import main
+
+main()

@@ -1,0 +1,100 @@
+"""``Batch``: what the consumer receives. Every field and flag is a torch tensor.
+
+Layout ``"TB"`` (the default) gives ``(T, B, ...)`` tensors and ``(T, B)`` flags; ``"BT"`` swaps the first two
+axes of both. ``reset`` is always ``(B,)``.
+
+Lifetime: with ``num_workers > 0`` the tensors are views into a shared-memory slot. The slot is recycled
+only after the batch *and every tensor taken from it* have been garbage-collected, so a batch you hold is
+never overwritten. Hold on to many batches at once and the loader hands out copies instead of views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+FLAGS = ("is_first", "valid", "stream", "position", "replayed")
+"""Per-step flag arrays carried next to the data, in every batch and every exported shard."""
+
+
+@dataclass
+class Batch(Mapping[str, "torch.Tensor"]):
+    """One ``(T, B)`` block of steps; row ``b`` continues the same stream from one batch to the next.
+
+    ``batch["frame"]`` is a data field. The flags:
+
+    - ``is_first`` bool (T, B): this step begins a stream (reset the hidden state before it).
+    - ``reset`` bool (B,): row b begins a new stream at this batch's first step.
+    - ``valid`` bool (T, B): False on padding.
+    - ``stream`` int64 (T, B): the item index within the source's ``items()``, or -1 on padding.
+    - ``position`` int64 (T, B): the step's index within its stream, or -1 on padding.
+    - ``replayed`` bool (T, B): the step belongs to a replayed stream (``epoch_end="restream"``).
+    """
+
+    data: dict[str, torch.Tensor]
+    is_first: torch.Tensor
+    reset: torch.Tensor
+    valid: torch.Tensor
+    stream: torch.Tensor
+    position: torch.Tensor
+    replayed: torch.Tensor
+    epoch: int = 0
+    index: int = 0
+    layout: str = "TB"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        try:
+            return self.data[name]
+        except KeyError:
+            raise KeyError(f"batch has no field {name!r}; fields: {', '.join(self.data)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def time_steps(self) -> int:
+        return int(self.valid.shape[0 if self.layout == "TB" else 1])
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.reset.shape[0])
+
+    def flags(self) -> dict[str, torch.Tensor]:
+        """The per-step flags by name (see ``FLAGS``), plus ``reset``."""
+        out = {name: getattr(self, name) for name in FLAGS}
+        out["reset"] = self.reset
+        return out
+
+    def to(self, device: Any, non_blocking: bool = False) -> Batch:
+        """A copy on ``device`` (the copy owns its memory; the shared slot can be recycled)."""
+
+        def mv(t: torch.Tensor) -> torch.Tensor:
+            return t.to(device, non_blocking=non_blocking)
+
+        return Batch(
+            data={k: mv(v) for k, v in self.data.items()},
+            **{name: mv(getattr(self, name)) for name in (*FLAGS, "reset")},
+            epoch=self.epoch,
+            index=self.index,
+            layout=self.layout,
+            extras=dict(self.extras),
+        )
+
+    def clone(self) -> Batch:
+        """A private copy that does not pin a shared-memory slot."""
+        return Batch(
+            data={k: v.clone() for k, v in self.data.items()},
+            **{name: getattr(self, name).clone() for name in (*FLAGS, "reset")},
+            epoch=self.epoch,
+            index=self.index,
+            layout=self.layout,
+            extras=dict(self.extras),
+        )

@@ -1,0 +1,42 @@
+"""Typed errors. The library raises these and never prints; the CLI turns them into one-line messages."""
+
+from __future__ import annotations
+
+
+class StreamcliError(Exception):
+    """Base class of every error streamcli raises on purpose."""
+
+
+class PluginNotFoundError(StreamcliError, LookupError):
+    """No plugin of that name is installed."""
+
+
+class PluginLoadError(StreamcliError, ImportError):
+    """A plugin is installed but failed to import or construct."""
+
+
+class SourceError(StreamcliError):
+    """A source raised while opening or reading a stream (in a worker or in-process)."""
+
+
+class StepSpecError(StreamcliError, ValueError):
+    """A step's field is missing, or its shape or dtype differs from what the source declared."""
+
+
+class WorkerError(StreamcliError):
+    """A worker process died or stopped answering."""
+
+
+class ShardError(StreamcliError):
+    """An export directory or shard is missing, truncated, corrupted or unsafe."""
+
+
+class RemoteTraceback(Exception):
+    """Carries a traceback formatted in another process; set as ``__cause__`` of the error raised here."""
+
+    def __init__(self, tb: str) -> None:
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return f"\n\"\"\"\n{self.tb}\"\"\""

@@ -1,0 +1,129 @@
+"""The plugin contract: what a stream source is.
+
+A source is a family of streams. It turns the user's argument (a folder, a file, a count) into a list of
+*items*, one per stream, declares the fields of one step, and opens one item as an iterator of steps.
+streamcli runs many items at once in worker processes and assembles time-major batches from their steps.
+
+Rules a source must follow:
+
+- The object is pickled to every worker (spawn), so keep it light: paths and options, no open handles.
+- ``items()`` is called once, in the main process. Items must be picklable and cheap (paths, ints).
+- ``open(item, start=k)`` must yield exactly the steps a fresh ``open(item)`` yields from step ``k`` on.
+- Every step is a mapping from field name to an array whose shape and dtype match ``fields()`` exactly.
+- Determinism is the source's job too: the same item must give the same steps every time it is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Step = Mapping[str, "npt.ArrayLike"]
+"""One time step of one stream: field name -> array (or scalar for shape ``()`` fields)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """The name, per-step shape and dtype of one field of a step."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"field name {self.name!r} must be a Python identifier, e.g. 'frame'")
+        if any(int(d) < 0 for d in self.shape):
+            raise ValueError(f"field {self.name!r} has a negative dimension in shape {self.shape}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype).str)  # canonical, e.g. '|u1'
+
+    @property
+    def np_dtype(self) -> np.dtype[Any]:
+        return np.dtype(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one step of this field."""
+        return int(np.prod(self.shape, dtype=np.int64)) * self.np_dtype.itemsize
+
+    def describe(self) -> str:
+        """Human form, e.g. ``frame uint8[3, 64, 64]``."""
+        return f"{self.name} {self.np_dtype.name}[{', '.join(map(str, self.shape))}]"
+
+
+@runtime_checkable
+class StreamSource(Protocol):
+    """A family of streams whose steps have fixed-shape fields."""
+
+    def items(self) -> Sequence[Any]:
+        """One picklable item per stream, in a deterministic order."""
+        ...
+
+    def fields(self) -> Sequence[Field]:
+        """The fields of one step."""
+        ...
+
+    def open(self, item: Any, start: int = 0) -> Iterator[Step]:
+        """Iterate the steps of one item, beginning at step ``start`` (used for resume)."""
+        ...
+
+    def length(self, item: Any) -> int | None:
+        """The number of steps of ``item`` if known without decoding it, else ``None``."""
+        ...
+
+
+class BaseSource:
+    """Optional base class with the defaults of the contract's optional parts.
+
+    Subclass it and implement ``items``, ``fields`` and ``open``. Override the rest when useful:
+
+    - ``length(item)``: known lengths make ``len(loader)`` work.
+    - ``item_name(item)``: a short name shown in previews and error messages.
+    - ``setup_worker()``: called once in each worker process before any ``open`` (e.g. thread limits).
+    - ``can_open(arg)``: lets the CLI infer this plugin from a bare path.
+    """
+
+    def items(self) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def fields(self) -> Sequence[Field]:
+        raise NotImplementedError
+
+    def open(self, item: Any, start: int = 0) -> Iterator[Step]:
+        raise NotImplementedError
+
+    def length(self, item: Any) -> int | None:
+        return None
+
+    def item_name(self, item: Any) -> str:
+        return str(item)
+
+    def setup_worker(self) -> None:
+        return None
+
+    @classmethod
+    def can_open(cls, arg: str) -> bool:
+        return False
+
+
+def item_name(source: StreamSource, item: Any) -> str:
+    """The source's name for ``item``, falling back to ``str(item)``."""
+    fn = getattr(source, "item_name", None)
+    name = fn(item) if callable(fn) else str(item)
+    return str(name)
+
+
+def check_source(source: object) -> StreamSource:
+    """Return ``source`` if it follows the contract, else raise ``TypeError`` naming what is missing."""
+    missing = [m for m in ("items", "fields", "open", "length") if not callable(getattr(source, m, None))]
+    if missing:
+        raise TypeError(
+            f"{type(source).__name__} is not a stream source: it lacks {', '.join(missing)}; "
+            "subclass streamcli.BaseSource or implement the StreamSource protocol"
+        )
+    return source  # type: ignore[return-value]

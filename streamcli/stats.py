@@ -1,0 +1,49 @@
+"""Loader statistics, exposed as an immutable snapshot for the CLI (the library never prints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LoaderStats:
+    """A snapshot of a loader's counters since it was created.
+
+    ``waits_s`` holds the consumer's wait for each of the most recent batches (time spent blocked in
+    ``next()``), oldest first. ``worker_busy`` is each worker's busy fraction (time producing steps over
+    wall time) over the last few seconds; with ``num_workers=0`` it has one entry for the main process.
+    """
+
+    batches: int
+    steps: int  # valid steps delivered
+    bytes: int  # data bytes delivered (fields and flags)
+    elapsed_s: float  # since the first ``next()``
+    first_batch_s: float | None  # from the first ``next()`` call to the first batch
+    waits_s: tuple[float, ...]
+    worker_busy: tuple[float, ...]
+    worker_steps: tuple[int, ...]
+    ready_slots: int  # filled slots waiting for the consumer
+    num_slots: int
+    epoch: int
+    streams_done: int  # streams finished in this epoch
+    streams_total: int
+    skipped: int  # items skipped under on_error="skip"
+    copies: int  # batches handed out as copies because too many slots were held
+
+    @property
+    def batches_per_s(self) -> float:
+        return self.batches / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def wait_percentile(self, q: float) -> float:
+        """The ``q``-th percentile (0-100) of recent consumer waits, in seconds."""
+        return float(np.percentile(self.waits_s, q)) if self.waits_s else 0.0
