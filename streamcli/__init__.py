@@ -24,9 +24,9 @@ from streamcli.stats import LoaderStats
 __version__ = "0.1.0"
 
 __all__ = [
-    "FLAGS",
     "BaseSource",
     "Batch",
+    "FLAGS",
     "Field",
     "LoaderStats",
     "PluginInfo",
