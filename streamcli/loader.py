@@ -1,10 +1,511 @@
-"""Placeholder; the real loader lands in the next commit."""
+"""Where a batch is assembled and handed out: ``StreamLoader``.
+
+The main process owns the shared-memory ring and only hands out slots: it tells every producer "fill batch
+k into slot s", waits until all of them are done, and yields the slot as a ``Batch`` of zero-copy tensors.
+When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import itertools
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import time
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Iterator
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from streamcli._plan import count_batches
+from streamcli._produce import Aborted, Plan, Producer, Skip, close_rows, fill_batch, new_rows
+from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, GEN, STEPS, TICKETS, Ring
+from streamcli._worker import WorkerSpec, describe_exit, worker_main
+from streamcli.batch import FLAGS, Batch
+from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
+from streamcli.source import Field, StreamSource, check_source, item_name
+from streamcli.stats import LoaderStats
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("streamcli")
+
+_MODES = {
+    "boundary": ("pad", "pack"),
+    "epoch_end": ("pad", "restream", "drop"),
+    "layout": ("TB", "BT"),
+    "on_error": ("raise", "skip"),
+}
+_RESERVED = {*FLAGS, "reset", "claims", "live", "dry"}
+_pin_warned = False
 
 
 class StreamLoader:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("StreamLoader is being written")
+    """Temporally coherent batches from many streams of one source.
+
+    Args:
+        source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "books/")``.
+        batch_size: B, the number of rows; each row carries one stream at a time.
+        time_steps: T, the steps per row per batch.
+        num_workers: producer processes; each owns a contiguous block of rows. 0 runs in-process.
+        seed, shuffle: the stream order is ``default_rng([seed, epoch]).permutation`` unless shuffle=False.
+        boundary: "pad" (after a stream ends the rest of its row is padding; the next starts at the next
+            batch) or "pack" (the next stream starts at the very next step).
+        epoch_end: "pad" (every step of every stream exactly once; idle rows are padding), "restream"
+            (idle rows replay streams, flagged in ``batch.replayed``) or "drop" (stop when a row runs dry).
+        layout: "TB" for (T, B, ...) tensors, "BT" for (B, T, ...).
+        on_error: "raise" (a source exception stops the epoch with a ``SourceError``) or "skip" (the item
+            ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
+        pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
+        prefetch: batches in flight ahead of the consumer.
+        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live).
+        mp_context: multiprocessing start method for workers; "spawn" is the safe default.
+
+    Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
+    Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        source: StreamSource,
+        batch_size: int,
+        time_steps: int,
+        *,
+        num_workers: int = 0,
+        seed: int = 0,
+        shuffle: bool = True,
+        boundary: str = "pad",
+        epoch_end: str = "pad",
+        layout: str = "TB",
+        on_error: str = "raise",
+        pin_memory: bool = False,
+        prefetch: int = 4,
+        timeout: float | None = None,
+        mp_context: str = "spawn",
+    ) -> None:
+        self.source = check_source(source)
+        _check_int("batch_size", batch_size, 1, "e.g. batch_size=16")
+        _check_int("time_steps", time_steps, 1, "e.g. time_steps=8")
+        _check_int("num_workers", num_workers, 0, "use 0 to run in-process")
+        _check_int("prefetch", prefetch, 1, "e.g. prefetch=4")
+        if num_workers > batch_size:
+            raise ValueError(
+                f"num_workers={num_workers} exceeds batch_size={batch_size}; each worker owns whole rows, "
+                f"so use num_workers <= {batch_size}"
+            )
+        for name, allowed in _MODES.items():
+            value = locals()[name]
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+        if mp_context not in mp.get_all_start_methods():
+            raise ValueError(f"mp_context={mp_context!r}; use one of {mp.get_all_start_methods()}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout={timeout} must be positive seconds, or None")
+        fields = tuple(source.fields())
+        _check_fields(fields)
+        self.fields: tuple[Field, ...] = fields
+        self.batch_size, self.time_steps, self.num_workers = batch_size, time_steps, num_workers
+        self.seed, self.shuffle, self.layout = int(seed), bool(shuffle), layout
+        self.boundary, self.epoch_end, self.on_error = boundary, epoch_end, on_error
+        self.pin_memory, self.timeout = pin_memory, timeout
+        self.plugin = str(getattr(source, "_streamcli_plugin", type(source).__name__))
+        self.items: list[Any] = list(source.items())
+        self._lengths: list[int | None] | None = None
+        self.plan = Plan(
+            plugin=self.plugin, fields=fields, batch_size=batch_size, time_steps=time_steps,
+            num_items=len(self.items), boundary=boundary, epoch_end=epoch_end, on_error=on_error,
+        )  # fmt: skip
+        producers = max(num_workers, 1)
+        self._depth = prefetch
+        self.ring = Ring.create(
+            dict(fields=fields, batch_size=batch_size, time_steps=time_steps, num_slots=prefetch + 2,
+                 num_workers=producers, num_items=len(self.items), layout=layout)
+        )  # fmt: skip
+        self._released: deque[int] = deque()  # slots whose batch the consumer dropped (from finalizers)
+        self._free: list[int] = list(range(self.ring.spec.num_slots))
+        self._held_set: set[int] = set()  # slots the consumer may still be reading
+        self._inflight: dict[int, int] = {}  # batch index -> slot being filled
+        self._done_count: dict[int, int] = {}  # batch index -> producers done with it
+        self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
+        self._tickets = 0
+        self._pin: bool | None = None
+        self._epoch = -1
+        self._gen = 0
+        self._procs: list[Any] = []
+        self._conns: list[Connection] = []
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self.ring)
+        self._bounds = _split(batch_size, producers)
+        self._local: Producer | None = None
+        # statistics
+        self._t_created = time.perf_counter()
+        self._t_first_next: float | None = None
+        self._first_batch_s: float | None = None
+        self._waits: deque[float] = deque(maxlen=1000)
+        self._batches = self._steps = self._bytes = self._copies = self._skipped = 0
+        self._busy_hist: deque[tuple[float, np.ndarray]] = deque(maxlen=64)
+        self._streams_done = 0
+        self._batch_bytes = sum(f.nbytes for f in fields) * batch_size * time_steps
+        if num_workers:
+            self._start_workers(mp_context)
+        else:
+            self._local = Producer(
+                plan=self.plan, source=source, items=self.items, ring=self.ring, w=0,
+                rows=new_rows(0, batch_size), lock=contextlib.nullcontext(),
+            )  # fmt: skip
+            self._local.on_skip = self._pending_skip
+
+    # ----------------------------------------------------------------------------------------- workers
+    def _start_workers(self, method: str) -> None:
+        ctx: Any = mp.get_context(method)
+        lock = self._lock = ctx.Lock()  # keep it alive until the children have unpickled it
+        try:
+            pickle.dumps(self.source)
+        except Exception as exc:
+            self.close()
+            raise TypeError(
+                f"source {self.plugin!r} cannot be pickled for worker processes ({exc}); make it a "
+                "module-level class holding only paths and options, or use num_workers=0"
+            ) from exc
+        for w, (lo, hi) in enumerate(self._bounds):
+            spec = WorkerSpec(w=w, lo=lo, hi=hi, plan=self.plan, ring=self.ring.spec, source=self.source,
+                              items=self.items)  # fmt: skip
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=worker_main,
+                args=(spec, child, lock, os.getpid()),
+                name=f"streamcli-worker-{w}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._procs.append(proc)
+            self._conns.append(parent)
+
+    # -------------------------------------------------------------------------------------- iteration
+    def __iter__(self) -> Iterator[Batch]:
+        if self._closed:
+            raise RuntimeError("this StreamLoader is closed; create a new one")
+        self._gen += 1
+        self._epoch += 1
+        return self._run(self._gen, self._epoch)
+
+    def _begin_epoch(self, gen: int, epoch: int) -> None:
+        """Stop whatever producers were doing, then reset the shared plan for a new epoch."""
+        ring = self.ring
+        ring.ctl[GEN] = gen  # producers of an older generation abandon their batch
+        self._pending.clear()
+        self._inflight.clear()
+        self._done_count.clear()
+        if self._local is not None:
+            close_rows(self._local.rows)
+            self._local.rows = new_rows(0, self.batch_size)
+            self._local.gen = gen
+        for conn in self._conns:
+            conn.send(("epoch", gen))
+        ready = 0
+        while ready < len(self._conns):  # old "done" messages drain here
+            for msg in self._recv_any(time.perf_counter()):
+                ready += msg[0] == "ready" and msg[1] == gen
+        for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
+            if s not in self._free and s not in self._held_set:
+                self._free.append(s)
+        n = len(self.items)
+        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+        ring.order[:] = order
+        ring.ctl[TICKETS] = 0
+        ring.front[:] = [lo for lo, _ in self._bounds]
+        self._tickets = 0
+        self._streams_done = 0
+
+    def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
+        import torch
+
+        if self._pin is None:
+            self._pin = _pin_available(torch) if self.pin_memory else False
+        self._begin_epoch(gen, epoch)
+        k_next = 0  # next batch to assign
+        k = 0
+        while True:
+            if gen != self._gen:
+                raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+            self._reclaim()
+            while self._free and k_next < k + self._depth:
+                slot = self._free.pop()
+                self._inflight[k_next] = slot
+                for conn in self._conns:
+                    conn.send(("fill", gen, k_next, slot))
+                k_next += 1
+            t0 = time.perf_counter()
+            if self._t_first_next is None:
+                self._t_first_next = t0
+            slot = self._inflight.pop(k)
+            self._wait_done(k, gen, slot)
+            wait_s = time.perf_counter() - t0
+            v = self.ring.slots[slot]
+            for skip in self._pending.pop(k, []):
+                self._skipped += 1
+                log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
+                            skip.error)  # fmt: skip
+            self._tickets += int(v["claims"].sum())
+            if self.epoch_end == "drop" and v["dry"].any():
+                self._free.append(slot)
+                return
+            n_live = int(v["live"].sum())
+            last = self._tickets >= len(self.items) and n_live == 0
+            self._streams_done = min(self._tickets, len(self.items)) - n_live
+            valid = v["valid"]
+            if valid.any():
+                batch = self._assemble(torch, slot, epoch, k)
+                self._waits.append(wait_s)
+                self._batches += 1
+                self._steps += int(valid.sum())
+                self._bytes += self._batch_bytes
+                if self._first_batch_s is None:
+                    self._first_batch_s = time.perf_counter() - self._t_created
+                yield batch
+                del batch
+            else:
+                self._free.append(slot)
+            if last:
+                return
+            k += 1
+
+    def _wait_done(self, k: int, gen: int, slot: int) -> None:
+        if self._local is not None:
+            t0 = time.perf_counter()
+            try:
+                fill_batch(self._local, slot, k)
+            except Aborted:  # pragma: no cover - only a newer epoch changes the generation
+                raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
+            self._sample_busy(t0)
+            return
+        done = self._done_count.get(k, 0)
+        start = time.perf_counter()
+        while done < len(self._conns):
+            for msg in self._recv_any(start):
+                if msg[0] == "done" and msg[1] == gen:
+                    self._done_count[msg[2]] = self._done_count.get(msg[2], 0) + 1
+            done = self._done_count.get(k, 0)
+        self._done_count.pop(k, None)
+        self._sample_busy(start)
+
+    def _recv_any(self, since: float) -> list[tuple[Any, ...]]:
+        """Messages from any worker; raises on a worker error, a dead worker, or a timeout."""
+        sentinels = {p.sentinel: w for w, p in enumerate(self._procs)}
+        ready = wait([*self._conns, *sentinels], timeout=0.5)
+        out: list[tuple[Any, ...]] = []
+        for obj in ready:
+            if isinstance(obj, int):
+                continue  # checked below, after draining messages the worker sent before dying
+            conn: Connection = obj  # type: ignore[assignment]
+            while conn.poll():
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    break
+                if msg[0] == "error" and msg[1] == self._gen:
+                    self._raise_remote(msg)
+                if msg[0] == "skip":
+                    if msg[1] == self._gen:
+                        self._pending_skip(msg[2])
+                    continue
+                out.append(msg)
+        for w, p in enumerate(self._procs):
+            if p.exitcode is not None or (not p.is_alive()):
+                self._raise_dead(w, p)
+        if not ready and self.timeout is not None and time.perf_counter() - since > self.timeout:
+            self.close()
+            raise WorkerError(f"no batch from the workers for {self.timeout:g} s (timeout={self.timeout})")
+        return out
+
+    def _raise_remote(self, msg: tuple[Any, ...]) -> None:
+        _, _, kind, message, tb = msg
+        self.close()
+        cls = StepSpecError if kind == "spec" else SourceError
+        raise cls(message) from RemoteTraceback(tb)
+
+    def _raise_dead(self, w: int, p: Any) -> None:
+        stat = self.ring.wstat[w].copy()
+        code = p.exitcode
+        stream = int(stat[CUR_STREAM])
+        where = (
+            f" while reading stream {stream} ({item_name(self.source, self.items[stream])!r}) near step "
+            f"{int(stat[CUR_POS])}"
+            if 0 <= stream < len(self.items)
+            else ""
+        )
+        hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
+        self.close()
+        raise WorkerError(f"worker {w} (pid {p.pid}) died with {describe_exit(code)}{where}{hint}")
+
+    def _pending_skip(self, skip: Skip) -> None:
+        self._pending.setdefault(skip.batch, []).append(skip)
+
+    def _reclaim(self) -> None:
+        while self._released:
+            slot = self._released.popleft()
+            self._held_set.discard(slot)
+            self._free.append(slot)
+
+    def _assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
+        names = [f.name for f in self.fields] + list(FLAGS)
+        # Zero-copy unless the consumer is holding so many batches that producers would run out of slots.
+        copy = bool(self._pin) or len(self._held_set) >= self.ring.spec.num_slots - 2
+        holder = self.ring.holder(slot)
+        views = self.ring.holder_views(holder, names)
+        if copy:
+            tensors = {n: torch.from_numpy(a.copy()) for n, a in views.items()}
+            del views, holder
+            self._free.append(slot)
+            self._copies += not self._pin
+        else:
+            weakref.finalize(holder, self._released.append, slot)
+            self._held_set.add(slot)
+            tensors = {n: torch.from_numpy(a) for n, a in views.items()}
+            del views, holder
+        if self._pin:
+            tensors = {n: t.pin_memory() for n, t in tensors.items()}
+        first = tensors["is_first"]
+        reset = first[0] if self.layout == "TB" else first[:, 0]
+        return Batch(
+            data={f.name: tensors[f.name] for f in self.fields},
+            is_first=first, reset=reset, valid=tensors["valid"], stream=tensors["stream"],
+            position=tensors["position"], replayed=tensors["replayed"], epoch=epoch, index=k,
+            layout=self.layout,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------------------------ information
+    def __len__(self) -> int:
+        """Batches in the next epoch (the current one while iterating); needs every item's length."""
+        if self._lengths is None:
+            self._lengths = [self.source.length(it) for it in self.items]
+        if any(n is None for n in self._lengths):
+            raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
+        epoch = max(self._epoch, 0)
+        n = len(self.items)
+        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+        lengths = [int(self._lengths[i]) for i in order]
+        return count_batches(lengths, self.batch_size, self.time_steps, self.boundary, self.epoch_end)
+
+    @property
+    def num_streams(self) -> int:
+        return len(self.items)
+
+    def stream_name(self, stream: int) -> str:
+        """The source's name for item index ``stream`` (what ``batch.stream`` holds)."""
+        return item_name(self.source, self.items[stream])
+
+    def stream_length(self, stream: int) -> int | None:
+        if self._lengths is not None:
+            return self._lengths[stream]
+        return self.source.length(self.items[stream])
+
+    def _sample_busy(self, now: float) -> None:
+        t = time.perf_counter()
+        if not self._busy_hist or t - self._busy_hist[-1][0] > 0.1:
+            self._busy_hist.append((t, self.ring.wstat[:, BUSY].copy()))
+
+    @property
+    def stats(self) -> LoaderStats:
+        hist = self._busy_hist
+        busy: tuple[float, ...] = ()
+        if len(hist) >= 2:
+            recent = [h for h in hist if hist[-1][0] - h[0] <= 3.0] or list(hist)
+            (t0, b0), (t1, b1) = (recent[0] if len(recent) > 1 else hist[-2]), hist[-1]
+            busy = tuple(float(x) for x in np.clip((b1 - b0) / max(t1 - t0, 1e-9), 0.0, 1.0))
+        elif not self._closed:
+            busy = tuple(0.0 for _ in range(max(self.num_workers, 1)))
+        steps = tuple(int(x) for x in self.ring.wstat[:, STEPS]) if not self._closed else ()
+        elapsed = time.perf_counter() - self._t_first_next if self._t_first_next else 0.0
+        in_flight = len(getattr(self, "_inflight", {}))
+        return LoaderStats(
+            batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
+            first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
+            worker_steps=steps, ready_slots=in_flight, num_slots=self.ring.spec.num_slots,
+            epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=len(self.items),
+            skipped=self._skipped, copies=self._copies,
+        )  # fmt: skip
+
+    # ---------------------------------------------------------------------------------------- closing
+    def close(self) -> None:
+        """Stop the workers and free the shared memory. Idempotent; also runs at garbage collection/exit."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._local is not None:
+            close_rows(self._local.rows)
+        self._finalizer()
+
+    def __enter__(self) -> StreamLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamLoader({self.plugin}, streams={len(self.items)}, B={self.batch_size}, "
+            f"T={self.time_steps}, workers={self.num_workers}, boundary={self.boundary!r}, "
+            f"epoch_end={self.epoch_end!r}, layout={self.layout!r})"
+        )
+
+
+def _shutdown(procs: list[Any], conns: list[Connection], ring: Ring) -> None:
+    """Ask workers to quit, then make sure: nothing may outlive the loader."""
+    for conn in conns:
+        with contextlib.suppress(Exception):
+            conn.send(("quit",))
+    deadline = time.monotonic() + 2.0
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=2.0)
+    for conn in conns:
+        with contextlib.suppress(Exception):
+            conn.close()
+    ring.close()
+
+
+def _split(batch_size: int, producers: int) -> list[tuple[int, int]]:
+    """Contiguous row blocks, sizes differing by at most one."""
+    edges = np.linspace(0, batch_size, producers + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
+
+
+def _check_int(name: str, value: Any, low: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name}={value!r} must be an integer >= {low}; {fix}")
+
+
+def _check_fields(fields: tuple[Field, ...]) -> None:
+    if not fields:
+        raise ValueError("the source declares no fields; fields() must return at least one Field")
+    names = [f.name for f in fields]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"the source declares field(s) {sorted(dup)} more than once; give each a unique name")
+    bad = _RESERVED.intersection(names)
+    if bad:
+        raise ValueError(f"field name(s) {sorted(bad)} clash with batch flags; rename them in fields()")
+
+
+def _pin_available(torch: Any) -> bool:
+    """Whether pinning is possible; warns once per process when it is asked for but is not."""
+    global _pin_warned
+    if torch.cuda.is_available():
+        return True
+    if not _pin_warned:
+        _pin_warned = True
+        warnings.warn("pin_memory=True but CUDA is not available; batches stay in pageable memory",
+                      RuntimeWarning, stacklevel=4)  # fmt: skip
+    return False

@@ -1,0 +1,255 @@
+"""Where a batch is born: each producer steps its rows' streams into a slot, in canonical (step, row) order.
+
+Determinism for any number of workers comes from one rule. A row that needs a new stream takes the next
+*ticket* (an index into this epoch's shuffled order) only when every position before its own, in canonical
+order ``key = (batch * T + t) * B + row``, has been decided by every producer. Each producer publishes its
+progress as ``front[w]``, the smallest key it has not decided yet. So the ticket a row gets, and hence every
+batch, depends only on the streams' contents, never on timing or on how rows are split among workers.
+
+Rows look one step ahead, so a producer knows at step t that it is a stream's last one. Everything here is a
+plain function over plain per-row facts (``Row``), shared by worker processes and the in-process path.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, GEN, STEPS, TICKETS, Ring
+from streamcli.errors import SourceError, StepSpecError
+from streamcli.source import Field, Step, StreamSource, item_name
+
+_END = object()
+
+
+class Aborted(Exception):
+    """The loader moved to a new generation (new epoch, or closing); drop the current batch."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The static facts every producer shares. Picklable."""
+
+    plugin: str
+    fields: tuple[Field, ...]
+    batch_size: int
+    time_steps: int
+    num_items: int
+    boundary: str  # "pad" | "pack"
+    epoch_end: str  # "pad" | "restream" | "drop"
+    on_error: str  # "raise" | "skip"
+
+
+@dataclass
+class Row:
+    """What one batch row is doing. ``it``/``nxt`` are derived: resume reopens ``item`` at ``pos``."""
+
+    b: int
+    item: int = -1  # index into items(), -1 before the first claim
+    pos: int = 0  # index within the stream of the next step to write
+    replay: bool = False
+    fresh: bool = False  # the next step written is the first of a claim
+    done: bool = False  # a claim failed: no more streams this epoch
+    it: Iterator[Step] | None = None
+    nxt: Any = None  # the looked-ahead step
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An item skipped under on_error="skip", reported with the batch in which it happened."""
+
+    batch: int
+    item: int
+    name: str
+    step: int
+    error: str
+
+
+@dataclass
+class Producer:
+    """One producer's context: a worker process, or the main process when num_workers=0."""
+
+    plan: Plan
+    source: StreamSource
+    items: Sequence[Any]
+    ring: Ring
+    w: int  # index into ring.front / ring.wstat
+    rows: list[Row]
+    lock: AbstractContextManager[Any]
+    gen: int = 0
+    on_skip: Callable[[Skip], None] = lambda s: None
+    parent_pid: int | None = None  # workers: exit if the parent is gone
+    others: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def new_rows(lo: int, hi: int) -> list[Row]:
+    return [Row(b) for b in range(lo, hi)]
+
+
+def close_rows(rows: Sequence[Row]) -> None:
+    for row in rows:
+        _close(row)
+
+
+def fill_batch(p: Producer, slot: int, k: int) -> None:
+    """Write this producer's rows of batch ``k`` into ``slot``; raises ``Aborted`` on a generation change."""
+    plan, ring = p.plan, p.ring
+    T, B = plan.time_steps, plan.batch_size
+    v = ring.tb_slots[slot]
+    data = [(f.name, f.shape, f.np_dtype, v[f.name]) for f in plan.fields]
+    is_first, valid, stream, position, replayed = (
+        v["is_first"], v["valid"], v["stream"], v["position"], v["replayed"],
+    )  # fmt: skip
+    lo, hi = p.rows[0].b, p.rows[-1].b + 1
+    claims, dry = v["claims"], v["dry"]
+    claims[lo:hi] = 0
+    dry[lo:hi] = False
+    front, ctl, stat = ring.front, ring.ctl, ring.wstat[p.w]
+    t_start, waited, steps = time.perf_counter(), 0.0, 0
+    for t in range(T):
+        if ctl[GEN] != p.gen:
+            raise Aborted
+        base = (k * T + t) * B
+        for row in p.rows:
+            b = row.b
+            front[p.w] = base + b
+            if row.it is None and not row.done and (t == 0 or plan.boundary == "pack"):
+                waited += _claim(p, row, base + b, claims, dry, k)
+            if row.it is None:
+                for _, _, _, arr in data:
+                    arr[t, b] = 0
+                is_first[t, b] = False
+                valid[t, b] = False
+                stream[t, b] = -1
+                position[t, b] = -1
+                replayed[t, b] = False
+                continue
+            step = row.nxt
+            for name, shape, dtype, arr in data:
+                arr[t, b] = _checked(p, row, step, name, shape, dtype)
+            is_first[t, b] = row.fresh
+            valid[t, b] = True
+            stream[t, b] = row.item
+            position[t, b] = row.pos
+            replayed[t, b] = row.replay
+            row.fresh = False
+            row.pos += 1
+            steps += 1
+            row.nxt = _next(p, row, k)
+            if row.nxt is _END:
+                _close(row)
+    front[p.w] = (k + 1) * T * B + lo  # everything before the next batch is decided
+    v["live"][lo:hi] = [r.it is not None and not r.replay for r in p.rows]
+    last = p.rows[-1]
+    stat[BUSY] += time.perf_counter() - t_start - waited
+    stat[STEPS] += steps
+    stat[CUR_STREAM], stat[CUR_POS] = last.item, last.pos
+
+
+def _claim(p: Producer, row: Row, key: int, claims: np.ndarray, dry: np.ndarray, k: int) -> float:
+    """Give ``row`` its next stream at canonical position ``key``; returns seconds spent waiting."""
+    waited = _wait_turn(p, key)
+    n = p.plan.num_items
+    empty_replays = 0
+    while True:
+        with p.lock:  # the lock orders the ticket counter between processes
+            ticket = int(p.ring.ctl[TICKETS])
+            p.ring.ctl[TICKETS] = ticket + 1
+        claims[row.b] += 1
+        replay = ticket >= n
+        if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
+            row.done = True
+            dry[row.b] = True
+            return waited
+        item = int(p.ring.order[ticket % n])
+        row.item, row.pos, row.replay, row.fresh = item, 0, replay, True
+        row.it = _open(p, row, k)
+        row.nxt = _END if row.it is None else _next(p, row, k)
+        if row.nxt is not _END:
+            return waited
+        _close(row)  # an empty (or skipped) stream: take the next ticket at the same position
+        empty_replays += replay
+
+
+def _wait_turn(p: Producer, key: int) -> float:
+    """Block until every other producer has decided all positions before ``key``."""
+    if not len(p.others):
+        return 0.0
+    front, ctl = p.ring.front, p.ring.ctl
+    start = time.perf_counter()
+    spins = 0
+    while front[p.others].min() <= key:
+        if ctl[GEN] != p.gen:
+            raise Aborted
+        if p.parent_pid is not None and os.getppid() != p.parent_pid:
+            raise SystemExit(0)  # orphaned: the loader is gone
+        spins += 1
+        time.sleep(0 if spins < 50 else min(1e-3, 2e-5 * spins))
+    return time.perf_counter() - start
+
+
+def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
+    try:
+        return iter(p.source.open(p.items[row.item], 0))
+    except Exception as exc:
+        _fail(p, row, k, exc, "opening")
+        return None
+
+
+def _next(p: Producer, row: Row, k: int) -> Any:
+    assert row.it is not None
+    try:
+        return next(row.it, _END)
+    except Exception as exc:
+        _fail(p, row, k, exc, "reading")
+        return _END
+
+
+def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
+    name = item_name(p.source, p.items[row.item])
+    if p.plan.on_error == "skip":
+        error = f"{type(exc).__name__}: {exc}"
+        p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=error))
+        return
+    err = SourceError(
+        f"plugin {p.plan.plugin!r} failed {doing} item {name!r} (stream {row.item}) at step {row.pos}: "
+        f"{type(exc).__name__}: {exc}"
+    )
+    err.traceback_text = "".join(traceback.format_exception(exc))  # type: ignore[attr-defined]
+    raise err from exc
+
+
+def _checked(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    try:
+        a = step[name]
+    except (KeyError, TypeError, IndexError):
+        raise StepSpecError(
+            f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} step {row.pos}: "
+            f"the step has no field {name!r} (got {type(step).__name__}); yield a dict with every declared field"
+        ) from None
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
+    if a.shape != shape or a.dtype != dtype:
+        raise StepSpecError(
+            f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} step {row.pos}: field "
+            f"{name!r} is {a.dtype.name}{list(a.shape)} but the source declared {dtype.name}{list(shape)}; "
+            "make the step match fields() (e.g. resize or .astype)"
+        )
+    return a
+
+
+def _close(row: Row) -> None:
+    it, row.it, row.nxt = row.it, None, None
+    close = getattr(it, "close", None)
+    if callable(close):
+        try:
+            close()  # release generators' files promptly
+        except Exception:
+            pass

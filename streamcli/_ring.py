@@ -1,0 +1,161 @@
+"""Where a batch is carried: one shared-memory segment holding S batch slots plus a small control block.
+
+The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
+name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
+
+- control: ``ctl`` int64[4] (generation, tickets handed out), ``front`` int64[W] (each worker's progress
+  in canonical (step, row) order), ``wstat`` float64[W, 4] (busy seconds, steps, stream, position),
+  ``order`` int64[N] (this epoch's shuffled item order);
+- per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
+  and per-row end-of-batch facts (tickets taken, a live original stream, a failed claim).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from streamcli.source import Field
+
+GEN, TICKETS = 0, 1  # indices into ctl
+BUSY, STEPS, CUR_STREAM, CUR_POS = 0, 1, 2, 3  # columns of wstat
+
+_FLAG_DTYPES = {"is_first": "?", "valid": "?", "stream": "<i8", "position": "<i8", "replayed": "?"}
+_ROW_DTYPES = {"claims": "<i4", "live": "?", "dry": "?"}
+_ALIGN = 64
+Entry = tuple[int, tuple[int, ...], str]
+
+
+@dataclass(frozen=True)
+class RingSpec:
+    """Everything needed to compute the layout; picklable, sent to workers."""
+
+    name: str
+    fields: tuple[Field, ...]
+    batch_size: int
+    time_steps: int
+    num_slots: int
+    num_workers: int  # >= 1 (the in-process producer counts as one)
+    num_items: int
+    layout: str  # "TB" or "BT"
+
+    def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
+        """(control entries, per-slot entries, first slot's offset, slot stride); entry = (offset, shape, dtype),
+        with per-slot offsets relative to the slot's start."""
+        off = 0
+
+        def take(nbytes: int) -> int:
+            nonlocal off
+            start = off
+            off += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+            return start
+
+        ctl: dict[str, Entry] = {}
+        for name, shape, dt in (
+            ("ctl", (4,), "<i8"),
+            ("front", (self.num_workers,), "<i8"),
+            ("wstat", (self.num_workers, 4), "<f8"),
+            ("order", (self.num_items,), "<i8"),
+        ):
+            ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)
+        slot0 = off
+        T, B = self.time_steps, self.batch_size
+        tb = (T, B) if self.layout == "TB" else (B, T)
+        slot: dict[str, Entry] = {}
+        for f in self.fields:
+            slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
+        for name, dt in _FLAG_DTYPES.items():
+            slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
+        for name, dt in _ROW_DTYPES.items():
+            slot[name] = (take(B * np.dtype(dt).itemsize) - slot0, (B,), dt)
+        return ctl, slot, slot0, off - slot0
+
+    @property
+    def nbytes(self) -> int:
+        _, _, slot0, stride = self.entries()
+        return slot0 + stride * self.num_slots
+
+
+def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
+class Ring:
+    """Numpy views over the segment. ``Ring.create`` owns it; ``Ring.attach`` (workers) only borrows it."""
+
+    def __init__(self, spec: RingSpec, shm: shared_memory.SharedMemory, owner: bool) -> None:
+        self.spec, self.shm, self.owner = spec, shm, owner
+        ctl_e, slot_e, self._slot0, self._stride = spec.entries()
+        self._slot_entries = slot_e
+        buf = shm.buf
+        self.ctl = _view(buf, *ctl_e["ctl"])
+        self.front = _view(buf, *ctl_e["front"])
+        self.wstat = _view(buf, *ctl_e["wstat"])
+        self.order = _view(buf, *ctl_e["order"])
+        # Slot views in physical layout, and the same memory seen time-major for producers.
+        self.slots: list[dict[str, np.ndarray]] = []
+        self.tb_slots: list[dict[str, np.ndarray]] = []
+        for s in range(spec.num_slots):
+            base = self._slot0 + s * self._stride
+            views = {name: _view(buf, base + o, shape, dt) for name, (o, shape, dt) in slot_e.items()}
+            self.slots.append(views)
+            if spec.layout == "TB":
+                self.tb_slots.append(views)
+            else:
+                self.tb_slots.append({k: v if k in _ROW_DTYPES else v.swapaxes(0, 1) for k, v in views.items()})
+
+    @classmethod
+    def create(cls, spec_args: dict[str, Any]) -> Ring:
+        name = f"streamcli_{os.getpid()}_{secrets.token_hex(4)}"
+        spec = RingSpec(name=name, **spec_args)
+        shm = _Segment(name=name, create=True, size=spec.nbytes)
+        ring = cls(spec, shm, owner=True)
+        ring.ctl[:] = 0
+        ring.front[:] = 0
+        ring.wstat[:] = 0
+        ring.wstat[:, CUR_STREAM] = -1  # nothing read yet
+        return ring
+
+    @classmethod
+    def attach(cls, spec: RingSpec) -> Ring:
+        # Spawned workers share the loader's resource tracker, so attaching re-registers the same name (a
+        # no-op); the tracker still unlinks the segment if the whole process tree dies without cleaning up.
+        return cls(spec, _Segment(name=spec.name), owner=False)
+
+    def holder(self, slot: int) -> Any:
+        """A fresh buffer object over one slot. Arrays made from it keep it alive; when the last of them is
+        garbage-collected, a ``weakref.finalize`` on it tells the loader the slot can be reused."""
+        base = self._slot0 + slot * self._stride
+        return (ctypes.c_ubyte * self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
+
+    def holder_views(self, holder: Any, names: Sequence[str]) -> dict[str, np.ndarray]:
+        return {n: _view(holder, *self._slot_entries[n]) for n in names}
+
+    def close(self) -> None:
+        """Unmap; the owner also unlinks. Safe to call twice. If the consumer still holds views into a slot,
+        unmapping is left to the garbage collector, but the name is unlinked so nothing leaks."""
+        for attr in ("ctl", "front", "wstat", "order"):
+            setattr(self, attr, None)
+        self.slots, self.tb_slots = [], []
+        if self.owner:
+            with contextlib.suppress(FileNotFoundError):
+                self.shm.unlink()
+            self.owner = False
+        self.shm.close()
+
+
+class _Segment(shared_memory.SharedMemory):
+    def close(self) -> None:
+        try:
+            super().close()
+        except BufferError:
+            pass  # the consumer still holds views into a slot; the mapping is freed with the last of them

@@ -1,0 +1,99 @@
+"""The worker process: receives (batch, slot) assignments over a pipe and fills its rows of that slot.
+
+Messages are tiny tuples; the arrays never leave shared memory. Main -> worker: ``("epoch", gen)``,
+``("fill", gen, k, slot)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("done", gen, k)``,
+``("skip", gen, Skip)``, ``("error", gen, kind, message, traceback)``.
+"""
+
+from __future__ import annotations
+
+import signal
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from streamcli._produce import Aborted, Plan, Producer, close_rows, fill_batch, new_rows
+from streamcli._ring import Ring, RingSpec
+from streamcli.errors import StepSpecError
+from streamcli.source import StreamSource
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs, pickled once at spawn."""
+
+    w: int
+    lo: int  # first row owned
+    hi: int  # one past the last row owned
+    plan: Plan
+    ring: RingSpec
+    source: StreamSource
+    items: list[Any]
+
+
+def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) -> None:
+    # Ctrl-C reaches the whole process group; the loader in the main process decides what happens.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ring = Ring.attach(spec.ring)
+    others = np.array([v for v in range(spec.ring.num_workers) if v != spec.w], np.int64)
+    p = Producer(
+        plan=spec.plan, source=spec.source, items=spec.items, ring=ring, w=spec.w,
+        rows=new_rows(spec.lo, spec.hi), lock=lock, gen=-1, parent_pid=parent_pid, others=others,
+    )  # fmt: skip
+    p.on_skip = lambda s: conn.send(("skip", p.gen, s))
+    try:
+        _setup(spec.source)
+        _serve(p, conn)
+    except (EOFError, OSError, SystemExit):
+        pass  # the loader went away; exit quietly
+    finally:
+        close_rows(p.rows)
+        ring.close()
+
+
+def _setup(source: StreamSource) -> None:
+    setup = getattr(source, "setup_worker", None)
+    if callable(setup):
+        setup()
+
+
+def _serve(p: Producer, conn: Connection) -> None:
+    while True:
+        msg = conn.recv()
+        if msg[0] == "quit":
+            return
+        if msg[0] == "epoch":
+            close_rows(p.rows)
+            p.gen = msg[1]
+            p.rows = new_rows(p.rows[0].b, p.rows[-1].b + 1)
+            p.ring.front[p.w] = p.rows[0].b  # batch 0, step 0, first row
+            conn.send(("ready", p.gen))
+            continue
+        _, gen, k, slot = msg
+        if gen != p.gen:
+            continue  # an assignment from an abandoned epoch
+        try:
+            fill_batch(p, slot, k)
+        except Aborted:
+            continue
+        except Exception as exc:
+            kind = "spec" if isinstance(exc, StepSpecError) else "source"
+            tb = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
+            conn.send(("error", gen, kind, str(exc), tb))
+            continue
+        conn.send(("done", gen, k))
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """'signal SIGKILL' or 'exit code 3'."""
+    if exitcode is None:
+        return "no exit code"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
