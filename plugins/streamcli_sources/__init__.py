@@ -1,1 +1,1 @@
-"""streamcli's built-in sources. Each registers through the ``streamcli.plugins`` entry point, as yours would."""
+"""streamcli's built-in sources. Each registers through the ``streamcli.plugins`` entry point, like yours."""

@@ -1,0 +1,132 @@
+"""Exact frame counts of video files: decode each file once, in parallel, and cache the result on disk.
+
+A scan records, per decodable frame, its raw container time and an Adler-32 of the decoded BGR pixels.
+The count gives exact lengths; the two tables let ``open(item, start=k)`` seek and then *verify* that it
+landed on frame k (seeking by frame index is inexact for MPEG program streams and some H.264 files).
+
+The cache holds one small JSON file per video, keyed by absolute path, size and mtime, under
+``$STREAMCLI_CACHE_DIR`` or ``$XDG_CACHE_HOME/streamcli`` (default ``~/.cache/streamcli``). Files are
+written to a temporary name and renamed, so concurrent scans never read a half-written entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from streamcli_sources._decode import grab_frames, open_capture
+
+_VERSION = 1  # bump when the decode loop's notion of a frame changes
+_log = logging.getLogger("streamcli")
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one full decode of a file found: raw ``POS_MSEC`` and pixel checksum per frame."""
+
+    pos_ms: npt.NDArray[np.float64]
+    adler: npt.NDArray[np.uint32]
+    opened: bool = True
+
+    @property
+    def frames(self) -> int:
+        return len(self.pos_ms)
+
+    @property
+    def seekable(self) -> bool:
+        """Whether frames can be told apart by time, which seeking needs to verify where it landed."""
+        return bool(self.frames > 1 and np.all(np.diff(self.pos_ms) > 0))
+
+
+def cache_dir(option: str = "") -> Path:
+    """The cache folder: the option if given, else ``$STREAMCLI_CACHE_DIR``, else the XDG default."""
+    if option:
+        return Path(option)
+    if env := os.environ.get("STREAMCLI_CACHE_DIR"):
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "streamcli"
+
+
+def checksum(frame: npt.NDArray[np.uint8]) -> int:
+    return zlib.adler32(np.ascontiguousarray(frame).data)
+
+
+def scan_file(path: str, max_failed: int) -> Scan:
+    """Decode ``path`` once with the source's own loop (one decoder thread; scans run side by side)."""
+    cap = open_capture(path, threads=1)
+    pos: list[float] = []
+    sums: list[int] = []
+    opened = bool(cap.isOpened())
+    try:
+        if opened:
+            for ms in grab_frames(cap, max_failed):
+                ok, frame = cap.retrieve()
+                pos.append(ms)
+                sums.append(checksum(frame) if ok else 0)
+    finally:
+        cap.release()
+    return Scan(np.asarray(pos, np.float64), np.asarray(sums, np.uint32), opened)
+
+
+def _key(path: str) -> tuple[Path, dict[str, object]]:
+    st = os.stat(path)
+    ident = {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "v": _VERSION}
+    name = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+    return Path(name + ".json"), ident
+
+
+def load_scan(folder: Path, path: str) -> Scan | None:
+    """The cached scan of ``path`` if one exists for its current size and mtime."""
+    name, ident = _key(path)
+    try:
+        entry = json.loads((folder / name).read_text())
+    except (OSError, ValueError):
+        return None
+    if entry.get("key") != ident:
+        return None
+    return Scan(np.asarray(entry["pos_ms"], np.float64), np.asarray(entry["adler"], np.uint32), entry["opened"])
+
+
+def _store(folder: Path, path: str, scan: Scan) -> None:
+    name, ident = _key(path)
+    entry = {"key": ident, "frames": scan.frames, "pos_ms": scan.pos_ms.tolist()}
+    entry.update(adler=scan.adler.tolist(), opened=scan.opened)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(entry, f)
+            os.replace(tmp, folder / name)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:  # a read-only cache only costs a rescan next time
+        _log.warning("streamcli: cannot write the video length cache in %s: %s", folder, exc)
+
+
+def scan_files(paths: list[str], *, max_failed: int, folder: Path, workers: int = 0) -> dict[str, Scan]:
+    """Scans of ``paths``: from the cache where it is fresh, else decoded in parallel threads and cached.
+
+    Threads suffice: OpenCV releases the GIL while it decodes.
+    """
+    out = {p: s for p in paths if (s := load_scan(folder, p)) is not None}
+    todo = [p for p in paths if p not in out]
+    if todo:
+        n = workers or min(len(todo), os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            for p, s in zip(todo, pool.map(lambda p: scan_file(p, max_failed), todo), strict=True):
+                out[p] = s
+                _store(folder, p, s)
+    return out

@@ -1,0 +1,267 @@
+"""``video``: every video file under a folder, decoded with OpenCV (FFmpeg), one frame per step.
+
+Real files are messy, so nothing in a header is trusted: frame counts come from decoding (``scan``),
+times from each frame's container timestamp, and a file OpenCV cannot open is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from streamcli.errors import SourceError
+from streamcli.source import BaseSource, Field, Step
+from streamcli_sources._decode import Clock, grab_frames, open_capture
+from streamcli_sources._scan import Scan, cache_dir, checksum, load_scan, scan_files
+
+EXTENSIONS = (".avi", ".flv", ".m4v", ".mkv", ".mov", ".mp4", ".mpeg", ".mpg", ".ogv", ".ts", ".webm", ".wmv")
+_INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
+
+_NO_OPEN = "OpenCV cannot open it (not a video, or no video track)"
+_NO_FRAME = "no frame decodes"
+_Position = tuple[Any, Clock, Iterator[float], "npt.NDArray[np.uint8] | None"]
+VideoItem = tuple[str, int, int]
+"""(path, first step, number of steps or -1 when unknown). A segment of a file is its own item."""
+
+
+class VideoSource(BaseSource):
+    """Video files under a folder (searched recursively, sorted), one stream per file or per segment.
+
+    Fields per step: ``frame`` uint8[3, H, W] in **RGB** order (uint8[1, H, W] with ``gray=True``), and
+    ``time_ms`` float64, the frame's container timestamp (``CAP_PROP_POS_MSEC``); where a container gives
+    no usable time (0 or going backwards, as in some MPEG-1 streams), it is extrapolated by the last frame
+    interval, or by ``1000 / fps`` (see ``_decode.Clock``).
+
+    Options: ``size=(H, W)``; ``gray``; ``stride`` (keep every n-th frame); ``segment=N`` cuts each file
+    into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``);
+    ``scan=True`` decodes every file once, in parallel, and caches the counts, so lengths (and
+    ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension;
+    ``interpolation`` is ``linear`` (default: ~50 µs a frame, where ``area`` costs as much as decoding
+    a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``.
+    A file OpenCV cannot open, or with no decodable frame, is skipped with a warning and listed in
+    ``skipped``; with ``strict=True`` it is an error.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str] | None = None,
+        *,
+        size: tuple[int, int] | int = (128, 128),
+        gray: bool = False,
+        stride: int = 1,
+        segment: int = 0,
+        scan: bool = False,
+        glob: str = "",
+        interpolation: str = "linear",
+        strict: bool = False,
+        threads: int = 0,
+        max_failed_reads: int = 5,
+        cache_dir: str = "",
+    ) -> None:
+        if folder is None:
+            raise ValueError("the video source needs a folder or file of videos, e.g. video clips/")
+        hw = (size, size) if isinstance(size, int) else tuple(size)
+        if len(hw) != 2 or any(int(d) < 1 for d in hw):
+            raise ValueError(f"size={size!r} must be two positive ints (H, W), e.g. size=(128, 128)")
+        if int(stride) < 1:
+            raise ValueError(f"stride={stride} must be at least 1 (1 keeps every frame)")
+        if int(segment) < 0:
+            raise ValueError(f"segment={segment} must be 0 (whole files) or a number of steps per stream")
+        if interpolation not in _INTERPOLATION:
+            raise ValueError(f"interpolation={interpolation!r} must be one of {', '.join(_INTERPOLATION)}")
+        if int(max_failed_reads) < 1:
+            raise ValueError(f"max_failed_reads={max_failed_reads} must be at least 1")
+        if int(threads) < 0:
+            raise ValueError(f"threads={threads} must be 0 (OpenCV's default) or a number of decoder threads")
+        self.root = Path(folder)
+        if not (self.root.is_dir() or self.root.is_file()):
+            raise ValueError(f"video source: {str(self.root)!r} is neither a folder nor a file")
+        self.size = (int(hw[0]), int(hw[1]))
+        self.gray = bool(gray)
+        self.stride = int(stride)
+        self.segment = int(segment)
+        self.scan_lengths = bool(scan) or self.segment > 0
+        self.glob = glob
+        self.interpolation = interpolation
+        self.strict = bool(strict)
+        self.threads = int(threads)
+        self.max_failed_reads = int(max_failed_reads)
+        self.cache_dir = cache_dir
+        self.skipped: list[tuple[str, str]] = []
+        self._items: list[VideoItem] | None = None
+        self._scans: dict[str, Scan] = {}
+
+    # -- discovery -------------------------------------------------------------------------------------
+
+    def files(self) -> list[str]:
+        """The candidate files, sorted: by ``glob`` if given, else by extension."""
+        if self.root.is_file():
+            return [str(self.root)]
+        if self.glob:
+            found = self.root.rglob(self.glob)
+        else:
+            found = (p for p in self.root.rglob("*") if p.suffix.lower() in EXTENSIONS)
+        return sorted(str(p) for p in found if p.is_file())
+
+    def scan(self) -> dict[str, int]:
+        """Decode every file once (in parallel, cached) and return its exact number of frames."""
+        files = self.files()
+        self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=cache_dir(self.cache_dir))
+        return {p: s.frames for p, s in self._scans.items()}
+
+    def items(self) -> list[VideoItem]:
+        if self._items is None:
+            self._items = self._find_items()
+        return self._items
+
+    def _find_items(self) -> list[VideoItem]:
+        files = self.files()
+        if self.scan_lengths:
+            self.scan()
+            problems = {p: _NO_FRAME if s.opened else _NO_OPEN for p, s in self._scans.items() if not s.frames}
+        else:
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                probes = dict(zip(files, pool.map(self._probe, files), strict=True))
+            problems = {p: why for p, why in probes.items() if why}
+        self.skipped = [(p, problems[p]) for p in files if p in problems]
+        for path, why in self.skipped:
+            if self.strict:
+                raise SourceError(f"video: cannot use {path}: {why} (strict=True; remove it or drop strict)")
+            warnings.warn(f"video: skipping {path}: {why}", stacklevel=3)
+        items: list[VideoItem] = []
+        for path in files:
+            if path in problems:
+                continue
+            steps = self._steps(path)
+            if steps is None:
+                items.append((path, 0, -1))
+            elif self.segment:
+                items += [(path, a, min(self.segment, steps - a)) for a in range(0, steps, self.segment)]
+            else:
+                items.append((path, 0, steps))
+        if not items:
+            raise SourceError(f"video: no usable video under {str(self.root)!r}; {len(self.skipped)} skipped")
+        return items
+
+    def _probe(self, path: str) -> str:
+        cap = open_capture(path, threads=1)
+        try:
+            if not cap.isOpened():
+                return _NO_OPEN
+            if next(grab_frames(cap, self.max_failed_reads), None) is None:
+                return _NO_FRAME
+            return ""
+        finally:
+            cap.release()
+
+    def _steps(self, path: str) -> int | None:
+        scan = self._scans.get(path)
+        return None if scan is None else -(-scan.frames // self.stride)
+
+    # -- the contract ----------------------------------------------------------------------------------
+
+    def fields(self) -> Sequence[Field]:
+        h, w = self.size
+        return (Field("frame", (1 if self.gray else 3, h, w), "uint8"), Field("time_ms", (), "float64"))
+
+    def length(self, item: VideoItem) -> int | None:
+        return None if item[2] < 0 else item[2]
+
+    def item_name(self, item: VideoItem) -> str:
+        name = Path(item[0]).name
+        return f"{name}@{item[1]}" if self.segment else name
+
+    def setup_worker(self) -> None:
+        # W workers x FFmpeg's automatic threads oversubscribe the cores; one thread each scales ~linearly.
+        cv2.setNumThreads(1)
+        if self.threads == 0:
+            self.threads = 1
+
+    @classmethod
+    def can_open(cls, arg: str) -> bool:
+        p = Path(arg)
+        if p.is_file():
+            return p.suffix.lower() in EXTENSIONS
+        return p.is_dir() and any(q.suffix.lower() in EXTENSIONS for q in p.rglob("*"))
+
+    def open(self, item: VideoItem, start: int = 0) -> Iterator[Step]:
+        path, first, count = item
+        step = first + start
+        end = math.inf if count < 0 else first + count
+        if step >= end or (pos := self._seek(path, step * self.stride)) is None:
+            return
+        cap, clock, frames, frame = pos
+        try:
+            while True:
+                if frame is None:
+                    ok, frame = cap.retrieve()
+                    if not ok:
+                        raise SourceError(f"video: {path}: frame {step * self.stride} grabbed, not decoded")
+                yield {"frame": self._convert(frame), "time_ms": np.float64(clock.prev)}
+                step += 1
+                if step >= end:
+                    return
+                # Advance to the next kept frame, grabbing (not converting) the ones stride skips.
+                for _ in range(self.stride):
+                    ms = next(frames, None)
+                    if ms is None:
+                        return
+                    clock(ms)
+                frame = None
+        finally:
+            cap.release()
+
+    # -- decoding --------------------------------------------------------------------------------------
+
+    def _seek(self, path: str, target: int) -> _Position | None:
+        """A capture positioned on frame ``target`` (grabbed), its clock, and the rest of its frames;
+        ``None`` when the file has no frame ``target``.
+
+        With a scan of the file, seek by index and check the time and pixels against the scan; without
+        one, or when the check fails, decode from the start and discard (exact, but slower).
+        """
+        scan = self._scans.get(path)
+        if scan is None and self.scan_lengths:  # a worker given the source before items() ran
+            scan = load_scan(cache_dir(self.cache_dir), path)
+        if target > 0 and scan is not None and scan.seekable and target < scan.frames:
+            cap = open_capture(path, self.threads)
+            cap.set(cv2.CAP_PROP_POS_FRAMES, target)
+            frames = grab_frames(cap, self.max_failed_reads)
+            ms = next(frames, None)
+            if ms is not None and ms == scan.pos_ms[target]:
+                ok, frame = cap.retrieve()
+                if ok and checksum(frame) == scan.adler[target]:
+                    clock = Clock(cap.get(cv2.CAP_PROP_FPS))
+                    clock.prev = ms  # the scan's times increase, so the clock passes them through
+                    return cap, clock, frames, frame
+            cap.release()
+        cap = open_capture(path, self.threads)
+        clock = Clock(cap.get(cv2.CAP_PROP_FPS))
+        frames = grab_frames(cap, self.max_failed_reads)
+        for _ in range(target + 1):
+            ms = next(frames, None)
+            if ms is None:
+                cap.release()
+                return None
+            clock(ms)
+        return cap, clock, frames, None
+
+    def _convert(self, bgr: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+        """Resize first (the colour conversion is then done on the small image), then RGB/gray, CHW."""
+        h, w = self.size
+        img: Any = bgr
+        if bgr.shape[0] != h or bgr.shape[1] != w:
+            img = cv2.resize(bgr, (w, h), interpolation=_INTERPOLATION[self.interpolation])
+        if self.gray:
+            out: npt.NDArray[np.uint8] = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)[None]
+            return out
+        return np.ascontiguousarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))

@@ -1,0 +1,279 @@
+"""The video source over every real clip in ../shared/data/video: counts, skips, times, resume, segments."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from streamcli_sources import _scan
+from streamcli_sources.video import VideoSource
+
+from streamcli.errors import SourceError
+
+
+def _data() -> Path:
+    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    if not (root / "video").is_dir():
+        pytest.fail(f"real test data not found at {root}: check out shared/ beside the repo or set STREAMCLI_DATA")
+    return root
+
+
+VIDEO = _data() / "video"
+
+# Frames that really decode (counted by a full decode here, equal to ffprobe -count_frames). The header
+# says otherwise for several: alea.mpg claims 0, blue.mpg -3e15, small_movie.mp4 12.
+EXPECTED = {
+    "Effet_force_magnetique.ogv": 34,
+    "Shepard_Calais_1906_FrenchGP.ogv": 288,
+    "anim-1.mov": 91,
+    "balle-jbart.mp4": 255,
+    "bikes.mp4": 250,
+    "carphone_pristine.mp4": 120,
+    "cityCC0.mpg": 190,
+    "cockatoo.mp4": 280,
+    "dummy_video.avi": 10,
+    "homer.avi": 86,
+    "odd/alea.mpg": 162,
+    "odd/blue.mpg": 24,
+    "odd/sage_example.webm": 2,
+    "odd/small_movie.mp4": 11,
+    "realshort.mp4": 36,
+    "retroMars2018.avi": 25,
+    "soundwave.mp4": 3544,
+}
+# Not videos to OpenCV: an MPEG-4 Structured Audio file named .mp4, and an Opus-only WebM.
+SKIPPED = {"odd/finished-1.webm", "odd/sine.mp4"}
+# Container times that are no use (all 0, or a last frame at 0): time_ms is extrapolated there.
+BAD_TIMES = {"odd/alea.mpg", "odd/blue.mpg"}
+
+SMALL = (24, 32)
+
+
+def rel(path: str) -> str:
+    return Path(path).relative_to(VIDEO).as_posix()
+
+
+def steps(it: Iterator[Any]) -> tuple[np.ndarray, np.ndarray]:
+    got = list(it)
+    frames = np.stack([s["frame"] for s in got]) if got else np.zeros((0,), np.uint8)
+    return frames, np.array([float(s["time_ms"]) for s in got])
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("video-cache"))
+
+
+@pytest.fixture(scope="module")
+def scanned(cache: str) -> VideoSource:
+    src = VideoSource(VIDEO, size=SMALL, scan=True, cache_dir=cache)
+    with pytest.warns(UserWarning, match="skipping") as record:
+        src.items()
+    assert {rel(str(w.message).split("skipping ")[1].split(":")[0]) for w in record} == SKIPPED
+    return src
+
+
+@pytest.fixture(scope="module")
+def reference(scanned: VideoSource) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A full decode of every clip from frame 0, at a small size."""
+    return {rel(item[0]): steps(scanned.open(item)) for item in scanned.items()}
+
+
+@pytest.mark.slow
+def test_every_file_decodes_its_expected_number_of_frames(scanned: VideoSource, reference: Any) -> None:
+    assert {rel(i[0]): scanned.length(i) for i in scanned.items()} == EXPECTED
+    assert {name: len(frames) for name, (frames, _) in reference.items()} == EXPECTED
+    assert {rel(p) for p, _ in scanned.skipped} == SKIPPED
+    for frames, _ in reference.values():
+        assert frames.dtype == np.uint8 and frames.shape[1:] == (3, *SMALL)
+
+
+@pytest.mark.slow
+def test_header_counts_are_wrong_where_the_readme_says() -> None:
+    # Guards the premise of the scan: these headers really lie.
+    for name in ("odd/alea.mpg", "odd/blue.mpg", "odd/small_movie.mp4"):
+        cap = cv2.VideoCapture(str(VIDEO / name))
+        assert cap.get(cv2.CAP_PROP_FRAME_COUNT) != EXPECTED[name]
+        cap.release()
+
+
+@pytest.mark.slow
+def test_time_ms_is_increasing_and_from_the_container(reference: Any) -> None:
+    for name, (_, times) in reference.items():
+        assert times[0] >= 0 and np.all(np.diff(times) > 0), name
+    # Clean clips: exactly the container's times, e.g. 25 fps -> 40 ms apart.
+    np.testing.assert_allclose(reference["bikes.mp4"][1][:3], [0.0, 40.0, 80.0])
+    # blue.mpg reports 0 for every frame: extrapolated at its header's 30 fps.
+    np.testing.assert_allclose(reference["odd/blue.mpg"][1][:3], [0.0, 1000 / 30, 2000 / 30])
+    # alea.mpg's last frame reports 0: extrapolated by the previous interval.
+    t = reference["odd/alea.mpg"][1]
+    assert t[-1] - t[-2] == pytest.approx(t[-2] - t[-3])
+
+
+@pytest.mark.slow
+def test_resume_is_exact_for_every_clip(scanned: VideoSource, reference: Any, cache: str) -> None:
+    # The scanned source seeks and verifies; the plain one decodes and discards. Both must match a fresh read.
+    plain = VideoSource(VIDEO, size=SMALL, cache_dir=cache)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain_items = {rel(i[0]): i for i in plain.items()}
+    for item in scanned.items():
+        name = rel(item[0])
+        frames, times = reference[name]
+        n = len(frames)
+        for k in sorted({1, n // 3, n - 1, n}):
+            # Decoding and discarding is slow, so the plain source is checked near the start only.
+            for src, it in ((scanned, item), (plain, plain_items[name]))[: 2 if k <= n // 3 else 1]:
+                got_f, got_t = steps(_take(src.open(it, start=k), 6))
+                np.testing.assert_array_equal(got_f, frames[k : k + 6].reshape(got_f.shape), err_msg=f"{name}@{k}")
+                np.testing.assert_array_equal(got_t, times[k : k + 6], err_msg=f"{name}@{k}")
+        # To the end, once per clip, so the tail after a resume is checked too.
+        k = n // 2
+        got_f, _ = steps(scanned.open(item, start=k))
+        np.testing.assert_array_equal(got_f, frames[k:], err_msg=f"{name}@{k}..end")
+
+
+def _take(it: Iterator[Any], n: int) -> Iterator[Any]:
+    for _, step in zip(range(n), it, strict=False):
+        yield step
+
+
+@pytest.mark.slow
+def test_seeking_is_only_trusted_where_times_tell_frames_apart(scanned: VideoSource) -> None:
+    seekable = {rel(p) for p, s in scanned._scans.items() if s.seekable}
+    assert seekable == set(EXPECTED) - BAD_TIMES
+
+
+@pytest.mark.slow
+def test_segments_stride_and_gray_cover_the_stream(reference: Any, cache: str) -> None:
+    src = VideoSource(VIDEO / "soundwave.mp4", size=SMALL, segment=500, cache_dir=cache)
+    items = src.items()
+    assert [src.length(i) for i in items] == [500] * 7 + [44]
+    assert len({src.item_name(i) for i in items}) == 8
+    frames, times = reference["soundwave.mp4"]
+    for i in (0, 3, 7):
+        got_f, got_t = steps(src.open(items[i], start=2))
+        np.testing.assert_array_equal(got_f, frames[i * 500 + 2 : i * 500 + src.length(items[i])])
+        np.testing.assert_array_equal(got_t, times[i * 500 + 2 : i * 500 + src.length(items[i])])
+
+    gray = VideoSource(VIDEO / "cityCC0.mpg", size=SMALL, gray=True, stride=3, scan=True, cache_dir=cache)
+    (item,) = gray.items()
+    assert gray.length(item) == 64  # ceil(190 / 3)
+    assert gray.fields()[0].shape == (1, *SMALL)
+    got_f, got_t = steps(gray.open(item))
+    assert got_f.shape == (64, 1, *SMALL)
+    np.testing.assert_array_equal(got_t, reference["cityCC0.mpg"][1][::3])
+    resumed, _ = steps(gray.open(item, start=10))
+    np.testing.assert_array_equal(resumed, got_f[10:])
+
+
+def test_frames_are_rgb_chw_at_the_native_size_of_an_odd_clip() -> None:
+    path = VIDEO / "odd" / "small_movie.mp4"  # 48x144
+    src = VideoSource(path, size=(144, 48))
+    (item,) = src.items()
+    first = next(src.open(item))
+    cap = cv2.VideoCapture(str(path))
+    ok, bgr = cap.read()
+    cap.release()
+    assert ok and bgr.shape == (144, 48, 3)
+    np.testing.assert_array_equal(first["frame"], bgr[:, :, ::-1].transpose(2, 0, 1))
+    assert first["time_ms"].shape == () and first["time_ms"].dtype == np.float64
+    assert src.length(item) is None  # unknown without a scan
+
+
+def test_unopenable_files_are_skipped_or_strict_errors(tmp_path: Path) -> None:
+    for name in SKIPPED:
+        shutil.copy(VIDEO / name, tmp_path / Path(name).name)
+    shutil.copy(VIDEO / "odd" / "sage_example.webm", tmp_path)
+    src = VideoSource(tmp_path, size=SMALL)
+    with pytest.warns(UserWarning, match=r"skipping .*sine\.mp4: OpenCV cannot open it"):
+        items = src.items()
+    assert [Path(i[0]).name for i in items] == ["sage_example.webm"]
+    assert sorted(Path(p).name for p, _ in src.skipped) == ["finished-1.webm", "sine.mp4"]
+    with pytest.raises(SourceError, match=r"finished-1\.webm.*strict=True"):
+        VideoSource(tmp_path, strict=True).items()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_truncated_files_end_early_and_never_hang(tmp_path: Path) -> None:
+    for name in ("cityCC0.mpg", "retroMars2018.avi", "cockatoo.mp4", "Shepard_Calais_1906_FrenchGP.ogv"):
+        data = (VIDEO / name).read_bytes()
+        (tmp_path / name).write_bytes(data[: len(data) * 2 // 5])
+    src = VideoSource(tmp_path, size=SMALL, scan=True, cache_dir=str(tmp_path / "cache"))
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        items = src.items()
+    for item in items:
+        n = sum(1 for _ in src.open(item))
+        assert n == src.length(item) and 0 < n < EXPECTED[Path(item[0]).name]
+    assert len(items) + len(src.skipped) == 4
+
+
+@pytest.mark.slow
+def test_scan_cache_is_keyed_by_size_and_mtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clip = tmp_path / "clip.avi"
+    shutil.copy(VIDEO / "dummy_video.avi", clip)
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
+    assert VideoSource(tmp_path, scan=True).scan() == {str(clip): 10}
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 1
+    assert not list((tmp_path / "cache").glob(".tmp-*"))
+
+    def no_decode(path: str, max_failed: int) -> Any:
+        raise AssertionError("scanned again although the cache is fresh")
+
+    monkeypatch.setattr(_scan, "scan_file", no_decode)
+    assert VideoSource(tmp_path, scan=True).scan() == {str(clip): 10}
+    os.utime(clip, ns=(0, 0))
+    with pytest.raises(AssertionError, match="scanned again"):
+        VideoSource(tmp_path, scan=True).scan()
+
+
+def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STREAMCLI_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/x")
+    assert _scan.cache_dir() == Path("/x/streamcli")
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", "/y")
+    assert _scan.cache_dir() == Path("/y")
+    assert _scan.cache_dir("/z") == Path("/z")
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"size": (0, 4)}, r"size=\(0, 4\) must be two positive ints"),
+        ({"stride": 0}, "stride=0 must be at least 1"),
+        ({"segment": -1}, "segment=-1 must be 0"),
+        ({"interpolation": "cubic"}, "interpolation='cubic' must be one of linear, area, nearest"),
+        ({"max_failed_reads": 0}, "max_failed_reads=0"),
+    ],
+)
+def test_bad_options_name_the_value_and_the_fix(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        VideoSource(VIDEO, **options)
+
+
+def test_missing_folder_and_glob(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="neither a folder nor a file"):
+        VideoSource(tmp_path / "nope")
+    src = VideoSource(VIDEO, glob="*.avi")
+    assert [rel(p) for p in src.files()] == ["dummy_video.avi", "homer.avi", "retroMars2018.avi"]
+    assert VideoSource.can_open(str(VIDEO)) and not VideoSource.can_open(str(tmp_path))
+
+
+def test_setup_worker_pins_decoding_to_one_thread() -> None:
+    src = VideoSource(VIDEO)
+    before = cv2.getNumThreads()
+    try:
+        src.setup_worker()
+        assert cv2.getNumThreads() == 1 and src.threads == 1
+    finally:
+        cv2.setNumThreads(before)
+    assert VideoSource(VIDEO, threads=2).threads == 2
