@@ -1,0 +1,43 @@
+"""The ``streamcli`` command: a thin Typer app over the library, one module per command.
+
+Nothing here imports torch at module level, so ``streamcli --help`` and ``streamcli plugins`` stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from streamcli.cli import cmd_bench, cmd_export, cmd_plugins, cmd_preview
+from streamcli.cli._common import STATE, StreamcliGroup
+
+app = typer.Typer(
+    name="streamcli",
+    cls=StreamcliGroup,
+    help="Turn many streams (videos, text, audio) into temporally coherent (T, B, ...) batches.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")] = False,
+) -> None:
+    """Turn many streams (videos, text, audio) into temporally coherent (T, B, ...) batches."""
+    STATE.debug = STATE.debug or debug
+
+
+for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export):
+    _module.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,391 @@
+"""What every command shares: error translation, option aliases, source resolution and loader construction.
+
+Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, no streams, bad option);
+1 failure at run time (one red line); 130 interrupted. ``--debug`` shows tracebacks instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from typer._click import exceptions as click_exc
+from typer.core import TyperGroup
+
+from streamcli.errors import PluginLoadError, PluginNotFoundError, StreamcliError
+from streamcli.plugins import list_plugins, load_factory, load_source
+from streamcli.source import StreamSource
+
+if TYPE_CHECKING:
+    from streamcli.loader import StreamLoader
+
+DEFAULT_SOURCE = "camera"
+
+
+class _State:
+    debug = False
+
+
+STATE = _State()
+
+
+class UsageFailure(click_exc.UsageError):
+    """A usage problem found after parsing (a missing folder, no streams, a bad ``-o``): exit code 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+def err_line(message: str) -> None:
+    """Print one red line to stderr (newlines folded so it stays one line)."""
+    msg = " ".join(str(message).split())
+    Console(stderr=True, soft_wrap=True, highlight=False).print(Text("error: ", "bold red") + Text(msg, "red"))
+
+
+class StreamcliGroup(TyperGroup):
+    """Translates every error into an exit code and one red line, for the script and for CliRunner alike."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        STATE.debug = os.environ.get("STREAMCLI_DEBUG", "") not in ("", "0")
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click_exc.UsageError as exc:
+            err_line(exc.format_message())
+            code = 2
+        except typer.Abort:
+            code = 130
+        except KeyboardInterrupt:
+            code = 130
+        except (StreamcliError, Exception) as exc:
+            if STATE.debug:
+                raise
+            if isinstance(exc, StreamcliError):
+                err_line(str(exc))
+            else:
+                err_line(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
+            code = 1
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Options shared by the commands.
+
+LOADER = "Loader options"
+SOURCE_PANEL = "Source"
+
+
+class Boundary(str, Enum):
+    pad = "pad"
+    pack = "pack"
+
+
+class EpochEnd(str, Enum):
+    pad = "pad"
+    restream = "restream"
+    drop = "drop"
+
+
+class Layout(str, Enum):
+    TB = "TB"
+    BT = "BT"
+
+
+class OnError(str, Enum):
+    raise_ = "raise"
+    skip = "skip"
+
+
+SourceArgs = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred.",
+        show_default=False,
+    ),
+]
+SourceOpts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        help="A source option as key=value (repeatable), e.g. -o size=64x64.",
+        rich_help_panel=SOURCE_PANEL,
+        show_default=False,
+    ),
+]
+BatchSize = Annotated[int, typer.Option("--batch-size", "-b", help="Rows per batch (B).", rich_help_panel=LOADER)]
+TimeSteps = Annotated[int, typer.Option("--time-steps", "-t", help="Steps per batch (T).", rich_help_panel=LOADER)]
+Workers = Annotated[
+    int, typer.Option("--workers", "-w", help="Worker processes (0 = in-process).", rich_help_panel=LOADER)
+]
+Seed = Annotated[int, typer.Option(help="Seed of the stream order.", rich_help_panel=LOADER)]
+Shuffle = Annotated[bool, typer.Option(help="Shuffle the stream order.", rich_help_panel=LOADER)]
+BoundaryOpt = Annotated[
+    Boundary, typer.Option(help="A row's next stream: pad to the batch end or pack.", rich_help_panel=LOADER)
+]
+EpochEndOpt = Annotated[EpochEnd, typer.Option(help="Rows left at the epoch's end.", rich_help_panel=LOADER)]
+LayoutOpt = Annotated[Layout, typer.Option(help="Tensor layout (T, B, ...) or (B, T, ...).", rich_help_panel=LOADER)]
+OnErrorOpt = Annotated[OnError, typer.Option(help="A failing stream: raise, or skip it.", rich_help_panel=LOADER)]
+
+
+@dataclass
+class LoaderOptions:
+    batch_size: int = 8
+    time_steps: int = 16
+    num_workers: int = 0
+    seed: int = 0
+    shuffle: bool = True
+    boundary: str = "pad"
+    epoch_end: str = "pad"
+    layout: str = "TB"
+    on_error: str = "raise"
+
+    def kwargs(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("batch_size", "time_steps")}
+
+    def record(self) -> dict[str, Any]:
+        """What decides the batches' content (not the worker count: batches are identical for any)."""
+        out = self.kwargs()
+        out.pop("num_workers")
+        return out
+
+
+def loader_options(
+    batch_size: int,
+    time_steps: int,
+    workers: int,
+    seed: int,
+    shuffle: bool,
+    boundary: Boundary,
+    epoch_end: EpochEnd,
+    layout: Layout,
+    on_error: OnError,
+) -> LoaderOptions:
+    return LoaderOptions(
+        batch_size,
+        time_steps,
+        workers,
+        seed,
+        shuffle,
+        boundary.value,
+        epoch_end.value,
+        layout.value,
+        on_error.value,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sources.
+
+
+@dataclass
+class SourceSpec:
+    plugin: str
+    arg: str | None
+    options: dict[str, Any] = field(default_factory=dict)
+    source: StreamSource | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {"plugin": self.plugin, "arg": self.arg, "options": self.options}
+
+    def label(self) -> str:
+        return self.plugin + (f" {self.arg}" if self.arg is not None else "")
+
+
+def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
+    """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
+    args = list(args or [])
+    names = [p.name for p in list_plugins()]
+    if len(args) > 2:
+        raise UsageFailure(f"expected [SOURCE] [PATH], got {len(args)} arguments: {' '.join(args)}")
+    if not args:
+        plugin, arg = DEFAULT_SOURCE, None
+    elif args[0] in names:
+        plugin, arg = args[0], (args[1] if len(args) > 1 else None)
+    elif len(args) == 2:
+        raise UsageFailure(f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}")
+    else:
+        plugin, arg = infer_plugin(args[0], names), args[0]
+    try:
+        factory = load_factory(plugin)
+    except PluginNotFoundError as exc:
+        raise UsageFailure(str(exc)) from None
+    options = parse_options(factory, raw_options or [], plugin)
+    if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
+        raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
+    try:
+        source = load_source(plugin, arg, **options) if arg is not None else load_source(plugin, **options)
+    except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, ValueError, TypeError) as exc:
+        raise UsageFailure(f"{plugin}: {exc}") from None
+    except PluginLoadError:
+        raise
+    except StreamcliError:
+        raise
+    except Exception as exc:
+        raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
+    try:
+        n = len(source.items())
+    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:
+        raise UsageFailure(f"{plugin}: {exc}") from None
+    if n == 0:
+        where = f" in {arg!r}" if arg is not None else ""
+        raise UsageFailure(f"no streams found{where} by the {plugin} source")
+    return SourceSpec(plugin, arg, options, source)
+
+
+def _looks_like_path(arg: str) -> bool:
+    return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
+
+
+def infer_plugin(path: str, names: Sequence[str]) -> str:
+    """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
+    if not Path(path).exists():
+        raise UsageFailure(f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}")
+    for name in names:
+        try:
+            factory = load_factory(name)
+            can_open = getattr(factory, "can_open", None)
+            if callable(can_open) and can_open(path):
+                return name
+        except Exception:  # a broken plugin must not stop inference with the others
+            continue
+    raise UsageFailure(f"no plugin can open {path!r}; name one, e.g. streamcli preview video {path}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# -o key=value, converted with the factory's signature annotations.
+
+
+def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:
+    params, hints, open_kwargs = _signature(factory)
+    out: dict[str, Any] = {}
+    for item in raw:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise UsageFailure(f"-o {item!r} must be key=value, e.g. -o width=32")
+        if key not in params and not open_kwargs:
+            valid = ", ".join(params) or "none"
+            raise UsageFailure(f"the {plugin} source has no option {key!r}; valid options: {valid}")
+        param = params.get(key)
+        ann = hints.get(key, inspect.Parameter.empty)
+        default = param.default if param is not None else inspect.Parameter.empty
+        try:
+            out[key] = convert(value, ann, default)
+        except ValueError as exc:
+            raise UsageFailure(f"-o {key}={value}: {exc}") from None
+    return out
+
+
+def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return {}, {}, True
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # unresolvable annotations: fall back to the defaults' types
+        hints = {}
+    params = list(sig.parameters.values())
+    open_kwargs = any(p.kind is p.VAR_KEYWORD for p in params)
+    named = [p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if named and named[0].kind is named[0].POSITIONAL_OR_KEYWORD and named[0].default is inspect.Parameter.empty:
+        named = named[1:]  # the source's argument (PATH), not an option
+    return {p.name: p for p in named}, hints, open_kwargs
+
+
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n"}
+
+
+def convert(value: str, ann: Any, default: Any = inspect.Parameter.empty) -> Any:
+    """Convert ``value`` to the annotated type: int, float, bool, str, tuples like ``64x64`` or ``64,64``."""
+    if ann is inspect.Parameter.empty or ann is Any:
+        if default is inspect.Parameter.empty or default is None:
+            return value
+        ann = type(default)
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):
+        choices = [a for a in typing.get_args(ann) if a is not type(None)]
+        if value.lower() == "none" and len(choices) < len(typing.get_args(ann)):
+            return None
+        errors = []
+        for choice in sorted(choices, key=lambda a: a is str):  # try str last
+            try:
+                return convert(value, choice)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError("; ".join(errors))
+    if origin is typing.Literal:
+        allowed = [str(a) for a in typing.get_args(ann)]
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+    if ann is bool:
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise ValueError("must be true or false")
+    if ann is int:
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an integer") from None
+    if ann is float:
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+    if ann in (str, Path) or (isinstance(ann, type) and issubclass(ann, os.PathLike)):
+        return value
+    if origin in (tuple, list) or ann in (tuple, list):
+        args = typing.get_args(ann)
+        sep = "x" if "x" in value and "," not in value else ","
+        parts = [p.strip() for p in value.split(sep) if p.strip()]
+        elem = args[0] if args else str
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(parts) != len(args):
+                raise ValueError(f"needs {len(args)} values, like {'x'.join(['64'] * len(args))}")
+            return tuple(convert(p, a) for p, a in zip(parts, args, strict=True))
+        conv = [convert(p, elem) for p in parts]
+        return tuple(conv) if origin is tuple or ann is tuple else conv
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+
+def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> StreamLoader:
+    """Build the loader; its ``ValueError`` (a bad option value) becomes a usage error."""
+    from streamcli.loader import StreamLoader  # imports torch: only when a command runs
+
+    kwargs = opts.kwargs()
+    kwargs.update(overrides)
+    if spec.source is None:
+        raise UsageFailure(f"the {spec.plugin} source was not constructed")
+    try:
+        return StreamLoader(spec.source, opts.batch_size, opts.time_steps, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise UsageFailure(str(exc)) from None

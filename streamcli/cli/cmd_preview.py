@@ -1,0 +1,235 @@
+"""``streamcli preview``: a live view of every batch row's current step, plus loader statistics."""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from streamcli.cli._common import (
+    BatchSize,
+    Boundary,
+    BoundaryOpt,
+    EpochEnd,
+    EpochEndOpt,
+    Layout,
+    LayoutOpt,
+    OnError,
+    OnErrorOpt,
+    Seed,
+    Shuffle,
+    SourceArgs,
+    SourceOpts,
+    TimeSteps,
+    UsageFailure,
+    Workers,
+    loader_options,
+    open_loader,
+    resolve_source,
+)
+
+if TYPE_CHECKING:
+    from streamcli.batch import Batch
+    from streamcli.preview import Frame
+
+RENDER_HZ = 12.0  # cap: drawing must not starve the loader
+KEY_POLL_S = 0.05
+
+
+class KeyReader:
+    """Single keys from a terminal's stdin, read by a thread in cbreak mode; the mode is always restored.
+
+    On a non-terminal stdin it reads nothing (so pipes and CI never block on it).
+    """
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream if stream is not None else sys.stdin
+        self.keys: queue.Queue[str] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._saved: Any = None
+        try:
+            self.fd = self.stream.fileno()
+            self.enabled = os.isatty(self.fd)
+        except (AttributeError, OSError, ValueError):
+            self.fd, self.enabled = -1, False
+
+    def __enter__(self) -> KeyReader:
+        if self.enabled:
+            import termios
+            import tty
+
+            self._saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)  # keeps ISIG: Ctrl-C still interrupts
+            self._thread = threading.Thread(target=self._run, name="streamcli-keys", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self.fd], [], [], 0.1)
+                if ready:
+                    data = os.read(self.fd, 32)
+                    if not data:
+                        return
+                    for ch in data.decode(errors="ignore"):
+                        self.keys.put(ch)
+            except OSError:
+                return
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=0.5)
+        if self._saved is not None:
+            import termios
+
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
+
+    def get(self, timeout: float = 0.0) -> str | None:
+        try:
+            return self.keys.get(timeout=timeout) if timeout > 0 else self.keys.get_nowait()
+        except queue.Empty:
+            return None
+
+
+def colour_notice(console: Console) -> tuple[str, str | None]:
+    """The colour system to draw with, and a notice when it is not 24-bit (never degrade silently)."""
+    system = console.color_system
+    if system == "truecolor":
+        return "truecolor", None
+    where = "tmux" if os.environ.get("TMUX") else f"TERM={os.environ.get('TERM', '')}"
+    return "256", (
+        f"{where}: the terminal reports {system or 'no'} colours, so images use the 256-colour palette; "
+        "set COLORTERM=truecolor (e.g. COLORTERM=truecolor streamcli preview ...) for 24-bit colour"
+    )
+
+
+def _epochs(loader: Any, epochs: int | None) -> Iterator[Iterator[Batch]]:
+    e = 0
+    while epochs is None or e < epochs:
+        yield iter(loader)
+        e += 1
+
+
+def preview(
+    source: SourceArgs = None,
+    option: SourceOpts = None,
+    batch_size: BatchSize = 8,
+    time_steps: TimeSteps = 16,
+    workers: Workers = 1,
+    seed: Seed = 0,
+    shuffle: Shuffle = True,
+    boundary: BoundaryOpt = Boundary.pad,
+    epoch_end: EpochEndOpt = EpochEnd.pad,
+    layout: LayoutOpt = Layout.TB,
+    on_error: OnErrorOpt = OnError.raise_,
+    batches: Annotated[int | None, typer.Option(help="Stop after N batches.", min=1)] = None,
+    epochs: Annotated[int, typer.Option(help="Stop after E epochs (0 = keep going).", min=0)] = 1,
+    snapshot: Annotated[
+        Path | None, typer.Option(help="Write the last grid as a labelled PNG contact sheet.", dir_okay=False)
+    ] = None,
+    fps: Annotated[float, typer.Option(help="Redraws per second (capped at 15).", min=0.5)] = RENDER_HZ,
+) -> None:
+    """Watch batches live: every row's current step, loader throughput, waits and worker load.
+
+    With no SOURCE, the built-in camera source runs. Keys: q quits, space pauses, n steps one batch while
+    paused. On a non-terminal it prints a plain summary at the end.
+    """
+    from streamcli.export import iter_limit
+    from streamcli.preview import dashboard, frame_from_batch, snapshot_png, text_summary
+
+    if snapshot is not None and snapshot.suffix.lower() != ".png":
+        raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
+    opts = loader_options(batch_size, time_steps, workers, seed, shuffle, boundary, epoch_end, layout, on_error)
+    spec = resolve_source(source, option)
+    console = Console()
+    interval = 1.0 / min(fps, 15.0)
+    frame: Frame | None = None
+    n = 0
+    t0 = time.perf_counter()
+    with open_loader(spec, opts) as loader:
+        it = iter_limit(_epochs(loader, epochs or None), batches)
+
+        def pull() -> bool:
+            nonlocal frame, n
+            batch = next(it, None)
+            if batch is None:
+                return False
+            frame = frame_from_batch(batch, loader.stream_name, loader.stream_length)
+            n += 1
+            del batch  # release the loader's slot before drawing
+            return True
+
+        if not console.is_terminal:
+            while pull():
+                pass
+            console.print(text_summary(frame, loader.stats, title=spec.label()))
+        else:
+            system, notice = colour_notice(console)
+            quit_now = False
+            with (
+                KeyReader() as keys,
+                console.screen(hide_cursor=True),
+                Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live,
+            ):
+                paused, done, drawn_done, last = False, False, False, 0.0
+                while not quit_now:
+                    step = False
+                    while (key := keys.get()) is not None:
+                        if key in "qQ":
+                            quit_now = True
+                        elif key == " ":
+                            paused = not paused
+                        elif key in "nN":
+                            step = True
+                    if quit_now:
+                        break
+                    if not done and (not paused or step):
+                        done = not pull()
+                    now = time.perf_counter()
+                    if now - last >= interval or step or (done and not drawn_done):
+                        size = console.size
+                        live.update(
+                            dashboard(
+                                frame, loader.stats, width=size.width, height=size.height, color_system=system,
+                                title=spec.label() + ("  (done: q to quit)" if done else ""),
+                                paused=paused, notice=notice,
+                            ),
+                            refresh=True,
+                        )  # fmt: skip
+                        last, drawn_done = now, done
+                    if done and not keys.enabled:
+                        break
+                    if paused or done:
+                        key = keys.get(timeout=KEY_POLL_S)
+                        if key is not None:
+                            keys.keys.put(key)
+        elapsed = time.perf_counter() - t0
+        if console.is_terminal:
+            s = loader.stats
+            console.print(
+                f"preview: {n} batches in {elapsed:.1f} s, {s.batches_per_s:.1f} batches/s, "
+                f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s"
+            )
+    if snapshot is not None and frame is not None:
+        snapshot_png(frame, snapshot)
+        Console(stderr=True).print(f"wrote {snapshot}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        epilog="Examples: streamcli preview  |  streamcli preview video clips/ -b 8 -t 16 -w 2  |  "
+        "streamcli preview text books/ --batches 50 --snapshot grid.png"
+    )(preview)
