@@ -137,6 +137,7 @@ class StreamLoader:
         self._tickets = 0
         self._pin: bool | None = None
         self._epoch = -1
+        self._active = False  # an epoch is being iterated
         self._gen = 0
         self._procs: list[Any] = []
         self._conns: list[Connection] = []
@@ -231,6 +232,14 @@ class StreamLoader:
         if self._pin is None:
             self._pin = _pin_available(torch) if self.pin_memory else False
         self._begin_epoch(gen, epoch)
+        self._active = True
+        try:
+            yield from self._batches_of(torch, gen, epoch)
+        finally:
+            if gen == self._gen:
+                self._active = False
+
+    def _batches_of(self, torch: Any, gen: int, epoch: int) -> Iterator[Batch]:
         k_next = 0  # next batch to assign
         k = 0
         while True:
@@ -389,7 +398,7 @@ class StreamLoader:
             self._lengths = [self.source.length(it) for it in self.items]
         if any(n is None for n in self._lengths):
             raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
-        epoch = max(self._epoch, 0)
+        epoch = self._epoch if self._active else self._epoch + 1
         n = len(self.items)
         order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
         lengths = [int(self._lengths[i]) for i in order]

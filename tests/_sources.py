@@ -1,0 +1,86 @@
+"""Test sources. They live in an importable module so spawned workers can unpickle them."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from streamcli import BaseSource, Field
+
+
+class CountingSource(BaseSource):
+    """Stream i has lengths[i] steps; step p of stream i is ``x = [i, p]`` so every value names its origin."""
+
+    def __init__(self, lengths: Sequence[int], *, report_length: bool = True, pad: int = 0) -> None:
+        self.lengths = [int(n) for n in lengths]
+        self.report_length = report_length
+        self.pad = pad  # extra payload bytes per step, to exercise bigger slots
+
+    def items(self) -> list[int]:
+        return list(range(len(self.lengths)))
+
+    def fields(self) -> list[Field]:
+        out = [Field("x", (2,), "int64")]
+        if self.pad:
+            out.append(Field("blob", (self.pad,), "uint8"))
+        return out
+
+    def length(self, item: int) -> int | None:
+        return self.lengths[item] if self.report_length else None
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p in range(start, self.lengths[item]):
+            step = {"x": np.array([item, p], np.int64)}
+            if self.pad:
+                step["blob"] = np.full(self.pad, (item * 31 + p) % 251, np.uint8)
+            yield step
+
+
+class RaisingSource(CountingSource):
+    """Raises while reading stream ``bad`` at step ``at`` (or while opening it if ``at`` is -1)."""
+
+    def __init__(self, lengths: Sequence[int], bad: int, at: int) -> None:
+        super().__init__(lengths)
+        self.bad, self.at = bad, at
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        if item == self.bad and self.at < 0:
+            raise OSError(f"cannot open stream {item}")  # eagerly, before any step
+        return self._steps(item, start)
+
+    def _steps(self, item: int, start: int) -> Iterator[dict[str, np.ndarray]]:
+        for p, step in enumerate(super().open(item, start)):
+            if item == self.bad and p == self.at:
+                raise RuntimeError(f"corrupt frame in stream {item}")
+            yield step
+
+
+class SlowSource(CountingSource):
+    """Sleeps per step, so tests can act while workers are busy."""
+
+    def __init__(self, lengths: Sequence[int], delay: float = 0.01) -> None:
+        super().__init__(lengths)
+        self.delay = delay
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for step in super().open(item, start):
+            time.sleep(self.delay)
+            yield step
+
+
+class BadShapeSource(CountingSource):
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p in range(start, self.lengths[item]):
+            yield {"x": np.array([item, p, 0], np.int32)}
+
+
+class PidSource(CountingSource):
+    """Writes its worker's pid into ``x`` so a test can find and kill the worker."""
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p in range(start, self.lengths[item]):
+            time.sleep(0.005)
+            yield {"x": np.array([os.getpid(), p], np.int64)}

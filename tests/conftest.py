@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+
+def _segments() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith("streamcli_")} if os.path.isdir("/dev/shm") else set()
+
+
+def _children() -> list[psutil.Process]:
+    return [c for c in psutil.Process().children(recursive=True) if c.is_running() and c.status() != "zombie"]
+
+
+def assert_no_leaks(before: set[str], timeout: float = 5.0) -> None:
+    """No shared-memory segment of ours and no child process may outlive a loader."""
+    deadline = time.monotonic() + timeout
+    while True:
+        leaked, kids = _segments() - before, [c for c in _children() if "resource_tracker" not in " ".join(c.cmdline())]
+        if not leaked and not kids:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"leaked segments {sorted(leaked)}, live children {[k.pid for k in kids]}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    import gc
+
+    before = _segments()
+    yield
+    gc.collect()
+    assert_no_leaks(before)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    root = Path(os.environ.get("STREAMCLI_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    if not root.is_dir():
+        raise RuntimeError(f"real test data not found at {root}; set STREAMCLI_DATA to the shared/data folder")
+    return root

@@ -1,0 +1,276 @@
+"""Loader behaviour beyond the batch contract: bad input, faults, leaks, batch lifetime, epochs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import torch
+from _invariants import collect
+from _sources import BadShapeSource, CountingSource, PidSource, RaisingSource
+from conftest import assert_no_leaks
+
+from streamcli import SourceError, StepSpecError, StreamLoader, WorkerError
+from streamcli.errors import RemoteTraceback
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(batch_size=0), "batch_size=0"),
+        (dict(time_steps=-1), "time_steps=-1"),
+        (dict(num_workers=5), "num_workers=5 exceeds batch_size=4"),
+        (dict(boundary="squash"), "boundary='squash'"),
+        (dict(epoch_end="wrap"), "epoch_end='wrap'"),
+        (dict(layout="TBC"), "layout='TBC'"),
+        (dict(on_error="ignore"), "on_error='ignore'"),
+        (dict(prefetch=0), "prefetch=0"),
+        (dict(batch_size=2.5), "batch_size=2.5"),
+    ],
+)
+def test_invalid_arguments_name_the_value(kwargs: dict[str, object], match: str, no_leaks: None) -> None:
+    args: dict[str, object] = dict(batch_size=4, time_steps=2)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match.replace("(", r"\(").replace("[", r"\[")):
+        StreamLoader(CountingSource([3, 3]), **args)  # type: ignore[arg-type]
+
+
+def test_field_names_are_checked() -> None:
+    class Clash(CountingSource):
+        def fields(self):  # type: ignore[no-untyped-def]
+            from streamcli import Field
+
+            return [Field("valid", (1,), "uint8")]
+
+    with pytest.raises(ValueError, match="clash with batch flags"):
+        StreamLoader(Clash([1]), 2, 2)
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_step_that_breaks_the_declared_spec(workers: int, no_leaks: None) -> None:
+    with StreamLoader(BadShapeSource([4, 4]), 2, 2, num_workers=workers) as loader:
+        with pytest.raises(StepSpecError, match=r"field 'x' is int32\[3\] but the source declared int64\[2\]"):
+            list(loader)
+    assert issubclass(StepSpecError, ValueError)
+
+
+def test_source_error_in_process_names_plugin_item_and_step() -> None:
+    with StreamLoader(RaisingSource([5, 5, 5], bad=1, at=3), 2, 2, shuffle=False) as loader:
+        with pytest.raises(SourceError, match=r"'RaisingSource' failed reading item '1' \(stream 1\) at step 3") as ei:
+            list(loader)
+    assert isinstance(ei.value.__cause__, RuntimeError)
+
+
+@pytest.mark.slow
+def test_source_error_in_worker_carries_remote_traceback(no_leaks: None) -> None:
+    with StreamLoader(RaisingSource([5, 5, 5], bad=2, at=-1), 2, 2, num_workers=2, shuffle=False) as loader:
+        with pytest.raises(SourceError, match=r"failed opening item '2' \(stream 2\) at step 0") as ei:
+            list(loader)
+    cause = ei.value.__cause__
+    assert isinstance(cause, RemoteTraceback) and "cannot open stream 2" in cause.tb and "Traceback" in cause.tb
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_on_error_skip_logs_counts_and_stays_deterministic(
+    workers: int, caplog: pytest.LogCaptureFixture, no_leaks: None
+) -> None:
+    lengths = [6, 6, 6, 6]
+    with (
+        caplog.at_level(logging.WARNING, logger="streamcli"),
+        StreamLoader(
+            RaisingSource(lengths, bad=1, at=2), 2, 3, num_workers=workers, on_error="skip", shuffle=False
+        ) as loader,
+    ):
+        batches = collect(loader)
+        assert loader.stats.skipped == 1
+    assert any("skipped item '1' (stream 1) at step 2" in r.getMessage() for r in caplog.records)
+    delivered = {(int(s), int(p)) for bt in batches for s, p in zip(bt["stream"].ravel(), bt["position"].ravel())}
+    assert {(1, 0), (1, 1)} <= delivered and (1, 2) not in delivered  # item 1 ends where it failed
+    assert {(s, p) for s in (0, 2, 3) for p in range(6)} <= delivered
+
+
+@pytest.mark.slow
+def test_killed_worker_is_reported_within_seconds(no_leaks: None) -> None:
+    with StreamLoader(PidSource([400] * 6), 4, 2, num_workers=2, shuffle=False) as loader:
+        it = iter(loader)
+        batch = next(it)
+        victim = int(batch["x"][0, -1, 0])  # the last row belongs to worker 1
+        assert victim != os.getpid() and psutil.pid_exists(victim)
+        del batch
+        os.kill(victim, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=rf"worker 1 \(pid {victim}\) died with signal SIGKILL"):
+            for _ in it:
+                pass
+        assert time.monotonic() - start < 5.0
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {here!r})
+    from _sources import SlowSource
+    from streamcli import StreamLoader
+    if __name__ == "__main__":
+        loader = StreamLoader(SlowSource([10**6] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream")
+        print("pids", *[p.pid for p in loader._procs], loader.ring.spec.name, flush=True)
+        for i, batch in enumerate(loader):
+            if i == 3:
+                print("ready", flush=True)
+    """
+)
+
+
+def _spawn_script(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int], str]:
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT.format(here=str(HERE)))
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    head = proc.stdout.readline().split()
+    assert head[0] == "pids", head
+    assert proc.stdout.readline().strip() == "ready"
+    return proc, [int(p) for p in head[1:3]], head[3]
+
+
+def _gone(pids: list[int], segment: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        if not alive and not os.path.exists(f"/dev/shm/{segment}"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"left behind: processes {alive}, segment exists={os.path.exists('/dev/shm/' + segment)}")
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_promptly_and_leaves_nothing(tmp_path: Path) -> None:
+    proc, workers, segment = _spawn_script(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
+    proc.wait(timeout=10)
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in (proc.stderr.read() if proc.stderr else "")
+    _gone(workers, segment)
+
+
+@pytest.mark.slow
+def test_parent_killed_leaves_no_orphans_or_segments(tmp_path: Path) -> None:
+    proc, workers, segment = _spawn_script(tmp_path)
+    proc.kill()  # SIGKILL: no finally blocks, no atexit
+    proc.wait(timeout=5)
+    _gone(workers, segment, timeout=10)
+
+
+@pytest.mark.slow
+def test_held_batches_are_never_overwritten(no_leaks: None) -> None:
+    lengths = [30, 17, 25, 40, 8, 33]
+    with StreamLoader(CountingSource(lengths, pad=64), 3, 4, seed=1) as ref_loader:
+        ref = collect(ref_loader)
+    with StreamLoader(CountingSource(lengths, pad=64), 3, 4, seed=1, num_workers=2, prefetch=2) as loader:
+        hoard = list(loader)  # every batch held at once: far more than the ring's slots
+        assert loader.stats.copies > 0
+        for want, got in zip(ref, hoard, strict=True):
+            assert np.array_equal(want["x"], got["x"].numpy())
+            assert np.array_equal(want["blob"], got["blob"].numpy())
+        # A tensor kept from one batch outlives the batch object and stays intact while others flow.
+        kept = None
+        for i, batch in enumerate(loader):
+            if i == 0:
+                kept, kept_copy = batch["blob"], batch["blob"].clone()
+        assert kept is not None and torch.equal(kept, kept_copy)
+
+
+def test_zero_copy_views_when_batches_are_released() -> None:
+    with StreamLoader(CountingSource([50] * 4), 4, 2) as loader:
+        for _batch in loader:
+            pass
+        assert loader.stats.copies == 0 and loader.stats.batches == 25
+
+
+def test_epochs_restart_and_superseded_iterators() -> None:
+    with StreamLoader(CountingSource([5, 9, 3, 7]), 2, 2, seed=3) as loader:
+        it = iter(loader)
+        next(it)
+        second = collect(loader)  # abandons epoch 0 mid-way; epoch 1 is whole
+        assert sum(int(b["valid"].sum()) for b in second) == 24
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(it)
+        assert [b.epoch for b in loader][0] == 2
+
+
+def test_len_needs_lengths() -> None:
+    with StreamLoader(CountingSource([3, 4], report_length=False), 2, 2) as loader:
+        with pytest.raises(TypeError, match="does not report them all"):
+            len(loader)
+    with StreamLoader(CountingSource([3, 4]), 2, 2) as loader:
+        assert len(loader) == len(list(loader)) == 2
+
+
+def test_empty_source_and_all_empty_streams() -> None:
+    for lengths in ([], [0, 0, 0]):
+        for end in ("pad", "restream", "drop"):
+            with StreamLoader(CountingSource(lengths), 2, 2, epoch_end=end) as loader:
+                assert list(loader) == [] and len(loader) == 0
+
+
+def test_pin_memory_without_cuda_warns_once_and_does_nothing() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: pinning is real here")
+    import streamcli.loader as mod
+
+    mod._pin_warned = False
+    with pytest.warns(RuntimeWarning, match="CUDA is not available"):
+        with StreamLoader(CountingSource([4, 4]), 2, 2, pin_memory=True) as loader:
+            batches = list(loader)
+    assert len(batches) == 2 and loader.stats.copies == 0
+
+
+def test_close_is_idempotent_and_final(no_leaks: None) -> None:
+    loader = StreamLoader(CountingSource([4]), 1, 2)
+    loader.close()
+    loader.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        iter(loader)
+
+
+def test_unpicklable_source_with_workers_is_a_clear_error(no_leaks: None) -> None:
+    src = CountingSource([3])
+    src.hook = lambda: None  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="cannot be pickled for worker processes"):
+        StreamLoader(src, 1, 1, num_workers=1)
+
+
+def test_stats_snapshot() -> None:
+    with StreamLoader(CountingSource([20] * 4), 2, 5) as loader:
+        for _ in loader:
+            pass
+        s = loader.stats
+    assert s.batches == 8 and s.steps == 80 and s.streams_done == 4 and s.streams_total == 4
+    assert len(s.waits_s) == 8 and s.first_batch_s is not None and s.batches_per_s > 0
+    assert s.bytes == 8 * 2 * 5 * 16
+
+
+def test_no_leak_helper_sees_segments() -> None:
+    from multiprocessing import shared_memory
+
+    before = {n for n in os.listdir("/dev/shm") if n.startswith("streamcli_")}
+    shm = shared_memory.SharedMemory(name="streamcli_leaktest", create=True, size=16)
+    try:
+        with pytest.raises(AssertionError, match="streamcli_leaktest"):
+            assert_no_leaks(before, timeout=0.2)
+    finally:
+        shm.close()
+        shm.unlink()
