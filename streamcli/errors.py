@@ -39,4 +39,4 @@ class RemoteTraceback(Exception):
         self.tb = tb
 
     def __str__(self) -> str:
-        return f"\n\"\"\"\n{self.tb}\"\"\""
+        return f'\n"""\n{self.tb}"""'
