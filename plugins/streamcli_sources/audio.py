@@ -1,0 +1,169 @@
+"""``audio``: WAV files read with the standard library's ``wave`` module, in frames of a fixed duration.
+
+One loader batch needs one shape, and a 20 ms frame is 960 samples at 48 kHz but 160 at 8 kHz, so every
+file must share the first file's sample rate and channel count. Files that differ are **rejected, not
+resampled**: resampling would silently change the data (and its quality depends on a filter choice
+streamcli should not make for you). By default a mismatch is an error that names both formats and the
+fix; ``mismatch="skip"`` skips such files with a warning instead; ``rate=`` picks the rate to keep.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import wave
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from streamcli.errors import SourceError
+from streamcli.source import BaseSource, Field, Step
+
+
+@dataclass(frozen=True)
+class _Header:
+    rate: int
+    channels: int
+    width: int  # bytes per sample
+    frames: int  # sample frames really present (the header's count, capped by the file's size)
+
+    def describe(self) -> str:
+        return f"{self.rate} Hz, {self.channels} channel{'s' * (self.channels != 1)}"
+
+
+class AudioSource(BaseSource):
+    """WAV files (a file, or a folder searched recursively and sorted), one stream per file.
+
+    Fields per step: ``pcm`` int16[samples, channels], where samples = round(rate x ``frame_ms`` / 1000)
+    (960 at 48 kHz and 20 ms), zero-padded on a stream's last step, and ``nsamples`` int32, how many of
+    them are real. 8-, 24- and 32-bit PCM are converted to int16 (their top 16 bits). A file ``wave``
+    cannot read (compressed or float WAV, or not a WAV at all) is skipped with a warning and listed in
+    ``skipped``; with ``strict=True`` it is an error.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str] | None = None,
+        *,
+        frame_ms: float = 20.0,
+        glob: str = "*.wav",
+        rate: int = 0,
+        mismatch: str = "error",
+        strict: bool = False,
+    ) -> None:
+        if folder is None:
+            raise ValueError("the audio source needs a folder or a .wav file, e.g. audio recordings/")
+        if not float(frame_ms) > 0:
+            raise ValueError(f"frame_ms={frame_ms} must be a positive duration in milliseconds, e.g. 20")
+        if mismatch not in ("error", "skip"):
+            raise ValueError(f"mismatch={mismatch!r} must be 'error' or 'skip'")
+        if int(rate) < 0:
+            raise ValueError(f"rate={rate} must be 0 (the first file's rate) or a sample rate in Hz")
+        self.root = Path(folder)
+        if not (self.root.is_dir() or self.root.is_file()):
+            raise ValueError(f"audio source: {str(self.root)!r} is neither a folder nor a file")
+        self.frame_ms = float(frame_ms)
+        self.glob = glob
+        self.rate = int(rate)
+        self.mismatch = mismatch
+        self.strict = bool(strict)
+        self.skipped: list[tuple[str, str]] = []
+        self._headers: dict[str, _Header] | None = None
+
+    def _index(self) -> dict[str, _Header]:
+        if self._headers is not None:
+            return self._headers
+        files = [str(self.root)] if self.root.is_file() else sorted(map(str, self.root.rglob(self.glob)))
+        headers: dict[str, _Header] = {}
+        skipped: list[tuple[str, str]] = []
+        want: _Header | None = None
+        for path in files:
+            try:
+                head = _read_header(path)
+            except (wave.Error, EOFError, OSError) as exc:
+                if self.strict:
+                    raise SourceError(f"audio: cannot read {path}: {exc} (strict=True)") from exc
+                skipped.append((path, f"not a PCM WAV file that wave can read ({exc})"))
+                continue
+            if want is None and (not self.rate or head.rate == self.rate):
+                want = head
+            if want is None or (head.rate, head.channels) != (want.rate, want.channels):
+                first = f"{self.rate} Hz" if want is None else f"{want.describe()} like the first file"
+                why = f"it is {head.describe()}, not {first}"
+                if self.mismatch == "error":
+                    raise ValueError(
+                        f"audio: {path}: {why}; files are not resampled, so point the source at files of one "
+                        "format (e.g. one folder), or pass mismatch='skip' (and rate=...) to skip the others"
+                    )
+                skipped.append((path, why))
+                continue
+            headers[path] = head
+        for path, why in skipped:
+            warnings.warn(f"audio: skipping {path}: {why}", stacklevel=3)
+        if not headers:
+            raise SourceError(f"audio: no usable WAV file under {str(self.root)!r}; {len(skipped)} skipped")
+        self.skipped, self._headers = skipped, headers
+        return headers
+
+    @property
+    def samples(self) -> int:
+        """Samples per step at the streams' common rate."""
+        rate = next(iter(self._index().values())).rate
+        return max(1, round(rate * self.frame_ms / 1000))
+
+    def items(self) -> list[str]:
+        return list(self._index())
+
+    def fields(self) -> Sequence[Field]:
+        channels = next(iter(self._index().values())).channels
+        return (Field("pcm", (self.samples, channels), "int16"), Field("nsamples", (), "int32"))
+
+    def length(self, item: str) -> int:
+        return -(-self._index()[item].frames // self.samples)
+
+    def item_name(self, item: str) -> str:
+        return Path(item).name
+
+    @classmethod
+    def can_open(cls, arg: str) -> bool:
+        p = Path(arg)
+        return (p.is_file() and p.suffix.lower() == ".wav") or (p.is_dir() and any(p.rglob("*.wav")))
+
+    def open(self, item: str, start: int = 0) -> Iterator[Step]:
+        head = self._index()[item]
+        n = self.samples
+        with wave.open(item, "rb") as w:
+            pos = start * n
+            if pos >= head.frames:
+                return
+            w.setpos(pos)
+            while pos < head.frames:
+                raw = w.readframes(min(n, head.frames - pos))
+                pcm = _to_int16(raw, head.width).reshape(-1, head.channels)
+                if len(pcm) == 0:
+                    return  # the file ended before its header said (caught by _read_header's cap)
+                got = len(pcm)
+                if got < n:
+                    pcm = np.concatenate([pcm, np.zeros((n - got, head.channels), np.int16)])
+                yield {"pcm": pcm, "nsamples": np.int32(got)}
+                pos += got
+
+
+def _read_header(path: str) -> _Header:
+    with open(path, "rb") as f, wave.open(f) as w:
+        # wave stops right after the data chunk's header, so what follows is (at most) the samples.
+        block = w.getsampwidth() * w.getnchannels()
+        present = (os.fstat(f.fileno()).st_size - f.tell()) // block
+        return _Header(w.getframerate(), w.getnchannels(), w.getsampwidth(), min(w.getnframes(), present))
+
+
+def _to_int16(raw: bytes, width: int) -> npt.NDArray[np.int16]:
+    if width == 2:
+        return np.frombuffer(raw, "<i2").astype(np.int16)
+    if width == 1:  # unsigned 8-bit
+        return ((np.frombuffer(raw, np.uint8).astype(np.int16) - 128) << 8).astype(np.int16)
+    b = np.frombuffer(raw, np.uint8).reshape(-1, width)
+    return b[:, -2:].copy().view("<i2").reshape(-1).astype(np.int16)  # top 16 bits, little-endian
