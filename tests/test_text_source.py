@@ -1,0 +1,89 @@
+"""The text source over the real books in ../shared/data/text: bytes in, bytes out, BOM and CRLF handled."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamcli_sources.text import TextSource
+
+from streamcli import load_source
+
+
+def _data() -> Path:
+    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    if not (root / "text").is_dir():
+        pytest.fail(f"real test data not found at {root}: check out shared/ beside the repo or set STREAMCLI_DATA")
+    return root
+
+
+TEXT = _data() / "text"
+BOOKS = ["devils_dictionary.txt", "fortunes_literature.txt", "sherlock_holmes_pg1661.txt", "tom_sawyer_excerpt.txt"]
+BOM = b"\xef\xbb\xbf"
+
+
+def joined(src: TextSource, item: str, start: int = 0) -> bytes:
+    return b"".join(s["text"][: int(s["nbytes"])].tobytes() for s in src.open(item, start))
+
+
+def test_every_book_streams_back_its_exact_bytes() -> None:
+    src = TextSource(TEXT, width=64)
+    assert [Path(i).name for i in src.items()] == BOOKS
+    for item in src.items():
+        data = Path(item).read_bytes().removeprefix(BOM)
+        assert joined(src, item) == data
+        assert src.length(item) == len(list(src.open(item))) == -(-len(data) // 64)
+
+
+def test_sherlock_bom_and_crlf() -> None:
+    path = str(TEXT / "sherlock_holmes_pg1661.txt")
+    raw = Path(path).read_bytes()
+    assert raw.startswith(BOM) and b"\r\n" in raw  # the premise, from the data's README
+    kept = TextSource(path, width=32)
+    assert joined(kept, path) == raw[3:] and b"\r\n" in joined(kept, path)
+    lf = TextSource(path, width=32, newlines="lf")
+    assert joined(lf, path) == raw[3:].replace(b"\r\n", b"\n")
+    assert lf.length(path) == -(-len(raw[3:].replace(b"\r\n", b"\n")) // 32) == len(list(lf.open(path)))
+    bom = TextSource(path, width=32, keep_bom=True)
+    assert joined(bom, path) == raw and bom.length(path) == -(-len(raw) // 32)
+
+
+def test_resume_is_exact() -> None:
+    path = str(TEXT / "sherlock_holmes_pg1661.txt")
+    src = TextSource(path, width=100, newlines="lf")
+    full = list(src.open(path))
+    for k in (1, 2000, len(full) - 1, len(full)):
+        resumed = list(src.open(path, start=k))
+        assert len(resumed) == len(full) - k
+        for a, b in zip(resumed, full[k:], strict=True):
+            np.testing.assert_array_equal(a["text"], b["text"])
+            assert a["nbytes"] == b["nbytes"]
+
+
+def test_any_encoding_passes_through_as_bytes(tmp_path: Path) -> None:
+    for name, data in {
+        "latin1.txt": "café crème\r\n".encode("latin-1"),
+        "utf16.txt": "naïve\n".encode("utf-16"),  # with its own BOM, which is not UTF-8's: kept
+        "bad_utf8.txt": b"\xff\xfe\xfd\x80abc",
+        "empty.txt": b"",
+    }.items():
+        (tmp_path / name).write_bytes(data)
+    src = TextSource(tmp_path, width=4)
+    for item in src.items():
+        assert joined(src, item) == Path(item).read_bytes()
+        assert src.length(item) == len(list(src.open(item)))
+
+
+def test_steps_match_the_declared_fields_and_discovery_finds_it() -> None:
+    src = load_source("text", str(TEXT / "tom_sawyer_excerpt.txt"), width=8)
+    (item,) = src.items()
+    fields = {f.name: f for f in src.fields()}
+    for step in src.open(item):
+        for name, f in fields.items():
+            value = np.asarray(step[name])
+            assert value.shape == f.shape and value.dtype == f.np_dtype
+    assert TextSource.can_open(str(TEXT))
+    with pytest.raises(ValueError, match="width=0 must be at least 1"):
+        TextSource(TEXT, width=0)
