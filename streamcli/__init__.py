@@ -7,6 +7,7 @@ The public API is defined here and only here. Importing streamcli does not impor
 """
 
 from streamcli.batch import FLAGS, Batch
+from streamcli.bench import BenchResult, run_benchmark
 from streamcli.errors import (
     PluginLoadError,
     PluginNotFoundError,
@@ -17,7 +18,9 @@ from streamcli.errors import (
     WorkerError,
 )
 from streamcli.loader import StreamLoader
+from streamcli.export import ShardWriter
 from streamcli.plugins import PluginInfo, list_plugins, load_source
+from streamcli.replay import ShardReader
 from streamcli.source import BaseSource, Field, StreamSource
 from streamcli.stats import LoaderStats
 
@@ -26,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BaseSource",
     "Batch",
+    "BenchResult",
     "FLAGS",
     "Field",
     "LoaderStats",
@@ -33,6 +37,8 @@ __all__ = [
     "PluginLoadError",
     "PluginNotFoundError",
     "ShardError",
+    "ShardReader",
+    "ShardWriter",
     "SourceError",
     "StepSpecError",
     "StreamLoader",
@@ -42,5 +48,6 @@ __all__ = [
     "__version__",
     "list_plugins",
     "load_source",
+    "run_benchmark",
 ]
 assert sorted(__all__) == __all__

@@ -47,11 +47,14 @@ def as_rgb(arr: np.ndarray) -> np.ndarray | None:
         arr = arr[:, :, None]
     if arr.ndim != 3:
         return None
-    if arr.shape[-1] in (1, 3, 4) and arr.shape[0] > 4:
+    hwc, chw = arr.shape[-1] in (1, 3, 4), arr.shape[0] in (1, 3, 4)
+    if hwc and (not chw or arr.shape[-1] == 3):  # ambiguous shapes such as (4, 6, 3): trust a final 3
         img = arr
-    elif arr.shape[0] in (1, 3, 4) and arr.shape[-1] > 4:
+    elif chw:
         img = np.moveaxis(arr, 0, -1)
     else:
+        return None
+    if min(img.shape[:2]) < 2:
         return None
     if img.dtype != np.uint8:
         if not np.issubdtype(img.dtype, np.floating):

@@ -216,6 +216,7 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
     for entry in m["shards"]:
         name = entry["name"]
         listed.add(name)
+        total += int(entry["batches"])  # each shard's real count is checked against its entry below
         path = shard_path(out_dir, name)
         if not path.is_file():
             problems.append(f"shard {name!r} is missing")
@@ -235,9 +236,8 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
             extra = []
         if extra:
             problems.append(f"shard {name!r} holds unexpected members: {', '.join(extra)}")
-        total += int(entry["batches"])
     if total != m["batches"]:
-        problems.append(f"the shards hold {total} batches, the manifest says {m['batches']}")
+        problems.append(f"the shard entries add up to {total} batches, the manifest says {m['batches']}")
     for p in sorted(Path(out_dir).iterdir()):
         if SHARD_RE.match(p.name) and p.name not in listed:
             problems.append(f"shard {p.name!r} is on disk but not in the manifest")
