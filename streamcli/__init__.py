@@ -17,8 +17,8 @@ from streamcli.errors import (
     StreamcliError,
     WorkerError,
 )
-from streamcli.loader import StreamLoader
 from streamcli.export import ShardWriter
+from streamcli.loader import StreamLoader
 from streamcli.plugins import PluginInfo, list_plugins, load_source
 from streamcli.replay import ShardReader
 from streamcli.source import BaseSource, Field, StreamSource

@@ -137,7 +137,7 @@ def test_flipped_byte_fails_verify_and_reader(tmp_path: Path) -> None:
     p.write_bytes(bytes(data))
     problems = verify(tmp_path)
     assert len(problems) == 1 and "shard-00001.npz" in problems[0] and "sha256" in problems[0]
-    with pytest.raises(ShardError, match="shard-00001.npz"):
+    with pytest.raises(ShardError, match=r"shard-00001\.npz"):
         list(ShardReader(tmp_path))
 
 
@@ -174,7 +174,7 @@ def test_pickled_object_array_is_refused(tmp_path: Path) -> None:
     evil = np.empty(2, dtype=object)
     evil[:] = [{"x": 1}, "boom"]
     _plant(tmp_path, "meta.index", evil)
-    with pytest.raises(ShardError, match="shard-00000.npz.*pickled"):
+    with pytest.raises(ShardError, match=r"shard-00000\.npz.*pickled"):
         list(ShardReader(tmp_path))
     assert any("pickled" in p for p in verify(tmp_path))
 
