@@ -99,3 +99,20 @@ def test_bad_options(options: dict[str, object], match: str) -> None:
 def test_listed_and_loaded_through_discovery() -> None:
     src = load_source("camera", 2, steps=3, size=(16, 16))
     assert type(src).__name__ == "CameraSource" and len(list(src.open(1))) == 3
+
+
+@pytest.mark.slow
+def test_loader_batches_are_the_same_with_and_without_workers() -> None:
+    from streamcli import StreamLoader
+
+    src = CameraSource(5, steps=12, size=(16, 16))
+    out = []
+    for workers in (0, 2):
+        with StreamLoader(src, batch_size=2, time_steps=5, num_workers=workers) as loader:
+            n = len(loader)
+            out.append([(b["frame"].numpy().copy(), b["homography"].numpy().copy()) for b in loader])
+            assert len(out[-1]) == n
+    assert len(out[0]) == len(out[1]) > 0
+    for (f0, h0), (f1, h1) in zip(*out, strict=True):
+        np.testing.assert_array_equal(f0, f1)
+        np.testing.assert_array_equal(h0, h1)

@@ -193,8 +193,12 @@ def test_unopenable_files_are_skipped_or_strict_errors(tmp_path: Path) -> None:
         shutil.copy(VIDEO / name, tmp_path / Path(name).name)
     shutil.copy(VIDEO / "odd" / "sage_example.webm", tmp_path)
     src = VideoSource(tmp_path, size=SMALL)
-    with pytest.warns(UserWarning, match=r"skipping .*sine\.mp4: OpenCV cannot open it"):
+    with pytest.warns(UserWarning) as record:
         items = src.items()
+    assert sorted(str(w.message).split("/")[-1] for w in record) == [
+        "finished-1.webm: OpenCV cannot open it (not a video, or no video track)",
+        "sine.mp4: OpenCV cannot open it (not a video, or no video track)",
+    ]
     assert [Path(i[0]).name for i in items] == ["sage_example.webm"]
     assert sorted(Path(p).name for p, _ in src.skipped) == ["finished-1.webm", "sine.mp4"]
     with pytest.raises(SourceError, match=r"finished-1\.webm.*strict=True"):
@@ -277,3 +281,29 @@ def test_setup_worker_pins_decoding_to_one_thread() -> None:
     finally:
         cv2.setNumThreads(before)
     assert VideoSource(VIDEO, threads=2).threads == 2
+
+
+@pytest.mark.slow
+def test_loader_with_workers_streams_every_segment_exactly(cache: str) -> None:
+    from streamcli import StreamLoader
+
+    src = VideoSource(VIDEO / "odd", size=(16, 16), gray=True, segment=50, cache_dir=cache)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        items = src.items()
+    assert [src.length(i) for i in items] == [50, 50, 50, 12, 24, 2, 11]  # alea (162) in 4, blue, sage, small
+    expected = [steps(src.open(i))[0] for i in items]
+    with StreamLoader(src, batch_size=3, time_steps=8, num_workers=2, seed=1) as loader:
+        n = len(loader)
+        got: dict[int, dict[int, np.ndarray]] = {}
+        batches = 0
+        for batch in loader:
+            batches += 1
+            frames, valid = batch["frame"].numpy(), batch.valid.numpy()
+            for t, b in zip(*np.nonzero(valid), strict=True):
+                got.setdefault(int(batch.stream[t, b]), {})[int(batch.position[t, b])] = frames[t, b]
+    assert batches == n
+    assert sorted(got) == list(range(len(items)))
+    for s, want in enumerate(expected):
+        assert sorted(got[s]) == list(range(len(want)))
+        np.testing.assert_array_equal(np.stack([got[s][p] for p in range(len(want))]), want)
