@@ -100,54 +100,67 @@ def close_rows(rows: Sequence[Row]) -> None:
 
 def fill_batch(p: Producer, slot: int, k: int) -> None:
     """Write this producer's rows of batch ``k`` into ``slot``; raises ``Aborted`` on a generation change."""
-    plan, ring = p.plan, p.ring
+    plan, ring, rows = p.plan, p.ring, p.rows
     T, B = plan.time_steps, plan.batch_size
     v = ring.tb_slots[slot]
     data = [(f.name, f.shape, f.np_dtype, v[f.name]) for f in plan.fields]
-    is_first, valid, stream, position, replayed = (
-        v["is_first"], v["valid"], v["stream"], v["position"], v["replayed"],
-    )  # fmt: skip
-    lo, hi = p.rows[0].b, p.rows[-1].b + 1
+    lo, hi = rows[0].b, rows[-1].b + 1
     claims, dry = v["claims"], v["dry"]
     claims[lo:hi] = 0
     dry[lo:hi] = False
+    # Flags are gathered in lists and written once per batch: per-step numpy scalar writes cost more than
+    # the step itself for small frames. Defaults describe padding.
+    n = T * (hi - lo)
+    first, valid, rep = [False] * n, [False] * n, [False] * n
+    stream, position = [-1] * n, [-1] * n
     front, ctl, stat = ring.front, ring.ctl, ring.wstat[p.w]
-    t_start, waited, steps = time.perf_counter(), 0.0, 0
+    pack = plan.boundary == "pack"
+    t_start, waited, steps, i = time.perf_counter(), 0.0, 0, 0
     for t in range(T):
         if ctl[GEN] != p.gen:
             raise Aborted
         base = (k * T + t) * B
-        for row in p.rows:
+        front[p.w] = base + lo  # a lower bound of every position this producer decides at step t
+        for row in rows:
             b = row.b
-            front[p.w] = base + b
-            if row.it is None and not row.done and (t == 0 or plan.boundary == "pack"):
+            if row.it is None and not row.done and (t == 0 or pack):
                 waited += _claim(p, row, base + b, claims, dry, k)
             if row.it is None:
                 for _, _, _, arr in data:
                     arr[t, b] = 0
-                is_first[t, b] = False
-                valid[t, b] = False
-                stream[t, b] = -1
-                position[t, b] = -1
-                replayed[t, b] = False
+                i += 1
                 continue
             step = row.nxt
-            for name, shape, dtype, arr in data:
-                arr[t, b] = _checked(p, row, step, name, shape, dtype)
-            is_first[t, b] = row.fresh
-            valid[t, b] = True
-            stream[t, b] = row.item
-            position[t, b] = row.pos
-            replayed[t, b] = row.replay
+            try:
+                for name, shape, dtype, arr in data:
+                    a = step[name]
+                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                        a = _checked(p, row, step, name, shape, dtype)
+                    arr[t, b] = a
+            except (KeyError, TypeError, IndexError):
+                _checked(p, row, step, name, shape, dtype)  # raises the precise error
+                raise
+            first[i], valid[i], stream[i], position[i], rep[i] = row.fresh, True, row.item, row.pos, row.replay
             row.fresh = False
             row.pos += 1
             steps += 1
-            row.nxt = _next(p, row, k)
+            i += 1
+            try:
+                row.nxt = next(row.it, _END)
+            except Exception as exc:
+                _fail(p, row, k, exc, "reading")
+                row.nxt = _END
             if row.nxt is _END:
                 _close(row)
+    shape2 = (T, hi - lo)
+    v["is_first"][:, lo:hi] = np.array(first, bool).reshape(shape2)
+    v["valid"][:, lo:hi] = np.array(valid, bool).reshape(shape2)
+    v["stream"][:, lo:hi] = np.array(stream, np.int64).reshape(shape2)
+    v["position"][:, lo:hi] = np.array(position, np.int64).reshape(shape2)
+    v["replayed"][:, lo:hi] = np.array(rep, bool).reshape(shape2)
+    v["live"][lo:hi] = [r.it is not None and not r.replay for r in rows]
     front[p.w] = (k + 1) * T * B + lo  # everything before the next batch is decided
-    v["live"][lo:hi] = [r.it is not None and not r.replay for r in p.rows]
-    last = p.rows[-1]
+    last = rows[-1]
     stat[BUSY] += time.perf_counter() - t_start - waited
     stat[STEPS] += steps
     stat[CUR_STREAM], stat[CUR_POS] = last.item, last.pos
@@ -227,6 +240,7 @@ def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
 
 
 def _checked(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    """The slow path of the per-step check: convert scalars and lists, or raise naming what is wrong."""
     try:
         a = step[name]
     except (KeyError, TypeError, IndexError):

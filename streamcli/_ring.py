@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import secrets
 from collections.abc import Sequence
@@ -85,7 +86,7 @@ class RingSpec:
 
 
 def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     return np.frombuffer(buf, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 

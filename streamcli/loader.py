@@ -18,8 +18,8 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Iterator
-from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -132,7 +132,8 @@ class StreamLoader:
         self._free: list[int] = list(range(self.ring.spec.num_slots))
         self._held_set: set[int] = set()  # slots the consumer may still be reading
         self._inflight: dict[int, int] = {}  # batch index -> slot being filled
-        self._done_count: dict[int, int] = {}  # batch index -> producers done with it
+        self._done: list[int] = []  # per worker: batches of this generation done (workers go in order)
+        self._ready: list[int] = []  # per worker: the generation it has acknowledged
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self._tickets = 0
         self._pin: bool | None = None
@@ -189,6 +190,7 @@ class StreamLoader:
             child.close()
             self._procs.append(proc)
             self._conns.append(parent)
+            self._ready.append(0)
 
     # -------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Batch]:
@@ -204,17 +206,17 @@ class StreamLoader:
         ring.ctl[GEN] = gen  # producers of an older generation abandon their batch
         self._pending.clear()
         self._inflight.clear()
-        self._done_count.clear()
+        self._done = [0] * len(self._conns)
         if self._local is not None:
             close_rows(self._local.rows)
             self._local.rows = new_rows(0, self.batch_size)
             self._local.gen = gen
         for conn in self._conns:
             conn.send(("epoch", gen))
-        ready = 0
-        while ready < len(self._conns):  # old "done" messages drain here
-            for msg in self._recv_any(time.perf_counter()):
-                ready += msg[0] == "ready" and msg[1] == gen
+        start = time.perf_counter()
+        for w in range(len(self._conns)):
+            while self._ready[w] != gen:  # older "done" messages drain here
+                self._recv_from(w, start)
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
@@ -264,18 +266,18 @@ class StreamLoader:
                 log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
                             skip.error)  # fmt: skip
             self._tickets += int(v["claims"].sum())
-            if self.epoch_end == "drop" and v["dry"].any():
+            if self.epoch_end == "drop" and np.count_nonzero(v["dry"]):
                 self._free.append(slot)
                 return
-            n_live = int(v["live"].sum())
+            n_live = int(np.count_nonzero(v["live"]))
             last = self._tickets >= len(self.items) and n_live == 0
             self._streams_done = min(self._tickets, len(self.items)) - n_live
-            valid = v["valid"]
-            if valid.any():
+            n_valid = int(np.count_nonzero(v["valid"]))
+            if n_valid:
                 batch = self._assemble(torch, slot, epoch, k)
                 self._waits.append(wait_s)
                 self._batches += 1
-                self._steps += int(valid.sum())
+                self._steps += n_valid
                 self._bytes += self._batch_bytes
                 if self._first_batch_s is None:
                     self._first_batch_s = time.perf_counter() - self._t_created
@@ -296,52 +298,47 @@ class StreamLoader:
                 raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
             self._sample_busy(t0)
             return
-        done = self._done_count.get(k, 0)
         start = time.perf_counter()
-        while done < len(self._conns):
-            for msg in self._recv_any(start):
-                if msg[0] == "done" and msg[1] == gen:
-                    self._done_count[msg[2]] = self._done_count.get(msg[2], 0) + 1
-            done = self._done_count.get(k, 0)
-        self._done_count.pop(k, None)
+        for w in range(len(self._conns)):
+            while self._done[w] <= k:
+                self._recv_from(w, start)
         self._sample_busy(start)
 
-    def _recv_any(self, since: float) -> list[tuple[Any, ...]]:
-        """Messages from any worker; raises on a worker error, a dead worker, or a timeout."""
-        sentinels = {p.sentinel: w for w, p in enumerate(self._procs)}
-        ready = wait([*self._conns, *sentinels], timeout=0.5)
-        out: list[tuple[Any, ...]] = []
-        for obj in ready:
-            if isinstance(obj, int):
-                continue  # checked below, after draining messages the worker sent before dying
-            conn: Connection = obj  # type: ignore[assignment]
-            while conn.poll():
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):
-                    break
-                if msg[0] == "error" and msg[1] == self._gen:
-                    self._raise_remote(msg)
-                if msg[0] == "skip":
-                    if msg[1] == self._gen:
-                        self._pending_skip(msg[2])
-                    continue
-                out.append(msg)
-        for w, p in enumerate(self._procs):
-            if p.exitcode is not None or (not p.is_alive()):
-                self._raise_dead(w, p)
-        if not ready and self.timeout is not None and time.perf_counter() - since > self.timeout:
-            self.close()
-            raise WorkerError(f"no batch from the workers for {self.timeout:g} s (timeout={self.timeout})")
-        return out
+    def _recv_from(self, w: int, since: float) -> None:
+        """Handle one message from worker ``w``, or notice that a worker died or the timeout passed."""
+        conn = self._conns[w]
+        if not conn.poll(0.25):
+            for v, proc in enumerate(self._procs):  # a dead worker can stall the living ones
+                if proc.exitcode is not None:
+                    self._raise_dead(v, proc)
+            if self.timeout is not None and time.perf_counter() - since > self.timeout:
+                self.close()
+                raise WorkerError(f"no batch from the workers for {self.timeout:g} s (timeout={self.timeout})")
+            return
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            self._procs[w].join(timeout=1.0)
+            self._raise_dead(w, self._procs[w])
+        kind, gen = msg[0], msg[1]
+        if gen != self._gen:
+            return  # from an abandoned epoch
+        if kind == "done":
+            self._done[w] = msg[2] + 1
+        elif kind == "ready":
+            self._ready[w] = gen
+        elif kind == "skip":
+            self._pending_skip(msg[2])
+        elif kind == "error":
+            self._raise_remote(msg)
 
-    def _raise_remote(self, msg: tuple[Any, ...]) -> None:
+    def _raise_remote(self, msg: tuple[Any, ...]) -> NoReturn:
         _, _, kind, message, tb = msg
         self.close()
         cls = StepSpecError if kind == "spec" else SourceError
         raise cls(message) from RemoteTraceback(tb)
 
-    def _raise_dead(self, w: int, p: Any) -> None:
+    def _raise_dead(self, w: int, p: Any) -> NoReturn:
         stat = self.ring.wstat[w].copy()
         code = p.exitcode
         stream = int(stat[CUR_STREAM])
