@@ -77,7 +77,7 @@ def make_header(
     from streamcli import __version__
 
     per_batch = batch_nbytes(fields, batch_size, time_steps)
-    return {
+    header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "streamcli_version": __version__,
@@ -93,6 +93,8 @@ def make_header(
         "streams": list(streams),
         "stream_lengths": list(stream_lengths),
     }
+    out: dict[str, Any] = json.loads(json.dumps(header))  # as it will read back (tuples become lists)
+    return out
 
 
 @dataclass(frozen=True)

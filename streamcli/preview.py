@@ -343,7 +343,12 @@ def choose_layout(frame: Frame, width: int, height: int) -> tuple[int, CellLayou
         best = (cols, lay)
         if math.ceil(n / cols) * h <= height:
             return best
-    return best
+    cols, lay = best
+    if img is not None:  # nothing fits at full size: shrink the images so the whole grid shows
+        other = len(cell_lines(frame.rows[0], CellLayout(lay.width, 0), "256"))
+        per_cell = height // math.ceil(n / cols) - other
+        lay = CellLayout(lay.width, max(2, per_cell * 2))
+    return cols, lay
 
 
 def grid_lines(frame: Frame, cols: int, lay: CellLayout, color_system: str) -> list[str]:
@@ -414,12 +419,14 @@ def dashboard(
     parts: list[Any] = []
     if notice:
         parts.append(Text(notice, "bold yellow"))
-    stats_h = 8 + (len(stats.worker_busy) if stats else 1)
+    stats_h = 6 + (len(stats.worker_busy) if stats else 0)
+    notice_h = math.ceil(len(notice) / max(width, 1)) if notice else 0
     if frame is not None:
-        cols, lay = choose_layout(frame, width, max(height - stats_h - 2 - bool(notice), 4))
+        avail = max(height - stats_h - notice_h - 2, 4)  # the statistics always stay on screen
+        cols, lay = choose_layout(frame, width, avail)
         head = f"batch {frame.index}  epoch {frame.epoch}  T={frame.time_steps}  rows={len(frame.rows)}"
         parts.append(Text(head, "dim"))
-        parts.append(AnsiLines(grid_lines(frame, cols, lay, color_system)))
+        parts.append(AnsiLines(grid_lines(frame, cols, lay, color_system)[:avail]))
     if stats is not None:
         parts.append(stats_panel(stats, title=title, paused=paused))
     parts.append(Text("q quit   space pause   n next batch (paused)", "dim"))

@@ -1,0 +1,154 @@
+"""The installed ``streamcli`` script in real processes: one run per command, kill -9 + resume, tmux."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent / "streamcli"
+CAM = ["camera", "-o", "size=32x32", "-o", "steps=32", "-o", "count=6"]
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str, timeout: float = 90, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def test_help_is_fast_and_does_not_import_torch() -> None:
+    r = subprocess.run([sys.executable, "-m", "streamcli", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "preview" in r.stdout
+    code = "import sys, streamcli.cli; assert 'torch' not in sys.modules, 'torch imported'"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_plugins_json_subprocess() -> None:
+    r = run("plugins", "--json")
+    assert r.returncode == 0, r.stderr
+    names = {p["name"] for p in json.loads(r.stdout)}
+    assert {"text", "camera", "video", "shards"} <= names
+
+
+def test_usage_error_subprocess() -> None:
+    r = run("preview", "nosuchplugin", "path")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().startswith("error: no plugin named 'nosuchplugin'") and len(r.stderr.splitlines()) == 1
+
+
+def test_preview_piped_with_a_worker() -> None:
+    r = run("preview", *CAM, "-b", "3", "-t", "4", "-w", "1", "--batches", "5")
+    assert r.returncode == 0, r.stderr
+    assert "batches/s" in r.stdout and "worker 0" in r.stdout and "\x1b[" not in r.stdout
+
+
+def test_bench_subprocess() -> None:
+    r = run(
+        "bench", *CAM, "-b", "3", "-t", "4", "-w", "0,1", "--batches", "8", "--warmup", "2", "--repeats", "1", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [x["workers"] for x in out["results"]] == [0, 1]
+    assert out["results"][1]["busy"] is not None and out["results"][1]["first_batch_s"] > 0
+
+
+def test_export_kill_9_then_resume_is_byte_identical(tmp_path: Path) -> None:
+    args = [
+        "camera", "-o", "size=64x64", "-o", "steps=96", "-o", "count=8", "-b", "4", "-t", "8", "-w", "0",
+        "--shard-size", "300kB", "--epochs", "3",
+    ]  # fmt: skip
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert run("export", *args, str(full), timeout=120).returncode == 0
+    n_full = len(json.loads((full / "index.json").read_text())["shards"])
+    proc = subprocess.Popen([str(BIN), "export", *args, str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (cut / "shard-00002.npz").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert not (cut / "index.json").exists(), "the export finished before it could be killed"
+    written = len(list(cut.glob("shard-*.npz")))
+    assert 0 < written < n_full
+    r = run("export", *args, str(cut), "--resume", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert {p.name: p.read_bytes() for p in full.iterdir()} == {p.name: p.read_bytes() for p in cut.iterdir()}
+    assert run("verify", str(cut)).returncode == 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# preview in a real terminal (tmux)
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    sock = f"streamcli-test-{os.getpid()}-{time.monotonic_ns()}"
+    base = ["tmux", "-L", sock]
+    yield base, tmp_path
+    subprocess.run([*base, "kill-server"], capture_output=True)
+
+
+def _start(base: list[str], tmp: Path, cmd: str, env: str = "COLORTERM=truecolor") -> None:
+    script = f"{env} {BIN} {cmd}; echo EXIT=$? > {tmp}/exit; stty -a > {tmp}/stty; sleep 60"
+    subprocess.run([*base, "new-session", "-d", "-x", "160", "-y", "50", script], check=True)
+
+
+def _pane(base: list[str], escapes: bool = True) -> str:
+    args = [*base, "capture-pane", "-p"] + (["-e"] if escapes else [])
+    return subprocess.run(args, capture_output=True, text=True).stdout
+
+
+def _wait_for(pred, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _restored(base: list[str], tmp: Path) -> None:
+    assert _wait_for(lambda: (tmp / "stty").exists() and (tmp / "stty").read_text())
+    stty = (tmp / "stty").read_text().split()
+    assert "icanon" in stty and "echo" in stty  # cbreak undone
+    fmt = "#{alternate_on} #{cursor_flag}"
+    flags = subprocess.run([*base, "display", "-p", fmt], capture_output=True, text=True).stdout.split()
+    assert flags == ["0", "1"]  # alternate screen left, cursor shown
+
+
+def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str], Path]) -> None:
+    base, tmp = tmux
+    _start(base, tmp, "preview " + " ".join(CAM) + " -b 4 -t 4 -w 1 --epochs 0")
+    assert _wait_for(lambda: "batches/s" in _pane(base, False) and "▀" in _pane(base, False)), _pane(base, False)
+    pane = _pane(base)
+    assert "\x1b[38;2;" in pane  # 24-bit half-block cells
+    text = _pane(base, False)
+    for needle in ("steps/s", "MB/s", "p50", "p95", "worker 0", "ready slots", "epoch", "camera-"):
+        assert needle in text, needle
+    subprocess.run([*base, "send-keys", "space"], check=True)
+    assert _wait_for(lambda: "PAUSED" in _pane(base, False))
+    subprocess.run([*base, "send-keys", "q"], check=True)
+    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert (tmp / "exit").read_text().strip() == "EXIT=0"
+    _restored(base, tmp)
+
+
+def test_preview_in_tmux_ctrl_c_restores_the_terminal(tmux: tuple[list[str], Path]) -> None:
+    base, tmp = tmux
+    _start(base, tmp, "preview " + " ".join(CAM) + " -b 2 -t 4 -w 0 --epochs 0", env="COLORTERM=")
+    size = subprocess.run([*base, "display", "-p", "#{window_width}x#{window_height}"], capture_output=True, text=True)
+    assert _wait_for(lambda: "batches/s" in _pane(base, False)), size.stdout + _pane(base, False)
+    assert "256-colour" in _pane(base, False)  # said, not silently degraded
+    assert "\x1b[38;5;" in _pane(base)
+    subprocess.run([*base, "send-keys", "C-c"], check=True)
+    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert (tmp / "exit").read_text().strip() == "EXIT=130"
+    _restored(base, tmp)
