@@ -192,3 +192,15 @@ def test_bench_table_names_the_bottleneck(books: Path) -> None:
     result = runner.invoke(app, args, env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
     assert "batches/s" in result.output and "bottleneck" in result.output
+
+
+def test_samples_writes_clips_once_and_they_preview(tmp_path: Path) -> None:
+    out = tmp_path / "clips"
+    args = ["samples", str(out), "--count", "2", "--steps", "6", "--size", "16x24"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["camera-00.mp4", "camera-01.mp4"]
+    assert "already" in runner.invoke(app, args).output
+    result = runner.invoke(app, ["preview", "video", str(out), *TINY, "--batches", "2"])
+    assert result.exit_code == 0, result.output
+    assert "camera-00.mp4" in result.output or "camera-01.mp4" in result.output

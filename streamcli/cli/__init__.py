@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from streamcli.cli import cmd_bench, cmd_export, cmd_plugins, cmd_preview
+from streamcli.cli import cmd_bench, cmd_export, cmd_plugins, cmd_preview, cmd_samples
 from streamcli.cli._common import STATE, StreamcliGroup
 
 app = typer.Typer(
@@ -31,7 +31,7 @@ def _root(
     STATE.debug = STATE.debug or debug
 
 
-for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export):
+for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_samples):
     _module.register(app)
 
 
