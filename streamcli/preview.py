@@ -290,7 +290,7 @@ def cell_lines(row: RowView, lay: CellLayout, color_system: str) -> list[str]:
     style = DIM if dim else BOLD
     lines = [f"{mark} {style}{head}{RESET}"]
     shown = next((k for k, a in row.step.items() if field_kind(k, a) == "image"), None)
-    if shown is not None:
+    if shown is not None and lay.image_height > 0:
         img = as_rgb(row.step[shown])
         assert img is not None
         small = resize_nearest(img, w, lay.image_height)
@@ -327,6 +327,11 @@ class AnsiLines:
             yield Segment.line()
 
 
+def cell_height(row: RowView, lay: CellLayout) -> int:
+    """Lines of a cell, without converting its image."""
+    return len(cell_lines(row, CellLayout(lay.width, 0, lay.text_lines), "256")) + (lay.image_height + 1) // 2
+
+
 def choose_layout(frame: Frame, width: int, height: int) -> tuple[int, CellLayout]:
     """Columns and cell size that fit ``frame``'s rows into ``width`` x ``height`` terminal cells."""
     n = max(len(frame.rows), 1)
@@ -339,13 +344,13 @@ def choose_layout(frame: Frame, width: int, height: int) -> tuple[int, CellLayou
         if cw < 12:
             break
         lay = CellLayout(cw, round(cw * aspect / 2) * 2 if img is not None else 0)
-        h = len(cell_lines(frame.rows[0], lay, "256")) if frame.rows else 1
+        h = cell_height(frame.rows[0], lay) if frame.rows else 1
         best = (cols, lay)
         if math.ceil(n / cols) * h <= height:
             return best
     cols, lay = best
     if img is not None:  # nothing fits at full size: shrink the images so the whole grid shows
-        other = len(cell_lines(frame.rows[0], CellLayout(lay.width, 0), "256"))
+        other = cell_height(frame.rows[0], CellLayout(lay.width, 0))
         per_cell = height // math.ceil(n / cols) - other
         lay = CellLayout(lay.width, max(2, per_cell * 2))
     return cols, lay

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from streamcli.preview import Frame
 
 RENDER_HZ = 12.0  # cap: drawing must not starve the loader
+RENDER_BUDGET = 0.05  # at most this fraction of the wall time goes to drawing
 KEY_POLL_S = 0.05
 
 
@@ -158,6 +159,13 @@ def preview(
     interval = 1.0 / min(fps, 15.0)
     frame: Frame | None = None
     n = 0
+    marks: list[float] = []  # when each batch arrived: the steady rate excludes start-up
+    draw = {"last": 0.0, "interval": interval, "force": not console.is_terminal}
+
+    def want_frame() -> bool:
+        due = time.perf_counter() - draw["last"] >= draw["interval"]
+        return bool(draw["force"]) or frame is None or due or (batches is not None and n + 1 >= batches)
+
     t0 = time.perf_counter()
     with open_loader(spec, opts) as loader:
         it = iter_limit(_epochs(loader, epochs or None), batches)
@@ -167,8 +175,10 @@ def preview(
             batch = next(it, None)
             if batch is None:
                 return False
-            frame = frame_from_batch(batch, loader.stream_name, loader.stream_length)
+            if want_frame():  # copying out the shown steps is cheap, but only needed when drawing
+                frame = frame_from_batch(batch, loader.stream_name, loader.stream_length)
             n += 1
+            marks.append(time.perf_counter())
             del batch  # release the loader's slot before drawing
             return True
 
@@ -184,7 +194,7 @@ def preview(
                 console.screen(hide_cursor=True),
                 Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live,
             ):
-                paused, done, drawn_done, last = False, False, False, 0.0
+                paused, done, drawn_done = False, False, False
                 while not quit_now:
                     step = False
                     while (key := keys.get()) is not None:
@@ -197,9 +207,10 @@ def preview(
                     if quit_now:
                         break
                     if not done and (not paused or step):
+                        draw["force"] = step
                         done = not pull()
                     now = time.perf_counter()
-                    if now - last >= interval or step or (done and not drawn_done):
+                    if now - draw["last"] >= draw["interval"] or step or (done and not drawn_done):
                         size = console.size
                         live.update(
                             dashboard(
@@ -209,7 +220,10 @@ def preview(
                             ),
                             refresh=True,
                         )  # fmt: skip
-                        last, drawn_done = now, done
+                        drawn_done = done
+                        # Drawing shares the consumer's thread: keep it under RENDER_BUDGET of the wall time.
+                        cost = time.perf_counter() - now
+                        draw["last"], draw["interval"] = now, max(interval, cost / RENDER_BUDGET)
                     if done and not keys.enabled:
                         break
                     if paused or done:
@@ -217,12 +231,12 @@ def preview(
                         if key is not None:
                             keys.keys.put(key)
         elapsed = time.perf_counter() - t0
-        if console.is_terminal:
-            s = loader.stats
-            console.print(
-                f"preview: {n} batches in {elapsed:.1f} s, {s.batches_per_s:.1f} batches/s, "
-                f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s"
-            )
+        s = loader.stats
+        steady = (len(marks) - 1) / (marks[-1] - marks[0]) if len(marks) > 1 and marks[-1] > marks[0] else 0.0
+        console.print(
+            f"preview: {n} batches in {elapsed:.1f} s, {s.batches_per_s:.1f} batches/s, "
+            f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s; after the first batch {steady:.1f} batches/s"
+        )
     if snapshot is not None and frame is not None:
         snapshot_png(frame, snapshot)
         Console(stderr=True).print(f"wrote {snapshot}")

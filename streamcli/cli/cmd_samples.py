@@ -38,7 +38,7 @@ def samples(
     for item in source.items():
         path = out_dir / f"camera-{item:02d}.mp4"
         tmp = path.with_name(f".{path.stem}.tmp.mp4")  # a killed run never leaves a half clip under the real name
-        writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+        writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"mp4v"), fps, (w, h))
         if not writer.isOpened():
             raise UsageFailure(f"OpenCV cannot write {str(path)!r} (no mp4v encoder in this build)")
         for step in source.open(item):
