@@ -119,7 +119,11 @@ def export(
         ) as progress:  # fmt: skip
             task = progress.add_task("export", total=total, mb=0.0)
 
+            first: list[float] = []  # when the first batch was written: the steady rate excludes start-up
+
             def report(n: int, nbytes: int) -> None:
+                if not first:
+                    first.append(time.perf_counter())
                 progress.update(task, completed=n, mb=nbytes / 1e6)
 
             try:
@@ -134,10 +138,13 @@ def export(
                 console.print(f"[yellow]interrupted; continue with: streamcli export ... {out} --resume[/]")
                 raise
         dt = time.perf_counter() - t0
+        steady = time.perf_counter() - first[0] if first else 0.0
     nbytes = sum(s["bytes"] for s in manifest["shards"])
+    n = manifest["batches"]
+    rate = f"; after the first batch {nbytes * (n - 1) / n / 1e6 / steady:.1f} MB/s" if n > 1 and steady > 0 else ""
     console.print(
-        f"wrote {manifest['batches']} batches in {len(manifest['shards'])} shards to {out}: "
-        f"{nbytes / 1e6:.1f} MB in {dt:.1f} s ({nbytes / 1e6 / max(dt, 1e-9):.1f} MB/s)",
+        f"wrote {n} batches in {len(manifest['shards'])} shards to {out}: "
+        f"{nbytes / 1e6:.1f} MB in {dt:.1f} s ({nbytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate})",
         highlight=False,
     )
 
