@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import math
 import os
 import secrets
@@ -32,6 +33,7 @@ BUSY, STEPS, CUR_STREAM, CUR_POS = 0, 1, 2, 3  # columns of wstat
 _FLAG_DTYPES = {"is_first": "?", "valid": "?", "stream": "<i8", "position": "<i8", "replayed": "?"}
 _ROW_DTYPES = {"claims": "<i4", "live": "?", "dry": "?"}
 _ALIGN = 64
+PREFIX = "streamcli_"  # segment names: streamcli_<creator pid>_<random>
 Entry = tuple[int, tuple[int, ...], str]
 
 
@@ -116,7 +118,8 @@ class Ring:
 
     @classmethod
     def create(cls, spec_args: dict[str, Any]) -> Ring:
-        name = f"streamcli_{os.getpid()}_{secrets.token_hex(4)}"
+        sweep_stale()
+        name = f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         spec = RingSpec(name=name, **spec_args)
         shm = _Segment(name=name, create=True, size=spec.nbytes)
         ring = cls(spec, shm, owner=True)
@@ -152,6 +155,61 @@ class Ring:
                 self.shm.unlink()
             self.owner = False
         self.shm.close()
+
+
+class SegmentLock:
+    """An exclusive lock on the segment's own file (``flock``): the kernel drops it when a holder dies, and it
+    leaves nothing behind, unlike a named semaphore. Picklable; each process opens its own descriptor."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "_fd": None}
+
+    def __enter__(self) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._fd is not None
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def sweep_stale(root: str = "/dev/shm") -> list[str]:
+    """Unlink segments whose creating process no longer exists; returns their names.
+
+    A loader whose whole process group is killed at once (a closed terminal's SIGHUP reaches Python's resource
+    tracker too) cannot clean up, so the next loader does. Names carry the creator's pid; a live pid, even a
+    reused one, is left alone.
+    """
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(PREFIX)]
+    except OSError:
+        return []
+    swept = []
+    for name in names:
+        try:
+            pid = int(name[len(PREFIX) :].split("_")[0])
+            os.kill(pid, 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(root, name))
+                swept.append(name)
+            except OSError:
+                pass
+        except PermissionError:
+            continue  # alive, someone else's
+    return swept
 
 
 class _Segment(shared_memory.SharedMemory):

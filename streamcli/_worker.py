@@ -2,7 +2,8 @@
 
 Messages are tiny tuples; the arrays never leave shared memory. Main -> worker: ``("epoch", gen)``,
 ``("fill", gen, k, slot)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("done", gen, k)``,
-``("skip", gen, Skip)``, ``("error", gen, kind, message, traceback)``.
+``("skip", gen, Skip)``, ``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)``
+when the worker cannot start (its source's ``setup_worker`` failed, or the segment is gone).
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ class WorkerSpec:
 def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) -> None:
     # Ctrl-C reaches the whole process group; the loader in the main process decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    ring = Ring.attach(spec.ring)
+    try:
+        ring = Ring.attach(spec.ring)
+        _setup(spec.source)
+    except Exception as exc:  # report why, rather than only dying with exit code 1
+        conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
+        return
     others = np.array([v for v in range(spec.ring.num_workers) if v != spec.w], np.int64)
     p = Producer(
         plan=spec.plan, source=spec.source, items=spec.items, ring=ring, w=spec.w,
@@ -45,7 +51,6 @@ def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) 
     )  # fmt: skip
     p.on_skip = lambda s: conn.send(("skip", p.gen, s))
     try:
-        _setup(spec.source)
         _serve(p, conn)
     except (EOFError, OSError, SystemExit):
         pass  # the loader went away; exit quietly

@@ -25,7 +25,7 @@ import numpy as np
 
 from streamcli._plan import count_batches
 from streamcli._produce import Aborted, Plan, Producer, Skip, close_rows, fill_batch, new_rows
-from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, GEN, STEPS, TICKETS, Ring
+from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, GEN, STEPS, TICKETS, Ring, SegmentLock
 from streamcli._worker import WorkerSpec, describe_exit, worker_main
 from streamcli.batch import FLAGS, Batch
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
@@ -136,6 +136,7 @@ class StreamLoader:
         self._ready: list[int] = []  # per worker: the generation it has acknowledged
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self._tickets = 0
+        self._k = 0  # the batch being waited for or consumed
         self._pin: bool | None = None
         self._epoch = -1
         self._active = False  # an epoch is being iterated
@@ -167,7 +168,10 @@ class StreamLoader:
     # ----------------------------------------------------------------------------------------- workers
     def _start_workers(self, method: str) -> None:
         ctx: Any = mp.get_context(method)
-        lock = self._lock = ctx.Lock()  # keep it alive until the children have unpickled it
+        seg = os.path.join("/dev/shm", self.ring.spec.name)
+        # A named semaphore would leak if the process group were killed; flock on the segment cannot.
+        lock = SegmentLock(seg) if os.path.exists(seg) else ctx.Lock()
+        self._lock = lock  # keep it alive until the children have unpickled it
         try:
             pickle.dumps(self.source)
         except Exception as exc:
@@ -245,8 +249,11 @@ class StreamLoader:
         k_next = 0  # next batch to assign
         k = 0
         while True:
+            if self._closed:
+                raise RuntimeError("this StreamLoader was closed while iterating")
             if gen != self._gen:
                 raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+            self._k = k
             self._reclaim()
             while self._free and k_next < k + self._depth:
                 slot = self._free.pop()
@@ -321,6 +328,9 @@ class StreamLoader:
             self._procs[w].join(timeout=1.0)
             self._raise_dead(w, self._procs[w])
         kind, gen = msg[0], msg[1]
+        if kind == "fatal":
+            self.close()
+            raise WorkerError(f"worker {w} could not start: {msg[2]}") from RemoteTraceback(msg[3])
         if gen != self._gen:
             return  # from an abandoned epoch
         if kind == "done":
@@ -349,6 +359,8 @@ class StreamLoader:
             else ""
         )
         hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
+        if not where and code == 1:
+            hint = " before reading anything (could it import the source's module? see its traceback above)"
         self.close()
         raise WorkerError(f"worker {w} (pid {p.pid}) died with {describe_exit(code)}{where}{hint}")
 
@@ -431,11 +443,11 @@ class StreamLoader:
             busy = tuple(0.0 for _ in range(max(self.num_workers, 1)))
         steps = tuple(int(x) for x in self.ring.wstat[:, STEPS]) if not self._closed else ()
         elapsed = time.perf_counter() - self._t_first_next if self._t_first_next else 0.0
-        in_flight = len(getattr(self, "_inflight", {}))
+        ready = max(0, min(self._done) - self._k - 1) if self._done and not self._closed else 0
         return LoaderStats(
             batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
             first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
-            worker_steps=steps, ready_slots=in_flight, num_slots=self.ring.spec.num_slots,
+            worker_steps=steps, ready_slots=ready, num_slots=self.ring.spec.num_slots,
             epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=len(self.items),
             skipped=self._skipped, copies=self._copies,
         )  # fmt: skip

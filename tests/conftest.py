@@ -10,7 +10,9 @@ import pytest
 
 
 def _segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("streamcli_")} if os.path.isdir("/dev/shm") else set()
+    """This process's segments (other processes on the machine may be running loaders too)."""
+    mine = f"streamcli_{os.getpid()}_"
+    return {n for n in os.listdir("/dev/shm") if n.startswith(mine)} if os.path.isdir("/dev/shm") else set()
 
 
 def _children() -> list[psutil.Process]:

@@ -268,11 +268,45 @@ def test_stats_snapshot() -> None:
 def test_no_leak_helper_sees_segments() -> None:
     from multiprocessing import shared_memory
 
-    before = {n for n in os.listdir("/dev/shm") if n.startswith("streamcli_")}
-    shm = shared_memory.SharedMemory(name="streamcli_leaktest", create=True, size=16)
+    before: set[str] = set()
+    name = f"streamcli_{os.getpid()}_leaktest"
+    shm = shared_memory.SharedMemory(name=name, create=True, size=16)
     try:
-        with pytest.raises(AssertionError, match="streamcli_leaktest"):
+        with pytest.raises(AssertionError, match=name):
             assert_no_leaks(before, timeout=0.2)
     finally:
         shm.close()
         shm.unlink()
+
+
+class _BrokenSetup(CountingSource):
+    def setup_worker(self) -> None:
+        raise RuntimeError("no decoder in this worker")
+
+
+@pytest.mark.slow
+def test_worker_that_cannot_start_says_why(no_leaks: None) -> None:
+    with StreamLoader(_BrokenSetup([3, 3]), 2, 2, num_workers=1) as loader:
+        with pytest.raises(WorkerError, match="worker 0 could not start: RuntimeError: no decoder in this worker"):
+            list(loader)
+
+
+def test_iterating_after_close_is_an_error() -> None:
+    loader = StreamLoader(CountingSource([9, 9]), 2, 2)
+    it = iter(loader)
+    next(it)
+    loader.close()
+    with pytest.raises(RuntimeError, match="closed while iterating"):
+        next(it)
+
+
+def test_stale_segments_of_dead_processes_are_swept(tmp_path: Path) -> None:
+    from streamcli._ring import sweep_stale
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale, live = tmp_path / f"streamcli_{int(dead.stdout)}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"
+    stale.write_bytes(b"x")
+    live.write_bytes(b"x")
+    (tmp_path / "streamcli_notapid_x").write_bytes(b"x")
+    assert sweep_stale(str(tmp_path)) == [stale.name]
+    assert not stale.exists() and live.exists()
