@@ -155,8 +155,8 @@ def bottleneck(r: BenchResult) -> str:
     """One line naming what limits this configuration."""
     if r.workers == 0:
         return (
-            f"in-process (workers=0): decoding runs in the consumer's thread, {r.steps_per_s:.0f} steps/s; "
-            "try --workers 1,2"
+            f"decode-bound, in-process: the consumer's own thread produces every step ({r.steps_per_s:.0f} steps/s, "
+            f"waits {r.wait_p50_ms:.0f} ms p50); workers help when cores are free"
         )
     busy = r.busy * 100 if r.busy == r.busy else float("nan")
     if busy >= 80 and r.wait_p50_ms >= 1.0:
@@ -183,6 +183,9 @@ class _Windows:
         import torch.utils.data as tud
 
         info = tud.get_worker_info()
+        setup = getattr(self.source, "setup_worker", None)
+        if callable(setup):
+            setup()  # part of the source contract (e.g. thread limits): the baseline gets it too
         items = list(self.source.items())
         if info is not None:
             items = items[info.id :: info.num_workers]
