@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -115,6 +116,20 @@ def _wait_for(pred, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-d
     return False
 
 
+def _batches(base: list[str]) -> int:
+    m = re.search(r"batches (\d+)\s", _pane(base, False))
+    return int(m.group(1)) if m else -1
+
+
+def test_preview_in_tmux_stops_after_batches(tmux: tuple[list[str], Path]) -> None:
+    base, tmp = tmux
+    _start(base, tmp, "preview " + " ".join(CAM) + " -b 2 -t 4 -w 0 --epochs 0 --batches 40")
+    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert (tmp / "exit").read_text().strip() == "EXIT=0"
+    assert "preview: 40 batches" in _pane(base, False)
+    _restored(base, tmp)
+
+
 def _restored(base: list[str], tmp: Path) -> None:
     assert _wait_for(lambda: (tmp / "stty").exists() and (tmp / "stty").read_text())
     stty = (tmp / "stty").read_text().split()
@@ -135,6 +150,11 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
         assert needle in text, needle
     subprocess.run([*base, "send-keys", "space"], check=True)
     assert _wait_for(lambda: "PAUSED" in _pane(base, False))
+    before = _batches(base)
+    time.sleep(0.5)
+    assert _batches(base) == before  # paused: nothing is pulled
+    subprocess.run([*base, "send-keys", "n"], check=True)
+    assert _wait_for(lambda: _batches(base) == before + 1)  # n steps exactly one batch
     subprocess.run([*base, "send-keys", "q"], check=True)
     assert _wait_for(lambda: (tmp / "exit").exists())
     assert (tmp / "exit").read_text().strip() == "EXIT=0"

@@ -224,8 +224,8 @@ def preview(
                         # Drawing shares the consumer's thread: keep it under RENDER_BUDGET of the wall time.
                         cost = time.perf_counter() - now
                         draw["last"], draw["interval"] = now, max(interval, cost / RENDER_BUDGET)
-                    if done and not keys.enabled:
-                        break
+                    if done and drawn_done and (batches is not None or not keys.enabled):
+                        break  # --batches N stops on its own; otherwise the last frame stays until q
                     if paused or done:
                         key = keys.get(timeout=KEY_POLL_S)
                         if key is not None:
