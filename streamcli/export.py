@@ -19,6 +19,7 @@ import os
 import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,6 +189,9 @@ class ShardWriter:
         self.post = post
         self.shards: list[ShardInfo] = []
         self._pending: list[dict[str, np.ndarray]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._future: Future[ShardInfo] | None = None
+        self._inflight = 0
         self._seen = 0
         self.complete = False
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -256,7 +260,7 @@ class ShardWriter:
 
     @property
     def batches_written(self) -> int:
-        return sum(s.batches for s in self.shards) + len(self._pending)
+        return sum(s.batches for s in self.shards) + self._inflight + len(self._pending)
 
     def write(self, batch: Batch) -> None:
         """Add one batch; batches already in complete shards (see ``skip``) are dropped."""
@@ -268,21 +272,35 @@ class ShardWriter:
             self._flush()
 
     def _flush(self) -> None:
+        """Hand the pending batches to the writer thread, so that writing overlaps loading.
+
+        At most one shard is in flight (memory stays at about two shards) and shards finish in order.
+        """
+        self._collect()
         if not self._pending:
             return
-        names = list(self._pending[0])
-        arrays = {n: np.stack([b[n] for b in self._pending]) for n in names}
+        pending, self._pending = self._pending, []
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamcli-export")
         path = self.out_dir / shard_name(len(self.shards))
-        write_npz(path, arrays, self.compress)
-        info = ShardInfo(path.name, len(self._pending), path.stat().st_size, sha256_file(path))
+        self._inflight = len(pending)
+        self._future = self._pool.submit(_write_shard, path, pending, self.compress)
+
+    def _collect(self) -> None:
+        if self._future is None:
+            return
+        future, self._future = self._future, None
+        self._inflight = 0
+        info = future.result()  # re-raises a failed write here, in the caller's thread
         self.shards.append(info)
-        self._pending = []
         if self.post is not None:
             self.post(info)
 
     def close(self) -> dict[str, Any]:
         """Write the last short shard and the manifest; return the manifest."""
         self._flush()
+        self._collect()
+        self._shutdown()
         manifest = dict(self.header)
         manifest["shards"] = [s.to_json() for s in self.shards]
         manifest["batches"] = sum(s.batches for s in self.shards)
@@ -291,12 +309,25 @@ class ShardWriter:
         self.complete = True
         return manifest
 
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
     def __enter__(self) -> ShardWriter:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if exc_type is None and not self.complete:
-            self.close()  # on an error, leave the partial state for --resume
+            self.close()
+        else:  # on an error, let an in-flight shard finish (or not) and leave the rest for --resume
+            self._shutdown()
+
+
+def _write_shard(path: Path, pending: list[dict[str, np.ndarray]], compress: bool) -> ShardInfo:
+    arrays = {n: np.stack([b[n] for b in pending]) for n in pending[0]}
+    write_npz(path, arrays, compress)
+    return ShardInfo(path.name, len(pending), path.stat().st_size, sha256_file(path))
 
 
 def _complete_batches(path: Path, header: Mapping[str, Any]) -> int:
