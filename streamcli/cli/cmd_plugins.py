@@ -59,7 +59,7 @@ def plugins(
         if r["fields"] is None:
             fields = "[dim](depends on the argument)[/]" if r["status"] == "ok" else ""
         else:
-            fields = ", ".join(f"{f['name']} {f['dtype']}{f['shape']}" for f in r["fields"])
+            fields = ", ".join(f"{f['name']} {f['dtype']}[{','.join(map(str, f['shape']))}]" for f in r["fields"])
         dist = f"{r['distribution'] or '?'} {r['version'] or ''}".strip()
         table.add_row(r["name"], dist, r["value"], status, fields)
     Console(soft_wrap=False).print(table)
