@@ -204,3 +204,11 @@ def test_samples_writes_clips_once_and_they_preview(tmp_path: Path) -> None:
     result = runner.invoke(app, ["preview", "video", str(out), *TINY, "--batches", "2"])
     assert result.exit_code == 0, result.output
     assert "camera-00.mp4" in result.output or "camera-01.mp4" in result.output
+
+
+def test_the_source_argument_is_converted_by_its_annotation() -> None:
+    result = runner.invoke(
+        app, ["preview", "camera", "3", *TINY, "-o", "size=16x16", "-o", "steps=4", "--batches", "9"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "/3 done" in result.output

@@ -233,8 +233,9 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     options = parse_options(factory, raw_options or [], plugin)
     if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
         raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
+    value: Any = arg if arg is None else _convert_argument(factory, arg)
     try:
-        source = load_source(plugin, arg, **options) if arg is not None else load_source(plugin, **options)
+        source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
     except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, ValueError, TypeError) as exc:
         raise UsageFailure(f"{plugin}: {exc}") from None
     except PluginLoadError:
@@ -251,6 +252,22 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         where = f" in {arg!r}" if arg is not None else ""
         raise UsageFailure(f"no streams found{where} by the {plugin} source")
     return SourceSpec(plugin, arg, options, source)
+
+
+def _convert_argument(factory: Any, arg: str) -> Any:
+    """The positional argument as its annotated number type (``streamcli preview camera 4``), else as given."""
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+        target = factory.__init__ if inspect.isclass(factory) else factory
+        ann = typing.get_type_hints(target).get(params[0].name) if params else None
+    except Exception:
+        return arg
+    if ann in (int, float):
+        try:
+            return convert(arg, ann)
+        except ValueError:
+            return arg
+    return arg
 
 
 def _looks_like_path(arg: str) -> bool:
