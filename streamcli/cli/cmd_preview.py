@@ -137,7 +137,10 @@ def preview(
     layout: LayoutOpt = Layout.TB,
     on_error: OnErrorOpt = OnError.raise_,
     batches: Annotated[int | None, typer.Option(help="Stop after N batches.", min=1)] = None,
-    epochs: Annotated[int, typer.Option(help="Stop after E epochs (0 = keep going).", min=0)] = 1,
+    epochs: Annotated[
+        int | None,
+        typer.Option(help="Stop after E epochs; 0 keeps going. Default: keep going in a terminal, 1 otherwise.", min=0),
+    ] = None,
     snapshot: Annotated[
         Path | None, typer.Option(help="Write the last grid as a labelled PNG contact sheet.", dir_okay=False)
     ] = None,
@@ -168,6 +171,8 @@ def preview(
 
     t0 = time.perf_counter()
     with open_loader(spec, opts) as loader:
+        if epochs is None:
+            epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
         it = iter_limit(_epochs(loader, epochs or None), batches)
 
         def pull() -> bool:
