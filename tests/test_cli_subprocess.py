@@ -172,3 +172,20 @@ def test_preview_in_tmux_ctrl_c_restores_the_terminal(tmux: tuple[list[str], Pat
     assert _wait_for(lambda: (tmp / "exit").exists())
     assert (tmp / "exit").read_text().strip() == "EXIT=130"
     _restored(base, tmp)
+
+
+def test_preview_in_tmux_error_restores_the_terminal(tmux: tuple[list[str], Path]) -> None:
+    base, tmp = tmux
+    books = tmp / "books"
+    books.mkdir()
+    (books / "a.txt").write_text("x" * 40_000)
+    (books / "b.txt").write_text("doomed")
+    # One row, no shuffle: b.txt is opened only after a.txt's 10,000 steps, by which time it is gone.
+    _start(base, tmp, f"preview text {books} -b 1 -t 4 -w 0 --no-shuffle -o width=4 --epochs 0")
+    assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
+    (books / "b.txt").unlink()
+    assert _wait_for(lambda: (tmp / "exit").exists(), timeout=60)
+    assert (tmp / "exit").read_text().strip() == "EXIT=1"
+    pane = _pane(base, False)
+    assert "error: " in pane and "b.txt" in pane and "Traceback" not in pane
+    _restored(base, tmp)
