@@ -14,7 +14,7 @@ from streamcli.export import export, make_header
 TEXTS = ["the quick brown fox jumps", "over the lazy dog", "a", "streams of bytes, one step at a time!"]
 
 
-def _export(out: Path, layout: str = "TB", boundary: str = "pad") -> None:
+def _export(out: Path, layout: str = "TB", boundary: str = "pad", compress: bool = False) -> None:
     src = load_source("text", TEXTS, width=4)
     with StreamLoader(src, 3, 5, layout=layout, boundary=boundary, seed=1) as loader:
         header = make_header(
@@ -25,7 +25,7 @@ def _export(out: Path, layout: str = "TB", boundary: str = "pad") -> None:
             source={"plugin": "text", "arg": TEXTS, "options": {"width": 4}},
             loader={"seed": 1, "layout": layout, "boundary": boundary},
             shard_bytes=1500,
-            compress=False,
+            compress=compress,
             streams=[loader.stream_name(i) for i in range(loader.num_streams)],
             stream_lengths=[loader.stream_length(i) for i in range(loader.num_streams)],
         )
@@ -59,9 +59,11 @@ def test_reader_gives_the_exported_batches(tmp_path: Path, layout: str) -> None:
             assert torch.equal(g.flags()[k], v) and g.flags()[k].dtype == v.dtype, k
 
 
-@pytest.mark.parametrize("boundary", ["pad", "pack"])
-def test_shards_source_rebuilds_every_stream(tmp_path: Path, boundary: str) -> None:
-    _export(tmp_path, boundary=boundary)
+@pytest.mark.parametrize(
+    ("boundary", "layout", "compress"), [("pad", "TB", False), ("pack", "TB", True), ("pack", "BT", False)]
+)
+def test_shards_source_rebuilds_every_stream(tmp_path: Path, boundary: str, layout: str, compress: bool) -> None:
+    _export(tmp_path, layout=layout, boundary=boundary, compress=compress)
     shards = load_source("shards", str(tmp_path))
     text = load_source("text", TEXTS, width=4)
     assert len(shards.items()) == len(TEXTS)
