@@ -114,7 +114,9 @@ def bench(
     batches: Annotated[int, typer.Option(help="Timed batches per run.", min=1)] = 100,
     warmup: Annotated[int, typer.Option(help="Untimed batches first (start-up, caches).", min=0)] = 10,
     repeats: Annotated[int, typer.Option(help="Runs per configuration; medians are reported.", min=1)] = 3,
-    baseline: Annotated[bool, typer.Option(help="Also time a plain torch DataLoader on the same source.")] = False,
+    baseline: Annotated[
+        bool, typer.Option("--baseline", help="Also time a plain torch DataLoader on the same source.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Draw a bar chart to this PNG.", dir_okay=False)

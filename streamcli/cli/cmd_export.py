@@ -69,9 +69,11 @@ def export(
     batches: Annotated[int | None, typer.Option(help="Write at most N batches.", min=1)] = None,
     epochs: Annotated[int, typer.Option(help="Write E epochs (the default is one).", min=1)] = 1,
     shard_size: Annotated[str, typer.Option(help="Roll shards over at about this size.")] = "64MB",
-    compress: Annotated[bool, typer.Option(help="Deflate the shards (smaller, slower).")] = False,
-    overwrite: Annotated[bool, typer.Option(help="Replace an export already in OUT_DIR.")] = False,
-    resume: Annotated[bool, typer.Option(help="Continue an interrupted export from its last complete shard.")] = False,
+    compress: Annotated[bool, typer.Option("--compress", help="Deflate the shards (smaller, slower).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an export already in OUT_DIR.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted export from its last complete shard.")
+    ] = False,
 ) -> None:
     """Write batches to OUT_DIR as .npz shards (every field and flag) with an index.json manifest.
 
