@@ -75,7 +75,7 @@ class StreamcliGroup(TyperGroup):
             code = 130
         except KeyboardInterrupt:
             code = 130
-        except (StreamcliError, Exception) as exc:
+        except Exception as exc:  # StreamcliError and anything unexpected: a failure at run time
             if STATE.debug:
                 raise
             if isinstance(exc, StreamcliError):
