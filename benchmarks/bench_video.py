@@ -1,0 +1,156 @@
+"""Benchmark: the video source over the real clips, next to a bare ``cv2.VideoCapture`` loop; the camera.
+
+    python benchmarks/bench_video.py               # full run, a few minutes; prints a Markdown table
+    python benchmarks/bench_video.py --repeats 1   # smoke run
+
+Every row decodes the same files (the usable clips under ../shared/data/video, or $STREAMCLI_DATA/video)
+and does the same per-frame work: resize to 128x128 with INTER_LINEAR, BGR->RGB, HWC->CHW. Each row is
+the median of ``--repeats`` timed passes after one untimed warm-up pass (page cache, worker start-up).
+Frames/s counts real (valid) frames only. Ratios are against the bare loop with OpenCV's default threads
+(the "bare" row), and the worker rows against the 1-worker row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from streamcli_sources.camera import CameraSource
+from streamcli_sources.video import VideoSource
+
+from streamcli import StreamLoader
+
+SIZE = (128, 128)
+B, T = 8, 16
+# Rows advance in lockstep, so one 3,544-frame clip (65% of all frames) would leave the other rows, and the
+# other worker, idle for most of the run; segments spread long clips over rows (what segment= is for).
+SEGMENT = 128
+BARE, CAM = "bare cv2 loop, OpenCV default threads", "CameraSource.open, in-process"
+
+
+def data_dir() -> Path:
+    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    if not (root / "video").is_dir():
+        sys.exit(f"real clips not found at {root / 'video'}; check out shared/ beside the repo or set STREAMCLI_DATA")
+    return root / "video"
+
+
+def bare(paths: list[str], single_thread: bool) -> int:
+    """The loop anyone would write: read, resize, convert; no loader."""
+    params = [cv2.CAP_PROP_N_THREADS, 1] if single_thread else []
+    n = 0
+    for path in paths:
+        cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, params)
+        while True:
+            ok, bgr = cap.read()
+            if not ok:
+                break
+            small = cv2.resize(bgr, (SIZE[1], SIZE[0]), interpolation=cv2.INTER_LINEAR)
+            np.ascontiguousarray(cv2.cvtColor(small, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))
+            n += 1
+        cap.release()
+    return n
+
+
+def direct(src: VideoSource | CameraSource) -> int:
+    """The source's own iterators, one stream after another (no loader)."""
+    items: list[Any] = list(src.items())
+    return sum(1 for item in items for _ in src.open(item))
+
+
+def through_loader(loader: StreamLoader) -> int:
+    return sum(int(batch.valid.sum()) for batch in loader)
+
+
+def timed(fn: Callable[[], int], repeats: int) -> tuple[float, int]:
+    """Median frames/s over ``repeats`` passes, after one warm-up pass."""
+    n = fn()
+    rates = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        got = fn()
+        rates.append(got / (time.perf_counter() - t))
+        assert got == n, f"pass decoded {got} frames, warm-up {n}"
+    return statistics.median(rates), n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=B, help="B of the loader runs")
+    ap.add_argument("--segment", type=int, default=SEGMENT, help="segment= of the loader runs (0: whole files)")
+    ap.add_argument("--no-bare", action="store_true", help="skip the bare-loop and in-process rows")
+    ap.add_argument("--no-camera", action="store_true", help="skip the camera rows")
+    args = ap.parse_args()
+    default_threads = cv2.getNumThreads()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the two non-videos are skipped, as the tests check
+        src = VideoSource(data_dir(), size=SIZE, scan=True)
+        paths = [item[0] for item in src.items()]
+    rows: list[tuple[str, float, int, str]] = []
+
+    def add(name: str, fn: Callable[[], int], ref: str = BARE) -> None:
+        rate, n = timed(fn, args.repeats)
+        base = next((r for (nm, r, _, _) in rows if nm == ref), rate)
+        rows.append((name, rate, n, f"{rate / base:.2f}x {ref}"))
+        print(f"{name:<75} {rate:8.0f} frames/s  {n} frames  {rate / base:.2f}x {ref}", flush=True)
+
+    def run_loader(loader: StreamLoader) -> Callable[[], int]:
+        return lambda: through_loader(loader)
+
+    if not args.no_bare:
+        add(BARE, lambda: bare(paths, False))
+        cv2.setNumThreads(1)
+        add("bare cv2 loop, setNumThreads(1) + N_THREADS=1", lambda: bare(paths, True))
+        cv2.setNumThreads(default_threads)
+        add("VideoSource.open, in-process, default threads", lambda: direct(src))
+
+    def video(segment: int, threads: int = 0) -> VideoSource:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = VideoSource(data_dir(), size=SIZE, segment=segment, scan=True, threads=threads)
+            out.items()
+        return out
+
+    def loader_row(name: str, src: VideoSource, workers: int, ref: str) -> None:
+        # shuffle (the default): each timed pass is a new epoch with its own stream order
+        with StreamLoader(src, args.batch, T, num_workers=workers, seed=0, boundary="pack") as loader:
+            add(f"{name} [{len(src.items())} streams]", run_loader(loader), ref)
+
+    whole, seg = video(0), video(args.segment)
+    loader_row("StreamLoader, 0 workers (in-process), whole files", whole, 0, BARE)
+    s = f"segment={args.segment}"
+    loader_row(f"StreamLoader, 0 workers (in-process), {s}", seg, 0, BARE)
+    one = f"StreamLoader, 1 worker, {s} [{len(seg.items())} streams]"
+    loader_row(f"StreamLoader, 1 worker, {s}", seg, 1, BARE)
+    loader_row(f"StreamLoader, 2 workers, {s}", seg, 2, one)
+    loader_row(f"StreamLoader, 2 workers x threads=2 (FFmpeg), {s}", video(args.segment, threads=2), 2, one)
+
+    cam = CameraSource(16, steps=256, size=SIZE)
+    if not args.no_camera:
+        add(CAM, lambda: direct(cam), CAM)
+    for workers in () if args.no_camera else (0, 1, 2):
+        with StreamLoader(cam, args.batch, T, num_workers=workers) as loader:
+            add(f"camera StreamLoader, {workers} worker{'s' * (workers != 1)}", run_loader(loader), CAM)
+
+    print()
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, OpenCV {cv2.__version__}, "
+          f"Python {platform.python_version()}, {len(paths)} clips, median of {args.repeats}")  # fmt: skip
+    print("\n| run | frames/s | frames | ratio |\n|---|---:|---:|---|")
+    for name, rate, n, ratio in rows:
+        print(f"| {name} | {rate:.0f} | {n} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
