@@ -64,7 +64,7 @@ class AudioSource(BaseSource):
             raise ValueError(f"rate={rate} must be 0 (the first file's rate) or a sample rate in Hz")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
-            raise ValueError(f"audio source: {str(self.root)!r} is neither a folder nor a file")
+            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of WAV audio")
         self.frame_ms = float(frame_ms)
         self.glob = glob
         self.rate = int(rate)
@@ -95,7 +95,7 @@ class AudioSource(BaseSource):
                 why = f"it is {head.describe()}, not {first}"
                 if self.mismatch == "error":
                     raise ValueError(
-                        f"audio: {path}: {why}; files are not resampled, so point the source at files of one "
+                        f"{path}: {why}; files are not resampled, so point the source at files of one "
                         "format (e.g. one folder), or pass mismatch='skip' (and rate=...) to skip the others"
                     )
                 skipped.append((path, why))

@@ -84,7 +84,7 @@ class VideoSource(BaseSource):
             raise ValueError(f"threads={threads} must be 0 (OpenCV's default) or a number of decoder threads")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
-            raise ValueError(f"video source: {str(self.root)!r} is neither a folder nor a file")
+            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos")
         self.size = (int(hw[0]), int(hw[1]))
         self.gray = bool(gray)
         self.stride = int(stride)
