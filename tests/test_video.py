@@ -152,6 +152,30 @@ def test_seeking_is_only_trusted_where_times_tell_frames_apart(scanned: VideoSou
 
 
 @pytest.mark.slow
+def test_seek_is_verified_and_falls_back_to_decoding(
+    scanned: VideoSource, reference: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamcli_sources import video
+
+    opened: list[str] = []
+    real = video.open_capture
+
+    def counting(path: str, threads: int) -> Any:
+        opened.append(Path(path).name)
+        return real(path, threads)
+
+    monkeypatch.setattr(video, "open_capture", counting)
+    items = {rel(i[0]): i for i in scanned.items()}
+    # soundwave seeks straight to frame 3000 (one open); cityCC0's seek to frame 1 lands on frame 13, so the
+    # check fails and the source reopens and decodes from the start (two opens). Both are exact.
+    for name, k, opens in (("soundwave.mp4", 3000, 1), ("cityCC0.mpg", 1, 2), ("odd/alea.mpg", 100, 1)):
+        opened.clear()
+        got_f, _ = steps(_take(scanned.open(items[name], start=k), 3))
+        assert len(opened) == opens, (name, opened)
+        np.testing.assert_array_equal(got_f, reference[name][0][k : k + 3])
+
+
+@pytest.mark.slow
 def test_segments_stride_and_gray_cover_the_stream(reference: Any, cache: str) -> None:
     src = VideoSource(VIDEO / "soundwave.mp4", size=SMALL, segment=500, cache_dir=cache)
     items = src.items()

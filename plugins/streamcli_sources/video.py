@@ -181,7 +181,7 @@ class VideoSource(BaseSource):
         return f"{name}@{item[1]}" if self.segment else name
 
     def setup_worker(self) -> None:
-        # W workers x FFmpeg's automatic threads oversubscribe the cores; one thread each scales ~linearly.
+        # W workers x FFmpeg's automatic threads would oversubscribe W cores; RESULTS.md (Sources) measures it.
         cv2.setNumThreads(1)
         if self.threads == 0:
             self.threads = 1
