@@ -10,6 +10,8 @@ from streamcli import BaseSource, Field
 
 
 class SineSource(BaseSource):
+    """``count`` streams of ``steps`` steps; stream i is a sine of frequency i + 1 sampled at ``width`` points."""
+
     def __init__(self, count: int = 8, *, steps: int = 100, width: int = 32) -> None:
         self.count, self.steps, self.width = int(count), int(steps), int(width)
 
