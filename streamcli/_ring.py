@@ -18,7 +18,7 @@ import fcntl
 import math
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Any
@@ -97,6 +97,7 @@ class Ring:
 
     def __init__(self, spec: RingSpec, shm: shared_memory.SharedMemory, owner: bool) -> None:
         self.spec, self.shm, self.owner = spec, shm, owner
+        self._unlock: Callable[[], Any] | None = None  # undoes page_lock()
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
         buf = shm.buf
@@ -144,9 +145,30 @@ class Ring:
     def holder_views(self, holder: Any, names: Sequence[str]) -> dict[str, np.ndarray]:
         return {n: _view(holder, *self._slot_entries[n]) for n in names}
 
+    def page_lock(self, torch: Any) -> bool:
+        """Register the whole segment with CUDA as page-locked memory, so every batch is a pinned view.
+
+        Returns False (and changes nothing) if CUDA refuses; the loader then pins each batch by copying.
+        """
+        try:
+            buf = (ctypes.c_ubyte * self.spec.nbytes).from_buffer(self.shm.buf)  # type: ignore[arg-type]
+            addr = ctypes.addressof(buf)
+            del buf
+            err = torch.cuda.cudart().cudaHostRegister(addr, self.spec.nbytes, 0)
+        except Exception:
+            return False
+        if int(getattr(err, "value", err)) != 0:
+            return False
+        self._unlock = lambda: torch.cuda.cudart().cudaHostUnregister(addr)
+        return True
+
     def close(self) -> None:
         """Unmap; the owner also unlinks. Safe to call twice. If the consumer still holds views into a slot,
         unmapping is left to the garbage collector, but the name is unlinked so nothing leaks."""
+        unlock, self._unlock = self._unlock, None
+        if unlock is not None:
+            with contextlib.suppress(Exception):
+                unlock()
         for attr in ("ctl", "front", "wstat", "order"):
             setattr(self, attr, None)
         self.slots, self.tb_slots = [], []

@@ -138,6 +138,7 @@ class StreamLoader:
         self._tickets = 0
         self._k = 0  # the batch being waited for or consumed
         self._pin: bool | None = None
+        self._pinned_ring = False
         self._epoch = -1
         self._active = False  # an epoch is being iterated
         self._gen = 0
@@ -237,6 +238,8 @@ class StreamLoader:
 
         if self._pin is None:
             self._pin = _pin_available(torch) if self.pin_memory else False
+            # Page-lock the whole ring once: batches are then pinned views, with no copy per batch.
+            self._pinned_ring = bool(self._pin) and self.ring.page_lock(torch)
         self._begin_epoch(gen, epoch)
         self._active = True
         try:
@@ -376,20 +379,21 @@ class StreamLoader:
     def _assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
         names = [f.name for f in self.fields] + list(FLAGS)
         # Zero-copy unless the consumer is holding so many batches that producers would run out of slots.
-        copy = bool(self._pin) or len(self._held_set) >= self.ring.spec.num_slots - 2
+        pin_copy = bool(self._pin) and not self._pinned_ring
+        copy = pin_copy or len(self._held_set) >= self.ring.spec.num_slots - 2
         holder = self.ring.holder(slot)
         views = self.ring.holder_views(holder, names)
         if copy:
             tensors = {n: torch.from_numpy(a.copy()) for n, a in views.items()}
             del views, holder
             self._free.append(slot)
-            self._copies += not self._pin
+            self._copies += not pin_copy
         else:
             weakref.finalize(holder, self._released.append, slot)
             self._held_set.add(slot)
             tensors = {n: torch.from_numpy(a) for n, a in views.items()}
             del views, holder
-        if self._pin:
+        if pin_copy:
             tensors = {n: t.pin_memory() for n, t in tensors.items()}
         first = tensors["is_first"]
         reset = first[0] if self.layout == "TB" else first[:, 0]
