@@ -44,8 +44,13 @@ class Scan:
 
     @property
     def seekable(self) -> bool:
-        """Whether frames can be told apart by time, which seeking needs to verify where it landed."""
-        return bool(self.frames > 1 and np.all(np.diff(self.pos_ms) > 0))
+        """Whether frames can be told apart by time, which seeking needs to verify where it landed.
+
+        Also what makes ``time_ms`` the raw container time for every frame (``_decode.Clock`` passes finite,
+        non-negative, increasing times through), so a seek and a sequential decode give the same times.
+        """
+        t = self.pos_ms
+        return bool(self.frames > 1 and np.all(np.isfinite(t)) and t[0] >= 0 and np.all(np.diff(t) > 0))
 
 
 def cache_dir(option: str = "") -> Path:
