@@ -11,24 +11,22 @@ import contextlib
 import itertools
 import logging
 import multiprocessing as mp
-import os
 import pickle
 import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterator
-from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from streamcli._plan import count_batches
+from streamcli._pool import WorkerPool, shutdown
 from streamcli._produce import Aborted, Plan, Producer, Skip, close_rows, fill_batch, new_rows
-from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, GEN, STEPS, TICKETS, Ring, SegmentLock
-from streamcli._worker import WorkerSpec, describe_exit, worker_main
+from streamcli._ring import BUSY, GEN, STEPS, TICKETS, Ring
+from streamcli._worker import WorkerSpec
 from streamcli.batch import FLAGS, Batch
-from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 from streamcli.source import Field, StreamSource, check_source, item_name
 from streamcli.stats import LoaderStats
 
@@ -132,8 +130,6 @@ class StreamLoader:
         self._free: list[int] = list(range(self.ring.spec.num_slots))
         self._held_set: set[int] = set()  # slots the consumer may still be reading
         self._inflight: dict[int, int] = {}  # batch index -> slot being filled
-        self._done: list[int] = []  # per worker: batches of this generation done (workers go in order)
-        self._ready: list[int] = []  # per worker: the generation it has acknowledged
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self._tickets = 0
         self._k = 0  # the batch being waited for or consumed
@@ -142,12 +138,11 @@ class StreamLoader:
         self._epoch = -1
         self._active = False  # an epoch is being iterated
         self._gen = 0
-        self._procs: list[Any] = []
-        self._conns: list[Connection] = []
         self._closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self.ring)
         self._bounds = _split(batch_size, producers)
         self._local: Producer | None = None
+        self._pool: WorkerPool | None = None
+        self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         # statistics
         self._t_created = time.perf_counter()
         self._t_first_next: float | None = None
@@ -158,7 +153,17 @@ class StreamLoader:
         self._streams_done = 0
         self._batch_bytes = sum(f.nbytes for f in fields) * batch_size * time_steps
         if num_workers:
-            self._start_workers(mp_context)
+            self._check_picklable()
+            specs = [
+                WorkerSpec(w=w, lo=lo, hi=hi, plan=self.plan, ring=self.ring.spec, source=source, items=self.items)
+                for w, (lo, hi) in enumerate(self._bounds)
+            ]
+            source_, items_, pending = source, self.items, self._pending
+            # Closures over data, not bound methods: the finalizer holds the pool, and must not hold self.
+            self._pool = WorkerPool(specs, self.ring, mp_context, lambda i: item_name(source_, items_[i]))
+            self._pool.on_skip = lambda skip: pending.setdefault(skip.batch, []).append(skip)
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, shutdown, self._pool, self.ring)
         else:
             self._local = Producer(
                 plan=self.plan, source=source, items=self.items, ring=self.ring, w=0,
@@ -166,13 +171,7 @@ class StreamLoader:
             )  # fmt: skip
             self._local.on_skip = self._pending_skip
 
-    # ----------------------------------------------------------------------------------------- workers
-    def _start_workers(self, method: str) -> None:
-        ctx: Any = mp.get_context(method)
-        seg = os.path.join("/dev/shm", self.ring.spec.name)
-        # A named semaphore would leak if the process group were killed; flock on the segment cannot.
-        lock = SegmentLock(seg) if os.path.exists(seg) else ctx.Lock()
-        self._lock = lock  # keep it alive until the children have unpickled it
+    def _check_picklable(self) -> None:
         try:
             pickle.dumps(self.source)
         except Exception as exc:
@@ -181,21 +180,6 @@ class StreamLoader:
                 f"source {self.plugin!r} cannot be pickled for worker processes ({exc}); make it a "
                 "module-level class holding only paths and options, or use num_workers=0"
             ) from exc
-        for w, (lo, hi) in enumerate(self._bounds):
-            spec = WorkerSpec(w=w, lo=lo, hi=hi, plan=self.plan, ring=self.ring.spec, source=self.source,
-                              items=self.items)  # fmt: skip
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=worker_main,
-                args=(spec, child, lock, os.getpid()),
-                name=f"streamcli-worker-{w}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._procs.append(proc)
-            self._conns.append(parent)
-            self._ready.append(0)
 
     # -------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Batch]:
@@ -211,17 +195,12 @@ class StreamLoader:
         ring.ctl[GEN] = gen  # producers of an older generation abandon their batch
         self._pending.clear()
         self._inflight.clear()
-        self._done = [0] * len(self._conns)
         if self._local is not None:
             close_rows(self._local.rows)
             self._local.rows = new_rows(0, self.batch_size)
             self._local.gen = gen
-        for conn in self._conns:
-            conn.send(("epoch", gen))
-        start = time.perf_counter()
-        for w in range(len(self._conns)):
-            while self._ready[w] != gen:  # older "done" messages drain here
-                self._recv_from(w, start)
+        if self._pool is not None:
+            self._guarded(self._pool.start_epoch, gen, self.timeout)
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
@@ -261,8 +240,8 @@ class StreamLoader:
             while self._free and k_next < k + self._depth:
                 slot = self._free.pop()
                 self._inflight[k_next] = slot
-                for conn in self._conns:
-                    conn.send(("fill", gen, k_next, slot))
+                if self._pool is not None:
+                    self._guarded(self._pool.assign, k_next, slot)
                 k_next += 1
             t0 = time.perf_counter()
             if self._t_first_next is None:
@@ -308,64 +287,18 @@ class StreamLoader:
                 raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
             self._sample_busy(t0)
             return
+        assert self._pool is not None
         start = time.perf_counter()
-        for w in range(len(self._conns)):
-            while self._done[w] <= k:
-                self._recv_from(w, start)
+        self._guarded(self._pool.wait_done, k, self.timeout)
         self._sample_busy(start)
 
-    def _recv_from(self, w: int, since: float) -> None:
-        """Handle one message from worker ``w``, or notice that a worker died or the timeout passed."""
-        conn = self._conns[w]
-        if not conn.poll(0.25):
-            for v, proc in enumerate(self._procs):  # a dead worker can stall the living ones
-                if proc.exitcode is not None:
-                    self._raise_dead(v, proc)
-            if self.timeout is not None and time.perf_counter() - since > self.timeout:
-                self.close()
-                raise WorkerError(f"no batch from the workers for {self.timeout:g} s (timeout={self.timeout})")
-            return
+    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run a pool call; on any failure the loader closes, so nothing outlives the error."""
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            self._procs[w].join(timeout=1.0)
-            self._raise_dead(w, self._procs[w])
-        kind, gen = msg[0], msg[1]
-        if kind == "fatal":
+            fn(*args)
+        except BaseException:
             self.close()
-            raise WorkerError(f"worker {w} could not start: {msg[2]}") from RemoteTraceback(msg[3])
-        if gen != self._gen:
-            return  # from an abandoned epoch
-        if kind == "done":
-            self._done[w] = msg[2] + 1
-        elif kind == "ready":
-            self._ready[w] = gen
-        elif kind == "skip":
-            self._pending_skip(msg[2])
-        elif kind == "error":
-            self._raise_remote(msg)
-
-    def _raise_remote(self, msg: tuple[Any, ...]) -> NoReturn:
-        _, _, kind, message, tb = msg
-        self.close()
-        cls = StepSpecError if kind == "spec" else SourceError
-        raise cls(message) from RemoteTraceback(tb)
-
-    def _raise_dead(self, w: int, p: Any) -> NoReturn:
-        stat = self.ring.wstat[w].copy()
-        code = p.exitcode
-        stream = int(stat[CUR_STREAM])
-        where = (
-            f" while reading stream {stream} ({item_name(self.source, self.items[stream])!r}) near step "
-            f"{int(stat[CUR_POS])}"
-            if 0 <= stream < len(self.items)
-            else ""
-        )
-        hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
-        if not where and code == 1:
-            hint = " before reading anything (could it import the source's module? see its traceback above)"
-        self.close()
-        raise WorkerError(f"worker {w} (pid {p.pid}) died with {describe_exit(code)}{where}{hint}")
+            raise
 
     def _pending_skip(self, skip: Skip) -> None:
         self._pending.setdefault(skip.batch, []).append(skip)
@@ -447,7 +380,7 @@ class StreamLoader:
             busy = tuple(0.0 for _ in range(max(self.num_workers, 1)))
         steps = tuple(int(x) for x in self.ring.wstat[:, STEPS]) if not self._closed else ()
         elapsed = time.perf_counter() - self._t_first_next if self._t_first_next else 0.0
-        ready = max(0, min(self._done) - self._k - 1) if self._done and not self._closed else 0
+        ready = self._pool.ready_batches(self._k) if self._pool is not None and not self._closed else 0
         return LoaderStats(
             batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
             first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
@@ -478,24 +411,6 @@ class StreamLoader:
             f"T={self.time_steps}, workers={self.num_workers}, boundary={self.boundary!r}, "
             f"epoch_end={self.epoch_end!r}, layout={self.layout!r})"
         )
-
-
-def _shutdown(procs: list[Any], conns: list[Connection], ring: Ring) -> None:
-    """Ask workers to quit, then make sure: nothing may outlive the loader."""
-    for conn in conns:
-        with contextlib.suppress(Exception):
-            conn.send(("quit",))
-    deadline = time.monotonic() + 2.0
-    for p in procs:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=2.0)
-    for conn in conns:
-        with contextlib.suppress(Exception):
-            conn.close()
-    ring.close()
 
 
 def _split(batch_size: int, producers: int) -> list[tuple[int, int]]:

@@ -126,7 +126,7 @@ _SCRIPT = textwrap.dedent(
     from streamcli import StreamLoader
     if __name__ == "__main__":
         loader = StreamLoader(SlowSource([10**6] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream")
-        print("pids", *[p.pid for p in loader._procs], loader.ring.spec.name, flush=True)
+        print("pids", *[p.pid for p in loader._pool.procs], loader.ring.spec.name, flush=True)
         for i, batch in enumerate(loader):
             if i == 3:
                 print("ready", flush=True)
