@@ -5,6 +5,7 @@ Nothing here imports torch at module level, so ``streamcli --help`` and ``stream
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated
 
 import typer
@@ -37,7 +38,15 @@ for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_samples):
 
 def main() -> None:
     """Console-script entry point."""
+    # A closed terminal (SIGHUP) or `kill` (SIGTERM) would end the process without running any cleanup; turn
+    # them into the same unwinding as Ctrl-C so workers stop and shared memory is freed.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     app()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 __all__ = ["app", "main"]
