@@ -35,9 +35,10 @@ lint: $(STAMP)
 test: lint
 	$(VENV)/bin/pytest -q
 
+# Full run takes a few minutes; `make bench BENCH_ARGS=--quick` is a ~30 s smoke run, `--write` updates RESULTS.md.
 bench: $(STAMP)
 	$(PIP) -e ".[bench]"
-	$(PY) benchmarks/bench_loader.py
+	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

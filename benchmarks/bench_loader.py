@@ -187,7 +187,7 @@ def repeated(
             tries = []
             for _attempt in range(3 if quiet else 1):
                 if quiet:
-                    wait_quiet(max_wait_s=10)
+                    wait_quiet(max_wait_s=5)
                 tries.append(measure(factory, warmup, batches, **kw))
                 if tries[-1]["foreign_load"] < 0.2:
                     break
@@ -214,14 +214,25 @@ def verify(peer: str, w: int, seqtools_k: int, quick: bool) -> dict[str, Any]:
         source = workload("A", *((32, 20, 200) if quick else (64, 200, 2000)))
         check = CoherenceCheck(source, B)
         cand = make(peer, source, w, seqtools_k)
+        max_wait = 0.0
         try:
-            for batch in cand:
+            it = iter(cand)
+            while True:
+                t0 = time.perf_counter()
+                batch = next(it, None)
+                if check.batches:  # not the first batch (worker start-up)
+                    max_wait = max(max_wait, time.perf_counter() - t0)
+                if batch is None:
+                    break
                 check.feed(decode_stamps(frames_of(batch).numpy()))
                 del batch
+            del it
         finally:
             cand.close()
         orders.append(check.order)
         res = {
+            "max_wait_ms": 1e3 * max_wait,
+            "empty": check.empty_batches,
             "epoch_batches": check.batches,
             "valid_frac": check.valid_steps / max(1, check.batches * B * T),
             "problems": check.finish(),
@@ -233,7 +244,7 @@ def verify(peer: str, w: int, seqtools_k: int, quick: bool) -> dict[str, Any]:
 class RssSampler:
     """Samples the summed RSS and PSS of this process and all its children every ``period`` seconds."""
 
-    def __init__(self, period: float = 0.2) -> None:
+    def __init__(self, period: float = 0.1) -> None:
         import psutil
 
         self.proc = psutil.Process()
@@ -357,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     quiet = not args.quick
     warmup = 5 if args.quick else 20
-    n_batches = {"A": 100 if args.quick else 400, "B": 30 if args.quick else 150}
+    n_batches = {"A": 100 if args.quick else 400, "B": 30 if args.quick else 120}
     report: list[str] = []
     verdicts: list[str] = []
 
@@ -376,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for variant in variants:
         res = {}
-        consumers = ["free", "sleep"] if args.quick else ["free", "sleep", "cpu"]
+        consumers = ["free", "sleep"] if args.quick or variant == "B" else ["free", "sleep", "cpu"]
         for w, consumer in [(1, "free"), *((2, c) for c in consumers)]:
             res[w, consumer] = repeated(
                 factories(variant, w), repeats, warmup, n_batches[variant], quiet, consumer=consumer
@@ -476,11 +487,12 @@ def extras(
         probs = v["problems"]
         good = "yes" if not probs else f"**no**: {len(probs)} problems, e.g. {probs[0]}"
         vrows.append(
-            [NAMES.get(p, "seqtools"), str(v["epoch_batches"]), f"{v['valid_frac']:.2f}", good,
-             "yes" if v["deterministic"] else "**no**"]
+            [NAMES.get(p, "seqtools"), str(v["epoch_batches"]), str(v["empty"]), f"{v['valid_frac']:.2f}", good,
+             "yes" if v["deterministic"] else "**no**", f"{v['max_wait_ms']:.0f}"]
         )  # fmt: skip
         print(f"  verify {p}: {v['epoch_batches']} batches, problems {probs[:3]}", flush=True)
-    log(fmt_table(["loader", "batches/epoch", "valid fraction", "coherent, each stream once", "same twice"], vrows))
+    heads = ["loader", "batches/epoch", "all-padding batches", "valid fraction", "coherent, each stream once"]
+    log(fmt_table([*heads, "same order twice", "longest wait ms after the first batch"], vrows))
     if "streamcli" not in peers:
         return
 
@@ -513,11 +525,12 @@ def extras(
     heads = ["case", "batches", "peak RSS sum MiB", "peak PSS sum MiB", "PSS in first 20% MiB", "main RSS MiB"]
     log(fmt_table(heads, mrows))
     ok = {r["case"]: r for r in rss if "error" not in r}
-    for small, big, what in (("items=64", "items=1e5", "items"), ("epoch short", "epoch long (10x)", "epoch length")):
+    pairs = (("items=64", "items=1e5", "the number of items"), ("epoch short", "epoch long (10x)", "epoch length"))
+    for small, big, what in pairs:
         if small in ok and big in ok:
             a, b = ok[small]["peak_pss_mib"], ok[big]["peak_pss_mib"]
             verdicts.append(
-                f"memory flat in the number of {what}: **{'met' if b <= a * 1.1 + 16 else 'not met'}** "
+                f"memory flat in {what}: **{'met' if b <= a * 1.1 + 16 else 'not met'}** "
                 f"(peak PSS sum {a:.0f} MiB for {small}, {b:.0f} MiB for {big})"
             )
 

@@ -159,11 +159,13 @@ class CoherenceCheck:
         self.seen: dict[int, int] = {}  # item -> steps delivered
         self.problems: list[str] = []
         self.batches = 0
+        self.empty_batches = 0  # batches with no valid step at all
         self.valid_steps = 0
         self.order: list[int] = []  # items in the order their first step appeared
 
     def feed(self, stamps: npt.NDArray[np.int32]) -> None:
         t_len, b_len = stamps.shape[:2]
+        self.empty_batches += bool((stamps[:, :, 0] < 0).all())
         for b in range(b_len):
             for t in range(t_len):
                 item, pos = int(stamps[t, b, 0]), int(stamps[t, b, 1])
