@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import select
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -22,7 +23,7 @@ from streamcli._ring import CUR_POS, CUR_STREAM, Ring, SegmentLock
 from streamcli._worker import WorkerSpec, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
-_POLL_S = 0.25  # how long to wait on one pipe before checking that every worker is alive
+_POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
 
 
 class WorkerPool:
@@ -35,6 +36,7 @@ class WorkerPool:
         self._lock = SegmentLock(seg) if os.path.exists(seg) else ctx.Lock()  # alive until children unpickle
         self.ring, self.describe = ring, describe
         self.procs: list[Any] = []
+        self._pollers: list[select.poll] = []
         self.conns: list[Connection] = []
         self.done = [0] * len(specs)  # per worker: batches of the current generation done (in order)
         self.ready = [0] * len(specs)  # per worker: the generation it has acknowledged
@@ -50,6 +52,10 @@ class WorkerPool:
             child.close()  # only the worker holds this end: its death is EOF here
             self.procs.append(proc)
             self.conns.append(parent)
+            # One poll object per pipe, made once: Connection.poll builds a selector on every call.
+            poller = select.poll()
+            poller.register(parent.fileno(), select.POLLIN)
+            self._pollers.append(poller)
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         """Make every worker drop what it was doing and acknowledge generation ``gen``."""
@@ -85,7 +91,7 @@ class WorkerPool:
 
     def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
         conn = self.conns[w]
-        if not conn.poll(_POLL_S):
+        if not self._pollers[w].poll(_POLL_MS):
             for v, proc in enumerate(self.procs):  # a dead worker can stall the living ones
                 if proc.exitcode is not None:
                     self._raise_dead(v)
