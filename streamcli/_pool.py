@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import select
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import numpy as np
 
 from streamcli._produce import Skip
 from streamcli._ring import CUR_POS, CUR_STREAM, Ring, SegmentLock
-from streamcli._worker import WorkerSpec, describe_exit, worker_main
+from streamcli._worker import WorkerSpec, decode, describe_exit, encode_fill, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
@@ -70,11 +71,14 @@ class WorkerPool:
 
     def assign(self, k: int, slot: int) -> None:
         for w in range(len(self.conns)):
-            self._send(w, ("fill", self.gen, k, slot))
+            self._send_bytes(w, encode_fill(self.gen, k, slot))
 
     def _send(self, w: int, msg: tuple[Any, ...]) -> None:
+        self._send_bytes(w, pickle.dumps(msg))
+
+    def _send_bytes(self, w: int, data: bytes) -> None:
         try:
-            self.conns[w].send(msg)
+            self.conns[w].send_bytes(data)
         except OSError:  # the worker is gone: say which, and why
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
@@ -99,7 +103,7 @@ class WorkerPool:
                 raise WorkerError(f"no batch from the workers for {timeout:g} s (timeout={timeout})")
             return
         try:
-            msg = conn.recv()
+            msg = decode(conn.recv_bytes())
         except (EOFError, OSError):
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
@@ -137,7 +141,7 @@ def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
     if pool is not None:
         for conn in pool.conns:
             with contextlib.suppress(Exception):
-                conn.send(("quit",))
+                conn.send_bytes(pickle.dumps(("quit",)))
         deadline = time.monotonic() + 2.0
         for p in pool.procs:
             p.join(timeout=max(0.0, deadline - time.monotonic()))

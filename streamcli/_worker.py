@@ -1,6 +1,6 @@
 """The worker process: receives (batch, slot) assignments over a pipe and fills its rows of that slot.
 
-Messages are tiny tuples; the arrays never leave shared memory. Main -> worker: ``("epoch", gen)``,
+Messages are tiny records; the arrays never leave shared memory. Main -> worker: ``("epoch", gen)``,
 ``("fill", gen, k, slot)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("done", gen, k)``,
 ``("skip", gen, Skip)``, ``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)``
 when the worker cannot start (its source's ``setup_worker`` failed, or the segment is gone).
@@ -8,7 +8,9 @@ when the worker cannot start (its source's ``setup_worker`` failed, or the segme
 
 from __future__ import annotations
 
+import pickle
 import signal
+import struct
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -67,7 +69,7 @@ def _setup(source: StreamSource) -> None:
 
 def _serve(p: Producer, conn: Connection) -> None:
     while True:
-        msg = conn.recv()
+        msg = decode(conn.recv_bytes())
         if msg[0] == "quit":
             return
         if msg[0] == "epoch":
@@ -89,7 +91,30 @@ def _serve(p: Producer, conn: Connection) -> None:
             tb = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
             conn.send(("error", gen, kind, str(exc), tb))
             continue
-        conn.send(("done", gen, k))
+        conn.send_bytes(encode_done(gen, k))
+
+
+# The two messages of every batch, "fill" (main -> worker) and "done" (worker -> main), travel as fixed
+# binary records: pickling them cost the main process about a fifth of its per-batch time. Rare messages
+# are pickled; a pickle starts with b"\x80", so the two never look alike.
+_RECORD = struct.Struct("<4sqqq")
+
+
+def encode_fill(gen: int, k: int, slot: int) -> bytes:
+    return _RECORD.pack(b"fill", gen, k, slot)
+
+
+def encode_done(gen: int, k: int) -> bytes:
+    return _RECORD.pack(b"done", gen, k, 0)
+
+
+def decode(data: bytes) -> tuple[Any, ...]:
+    """A message from either side: a binary record or a pickled tuple."""
+    if len(data) == _RECORD.size and data[:1] != b"\x80":
+        kind, gen, k, slot = _RECORD.unpack(data)
+        return (kind.decode(), gen, k, slot)
+    msg: tuple[Any, ...] = pickle.loads(data)
+    return msg
 
 
 def describe_exit(exitcode: int | None) -> str:
