@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from streamcli._produce import Skip
-from streamcli._ring import CUR_POS, CUR_STREAM, Ring, SegmentLock
+from streamcli._ring import CUR_POS, CUR_STREAM, DONE, Ring, SegmentLock
 from streamcli._worker import WorkerSpec, decode, describe_exit, encode_fill, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
@@ -90,8 +90,8 @@ class WorkerPool:
                 self._recv_from(w, start, timeout)
 
     def ready_batches(self, k: int) -> int:
-        """Batches after ``k`` that every worker has finished."""
-        return max(0, min(self.done) - k - 1) if self.done else 0
+        """Batches after ``k`` that every worker has finished (read from shared memory, not the pipes)."""
+        return max(0, int(self.ring.wstat[:, DONE].min()) - k - 1)
 
     def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
         conn = self.conns[w]

@@ -4,10 +4,10 @@ The loader (main process) creates the segment and is its only owner: it alone un
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
 - control: ``ctl`` int64[4] (generation, tickets handed out), ``front`` int64[W] (each worker's progress
-  in canonical (step, row) order), ``wstat`` float64[W, 4] (busy seconds, steps, stream, position),
+  in canonical (step, row) order), ``wstat`` float64[W, 5] (busy seconds, steps, stream, position, batches done),
   ``order`` int64[N] (this epoch's shuffled item order);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
-  and per-row end-of-batch facts (tickets taken, a live original stream, a failed claim).
+  and a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import numpy as np
 from streamcli.source import Field
 
 GEN, TICKETS = 0, 1  # indices into ctl
-BUSY, STEPS, CUR_STREAM, CUR_POS = 0, 1, 2, 3  # columns of wstat
+BUSY, STEPS, CUR_STREAM, CUR_POS, DONE = 0, 1, 2, 3, 4  # columns of wstat
 
 _FLAG_DTYPES = {"is_first": "?", "valid": "?", "stream": "<i8", "position": "<i8", "replayed": "?"}
-_ROW_DTYPES = {"claims": "<i4", "live": "?", "dry": "?"}
+CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one row per producer
 _ALIGN = 64
 PREFIX = "streamcli_"  # segment names: streamcli_<creator pid>_<random>
 Entry = tuple[int, tuple[int, ...], str]
@@ -65,7 +65,7 @@ class RingSpec:
         for name, shape, dt in (
             ("ctl", (4,), "<i8"),
             ("front", (self.num_workers,), "<i8"),
-            ("wstat", (self.num_workers, 4), "<f8"),
+            ("wstat", (self.num_workers, 5), "<f8"),
             ("order", (self.num_items,), "<i8"),
         ):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)
@@ -77,8 +77,7 @@ class RingSpec:
             slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
         for name, dt in _FLAG_DTYPES.items():
             slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
-        for name, dt in _ROW_DTYPES.items():
-            slot[name] = (take(B * np.dtype(dt).itemsize) - slot0, (B,), dt)
+        slot["summary"] = (take(self.num_workers * 4 * 8) - slot0, (self.num_workers, 4), "<i8")
         return ctl, slot, slot0, off - slot0
 
     @property
@@ -115,7 +114,7 @@ class Ring:
             if spec.layout == "TB":
                 self.tb_slots.append(views)
             else:
-                self.tb_slots.append({k: v if k in _ROW_DTYPES else v.swapaxes(0, 1) for k, v in views.items()})
+                self.tb_slots.append({k: v if k == "summary" else v.swapaxes(0, 1) for k, v in views.items()})
 
     @classmethod
     def create(cls, spec_args: dict[str, Any]) -> Ring:

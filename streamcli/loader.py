@@ -41,7 +41,7 @@ _MODES = {
     "layout": ("TB", "BT"),
     "on_error": ("raise", "skip"),
 }
-_RESERVED = {*FLAGS, "reset", "claims", "live", "dry"}
+_RESERVED = {*FLAGS, "reset", "summary"}
 _pin_warned = False
 
 
@@ -254,14 +254,13 @@ class StreamLoader:
                 self._skipped += 1
                 log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
                             skip.error)  # fmt: skip
-            self._tickets += int(v["claims"].sum())
-            if self.epoch_end == "drop" and np.count_nonzero(v["dry"]):
+            claims, dry, n_live, n_valid = v["summary"].sum(axis=0).tolist()
+            self._tickets += claims
+            if self.epoch_end == "drop" and dry:
                 self._free.append(slot)
                 return
-            n_live = int(np.count_nonzero(v["live"]))
             last = self._tickets >= len(self.items) and n_live == 0
             self._streams_done = min(self._tickets, len(self.items)) - n_live
-            n_valid = int(np.count_nonzero(v["valid"]))
             if n_valid:
                 batch = self._assemble(torch, slot, epoch, k)
                 self._waits.append(wait_s)
