@@ -429,13 +429,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"A, 2 workers, >= 2x the best peer's batches/s: **{'met' if ratio >= 2 else 'not met'}** "
                     f"({s2['rate']:.0f} vs {max(others):.0f}: {ratio:.2f}x)"
                 )
-            waits = {c: res[2, c]["streamcli"]["wait_p50_ms"] for c in consumers}
-            verdicts.append(
-                "A, 2 workers, consumer wait p50 < 0.1 ms: "
-                + "; ".join(
-                    f"{c} consumer **{'met' if x < 0.1 else 'not met'}** ({x:.3f} ms)" for c, x in waits.items()
+            parts = []
+            for c in consumers:
+                r = res[2, c]["streamcli"]
+                x, own = r["wait_p50_ms"], r.get("stats_wait_p50_ms", float("nan"))
+                parts.append(
+                    f"{c} consumer **{'met' if x < 0.1 else 'not met'}** ({x:.3f} ms inside `next()`; "
+                    f"the loader's own `stats.waits_s` p50, which leaves out its per-batch bookkeeping: {own:.3f} ms)"
                 )
-            )
+            verdicts.append("A, 2 workers, consumer wait p50 < 0.1 ms: " + "; ".join(parts))
         else:
             scale = s2["rate"] / (2 * s1["rate"])
             verdicts.append(
