@@ -17,7 +17,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,9 +29,6 @@ from streamcli._worker import WorkerSpec
 from streamcli.batch import FLAGS, Batch
 from streamcli.source import Field, StreamSource, check_source, item_name
 from streamcli.stats import LoaderStats
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("streamcli")
 
@@ -204,9 +201,7 @@ class StreamLoader:
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
-        n = len(self.items)
-        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
-        ring.order[:] = order
+        ring.order[:] = self._order(epoch)
         ring.ctl[TICKETS] = 0
         ring.front[:] = [lo for lo, _ in self._bounds]
         self._tickets = 0
@@ -344,10 +339,13 @@ class StreamLoader:
         if any(n is None for n in self._lengths):
             raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
         epoch = self._epoch if self._active else self._epoch + 1
-        n = len(self.items)
-        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
-        lengths = [int(self._lengths[i]) for i in order]
+        lengths = [int(self._lengths[i]) for i in self._order(epoch)]
         return count_batches(lengths, self.batch_size, self.time_steps, self.boundary, self.epoch_end)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """The epoch's stream order: the tickets' meaning."""
+        n = len(self.items)
+        return np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
 
     @property
     def num_streams(self) -> int:
