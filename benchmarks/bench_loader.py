@@ -513,9 +513,13 @@ def extras(
         for label, kw in modes.items():
             fs: dict[str, Callable[[], Any]] = {"s": functools.partial(make, "streamcli", workload("A"), 2, 1)}
             r = repeated(fs, repeats, warmup, n_batches, quiet, consumer=consumer, **kw)["s"]
-            lrows.append([label, consumer, f"{r['rate']:.0f}", f"{r['wait_p50_ms']:.3f}", str(r.get("copies", "?"))])
+            lrows.append(
+                [label, consumer, f"{r['rate']:.0f}", f"{r['wait_p50_ms']:.3f}", str(r.get("copies", "?")),
+                 f"{100 * r['foreign_load_max']:.0f}%"]
+            )  # fmt: skip
             print(f"  lifetime {label} {consumer}: {json.dumps(r)}", flush=True)
-    log(fmt_table(["consumer", "consumer kind", "batches/s", "wait p50 ms", "copies (last run)"], lrows))
+    heads = ["consumer", "consumer kind", "batches/s", "wait p50 ms", "copies (last run)", "other load (max)"]
+    log(fmt_table(heads, lrows))
 
     log("\n### Memory (streamcli, 2 workers, variant A; sum over the main process and its workers)\n")
     rss = run_rss_cases(args.quick)
