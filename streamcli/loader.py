@@ -225,6 +225,7 @@ class StreamLoader:
     def _batches_of(self, torch: Any, gen: int, epoch: int) -> Iterator[Batch]:
         k_next = 0  # next batch to assign
         k = 0
+        entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
         while True:
             if self._closed:
                 raise RuntimeError("this StreamLoader was closed while iterating")
@@ -238,12 +239,10 @@ class StreamLoader:
                 if self._pool is not None:
                     self._guarded(self._pool.assign, k_next, slot)
                 k_next += 1
-            t0 = time.perf_counter()
             if self._t_first_next is None:
-                self._t_first_next = t0
+                self._t_first_next = entered
             slot = self._inflight.pop(k)
             self._wait_done(k, gen, slot)
-            wait_s = time.perf_counter() - t0
             v = self.ring.slots[slot]
             for skip in self._pending.pop(k, []):
                 self._skipped += 1
@@ -258,14 +257,16 @@ class StreamLoader:
             self._streams_done = min(self._tickets, len(self.items)) - n_live
             if n_valid:
                 batch = self._assemble(torch, slot, epoch, k)
-                self._waits.append(wait_s)
                 self._batches += 1
                 self._steps += n_valid
                 self._bytes += self._batch_bytes
+                now = time.perf_counter()
+                self._waits.append(now - entered)
                 if self._first_batch_s is None:
-                    self._first_batch_s = time.perf_counter() - self._t_created
+                    self._first_batch_s = now - self._t_created
                 yield batch
                 del batch
+                entered = time.perf_counter()
             else:
                 self._free.append(slot)
             if last:
