@@ -12,8 +12,9 @@ class LoaderStats:
     """A snapshot of a loader's counters since it was created.
 
     ``waits_s`` holds the consumer's wait for each of the most recent batches: the whole time spent inside
-    ``next()``, the loader's own work included, oldest first. ``worker_busy`` is each worker's busy fraction (time producing steps over
-    wall time) over the last few seconds; with ``num_workers=0`` it has one entry for the main process.
+    ``next()``, the loader's own work included, oldest first. ``worker_busy`` is each worker's busy fraction
+    (time producing steps over wall time) over the last few seconds; with ``num_workers=0`` it has one entry
+    for the main process.
     """
 
     batches: int
