@@ -41,9 +41,11 @@ def no_leaks() -> Iterator[None]:
     assert_no_leaks(before)
 
 
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    root = Path(os.environ.get("STREAMCLI_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    if not root.is_dir():
-        raise RuntimeError(f"real test data not found at {root}; set STREAMCLI_DATA to the shared/data folder")
-    return root
+def data_root(sub: str) -> Path:
+    """A folder of the real test data: ../shared/data beside the checkout, or $STREAMCLI_DATA. Never skipped."""
+    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    if not (root / sub).is_dir():
+        pytest.fail(
+            f"real test data not found at {root / sub}: check out shared/ beside the repo or set STREAMCLI_DATA"
+        )
+    return root / sub

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import data_root
 from streamcli_sources.audio import AudioSource
 
 from streamcli import load_source
 from streamcli.errors import SourceError
 
-
-def _data() -> Path:
-    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
-    if not (root / "audio").is_dir():
-        pytest.fail(f"real test data not found at {root}: check out shared/ beside the repo or set STREAMCLI_DATA")
-    return root
-
-
-AUDIO = _data() / "audio"
+AUDIO = data_root("audio")
 # Sample frames per file, from the data chunks (wave's getnframes, checked against each file's size).
 FRAMES_48K = {
     "Front_Center.wav": 68545,

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import data_root
 from streamcli_sources.text import TextSource
 
 from streamcli import load_source
 
-
-def _data() -> Path:
-    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
-    if not (root / "text").is_dir():
-        pytest.fail(f"real test data not found at {root}: check out shared/ beside the repo or set STREAMCLI_DATA")
-    return root
-
-
-TEXT = _data() / "text"
+TEXT = data_root("text")
 BOOKS = ["devils_dictionary.txt", "fortunes_literature.txt", "sherlock_holmes_pg1661.txt", "tom_sawyer_excerpt.txt"]
 BOM = b"\xef\xbb\xbf"
 

@@ -12,20 +12,13 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
+from conftest import data_root
 from streamcli_sources import _scan
 from streamcli_sources.video import VideoSource
 
 from streamcli.errors import SourceError
 
-
-def _data() -> Path:
-    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
-    if not (root / "video").is_dir():
-        pytest.fail(f"real test data not found at {root}: check out shared/ beside the repo or set STREAMCLI_DATA")
-    return root
-
-
-VIDEO = _data() / "video"
+VIDEO = data_root("video")
 
 # Frames that really decode (counted by a full decode here, equal to ffprobe -count_frames). The header
 # says otherwise for several: alea.mpg claims 0, blue.mpg -3e15, small_movie.mp4 12.
