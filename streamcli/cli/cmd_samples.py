@@ -14,7 +14,7 @@ from streamcli.cli._common import UsageFailure, convert
 def samples(
     out_dir: Annotated[Path, typer.Argument(help="Folder to write the clips to.")] = Path("samples/clips"),
     count: Annotated[int, typer.Option(help="How many clips.", min=1)] = 6,
-    steps: Annotated[int, typer.Option(help="Frames per clip.", min=1)] = 150,
+    steps: Annotated[int, typer.Option(help="Frames per clip.", min=1)] = 600,
     size: Annotated[str, typer.Option(help="Frame size HxW.")] = "96x128",
     fps: Annotated[float, typer.Option(help="Frames per second in the files.", min=1)] = 25.0,
 ) -> None:
