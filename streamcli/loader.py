@@ -149,16 +149,21 @@ class StreamLoader:
         self._busy_hist: deque[tuple[float, np.ndarray]] = deque(maxlen=64)
         self._streams_done = 0
         self._batch_bytes = sum(f.nbytes for f in fields) * batch_size * time_steps
+        pending = self._pending
+
+        # Closures over data, not bound methods: the finalizer holds the pool, and must not hold self.
+        def on_skip(skip: Skip) -> None:
+            pending.setdefault(skip.batch, []).append(skip)
+
         if num_workers:
             self._check_picklable()
             specs = [
                 WorkerSpec(w=w, lo=lo, hi=hi, plan=self.plan, ring=self.ring.spec, source=source, items=self.items)
                 for w, (lo, hi) in enumerate(self._bounds)
             ]
-            source_, items_, pending = source, self.items, self._pending
-            # Closures over data, not bound methods: the finalizer holds the pool, and must not hold self.
-            self._pool = WorkerPool(specs, self.ring, mp_context, lambda i: item_name(source_, items_[i]))
-            self._pool.on_skip = lambda skip: pending.setdefault(skip.batch, []).append(skip)
+            items_ = self.items
+            self._pool = WorkerPool(specs, self.ring, mp_context, lambda i: item_name(source, items_[i]))
+            self._pool.on_skip = on_skip
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, shutdown, self._pool, self.ring)
         else:
@@ -166,7 +171,7 @@ class StreamLoader:
                 plan=self.plan, source=source, items=self.items, ring=self.ring, w=0,
                 rows=new_rows(0, batch_size), lock=contextlib.nullcontext(),
             )  # fmt: skip
-            self._local.on_skip = self._pending_skip
+            self._local.on_skip = on_skip
 
     def _check_picklable(self) -> None:
         try:
@@ -294,9 +299,6 @@ class StreamLoader:
         except BaseException:
             self.close()
             raise
-
-    def _pending_skip(self, skip: Skip) -> None:
-        self._pending.setdefault(skip.batch, []).append(skip)
 
     def _reclaim(self) -> None:
         while self._released:
