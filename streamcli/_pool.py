@@ -17,8 +17,6 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-import numpy as np
-
 from streamcli._produce import Skip
 from streamcli._ring import CUR_POS, CUR_STREAM, DONE, Ring, SegmentLock
 from streamcli._worker import WorkerSpec, decode, describe_exit, encode_fill, worker_main
@@ -131,9 +129,6 @@ class WorkerPool:
         if not where and code == 1:
             hint = " before reading anything (could it import the source's module? see its traceback above)"
         raise WorkerError(f"worker {w} (pid {proc.pid}) died with {describe_exit(code)}{where}{hint}")
-
-    def busy_seconds(self) -> np.ndarray:
-        return self.ring.wstat[:, 0].copy()
 
 
 def shutdown(pool: WorkerPool | None, ring: Ring) -> None:

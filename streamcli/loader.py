@@ -280,17 +280,15 @@ class StreamLoader:
 
     def _wait_done(self, k: int, gen: int, slot: int) -> None:
         if self._local is not None:
-            t0 = time.perf_counter()
             try:
                 fill_batch(self._local, slot, k)
             except Aborted:  # pragma: no cover - only a newer epoch changes the generation
                 raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
-            self._sample_busy(t0)
+            self._sample_busy()
             return
         assert self._pool is not None
-        start = time.perf_counter()
         self._guarded(self._pool.wait_done, k, self.timeout)
-        self._sample_busy(start)
+        self._sample_busy()
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         """Run a pool call; on any failure the loader closes, so nothing outlives the error."""
@@ -363,7 +361,7 @@ class StreamLoader:
             return self._lengths[stream]
         return self.source.length(self.items[stream])
 
-    def _sample_busy(self, now: float) -> None:
+    def _sample_busy(self) -> None:
         t = time.perf_counter()
         if not self._busy_hist or t - self._busy_hist[-1][0] > 0.1:
             self._busy_hist.append((t, self.ring.wstat[:, BUSY].copy()))
