@@ -12,6 +12,8 @@ import itertools
 import logging
 import multiprocessing as mp
 import pickle
+import signal
+import sys
 import time
 import warnings
 import weakref
@@ -85,6 +87,7 @@ class StreamLoader:
         timeout: float | None = None,
         mp_context: str = "spawn",
     ) -> None:
+        _import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
         _check_int("batch_size", batch_size, 1, "e.g. batch_size=16")
         _check_int("time_steps", time_steps, 1, "e.g. time_steps=8")
@@ -213,7 +216,7 @@ class StreamLoader:
         self._streams_done = 0
 
     def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
-        import torch
+        torch = _import_torch()
 
         if self._pin is None:
             self._pin = _pin_available(torch) if self.pin_memory else False
@@ -409,6 +412,23 @@ class StreamLoader:
             f"T={self.time_steps}, workers={self.num_workers}, boundary={self.boundary!r}, "
             f"epoch_end={self.epoch_end!r}, layout={self.layout!r})"
         )
+
+
+def _import_torch() -> Any:
+    """Import torch with Ctrl-C, SIGTERM and SIGHUP held back until it is done.
+
+    A KeyboardInterrupt raised inside torch's native initialisation can abort the interpreter; blocked, the
+    signal is delivered right after the import, in plain Python code. Importing streamcli never imports torch.
+    """
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        import torch
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return torch
 
 
 def _split(batch_size: int, producers: int) -> list[tuple[int, int]]:

@@ -6,6 +6,7 @@ Nothing here imports torch at module level, so ``streamcli --help`` and ``stream
 from __future__ import annotations
 
 import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -40,12 +41,20 @@ def main() -> None:
     """Console-script entry point."""
     # A closed terminal (SIGHUP) or `kill` (SIGTERM) would end the process without running any cleanup; turn
     # them into the same unwinding as Ctrl-C so workers stop and shared memory is freed.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in _STOP_SIGNALS:
         signal.signal(sig, _interrupt)
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # one that lands outside the command's own handling (start-up, exit)
+        sys.exit(130)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    for sig in _STOP_SIGNALS:  # one is enough: let the cleanup that follows run to its end
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
