@@ -29,17 +29,13 @@ from streamcli._produce import Aborted, Plan, Producer, Skip, close_rows, fill_b
 from streamcli._ring import BUSY, GEN, STEPS, TICKETS, Ring
 from streamcli._worker import WorkerSpec
 from streamcli.batch import FLAGS, Batch
+from streamcli.config import MODES
 from streamcli.source import Field, StreamSource, check_source, item_name
 from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
 
-_MODES = {
-    "boundary": ("pad", "pack"),
-    "epoch_end": ("pad", "restream", "drop"),
-    "layout": ("TB", "BT"),
-    "on_error": ("raise", "skip"),
-}
+_MODES = MODES
 _RESERVED = {*FLAGS, "reset", "summary"}
 _pin_warned = False
 
