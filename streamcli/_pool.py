@@ -56,10 +56,11 @@ class WorkerPool:
             poller.register(parent.fileno(), select.POLLIN)
             self._pollers.append(poller)
 
-    def start_epoch(self, gen: int, timeout: float | None) -> None:
-        """Make every worker drop what it was doing and acknowledge generation ``gen``."""
+    def start_epoch(self, gen: int, first_batch: int, timeout: float | None) -> None:
+        """Make every worker drop what it was doing and begin generation ``gen`` at batch ``first_batch``
+        (from the cursors the loader wrote into the ring)."""
         self.gen = gen
-        self.done = [0] * len(self.conns)
+        self.done = [first_batch] * len(self.conns)
         for w in range(len(self.conns)):
             self._send(w, ("epoch", gen))
         start = time.perf_counter()

@@ -6,8 +6,11 @@ order ``key = (batch * T + t) * B + row``, has been decided by every producer. E
 progress as ``front[w]``, the smallest key it has not decided yet. So the ticket a row gets, and hence every
 batch, depends only on the streams' contents, never on timing or on how rows are split among workers.
 
-Rows look one step ahead, so a producer knows at step t that it is a stream's last one. Everything here is a
-plain function over plain per-row facts (``Row``), shared by worker processes and the in-process path.
+Rows look one step ahead, so a producer knows at step t that it is a stream's last one. After each batch a
+producer writes every row's cursor into the slot (``_cursor``), and it starts an epoch, fresh or resumed, from
+a table of cursors (``begin_epoch``): a live row reopens its stream with ``open(item, start=pos)``, so resuming
+replays nothing. Everything here is a plain function over plain per-row facts (``Row``), shared by worker
+processes and the in-process path.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, DONE, GEN, STEPS, TICKETS, Ring
+from streamcli import _cursor
+from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, DONE, FIRST_BATCH, GEN, STEPS, TICKETS, Ring
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
@@ -59,6 +63,11 @@ class Row:
     done: bool = False  # a claim failed: no more streams this epoch
     it: Iterator[Step] | None = None
     nxt: Any = None  # the looked-ahead step
+    reopen: bool = False  # resumed mid-stream: open ``item`` at ``pos`` before the next step
+
+    def cursor(self) -> tuple[int, int, int, int]:
+        state = _cursor.DRY if self.done else _cursor.LIVE if (self.it is not None or self.reopen) else _cursor.IDLE
+        return _cursor.record(self.item, self.pos, state, self.replay)
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,29 @@ def new_rows(lo: int, hi: int) -> list[Row]:
     return [Row(b) for b in range(lo, hi)]
 
 
+def rows_from(cursors: np.ndarray, lo: int) -> list[Row]:
+    """Rows ``lo, lo+1, ...`` as the cursor records say; live ones reopen lazily, at their next step."""
+    rows = []
+    for i, (item, pos, state, replay) in enumerate(cursors.tolist()):
+        row = Row(lo + i, item=item, pos=pos, replay=bool(replay))
+        row.done = state == _cursor.DRY
+        row.reopen = state == _cursor.LIVE
+        rows.append(row)
+    return rows
+
+
+def begin_epoch(p: Producer, gen: int) -> None:
+    """Start (or resume) an epoch from the cursor table ``ring.start``: the one way in-process and worker
+    producers begin. The loader has already written the table, the order, the tickets and the first batch."""
+    close_rows(p.rows)
+    lo, hi = p.rows[0].b, p.rows[-1].b + 1
+    p.gen = gen
+    p.rows = rows_from(p.ring.start[lo:hi], lo)
+    first = int(p.ring.ctl[FIRST_BATCH])
+    p.ring.front[p.w] = first * p.plan.time_steps * p.plan.batch_size + lo
+    p.ring.wstat[p.w, DONE] = first
+
+
 def close_rows(rows: Sequence[Row]) -> None:
     for row in rows:
         _close(row)
@@ -114,6 +146,9 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     front, ctl, stat = ring.front, ring.ctl, ring.wstat[p.w]
     pack = plan.boundary == "pack"
     t_start, waited, steps, i = time.perf_counter(), 0.0, 0, 0
+    for row in rows:
+        if row.reopen:
+            _reopen(p, row, k)
     for t in range(T):
         if ctl[GEN] != p.gen:
             raise Aborted
@@ -159,6 +194,7 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     # One record per producer, so the loader reads four counts with one sum instead of scanning flags.
     live = sum(r.it is not None and not r.replay for r in rows)
     v["summary"][p.w] = (tally[0], tally[1], live, steps)
+    v["cursor"][lo:hi] = [row.cursor() for row in rows]
     front[p.w] = (k + 1) * T * B + lo  # everything before the next batch is decided
     last = rows[-1]
     stat[BUSY] += time.perf_counter() - t_start - waited
@@ -211,10 +247,19 @@ def _wait_turn(p: Producer, key: int) -> float:
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
     try:
-        return iter(p.source.open(p.items[row.item], 0))
+        return iter(p.source.open(p.items[row.item], row.pos))
     except Exception as exc:
         _fail(p, row, k, exc, "opening")
         return None
+
+
+def _reopen(p: Producer, row: Row, k: int) -> None:
+    """Continue a resumed row's stream at ``row.pos``: ``open(item, start=pos)``, nothing replayed."""
+    row.reopen = False
+    row.it = _open(p, row, k)
+    row.nxt = _END if row.it is None else _next(p, row, k)
+    if row.nxt is _END:
+        _close(row)  # the stream ended exactly at the cut (or failed): the row claims at its next chance
 
 
 def _next(p: Producer, row: Row, k: int) -> Any:

@@ -3,11 +3,13 @@
 The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
-- control: ``ctl`` int64[4] (generation, tickets handed out), ``front`` int64[W] (each worker's progress
-  in canonical (step, row) order), ``wstat`` float64[W, 5] (busy seconds, steps, stream, position, batches done),
-  ``order`` int64[N] (this epoch's shuffled item order);
+- control: ``ctl`` int64[4] (generation, tickets handed out, the epoch's first batch), ``front`` int64[W]
+  (each worker's progress in canonical (step, row) order), ``wstat`` float64[W, 5] (busy seconds, steps,
+  stream, position, batches done), ``order`` int64[N] (this epoch's shuffled item order), ``start`` int64[B, 4]
+  (the row cursors an epoch starts from: fresh, or those of a resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
-  and a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps).
+  a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps), and
+  every row's cursor after the batch (``_cursor``).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from streamcli import _cursor
 from streamcli.source import Field
 
-GEN, TICKETS = 0, 1  # indices into ctl
+GEN, TICKETS, FIRST_BATCH = 0, 1, 2  # indices into ctl
 BUSY, STEPS, CUR_STREAM, CUR_POS, DONE = 0, 1, 2, 3, 4  # columns of wstat
 
 _FLAG_DTYPES = {"is_first": "?", "valid": "?", "stream": "<i8", "position": "<i8", "replayed": "?"}
 CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one row per producer
+_PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
 _ALIGN = 64
 PREFIX = "streamcli_"  # segment names: streamcli_<creator pid>_<random>
 Entry = tuple[int, tuple[int, ...], str]
@@ -67,6 +71,7 @@ class RingSpec:
             ("front", (self.num_workers,), "<i8"),
             ("wstat", (self.num_workers, 5), "<f8"),
             ("order", (self.num_items,), "<i8"),
+            ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
         ):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)
         slot0 = off
@@ -78,6 +83,7 @@ class RingSpec:
         for name, dt in _FLAG_DTYPES.items():
             slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
         slot["summary"] = (take(self.num_workers * 4 * 8) - slot0, (self.num_workers, 4), "<i8")
+        slot["cursor"] = (take(B * _cursor.WIDTH * 8) - slot0, (B, _cursor.WIDTH), "<i8")
         return ctl, slot, slot0, off - slot0
 
     @property
@@ -104,6 +110,7 @@ class Ring:
         self.front = _view(buf, *ctl_e["front"])
         self.wstat = _view(buf, *ctl_e["wstat"])
         self.order = _view(buf, *ctl_e["order"])
+        self.start = _view(buf, *ctl_e["start"])
         # Slot views in physical layout, and the same memory seen time-major for producers.
         self.slots: list[dict[str, np.ndarray]] = []
         self.tb_slots: list[dict[str, np.ndarray]] = []
@@ -114,7 +121,7 @@ class Ring:
             if spec.layout == "TB":
                 self.tb_slots.append(views)
             else:
-                self.tb_slots.append({k: v if k == "summary" else v.swapaxes(0, 1) for k, v in views.items()})
+                self.tb_slots.append({k: v if k in _PER_ROW else v.swapaxes(0, 1) for k, v in views.items()})
 
     @classmethod
     def create(cls, spec_args: dict[str, Any]) -> Ring:
@@ -170,7 +177,7 @@ class Ring:
         if unlock is not None:
             with contextlib.suppress(Exception):
                 unlock()
-        for attr in ("ctl", "front", "wstat", "order"):
+        for attr in ("ctl", "front", "wstat", "order", "start"):
             setattr(self, attr, None)
         self.slots, self.tb_slots = [], []
         if self.owner:

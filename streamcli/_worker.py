@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from streamcli._produce import Aborted, Plan, Producer, close_rows, fill_batch, new_rows
-from streamcli._ring import DONE, Ring, RingSpec
+from streamcli._produce import Aborted, Plan, Producer, begin_epoch, close_rows, fill_batch, new_rows
+from streamcli._ring import Ring, RingSpec
 from streamcli.errors import StepSpecError
 from streamcli.source import StreamSource
 
@@ -73,11 +73,7 @@ def _serve(p: Producer, conn: Connection) -> None:
         if msg[0] == "quit":
             return
         if msg[0] == "epoch":
-            close_rows(p.rows)
-            p.gen = msg[1]
-            p.rows = new_rows(p.rows[0].b, p.rows[-1].b + 1)
-            p.ring.front[p.w] = p.rows[0].b  # batch 0, step 0, first row
-            p.ring.wstat[p.w, DONE] = 0
+            begin_epoch(p, msg[1])
             conn.send(("ready", p.gen))
             continue
         _, gen, k, slot = msg

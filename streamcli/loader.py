@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import multiprocessing as mp
 import pickle
@@ -18,15 +19,16 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from streamcli import _cursor, _state
 from streamcli._plan import count_batches
 from streamcli._pool import WorkerPool, shutdown
-from streamcli._produce import Aborted, Plan, Producer, Skip, close_rows, fill_batch, new_rows
-from streamcli._ring import BUSY, GEN, STEPS, TICKETS, Ring
+from streamcli._produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
+from streamcli._ring import BUSY, FIRST_BATCH, GEN, STEPS, TICKETS, Ring
 from streamcli._worker import WorkerSpec
 from streamcli.batch import FLAGS, Batch
 from streamcli.config import MODES
@@ -127,7 +129,12 @@ class StreamLoader:
         self._held_set: set[int] = set()  # slots the consumer may still be reading
         self._inflight: dict[int, int] = {}  # batch index -> slot being filled
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
-        self._tickets = 0
+        self._tickets = 0  # tickets taken up to the position below
+        self._cursor = _cursor.fresh(batch_size)  # every row's cursor after the last batch handed out
+        self._pos_epoch, self._pos_batch = 0, 0
+        self._epoch_skips: list[Any] = []  # [item, step] of this epoch's skipped items, up to the position
+        self._resume: dict[str, Any] | None = None  # a loaded state, used by the next iter()
+        self._fingerprint_cache: dict[str, Any] | None = None
         self._k = 0  # the batch being waited for or consumed
         self._pin: bool | None = None
         self._pinned_ring = False
@@ -187,48 +194,67 @@ class StreamLoader:
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
         self._gen += 1
-        self._epoch += 1
-        return self._run(self._gen, self._epoch)
+        resume, self._resume = self._resume, None
+        if resume is None:
+            self._epoch += 1
+            cursors, first, tickets, skipped = _cursor.fresh(self.batch_size), 0, 0, []
+        else:
+            self._epoch = resume["epoch"]
+            cursors = _cursor.from_json(resume["rows"], self.batch_size, len(self.items))
+            first, tickets, skipped = resume["batch"], resume["tickets"], [list(s) for s in resume["skipped"]]
+        self._set_position(self._epoch, first, tickets, cursors, skipped)
+        return self._run(self._gen, self._epoch, first)
 
-    def _begin_epoch(self, gen: int, epoch: int) -> None:
-        """Stop whatever producers were doing, then reset the shared plan for a new epoch."""
+    def _set_position(self, epoch: int, batch: int, tickets: int, cursors: np.ndarray, skipped: list[Any]) -> None:
+        """Where ``state_dict()`` says the loader stands: right after the last batch handed out."""
+        self._pos_epoch, self._pos_batch, self._tickets = epoch, batch, tickets
+        np.copyto(self._cursor, cursors)
+        self._epoch_skips = skipped
+
+    def _begin_epoch(self, gen: int, epoch: int, first: int) -> None:
+        """Stop whatever producers were doing, then set the shared plan for an epoch starting at batch ``first``
+        from the cursors in ``self._cursor`` (fresh, or those of a resumed state)."""
         ring = self.ring
+        ring.start[:] = self._cursor
+        ring.ctl[FIRST_BATCH] = first
         ring.ctl[GEN] = gen  # producers of an older generation abandon their batch
         self._pending.clear()
         self._inflight.clear()
-        if self._local is not None:
-            close_rows(self._local.rows)
-            self._local.rows = new_rows(0, self.batch_size)
-            self._local.gen = gen
         if self._pool is not None:
-            self._guarded(self._pool.start_epoch, gen, self.timeout)
+            self._guarded(self._pool.start_epoch, gen, first, self.timeout)
+        # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
+        ring.order[:] = self._order(epoch)
+        ring.ctl[TICKETS] = self._tickets
+        T, B = self.time_steps, self.batch_size
+        ring.front[:] = [first * T * B + lo for lo, _ in self._bounds]
+        if self._local is not None:
+            begin_epoch(self._local, gen)
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
-        ring.order[:] = self._order(epoch)
-        ring.ctl[TICKETS] = 0
-        ring.front[:] = [lo for lo, _ in self._bounds]
-        self._tickets = 0
-        self._streams_done = 0
+        n_live = int(((self._cursor[:, _cursor.STATE] == _cursor.LIVE) & (self._cursor[:, _cursor.REPLAY] == 0)).sum())
+        self._streams_done = min(self._tickets, len(self.items)) - n_live
 
-    def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
+    def _run(self, gen: int, epoch: int, first: int) -> Iterator[Batch]:
         torch = _import_torch()
 
         if self._pin is None:
             self._pin = _pin_available(torch) if self.pin_memory else False
             # Page-lock the whole ring once: batches are then pinned views, with no copy per batch.
             self._pinned_ring = bool(self._pin) and self.ring.page_lock(torch)
-        self._begin_epoch(gen, epoch)
+        self._begin_epoch(gen, epoch, first)
         self._active = True
         try:
-            yield from self._batches_of(torch, gen, epoch)
+            yield from self._batches_of(torch, gen, epoch, first)
+            if gen == self._gen:  # the epoch ran to its end: the next iter() starts the next one
+                self._set_position(epoch + 1, 0, 0, _cursor.fresh(self.batch_size), [])
         finally:
             if gen == self._gen:
                 self._active = False
 
-    def _batches_of(self, torch: Any, gen: int, epoch: int) -> Iterator[Batch]:
-        k_next = 0  # next batch to assign
-        k = 0
+    def _batches_of(self, torch: Any, gen: int, epoch: int, first: int) -> Iterator[Batch]:
+        k_next = first  # next batch to assign
+        k = first
         entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
         while True:
             if self._closed:
@@ -250,15 +276,20 @@ class StreamLoader:
             v = self.ring.slots[slot]
             for skip in self._pending.pop(k, []):
                 self._skipped += 1
+                self._epoch_skips.append([skip.item, skip.step])
                 log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
                             skip.error)  # fmt: skip
             claims, dry, n_live, n_valid = v["summary"].sum(axis=0).tolist()
-            self._tickets += claims
             if self.epoch_end == "drop" and dry:
                 self._free.append(slot)
                 return
-            last = self._tickets >= len(self.items) and n_live == 0
-            self._streams_done = min(self._tickets, len(self.items)) - n_live
+            tickets = self._tickets + claims
+            last = tickets >= len(self.items) and n_live == 0
+            self._streams_done = min(tickets, len(self.items)) - n_live
+            if last:
+                self._set_position(epoch + 1, 0, 0, _cursor.fresh(self.batch_size), [])
+            else:
+                self._set_position(epoch, k + 1, tickets, v["cursor"], self._epoch_skips)
             if n_valid:
                 batch = self._assemble(torch, slot, epoch, k)
                 self._batches += 1
@@ -276,6 +307,52 @@ class StreamLoader:
             if last:
                 return
             k += 1
+
+    # ----------------------------------------------------------------------------------------- resume
+    def state_dict(self) -> dict[str, Any]:
+        """The position right after the last batch handed out, as plain JSON-serialisable data.
+
+        Save it next to the model's checkpoint; ``load_state_dict`` on a loader with the same source and settings
+        (any ``num_workers``) continues from there, bit-identically. Valid at any time: before the first batch,
+        mid-epoch and between epochs.
+        """
+        if self._resume is not None:
+            out: dict[str, Any] = json.loads(json.dumps(self._resume))
+            return out
+        epoch = self._pos_epoch if self._pos_epoch >= 0 else 0
+        return {
+            "format": _state.FORMAT,
+            "version": _state.VERSION,
+            "fingerprint": self._fingerprint(),
+            "epoch": epoch,
+            "batch": self._pos_batch,
+            "tickets": self._tickets,
+            "rows": _cursor.to_json(self._cursor),
+            "skipped": [list(s) for s in self._epoch_skips],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``): the next ``iter(loader)`` resumes that epoch at its next
+        batch, reopening each row's stream at its position; the one after starts the following epoch.
+
+        Raises ``ValueError`` naming what differs if the state comes from another source, item list, batch size,
+        time steps, seed, shuffle or mode, or from a newer streamcli.
+        """
+        if self._closed:
+            raise RuntimeError("this StreamLoader is closed; create a new one")
+        _state.check(state, self._fingerprint())
+        _cursor.from_json(state["rows"], self.batch_size, len(self.items))  # validates
+        self._resume = json.loads(json.dumps(dict(state)))
+        self._skipped += len(state["skipped"])
+
+    def _fingerprint(self) -> dict[str, Any]:
+        if self._fingerprint_cache is None:
+            self._fingerprint_cache = _state.fingerprint(
+                source=self.plugin, fields=self.fields, items=self.items, batch_size=self.batch_size,
+                time_steps=self.time_steps, seed=self.seed, shuffle=self.shuffle, boundary=self.boundary,
+                epoch_end=self.epoch_end, layout=self.layout,
+            )  # fmt: skip
+        return self._fingerprint_cache
 
     def _wait_done(self, k: int, gen: int, slot: int) -> None:
         if self._local is not None:
@@ -338,9 +415,15 @@ class StreamLoader:
             self._lengths = [self.source.length(it) for it in self.items]
         if any(n is None for n in self._lengths):
             raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
-        epoch = self._epoch if self._active else self._epoch + 1
+        epoch = self._next_epoch()
         lengths = [int(self._lengths[i]) for i in self._order(epoch)]
         return count_batches(lengths, self.batch_size, self.time_steps, self.boundary, self.epoch_end)
+
+    def _next_epoch(self) -> int:
+        """The epoch ``len()`` describes: a loaded state's, the current one while iterating, else the next."""
+        if self._resume is not None:
+            return int(self._resume["epoch"])
+        return self._epoch if self._active else self._epoch + 1
 
     def _order(self, epoch: int) -> np.ndarray:
         """The epoch's stream order: the tickets' meaning."""

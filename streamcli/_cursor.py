@@ -1,0 +1,53 @@
+"""A row's cursor: the one record that says where a batch row stands between two batches.
+
+Every producer writes the cursor of each of its rows into the slot it just filled, so for any batch handed out
+the loader knows, without asking a worker, what every row will do next: continue stream ``item`` at step
+``pos`` (``LIVE``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``). A producer starts an
+epoch, fresh or resumed, from a table of the same records. This module alone knows the record's layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+ITEM, POS, STATE, REPLAY = 0, 1, 2, 3  # columns of a cursor record (int64 each)
+WIDTH = 4
+IDLE, LIVE, DRY = 0, 1, 2
+STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry"}
+
+
+def fresh(batch_size: int) -> np.ndarray:
+    """Cursors of an epoch's start: every row idle, about to take a ticket."""
+    out = np.zeros((batch_size, WIDTH), np.int64)
+    out[:, ITEM] = -1
+    return out
+
+
+def record(item: int, pos: int, state: int, replay: bool) -> tuple[int, int, int, int]:
+    return (item, pos, state, int(replay))
+
+
+def to_json(cursors: np.ndarray) -> list[list[int]]:
+    """``[[item, pos, state, replay], ...]``, one per row: plain data for ``state_dict()``."""
+    return [[int(v) for v in row] for row in cursors]
+
+
+def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) -> np.ndarray:
+    """Validate and convert cursors read back from a state; raise ``ValueError`` naming what is wrong."""
+    if not isinstance(rows, (list, tuple)) or len(rows) != batch_size:
+        got = len(rows) if isinstance(rows, (list, tuple)) else type(rows).__name__
+        raise ValueError(f"the state holds {got} row cursors but batch_size={batch_size}")
+    out = fresh(batch_size)
+    for b, row in enumerate(rows):
+        if not isinstance(row, (list, tuple)) or len(row) != WIDTH or not all(isinstance(v, int) for v in row):
+            raise ValueError(f"row {b}'s cursor {row!r} must be [item, pos, state, replay] integers")
+        item, pos, state, replay = row
+        if state not in STATE_NAMES or pos < 0 or replay not in (0, 1):
+            raise ValueError(f"row {b}'s cursor {row!r} is not a valid [item, pos, state, replay]")
+        if state == LIVE and not 0 <= item < num_items:
+            raise ValueError(f"row {b}'s cursor names stream {item}, but the source has {num_items} streams")
+        out[b] = row
+    return out
