@@ -2,7 +2,8 @@
 
 Every producer writes the cursor of each of its rows into the slot it just filled, so for any batch handed out
 the loader knows, without asking a worker, what every row will do next: continue stream ``item`` at step
-``pos`` (``LIVE``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``). A producer starts an
+``pos`` (``LIVE``), start the next segment of it at ``pos`` (``FOLLOW``), take the next ticket (``IDLE``), or
+nothing more this epoch (``DRY``). A producer starts an
 epoch, fresh or resumed, from a table of the same records. This module alone knows the record's layout.
 """
 
@@ -13,10 +14,13 @@ from typing import Any
 
 import numpy as np
 
-ITEM, POS, STATE, REPLAY = 0, 1, 2, 3  # columns of a cursor record (int64 each)
+ITEM, POS, STATE, FLAGS = 0, 1, 2, 3  # columns of a cursor record (int64 each)
+REPLAYED, OPEN_ENDED = 1, 2  # bits of FLAGS: a replayed stream; an item of unknown length cut into segments
 WIDTH = 4
-IDLE, LIVE, DRY = 0, 1, 2
-STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry"}
+IDLE, LIVE, DRY, FOLLOW = 0, 1, 2, 3
+STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry", FOLLOW: "follow"}
+"""``FOLLOW``: the row's segment ended at ``pos`` and its item goes on; the row's next step starts the next
+segment of the same item (segments of items whose length is unknown stay on their row)."""
 
 
 def fresh(batch_size: int) -> np.ndarray:
@@ -26,12 +30,12 @@ def fresh(batch_size: int) -> np.ndarray:
     return out
 
 
-def record(item: int, pos: int, state: int, replay: bool) -> tuple[int, int, int, int]:
-    return (item, pos, state, int(replay))
+def record(item: int, pos: int, state: int, replay: bool, open_ended: bool) -> tuple[int, int, int, int]:
+    return (item, pos, state, REPLAYED * replay + OPEN_ENDED * open_ended)
 
 
 def to_json(cursors: np.ndarray) -> list[list[int]]:
-    """``[[item, pos, state, replay], ...]``, one per row: plain data for ``state_dict()``."""
+    """``[[item, pos, state, flags], ...]``, one per row: plain data for ``state_dict()``."""
     return [[int(v) for v in row] for row in cursors]
 
 
@@ -43,11 +47,11 @@ def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) ->
     out = fresh(batch_size)
     for b, row in enumerate(rows):
         if not isinstance(row, (list, tuple)) or len(row) != WIDTH or not all(isinstance(v, int) for v in row):
-            raise ValueError(f"row {b}'s cursor {row!r} must be [item, pos, state, replay] integers")
-        item, pos, state, replay = row
-        if state not in STATE_NAMES or pos < 0 or replay not in (0, 1):
-            raise ValueError(f"row {b}'s cursor {row!r} is not a valid [item, pos, state, replay]")
-        if state == LIVE and not 0 <= item < num_items:
+            raise ValueError(f"row {b}'s cursor {row!r} must be [item, pos, state, flags] integers")
+        item, pos, state, flags = row
+        if state not in STATE_NAMES or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
+            raise ValueError(f"row {b}'s cursor {row!r} is not a valid [item, pos, state, flags]")
+        if state in (LIVE, FOLLOW) and not 0 <= item < num_items:
             raise ValueError(f"row {b}'s cursor names stream {item}, but the source has {num_items} streams")
         out[b] = row
     return out

@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from streamcli import _cursor
-from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, DONE, FIRST_BATCH, GEN, STEPS, TICKETS, Ring
+from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, DONE, FIRST_BATCH, GEN, NUM_STREAMS, STEPS, TICKETS, Ring
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
 _END = object()
+_NO_END = 1 << 62
 
 
 class Aborted(Exception):
@@ -45,10 +46,10 @@ class Plan:
     fields: tuple[Field, ...]
     batch_size: int
     time_steps: int
-    num_items: int
     boundary: str  # "pad" | "pack"
     epoch_end: str  # "pad" | "restream" | "drop"
     on_error: str  # "raise" | "skip"
+    segment: int = 0  # >0: a stream is at most this many steps of an item
 
 
 @dataclass
@@ -64,10 +65,18 @@ class Row:
     it: Iterator[Step] | None = None
     nxt: Any = None  # the looked-ahead step
     reopen: bool = False  # resumed mid-stream: open ``item`` at ``pos`` before the next step
+    end: int = _NO_END  # the position at which the current stream (segment) ends
+    follow: bool = False  # the segment ended, the item goes on: the next step starts its next segment
+    open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
 
     def cursor(self) -> tuple[int, int, int, int]:
-        state = _cursor.DRY if self.done else _cursor.LIVE if (self.it is not None or self.reopen) else _cursor.IDLE
-        return _cursor.record(self.item, self.pos, state, self.replay)
+        if self.done:
+            state = _cursor.DRY
+        elif self.follow:
+            state = _cursor.FOLLOW
+        else:
+            state = _cursor.LIVE if (self.it is not None or self.reopen) else _cursor.IDLE
+        return _cursor.record(self.item, self.pos, state, self.replay, self.open_ended)
 
 
 @dataclass(frozen=True)
@@ -102,13 +111,20 @@ def new_rows(lo: int, hi: int) -> list[Row]:
     return [Row(b) for b in range(lo, hi)]
 
 
-def rows_from(cursors: np.ndarray, lo: int) -> list[Row]:
-    """Rows ``lo, lo+1, ...`` as the cursor records say; live ones reopen lazily, at their next step."""
+def rows_from(cursors: np.ndarray, lo: int, segment: int) -> list[Row]:
+    """Rows ``lo, lo+1, ...`` as the cursor records say; live ones reopen lazily, at their next step.
+
+    Segments start at multiples of ``segment`` in their item, so a live row at ``pos`` ends its segment at the
+    next multiple (it has written at least one step of it, hence the ``pos - 1``)."""
     rows = []
-    for i, (item, pos, state, replay) in enumerate(cursors.tolist()):
-        row = Row(lo + i, item=item, pos=pos, replay=bool(replay))
+    for i, (item, pos, state, flags) in enumerate(cursors.tolist()):
+        row = Row(lo + i, item=item, pos=pos, replay=bool(flags & _cursor.REPLAYED))
+        row.open_ended = bool(flags & _cursor.OPEN_ENDED)
         row.done = state == _cursor.DRY
-        row.reopen = state == _cursor.LIVE
+        row.reopen = state in (_cursor.LIVE, _cursor.FOLLOW)
+        row.follow = state == _cursor.FOLLOW
+        if segment and state == _cursor.LIVE:
+            row.end = ((pos - 1) // segment + 1) * segment
         rows.append(row)
     return rows
 
@@ -119,7 +135,7 @@ def begin_epoch(p: Producer, gen: int) -> None:
     close_rows(p.rows)
     lo, hi = p.rows[0].b, p.rows[-1].b + 1
     p.gen = gen
-    p.rows = rows_from(p.ring.start[lo:hi], lo)
+    p.rows = rows_from(p.ring.start[lo:hi], lo, p.plan.segment)
     first = int(p.ring.ctl[FIRST_BATCH])
     p.ring.front[p.w] = first * p.plan.time_steps * p.plan.batch_size + lo
     p.ring.wstat[p.w, DONE] = first
@@ -145,6 +161,7 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     stream, position = [-1] * n, [-1] * n
     front, ctl, stat = ring.front, ring.ctl, ring.wstat[p.w]
     pack = plan.boundary == "pack"
+    segment = plan.segment
     t_start, waited, steps, i = time.perf_counter(), 0.0, 0, 0
     for row in rows:
         if row.reopen:
@@ -156,9 +173,12 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
         front[p.w] = base + lo  # a lower bound of every position this producer decides at step t
         for row in rows:
             b = row.b
-            if row.it is None and not row.done and (t == 0 or pack):
-                waited += _claim(p, row, base + b, tally, k)
-            if row.it is None:
+            if (row.it is None or row.follow) and not row.done and (t == 0 or pack):
+                if row.follow:  # the item's next segment, on the same row: no ticket, no wait
+                    row.follow, row.fresh, row.end = False, True, row.pos + segment
+                else:
+                    waited += _claim(p, row, base + b, tally, k)
+            if row.it is None or row.follow:
                 for _, _, _, arr in data:
                     arr[t, b] = 0
                 i += 1
@@ -178,6 +198,9 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
             row.pos += 1
             steps += 1
             i += 1
+            if row.pos == row.end and not row.open_ended:
+                _close(row)  # the segment is over; the item's next one is a stream of its own
+                continue
             try:
                 row.nxt = next(row.it, _END)
             except Exception as exc:
@@ -185,6 +208,8 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
                 row.nxt = _END
             if row.nxt is _END:
                 _close(row)
+            elif row.pos == row.end:
+                row.follow = True
     shape2 = (T, hi - lo)
     v["is_first"][:, lo:hi] = np.array(first, bool).reshape(shape2)
     v["valid"][:, lo:hi] = np.array(valid, bool).reshape(shape2)
@@ -206,7 +231,8 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
 def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
     """Give ``row`` its next stream at canonical position ``key``; returns seconds spent waiting."""
     waited = _wait_turn(p, key)
-    n = p.plan.num_items
+    n = int(p.ring.ctl[NUM_STREAMS])
+    segment = p.plan.segment
     empty_replays = 0
     while True:
         with p.lock:  # the lock orders the ticket counter between processes
@@ -218,8 +244,9 @@ def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
             row.done = True
             tally[1] += 1
             return waited
-        item = int(p.ring.order[ticket % n])
-        row.item, row.pos, row.replay, row.fresh = item, 0, replay, True
+        item, start, open_ended = p.ring.order[ticket % n].tolist()
+        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, bool(open_ended)
+        row.end = start + segment if segment else _NO_END
         row.it = _open(p, row, k)
         row.nxt = _END if row.it is None else _next(p, row, k)
         if row.nxt is not _END:
@@ -306,7 +333,7 @@ def _checked(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...]
 
 
 def _close(row: Row) -> None:
-    it, row.it, row.nxt = row.it, None, None
+    it, row.it, row.nxt, row.follow = row.it, None, None, False
     close = getattr(it, "close", None)
     if callable(close):
         try:

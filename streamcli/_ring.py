@@ -3,9 +3,10 @@
 The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
-- control: ``ctl`` int64[4] (generation, tickets handed out, the epoch's first batch), ``front`` int64[W]
-  (each worker's progress in canonical (step, row) order), ``wstat`` float64[W, 5] (busy seconds, steps,
-  stream, position, batches done), ``order`` int64[N] (this epoch's shuffled item order), ``start`` int64[B, 4]
+- control: ``ctl`` int64[4] (generation, tickets handed out, the epoch's first batch, its number of streams),
+  ``front`` int64[W] (each worker's progress in canonical (step, row) order), ``wstat`` float64[W, 5] (busy
+  seconds, steps, stream, position, batches done), ``order`` int64[N, 3] (this epoch's streams in ticket order,
+  as (item, first step, open-ended): a segment is a stream of its own, see ``_epoch``), ``start`` int64[B, 4]
   (the row cursors an epoch starts from: fresh, or those of a resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps), and
@@ -30,7 +31,7 @@ import numpy as np
 from streamcli import _cursor
 from streamcli.source import Field
 
-GEN, TICKETS, FIRST_BATCH = 0, 1, 2  # indices into ctl
+GEN, TICKETS, FIRST_BATCH, NUM_STREAMS = 0, 1, 2, 3  # indices into ctl
 BUSY, STEPS, CUR_STREAM, CUR_POS, DONE = 0, 1, 2, 3, 4  # columns of wstat
 
 _FLAG_DTYPES = {"is_first": "?", "valid": "?", "stream": "<i8", "position": "<i8", "replayed": "?"}
@@ -51,7 +52,7 @@ class RingSpec:
     time_steps: int
     num_slots: int
     num_workers: int  # >= 1 (the in-process producer counts as one)
-    num_items: int
+    num_streams: int  # capacity of the order table: the most streams an epoch can have
     layout: str  # "TB" or "BT"
 
     def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
@@ -70,7 +71,7 @@ class RingSpec:
             ("ctl", (4,), "<i8"),
             ("front", (self.num_workers,), "<i8"),
             ("wstat", (self.num_workers, 5), "<f8"),
-            ("order", (self.num_items,), "<i8"),
+            ("order", (self.num_streams, 3), "<i8"),
             ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
         ):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)

@@ -17,7 +17,10 @@ VERSION = 1
 
 # Fingerprint keys in the order a mismatch is reported, with how to name them in a message.
 _FINGERPRINT = ("source", "fields", "num_items", "items", "batch_size", "time_steps", "seed", "shuffle",
-                "boundary", "epoch_end", "layout")  # fmt: skip
+                "boundary", "epoch_end", "layout", "segment", "batches_per_epoch", "rank", "world_size")  # fmt: skip
+
+
+_DEFAULTS = {"segment": 0, "batches_per_epoch": None, "rank": 0, "world_size": 1}
 
 
 def items_digest(names: Sequence[str]) -> str:
@@ -41,6 +44,10 @@ def fingerprint(
     boundary: str,
     epoch_end: str,
     layout: str,
+    segment: int,
+    batches_per_epoch: int | None,
+    rank: int,
+    world_size: int,
 ) -> dict[str, Any]:
     return {
         "source": source,
@@ -54,6 +61,10 @@ def fingerprint(
         "boundary": boundary,
         "epoch_end": epoch_end,
         "layout": layout,
+        "segment": segment,
+        "batches_per_epoch": batches_per_epoch,
+        "rank": rank,
+        "world_size": world_size,
     }
 
 
@@ -76,7 +87,7 @@ def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
     if not isinstance(old, Mapping):
         raise ValueError("the state's fingerprint must be a dict")
     for key in _FINGERPRINT:
-        if old.get(key) != expected_fingerprint[key]:
+        if old.get(key, _DEFAULTS.get(key)) != expected_fingerprint[key]:
             what = "item list" if key == "items" else key
             raise ValueError(
                 f"the state was saved with a different {what}: {old.get(key)!r} there, {expected_fingerprint[key]!r} "

@@ -25,13 +25,14 @@ from typing import Any
 import numpy as np
 
 from streamcli import _cursor, _state
+from streamcli._epoch import Streams, all_streams, epoch_streams, rank_batches
 from streamcli._plan import count_batches
 from streamcli._pool import WorkerPool, shutdown
 from streamcli._produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
-from streamcli._ring import BUSY, FIRST_BATCH, GEN, STEPS, TICKETS, Ring
+from streamcli._ring import BUSY, FIRST_BATCH, GEN, NUM_STREAMS, STEPS, TICKETS, Ring
 from streamcli._worker import WorkerSpec
 from streamcli.batch import FLAGS, Batch
-from streamcli.config import MODES
+from streamcli.config import MODES, resolve_rank
 from streamcli.source import Field, StreamSource, check_source, item_name
 from streamcli.stats import LoaderStats
 
@@ -62,6 +63,15 @@ class StreamLoader:
         prefetch: batches in flight ahead of the consumer.
         timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live).
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
+        segment: cut every item into streams of at most this many steps (0: whole items). Each segment is a
+            stream of its own (its own ticket, ``is_first`` at its first step; ``batch.position`` stays the
+            step's index in the item), opened with ``open(item, start=k*segment)``. Items of unknown length
+            are cut too: the next segment starts on the same row once the item is seen to go on.
+        batches_per_epoch: yield exactly this many batches every epoch, cutting the epoch or continuing it
+            with padding (replays under ``epoch_end="restream"``); ``len()`` is then this number.
+        rank, world_size: this process's share of every epoch's streams under ``torch.distributed``; by
+            default from the initialised process group, else ``RANK``/``WORLD_SIZE``, else 0 of 1. Every rank
+            yields the same number of batches per epoch (the most any rank needs; the fewest with "drop").
 
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
     Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
@@ -84,6 +94,10 @@ class StreamLoader:
         prefetch: int = 4,
         timeout: float | None = None,
         mp_context: str = "spawn",
+        segment: int = 0,
+        batches_per_epoch: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
     ) -> None:
         _import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
@@ -104,6 +118,10 @@ class StreamLoader:
             raise ValueError(f"mp_context={mp_context!r}; use one of {mp.get_all_start_methods()}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout={timeout} must be positive seconds, or None")
+        _check_int("segment", segment, 0, "use 0 for whole items, or e.g. segment=128")
+        if batches_per_epoch is not None:
+            _check_int("batches_per_epoch", batches_per_epoch, 1, "or None for the natural length")
+        self.rank, self.world_size = resolve_rank(rank, world_size)
         fields = tuple(source.fields())
         _check_fields(fields)
         self.fields: tuple[Field, ...] = fields
@@ -113,16 +131,25 @@ class StreamLoader:
         self.pin_memory, self.timeout = pin_memory, timeout
         self.plugin = str(getattr(source, "_streamcli_plugin", type(source).__name__))
         self.items: list[Any] = list(source.items())
+        self.segment, self.batches_per_epoch = segment, batches_per_epoch
         self._lengths: list[int | None] | None = None
+        needs_lengths = bool(segment) or self.world_size > 1
+        self._all_streams = all_streams(self._item_lengths() if needs_lengths else [None] * len(self.items), segment)
+        if self.world_size > 1 and self._all_streams.lengths is None and batches_per_epoch is None:
+            raise ValueError(
+                f"world_size={self.world_size} needs every stream's length so that all ranks yield the same number "
+                f"of batches, but source {self.plugin!r} does not report them all; make it report lengths (for "
+                "video: scan=True) or pass batches_per_epoch=N"
+            )
         self.plan = Plan(
             plugin=self.plugin, fields=fields, batch_size=batch_size, time_steps=time_steps,
-            num_items=len(self.items), boundary=boundary, epoch_end=epoch_end, on_error=on_error,
+            boundary=boundary, epoch_end=epoch_end, on_error=on_error, segment=segment,
         )  # fmt: skip
         producers = max(num_workers, 1)
         self._depth = prefetch
         self.ring = Ring.create(
             dict(fields=fields, batch_size=batch_size, time_steps=time_steps, num_slots=prefetch + 2,
-                 num_workers=producers, num_items=len(self.items), layout=layout)
+                 num_workers=producers, num_streams=len(self._all_streams), layout=layout)
         )  # fmt: skip
         self._released: deque[int] = deque()  # slots whose batch the consumer dropped (from finalizers)
         self._free: list[int] = list(range(self.ring.spec.num_slots))
@@ -134,6 +161,9 @@ class StreamLoader:
         self._pos_epoch, self._pos_batch = 0, 0
         self._epoch_skips: list[Any] = []  # [item, step] of this epoch's skipped items, up to the position
         self._resume: dict[str, Any] | None = None  # a loaded state, used by the next iter()
+        self._n_streams = len(self._all_streams)  # this epoch's streams (this rank's share)
+        self._epoch_target: int | None = None  # batches this epoch must yield (None: its natural end)
+        self._dropped = False
         self._fingerprint_cache: dict[str, Any] | None = None
         self._k = 0  # the batch being waited for or consumed
         self._pin: bool | None = None
@@ -223,8 +253,13 @@ class StreamLoader:
         if self._pool is not None:
             self._guarded(self._pool.start_epoch, gen, first, self.timeout)
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
-        ring.order[:] = self._order(epoch)
+        streams = self._streams(epoch)
+        self._n_streams, self._epoch_target = len(streams), self._target(epoch)
+        ring.order[: len(streams)] = streams.table()
+        ring.ctl[NUM_STREAMS] = len(streams)
         ring.ctl[TICKETS] = self._tickets
+        # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
+        self._dropped = self.epoch_end == "drop" and bool((self._cursor[:, _cursor.STATE] == _cursor.DRY).any())
         T, B = self.time_steps, self.batch_size
         ring.front[:] = [first * T * B + lo for lo, _ in self._bounds]
         if self._local is not None:
@@ -232,8 +267,9 @@ class StreamLoader:
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
-        n_live = int(((self._cursor[:, _cursor.STATE] == _cursor.LIVE) & (self._cursor[:, _cursor.REPLAY] == 0)).sum())
-        self._streams_done = min(self._tickets, len(self.items)) - n_live
+        state, flags = self._cursor[:, _cursor.STATE], self._cursor[:, _cursor.FLAGS]
+        n_live = int(((state == _cursor.LIVE) | (state == _cursor.FOLLOW)).sum() - (flags & _cursor.REPLAYED).sum())
+        self._streams_done = max(0, min(self._tickets, self._n_streams) - n_live)
 
     def _run(self, gen: int, epoch: int, first: int) -> Iterator[Batch]:
         torch = _import_torch()
@@ -280,17 +316,24 @@ class StreamLoader:
                 log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
                             skip.error)  # fmt: skip
             claims, dry, n_live, n_valid = v["summary"].sum(axis=0).tolist()
-            if self.epoch_end == "drop" and dry:
-                self._free.append(slot)
-                return
+            target = self._epoch_target
+            if self.epoch_end == "drop" and dry and not self._dropped:
+                if target is None:
+                    self._free.append(slot)
+                    return
+                self._dropped = True
+            if self._dropped:  # a fixed-length epoch past its "drop" end: padding
+                _pad_slot(v, self.fields)
+                n_valid = 0
             tickets = self._tickets + claims
-            last = tickets >= len(self.items) and n_live == 0
-            self._streams_done = min(tickets, len(self.items)) - n_live
+            ended = tickets >= self._n_streams and n_live == 0
+            last = ended if target is None else k + 1 >= target
+            self._streams_done = max(0, min(tickets, self._n_streams) - n_live)
             if last:
                 self._set_position(epoch + 1, 0, 0, _cursor.fresh(self.batch_size), [])
             else:
                 self._set_position(epoch, k + 1, tickets, v["cursor"], self._epoch_skips)
-            if n_valid:
+            if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self._assemble(torch, slot, epoch, k)
                 self._batches += 1
                 self._steps += n_valid
@@ -350,7 +393,8 @@ class StreamLoader:
             self._fingerprint_cache = _state.fingerprint(
                 source=self.plugin, fields=self.fields, items=self.items, batch_size=self.batch_size,
                 time_steps=self.time_steps, seed=self.seed, shuffle=self.shuffle, boundary=self.boundary,
-                epoch_end=self.epoch_end, layout=self.layout,
+                epoch_end=self.epoch_end, layout=self.layout, segment=self.segment,
+                batches_per_epoch=self.batches_per_epoch, rank=self.rank, world_size=self.world_size,
             )  # fmt: skip
         return self._fingerprint_cache
 
@@ -410,14 +454,22 @@ class StreamLoader:
 
     # ------------------------------------------------------------------------------------ information
     def __len__(self) -> int:
-        """Batches in the next epoch (the current one while iterating); needs every item's length."""
-        if self._lengths is None:
-            self._lengths = [self.source.length(it) for it in self.items]
-        if any(n is None for n in self._lengths):
-            raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
+        """Batches in the next epoch (the current one while iterating).
+
+        With ``batches_per_epoch`` it is that number. Otherwise it needs every item's length and can vary from
+        epoch to epoch with the shuffle (with several ranks it is the same on every rank).
+        """
         epoch = self._next_epoch()
-        lengths = [int(self._lengths[i]) for i in self._order(epoch)]
-        return count_batches(lengths, self.batch_size, self.time_steps, self.boundary, self.epoch_end)
+        target = self._target(epoch)
+        if target is not None:
+            return target
+        lengths = self._item_lengths()
+        if any(n is None for n in lengths):
+            raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
+        base = self._all_streams if self._all_streams.lengths is not None else all_streams(lengths, self.segment)
+        s = epoch_streams(base, seed=self.seed, epoch=epoch, shuffle=self.shuffle)
+        assert s.lengths is not None
+        return count_batches(s.lengths.tolist(), self.batch_size, self.time_steps, self.boundary, self.epoch_end)
 
     def _next_epoch(self) -> int:
         """The epoch ``len()`` describes: a loaded state's, the current one while iterating, else the next."""
@@ -425,10 +477,27 @@ class StreamLoader:
             return int(self._resume["epoch"])
         return self._epoch if self._active else self._epoch + 1
 
-    def _order(self, epoch: int) -> np.ndarray:
-        """The epoch's stream order: the tickets' meaning."""
-        n = len(self.items)
-        return np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+    def _item_lengths(self) -> list[int | None]:
+        if self._lengths is None:
+            self._lengths = [None if (n := self.source.length(it)) is None else int(n) for it in self.items]
+        return self._lengths
+
+    def _streams(self, epoch: int) -> Streams:
+        """This rank's streams of ``epoch`` in ticket order (see ``_epoch``)."""
+        return epoch_streams(self._all_streams, seed=self.seed, epoch=epoch, shuffle=self.shuffle, rank=self.rank,
+                             world_size=self.world_size)  # fmt: skip
+
+    def _target(self, epoch: int) -> int | None:
+        """The batches every epoch must yield: fixed by the user, or equal on every rank; None: natural end."""
+        if self.batches_per_epoch is not None:
+            return self.batches_per_epoch
+        if self.world_size == 1:
+            return None
+        counts = rank_batches(
+            self._all_streams, seed=self.seed, epoch=epoch, shuffle=self.shuffle, world_size=self.world_size,
+            batch_size=self.batch_size, time_steps=self.time_steps, boundary=self.boundary, epoch_end=self.epoch_end,
+        )  # fmt: skip
+        return min(counts) if self.epoch_end == "drop" else max(counts)
 
     @property
     def num_streams(self) -> int:
@@ -465,7 +534,7 @@ class StreamLoader:
             batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
             first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
             worker_steps=steps, ready_slots=ready, num_slots=self.ring.spec.num_slots,
-            epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=len(self.items),
+            epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=self._n_streams,
             skipped=self._skipped, copies=self._copies,
         )  # fmt: skip
 
@@ -508,6 +577,16 @@ def _import_torch() -> Any:
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     return torch
+
+
+def _pad_slot(v: dict[str, np.ndarray], fields: tuple[Field, ...]) -> None:
+    """Make a filled slot all padding (a fixed-length epoch's batches after its "drop" end)."""
+    for f in fields:
+        v[f.name][...] = 0
+    for name in ("is_first", "valid", "replayed"):
+        v[name][...] = False
+    v["stream"][...] = -1
+    v["position"][...] = -1
 
 
 def _split(batch_size: int, producers: int) -> list[tuple[int, int]]:

@@ -1,0 +1,128 @@
+"""An epoch's streams, in ticket order: segments, the seeded shuffle and this rank's share.
+
+A *stream* is what a ticket hands a row: ``(item, first step, open-ended)``. Without ``segment`` every item
+is one stream. With ``segment=N`` an item of known length L is cut into ceil(L / N) streams of at most N
+steps, shuffled like any other stream; an item of unknown length is one open-ended stream whose next segment,
+once its N-th step shows the item goes on, starts on the same row (``_cursor.FOLLOW``).
+
+With ``world_size > 1`` each epoch's shuffled streams are split among ranks, every rank computing the same
+split: greedily by length (each stream to the rank with the fewest steps so far) when lengths are known,
+round-robin otherwise. Everything here is a pure function of lengths, seed and epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamcli._plan import count_batches
+
+
+@dataclass(frozen=True)
+class Streams:
+    """One rank's streams of one epoch, in ticket order; ``lengths`` is None if any is unknown."""
+
+    items: np.ndarray  # int64
+    starts: np.ndarray  # int64, the first step within the item
+    open_ended: np.ndarray  # bool: length unknown, segments follow on the same row
+    lengths: np.ndarray | None  # int64 steps of each stream
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def table(self) -> np.ndarray:
+        """``(n, 3)`` int64 rows of (item, start, open-ended) for the ring's order table."""
+        return np.stack([self.items, self.starts, self.open_ended.astype(np.int64)], axis=1)
+
+
+def all_streams(lengths: Sequence[int | None], segment: int) -> Streams:
+    """Every item's streams in item order, before shuffling."""
+    items: list[int] = []
+    starts: list[int] = []
+    open_ended: list[bool] = []
+    plen: list[int] = []
+    known = all(n is not None for n in lengths)
+    for i, n in enumerate(lengths):
+        if segment and n is not None:
+            for a in range(0, n, segment):
+                items.append(i)
+                starts.append(a)
+                open_ended.append(False)
+                plen.append(min(segment, n - a))
+            if n == 0:  # keep empty items as empty streams, as without segments
+                items.append(i)
+                starts.append(0)
+                open_ended.append(False)
+                plen.append(0)
+        else:
+            items.append(i)
+            starts.append(0)
+            open_ended.append(bool(segment))  # unknown length: segments follow on the row
+            plen.append(int(n) if n is not None else -1)
+    return Streams(
+        np.asarray(items, np.int64),
+        np.asarray(starts, np.int64),
+        np.asarray(open_ended, bool),
+        np.asarray(plen, np.int64) if known else None,
+    )
+
+
+def _subset(s: Streams, idx: np.ndarray) -> Streams:
+    return Streams(s.items[idx], s.starts[idx], s.open_ended[idx], None if s.lengths is None else s.lengths[idx])
+
+
+def shuffled(s: Streams, seed: int, epoch: int, shuffle: bool) -> Streams:
+    """The epoch's ticket order: ``default_rng([seed, epoch]).permutation`` of the streams."""
+    if not shuffle:
+        return s
+    return _subset(s, np.random.default_rng([seed, epoch]).permutation(len(s)))
+
+
+def rank_of_streams(s: Streams, world_size: int) -> np.ndarray:
+    """The rank of each stream of a shuffled epoch: the least loaded so far (by steps), ties to the lowest rank;
+    round-robin when lengths are unknown."""
+    if world_size == 1:
+        return np.zeros(len(s), np.int64)
+    if s.lengths is None:
+        return np.arange(len(s), dtype=np.int64) % world_size
+    load = [0] * world_size
+    out = np.empty(len(s), np.int64)
+    for j, n in enumerate(s.lengths.tolist()):
+        r = min(range(world_size), key=lambda q: (load[q], q))
+        out[j] = r
+        load[r] += n
+    return out
+
+
+def epoch_streams(
+    base: Streams, *, seed: int, epoch: int, shuffle: bool, rank: int = 0, world_size: int = 1
+) -> Streams:
+    """This rank's streams of ``epoch``, in ticket order."""
+    s = shuffled(base, seed, epoch, shuffle)
+    if world_size == 1:
+        return s
+    return _subset(s, np.nonzero(rank_of_streams(s, world_size) == rank)[0])
+
+
+def rank_batches(
+    base: Streams,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    world_size: int,
+    batch_size: int,
+    time_steps: int,
+    boundary: str,
+    epoch_end: str,
+) -> list[int]:
+    """The natural number of batches of every rank in ``epoch`` (needs known lengths)."""
+    s = shuffled(base, seed, epoch, shuffle)
+    assert s.lengths is not None
+    ranks = rank_of_streams(s, world_size)
+    return [
+        count_batches(s.lengths[ranks == r].tolist(), batch_size, time_steps, boundary, epoch_end)
+        for r in range(world_size)
+    ]
