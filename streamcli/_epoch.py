@@ -32,9 +32,12 @@ class Streams:
     def __len__(self) -> int:
         return len(self.items)
 
-    def table(self) -> np.ndarray:
-        """``(n, 3)`` int64 rows of (item, start, open-ended) for the ring's order table."""
-        return np.stack([self.items, self.starts, self.open_ended.astype(np.int64)], axis=1)
+    def table(self, lengths: Sequence[int | None]) -> np.ndarray:
+        """``(n, 4)`` int64 rows of (item, start, open-ended, the item's promised length or -1) for the ring's
+        order table; producers check a stream against the length its item promised."""
+        promised = np.asarray([-1 if n is None else n for n in lengths], np.int64)
+        expect = promised[self.items] if len(self.items) else np.zeros(0, np.int64)
+        return np.stack([self.items, self.starts, self.open_ended.astype(np.int64), expect], axis=1)
 
 
 def all_streams(lengths: Sequence[int | None], segment: int) -> Streams:

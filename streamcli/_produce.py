@@ -67,6 +67,7 @@ class Row:
     reopen: bool = False  # resumed mid-stream: open ``item`` at ``pos`` before the next step
     end: int = _NO_END  # the position at which the current stream (segment) ends
     follow: bool = False  # the segment ended, the item goes on: the next step starts its next segment
+    expect: int = -1  # the position at which the item ends, if ``length()`` said so (checked, not trusted)
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -81,13 +82,16 @@ class Row:
 
 @dataclass(frozen=True)
 class Skip:
-    """An item skipped under on_error="skip", reported with the batch in which it happened."""
+    """An item skipped under on_error="skip" (``kind="skip"``), or a stream whose length differs from what
+    ``length()`` promised (``kind="length"``; ``error`` says both numbers), reported with the batch in which it
+    happened."""
 
     batch: int
     item: int
     name: str
     step: int
     error: str
+    kind: str = "skip"
 
 
 @dataclass
@@ -207,6 +211,11 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
                 _fail(p, row, k, exc, "reading")
                 row.nxt = _END
             if row.nxt is _END:
+                if row.expect >= 0 and row.pos != row.expect:
+                    _mismatch(p, row, k, f"ended after {row.pos} steps")
+                _close(row)
+            elif row.pos == row.expect:  # it goes on past the promised length: cut it there, as len() counted
+                _mismatch(p, row, k, "goes on past them")
                 _close(row)
             elif row.pos == row.end:
                 row.follow = True
@@ -244,9 +253,10 @@ def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
             row.done = True
             tally[1] += 1
             return waited
-        item, start, open_ended = p.ring.order[ticket % n].tolist()
+        item, start, open_ended, length = p.ring.order[ticket % n].tolist()
         row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, bool(open_ended)
         row.end = start + segment if segment else _NO_END
+        row.expect = start + length if length >= 0 and not segment else -1
         row.it = _open(p, row, k)
         row.nxt = _END if row.it is None else _next(p, row, k)
         if row.nxt is not _END:
@@ -310,6 +320,12 @@ def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
     )
     err.traceback_text = "".join(traceback.format_exception(exc))  # type: ignore[attr-defined]
     raise err from exc
+
+
+def _mismatch(p: Producer, row: Row, k: int, what: str) -> None:
+    name = item_name(p.source, p.items[row.item])
+    msg = f"item {name!r} (stream {row.item}): length() said {row.expect} steps but it {what}"
+    p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=msg, kind="length"))
 
 
 def _checked(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:

@@ -5,9 +5,9 @@ name and write their rows straight into slots, so no array is ever pickled. Layo
 
 - control: ``ctl`` int64[4] (generation, tickets handed out, the epoch's first batch, its number of streams),
   ``front`` int64[W] (each worker's progress in canonical (step, row) order), ``wstat`` float64[W, 5] (busy
-  seconds, steps, stream, position, batches done), ``order`` int64[N, 3] (this epoch's streams in ticket order,
-  as (item, first step, open-ended): a segment is a stream of its own, see ``_epoch``), ``start`` int64[B, 4]
-  (the row cursors an epoch starts from: fresh, or those of a resumed state);
+  seconds, steps, stream, position, batches done), ``order`` int64[N, 4] (this epoch's streams in ticket order,
+  as (item, first step, open-ended, promised length): a segment is a stream of its own, see ``_epoch``),
+  ``start`` int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps), and
   every row's cursor after the batch (``_cursor``).
@@ -71,7 +71,7 @@ class RingSpec:
             ("ctl", (4,), "<i8"),
             ("front", (self.num_workers,), "<i8"),
             ("wstat", (self.num_workers, 5), "<f8"),
-            ("order", (self.num_streams, 3), "<i8"),
+            ("order", (self.num_streams, 4), "<i8"),
             ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
         ):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)

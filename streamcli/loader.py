@@ -181,7 +181,7 @@ class StreamLoader:
         self._t_first_next: float | None = None
         self._first_batch_s: float | None = None
         self._waits: deque[float] = deque(maxlen=1000)
-        self._batches = self._steps = self._bytes = self._copies = self._skipped = 0
+        self._batches = self._steps = self._bytes = self._copies = self._skipped = self._mismatches = 0
         self._busy_hist: deque[tuple[float, np.ndarray]] = deque(maxlen=64)
         self._streams_done = 0
         self._batch_bytes = sum(f.nbytes for f in fields) * batch_size * time_steps
@@ -255,7 +255,7 @@ class StreamLoader:
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
         streams = self._streams(epoch)
         self._n_streams, self._epoch_target = len(streams), self._target(epoch)
-        ring.order[: len(streams)] = streams.table()
+        ring.order[: len(streams)] = streams.table(self._item_lengths())
         ring.ctl[NUM_STREAMS] = len(streams)
         ring.ctl[TICKETS] = self._tickets
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
@@ -311,6 +311,12 @@ class StreamLoader:
             self._wait_done(k, gen, slot)
             v = self.ring.slots[slot]
             for skip in self._pending.pop(k, []):
+                if skip.kind == "length":
+                    self._mismatches += 1
+                    if self._mismatches == 1:
+                        warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
+                                      RuntimeWarning, stacklevel=3)  # fmt: skip
+                    continue
                 self._skipped += 1
                 self._epoch_skips.append([skip.item, skip.step])
                 log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
@@ -535,7 +541,8 @@ class StreamLoader:
             first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
             worker_steps=steps, ready_slots=ready, num_slots=self.ring.spec.num_slots,
             epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=self._n_streams,
-            skipped=self._skipped, copies=self._copies,
+            skipped=self._skipped, copies=self._copies, steps_per_batch=self.batch_size * self.time_steps,
+            length_mismatches=self._mismatches, batch_size=self.batch_size,
         )  # fmt: skip
 
     # ---------------------------------------------------------------------------------------- closing

@@ -32,6 +32,28 @@ class LoaderStats:
     streams_total: int
     skipped: int  # items skipped under on_error="skip"
     copies: int  # batches handed out as copies because too many slots were held
+    steps_per_batch: int = 0  # B x T: the room a batch has, so steps / (batches x this) is the useful share
+    length_mismatches: int = 0  # streams whose length differed from what the source's length() said
+    batch_size: int = 0
+
+    @property
+    def useful_share(self) -> float:
+        """The share of delivered steps that are real data (not padding), 0-1; NaN before the first batch."""
+        room = self.batches * self.steps_per_batch
+        return self.steps / room if room else float("nan")
+
+    def padding_hint(self) -> str | None:
+        """One line naming why most steps are padding and what to do, when real data is under half of them."""
+        share = self.useful_share
+        if not share < 0.5:  # also NaN
+            return None
+        if self.batch_size and self.streams_total < 2 * self.batch_size:
+            cause = f"only {self.streams_total} streams for {self.batch_size} rows"
+            fix = "use a smaller batch size (-b), or --segment N to cut items into more streams"
+        else:
+            cause = "rows idle while a few long streams run on at the end of the epoch"
+            fix = "cut items with --segment N, or fill idle rows with --epoch-end restream"
+        return f"only {share:.0%} of the steps are real data: {cause}; {fix}"
 
     @property
     def batches_per_s(self) -> float:

@@ -248,3 +248,37 @@ def test_skipped_items_stay_skipped_after_resume() -> None:
         b.load_state_dict(state)
         assert b.stats.skipped == 1
         assert_same(ref[n : len(ref) // 2], run_epochs(b, 1), "the rest of the epoch after the skip")
+
+
+# ---------------------------------------------------------------------------------------------- seeking by lengths
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lengths=st.lists(st.integers(0, 15), min_size=1, max_size=10),
+    B=st.integers(1, 3),
+    T=st.integers(1, 4),
+    boundary=st.sampled_from(["pad", "pack"]),
+    epoch_end=st.sampled_from(["pad", "restream", "drop"]),
+    segment=st.sampled_from([0, 4]),
+    n=st.integers(1, 25),
+)
+def test_state_from_lengths_alone_equals_the_real_one(
+    lengths: list[int], B: int, T: int, boundary: str, epoch_end: str, segment: int, n: int
+) -> None:
+    from streamcli._seek import state_after
+
+    kw = dict(batch_size=B, time_steps=T, boundary=boundary, epoch_end=epoch_end, segment=segment, seed=4)
+    with StreamLoader(CountingSource(lengths), **kw) as loader:  # type: ignore[arg-type]
+        got = 0
+        for _ in range(3):
+            for _ in loader:
+                got += 1
+                if got == n:
+                    break
+            if got == n:
+                break
+        if got < n:
+            return  # the run is shorter than n batches
+        real = loader.state_dict()
+    assert state_after(lengths, n, real["fingerprint"], **kw) == real

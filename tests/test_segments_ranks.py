@@ -194,3 +194,39 @@ def test_state_of_one_rank_is_refused_by_another() -> None:
     with StreamLoader(CountingSource([5, 6, 7, 8]), 2, 2, rank=1, world_size=2) as b:
         with pytest.raises(ValueError, match="rank"):
             b.load_state_dict(state)
+
+
+# ---------------------------------------------------------------------------------------------- honest lengths
+
+
+class LyingSource(CountingSource):
+    """Reports ``lengths`` but stream 1 really has 3 steps fewer and stream 2 has 4 more."""
+
+    def open(self, item: int, start: int = 0):  # type: ignore[no-untyped-def]
+        real = self.lengths[item] + {1: -3, 2: 4}.get(item, 0)
+        for p in range(start, real):
+            yield {"x": np.array([item, p], np.int64)}
+
+
+def test_a_length_that_lies_is_warned_once_counted_and_cut() -> None:
+    lengths = [5, 6, 7, 4]
+    with StreamLoader(LyingSource(lengths), 2, 3, shuffle=False) as loader:
+        n = len(loader)
+        with pytest.warns(RuntimeWarning, match=r"length\(\) said"):
+            batches = collect(loader)
+        assert loader.stats.length_mismatches == 2
+    assert len(batches) <= n  # a short stream shortens the epoch: len() is then an upper bound
+    positions = {int(p) for bt in batches for p in bt["position"][bt["stream"] == 2]}
+    assert max(positions) == 6  # a stream that goes on is cut where its length said, as len() counted
+
+
+def test_useful_share_and_padding_hint() -> None:
+    with StreamLoader(CountingSource([40, 2, 3]), 3, 4) as loader:
+        collect(loader)
+        s = loader.stats
+    assert 0 < s.useful_share < 0.5
+    hint = s.padding_hint()
+    assert hint is not None and "segment" in hint and "real data" in hint
+    with StreamLoader(CountingSource([8] * 6), 2, 4) as loader:
+        collect(loader)
+        assert loader.stats.useful_share == 1.0 and loader.stats.padding_hint() is None

@@ -1,0 +1,60 @@
+"""The loader's state at any batch, computed from stream lengths alone: nothing is decoded.
+
+A distributed export starts each task in the middle of the run. Its state there depends only on the lengths
+of the streams (and the settings), so it is found by running the very same engine over a stand-in source
+whose steps are one byte and cost nothing: the rule that decides every claim is then exactly the real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from streamcli.source import BaseSource, Field, Step
+
+_ZERO = {"z": np.zeros((), np.uint8)}
+
+
+class LengthsOnly(BaseSource):
+    """``len(lengths)`` streams whose steps are a single zero byte; stream ``i`` has ``lengths[i]`` steps."""
+
+    def __init__(self, lengths: Sequence[int]) -> None:
+        self.lengths = [int(n) for n in lengths]
+
+    def items(self) -> list[int]:
+        return list(range(len(self.lengths)))
+
+    def fields(self) -> Sequence[Field]:
+        return (Field("z", (), "uint8"),)
+
+    def length(self, item: int) -> int:
+        return self.lengths[item]
+
+    def open(self, item: int, start: int = 0) -> Iterator[Step]:
+        for _ in range(start, self.lengths[item]):
+            yield _ZERO
+
+
+def state_after(lengths: Sequence[int], batches: int, fingerprint: dict[str, Any], **loader_kw: Any) -> dict[str, Any]:
+    """The state of a loader over streams of these ``lengths`` after it has handed out ``batches`` batches
+    (counted across epochs, as an export counts them), carrying ``fingerprint`` (the real loader's)."""
+    from streamcli.loader import StreamLoader
+
+    kw = {k: v for k, v in loader_kw.items() if k not in ("num_workers", "pin_memory", "prefetch", "timeout")}
+    B, T = kw.pop("batch_size"), kw.pop("time_steps")
+    with StreamLoader(LengthsOnly(lengths), B, T, num_workers=0, **kw) as loader:
+        n = 0
+        while n < batches:
+            got = 0
+            for _ in loader:
+                n += 1
+                got += 1
+                if n >= batches:
+                    break
+            if not got:
+                raise ValueError(f"the run has fewer than {batches} batches (it ended after {n})")
+        state = loader.state_dict()
+    state["fingerprint"] = dict(fingerprint)
+    return state
