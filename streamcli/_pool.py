@@ -128,7 +128,11 @@ class WorkerPool:
         where = where if stream >= 0 else ""
         hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
         if not where and code == 1:
-            hint = " before reading anything (could it import the source's module? see its traceback above)"
+            hint = (
+                " before reading anything: a spawned worker imports your main module again, so a script must "
+                'build and iterate the loader under `if __name__ == "__main__":`, and the source\'s module must '
+                "import without side effects (see the worker's traceback above)"
+            )
         raise WorkerError(f"worker {w} (pid {proc.pid}) died with {describe_exit(code)}{where}{hint}")
 
 

@@ -209,7 +209,7 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
                 row.nxt = next(row.it, _END)
             except Exception as exc:
                 _fail(p, row, k, exc, "reading")
-                row.nxt = _END
+                row.nxt, row.expect = _END, -1  # skipped, not short
             if row.nxt is _END:
                 if row.expect >= 0 and row.pos != row.expect:
                     _mismatch(p, row, k, f"ended after {row.pos} steps")

@@ -118,6 +118,11 @@ class StreamLoader:
             raise ValueError(f"mp_context={mp_context!r}; use one of {mp.get_all_start_methods()}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout={timeout} must be positive seconds, or None")
+        if timeout is not None and num_workers == 0:
+            raise ValueError(
+                f"timeout={timeout} needs num_workers >= 1: in-process, a source that hangs cannot be stopped "
+                "safely; use num_workers=1 (a hung worker is reported and stopped) or timeout=None"
+            )
         _check_int("segment", segment, 0, "use 0 for whole items, or e.g. segment=128")
         if batches_per_epoch is not None:
             _check_int("batches_per_epoch", batches_per_epoch, 1, "or None for the natural length")
@@ -192,6 +197,8 @@ class StreamLoader:
             pending.setdefault(skip.batch, []).append(skip)
 
         if num_workers:
+            if mp_context != "fork":
+                _check_main_guard()
             self._check_picklable()
             specs = [
                 WorkerSpec(w=w, lo=lo, hi=hi, plan=self.plan, ring=self.ring.spec, source=source, items=self.items)
@@ -218,6 +225,16 @@ class StreamLoader:
                 f"source {self.plugin!r} cannot be pickled for worker processes ({exc}); make it a "
                 "module-level class holding only paths and options, or use num_workers=0"
             ) from exc
+        for i, item in enumerate(self.items):
+            try:
+                pickle.dumps(item)
+            except Exception as exc:
+                self.close()
+                raise TypeError(
+                    f"item {i} of source {self.plugin!r} ({_short_repr(item)}) cannot be pickled: "
+                    f"{type(exc).__name__}: {exc}; worker processes receive every item, so items() must return "
+                    "plain data (paths, numbers, tuples), or use num_workers=0"
+                ) from exc
 
     # -------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Batch]:
@@ -584,6 +601,41 @@ def _import_torch() -> Any:
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     return torch
+
+
+def _short_repr(value: object, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _check_main_guard() -> None:
+    """Refuse, before any worker starts, a loader built at the top level of a script without a main guard.
+
+    Spawned workers import the main module again; unguarded, the script would build a loader inside every
+    worker, which fails there with a message about bootstrapping that blames nobody.
+    """
+    import inspect
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or not str(path).endswith(".py"):
+        return  # an interactive session, python -c, a notebook, or an entry point: nothing is re-run
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_globals.get("__name__") != "__main__":
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name != "<module>":
+        return  # built inside a function: fine as long as the call itself is guarded
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return
+    if "__main__" not in source:
+        raise RuntimeError(
+            f"{path} builds a StreamLoader with worker processes at its top level without an "
+            '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
+            'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'
+        )
 
 
 def _pad_slot(v: dict[str, np.ndarray], fields: tuple[Field, ...]) -> None:
