@@ -482,7 +482,10 @@ class StreamLoader:
         With ``batches_per_epoch`` it is that number. Otherwise it needs every item's length and can vary from
         epoch to epoch with the shuffle (with several ranks it is the same on every rank).
         """
-        epoch = self._next_epoch()
+        return self.batches_in_epoch(self._next_epoch())
+
+    def batches_in_epoch(self, epoch: int) -> int:
+        """The batches epoch ``epoch`` yields, from the streams' lengths alone (see ``len()``)."""
         target = self._target(epoch)
         if target is not None:
             return target

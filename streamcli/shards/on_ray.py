@@ -1,0 +1,219 @@
+"""Export on a Ray cluster: the same shards, byte for byte, as a local export of the same command.
+
+The export's batches are cut into contiguous runs of whole shards, one Ray task per run. A task builds the
+source itself (from the plugin name, argument and options), computes the loader's state at its first batch
+from the streams' lengths alone (``streamcli._seek``: nothing before it is decoded), loads it, and writes its
+shards with the same writer as a local export. The driver writes the one manifest. Shards are renamed into
+place whole, so after a task or the driver dies, ``--resume`` keeps every shard on disk and reruns the rest.
+
+Ray is optional (``pip install 'streamcli[ray]'``). On a cluster of several machines the export folder must be
+a filesystem every node sees (NFS, a cloud bucket mounted with FUSE, ...), since each task writes its own
+shards there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamcli.errors import ShardError
+from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
+from streamcli.shards.format import write_partial as _write_partial
+from streamcli.shards.npz import complete_batches
+from streamcli.shards.writer import batch_arrays, write_shard_file
+
+RAY_HINT = "pip install 'streamcli[ray]'"
+_POLL_S = 0.25
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or ``ImportError`` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError(f"the ray engine needs Ray, which is not installed: {RAY_HINT}") from None
+    return ray
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a task needs to rebuild the loader and write its shards. Plain data, picklable."""
+
+    source: Mapping[str, Any]  # {"plugin": ..., "arg": ..., "options": {...}}
+    loader: Mapping[str, Any]  # StreamLoader keyword arguments, batch_size and time_steps included
+    header: Mapping[str, Any]  # the manifest minus its shard list
+    out_dir: str
+    epochs: int
+    total: int  # batches in the whole export
+
+
+def shard_runs(todo: list[int], partitions: int) -> list[tuple[int, int]]:
+    """Split the shard numbers ``todo`` (sorted) into at most ``partitions`` contiguous runs ``[a, b)``,
+    balanced by count; a gap in ``todo`` always ends a run."""
+    if not todo:
+        return []
+    groups: list[list[int]] = [[todo[0]]]
+    for i in todo[1:]:
+        if i == groups[-1][-1] + 1:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    runs = [(g[0], g[-1] + 1) for g in groups]
+    while len(runs) < partitions:  # split the longest run until there are enough
+        j = max(range(len(runs)), key=lambda q: runs[q][1] - runs[q][0])
+        a, b = runs[j]
+        if b - a < 2:
+            break
+        m = (a + b) // 2
+        runs[j : j + 1] = [(a, m), (m, b)]
+    return sorted(runs)
+
+
+def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
+    """Write shards ``first .. end-1``; runs inside a Ray task (or anywhere). Returns their shard records."""
+    from streamcli._seek import state_after
+    from streamcli.loader import StreamLoader
+    from streamcli.plugins import load_source
+    from streamcli.shards.writer import iter_limit
+
+    k = int(job.header["batches_per_shard"])
+    start, stop = first * k, min(end * k, job.total)
+    spec = job.source
+    source = load_source(spec["plugin"], spec["arg"], **spec["options"]) if spec.get("arg") is not None else (
+        load_source(spec["plugin"], **spec["options"])
+    )  # fmt: skip
+    kw = dict(job.loader)
+    B, T = kw.pop("batch_size"), kw.pop("time_steps")
+    out: list[dict[str, Any]] = []
+    with StreamLoader(source, B, T, **kw) as loader:
+        if start:
+            lengths = [source.length(item) for item in loader.items]
+            if any(n is None for n in lengths):
+                raise ShardError(f"source {loader.plugin!r} does not report every stream's length")
+            fp = loader.state_dict()["fingerprint"]
+            loader.load_state_dict(state_after([int(n) for n in lengths], start, fp, **job.loader))  # type: ignore[arg-type]
+        epochs_left = job.epochs - loader.state_dict()["epoch"]
+        pending: list[dict[str, np.ndarray]] = []
+        shard = first
+        for batch in iter_limit((iter(loader) for _ in range(epochs_left)), stop - start):
+            pending.append(batch_arrays(batch))
+            del batch
+            if len(pending) == k:
+                info = write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
+                out.append(info.to_json())
+                pending, shard = [], shard + 1
+        if pending:
+            info = write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
+            out.append(info.to_json())
+    return out
+
+
+def export_on_ray(
+    job: Job,
+    *,
+    mode: str,
+    partitions: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_started: Callable[[float], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``job`` on Ray and return the manifest; ``mode`` is "new", "overwrite" or "resume".
+
+    ``progress(batches_on_disk, total)`` is called as shards appear; ``on_started(seconds)`` once Ray is up.
+    Ctrl-C cancels the tasks and leaves a resumable export.
+    """
+    ray = import_ray()
+    out = Path(job.out_dir)
+    k = int(job.header["batches_per_shard"])
+    n_shards = -(-job.total // k)
+    done = _prepare(out, job.header, mode, n_shards, k, job.total)
+    if done is None:  # already complete
+        import json
+
+        return dict(json.loads((out / MANIFEST).read_text()))
+    t0 = time.perf_counter()
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+    try:
+        if on_started is not None:
+            on_started(time.perf_counter() - t0)
+        todo = [i for i in range(n_shards) if i not in done]
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        runs = shard_runs(todo, partitions or max(1, cpus))
+        task = ray.remote(num_cpus=1, max_retries=0)(export_range)
+        refs = [task.remote(job, a, b) for a, b in runs]
+        records = {name: done[i] for i, name in ((i, shard_name(i)) for i in done)}
+        try:
+            pending = list(refs)
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
+                for ref in ready:
+                    for rec in ray.get(ref):
+                        records[rec["name"]] = rec
+                if progress is not None:
+                    progress(min(job.total, _on_disk(out, n_shards) * k), job.total)
+        except BaseException:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            raise
+    finally:
+        if started_here:
+            ray.shutdown()
+    shards = [records[shard_name(i)] for i in range(n_shards)]
+    manifest = dict(job.header)
+    manifest["shards"] = shards
+    manifest["batches"] = sum(int(s["batches"]) for s in shards)
+    write_json(out / MANIFEST, manifest)  # the commit point, as in a local export
+    (out / PARTIAL).unlink(missing_ok=True)
+    return manifest
+
+
+def _on_disk(out: Path, n_shards: int) -> int:
+    return sum(1 for i in range(n_shards) if (out / shard_name(i)).exists())
+
+
+def _prepare(out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int) -> dict[int, Any] | None:
+    """Clear or check the folder; returns the shards already complete (number -> record), None if all are."""
+    from streamcli.shards.npz import sha256_file
+    from streamcli.shards.writer import ShardWriter
+
+    if mode != "resume":
+        ShardWriter(out, header, mode=mode).close_without_writing()  # the local writer's refusals and clearing
+        _write_partial(out, header, [])
+        return {}
+    if (out / MANIFEST).exists():
+        ShardWriter(out, header, mode="resume")  # checks the header, tidies a stale partial record
+        return None
+    partial = read_partial(out)
+    if partial is None:
+        raise ShardError(f"{str(out)!r} holds no interrupted export to resume")
+    old, _ = partial
+    for key, value in header.items():
+        if key != "streamcli_version" and old.get(key) != value:
+            raise ShardError(
+                f"cannot resume: {key} was {old.get(key)!r} in the interrupted export and is {value!r} now; "
+                "rerun with the same options, or use --overwrite"
+            )
+    for p in out.iterdir():
+        if is_temp_name(p.name):
+            p.unlink()
+    done: dict[int, Any] = {}
+    for i in range(n_shards):
+        path = out / shard_name(i)
+        want = min(k, total - i * k)
+        if path.exists():
+            if complete_batches(path, header) == want:
+                done[i] = ShardInfo(path.name, want, path.stat().st_size, sha256_file(path)).to_json()
+            else:
+                path.unlink()
+    return done
