@@ -16,6 +16,7 @@ every byte once more; ``verify`` always does it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import mmap
@@ -148,21 +149,30 @@ def _map_member(
     if sig != b"PK\x03\x04":
         raise ShardError(f"shard {name!r}: {key} has a corrupted zip header")
     start = info.header_offset + _LOCAL.size + name_len + extra_len
-    f = io.BytesIO(mm[start : start + min(info.file_size, 1 << 16)])  # the .npy header is at most 64 kB
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        got_shape, fortran, got = np.lib.format.read_array_header_1_0(f)
-    elif version == (2, 0):
-        got_shape, fortran, got = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise ShardError(f"shard {name!r}: {key} is .npy version {version}, not 1.0 or 2.0")
+    major = mm[start + 6] if start + 12 <= len(mm) else 0
+    size_end = start + (10 if major == 1 else 12)
+    head_len = size_end - start + int.from_bytes(mm[start + 8 : size_end], "little")
+    if major not in (1, 2) or head_len > min(info.file_size, 1 << 20):
+        raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
+    got_shape, fortran, got = _parse_npy_header(mm[start : start + head_len])
     _refuse(name, key, got, got_shape, (shape, dtype))
-    offset = start + f.tell()
+    offset = start + head_len
     nbytes = int(np.prod(shape, dtype=np.int64)) * got.itemsize
-    if f.tell() + nbytes != info.file_size or offset + nbytes > len(mm):
+    if head_len + nbytes != info.file_size or offset + nbytes > len(mm):
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit its zip entry")
     order: Literal["C", "F"] = "F" if fortran else "C"
     return np.ndarray(shape, dtype=got, buffer=mm, offset=offset, order=order)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_npy_header(head: bytes) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """Shape, Fortran order and dtype from a ``.npy`` header (safe parsing; cached, as shards repeat them)."""
+    f = io.BytesIO(head)
+    if np.lib.format.read_magic(f) == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    return tuple(shape), bool(fortran), dtype
 
 
 def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ...], str]]) -> dict[str, np.ndarray]:
