@@ -17,10 +17,9 @@ from streamcli.errors import (
     StreamcliError,
     WorkerError,
 )
-from streamcli.export import ShardWriter
 from streamcli.loader import StreamLoader
 from streamcli.plugins import PluginInfo, list_plugins, load_source
-from streamcli.replay import ShardReader
+from streamcli.shards import ShardReader, ShardWriter
 from streamcli.source import BaseSource, Field, StreamSource
 from streamcli.stats import LoaderStats
 

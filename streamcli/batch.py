@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 
 FLAGS = ("is_first", "valid", "stream", "position", "replayed")
 """Per-step flag arrays carried next to the data, in every batch and every exported shard."""
+FLAG_DTYPES: dict[str, str] = {
+    "is_first": "|b1",
+    "valid": "|b1",
+    "stream": "<i8",
+    "position": "<i8",
+    "replayed": "|b1",
+}
+"""Each flag's numpy dtype, fixed so that shards and the shared ring can state it before the first batch."""
 
 
 @dataclass

@@ -10,20 +10,18 @@ batches themselves, use ``streamcli.ShardReader``.
 from __future__ import annotations
 
 import os
-import struct
-import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from streamcli.errors import ShardError
-from streamcli.replay import expected_shapes, load_manifest, read_shard, shard_path
+from streamcli.shards import MANIFEST, load_manifest, open_shard
 from streamcli.source import BaseSource, Field, Step
 
-_MAPPED_SHARDS = 64  # memory maps cost address space, not memory
-_LOADED_SHARDS = 2  # decoded (compressed) shards cost their full size
+_MAPPED_SHARDS = 64  # memory maps cost address space (and a file descriptor), not memory
+_LOADED_BYTES = 512 << 20  # decompressed shards cost their full size; at least two are kept
 
 
 class ShardSource(BaseSource):
@@ -31,10 +29,14 @@ class ShardSource(BaseSource):
 
     Args:
         arg: the export folder.
-        check: verify each shard's sha256 when it is read (on by default).
+        check: verify each shard's sha256 when it is first read in a process (off by default: it reads
+            every byte once more; ``streamcli verify`` checks everything).
+
+    Uncompressed shards are memory-mapped and steps are views of the map; compressed shards are
+    decompressed once each and kept while they fit in 512 MB (rows read different shards in turn).
     """
 
-    def __init__(self, arg: str | os.PathLike[str] | None = None, *, check: bool = True) -> None:
+    def __init__(self, arg: str | os.PathLike[str] | None = None, *, check: bool = False) -> None:
         if arg is None:
             raise ValueError("the shards source needs an export folder, e.g. streamcli preview shards out/")
         self.root = str(arg)
@@ -42,6 +44,8 @@ class ShardSource(BaseSource):
         m = load_manifest(self.root)
         self._manifest = m
         self._fields = tuple(m["_fields"])
+        self._data = [f"data.{f.name}" for f in self._fields]
+        self._mapped = m.get("compression") is None
         self._names: list[str] = list(m.get("streams") or [])
         # stream id -> (shard number, batch k, t, b) per position; built from the flags only.
         self._where = _index(self.root, m)
@@ -49,7 +53,7 @@ class ShardSource(BaseSource):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_cache"] = None  # a loaded shard never travels to workers
+        state["_cache"] = None  # a mapped or loaded shard never travels to workers
         return state
 
     def items(self) -> list[int]:
@@ -65,10 +69,10 @@ class ShardSource(BaseSource):
         return self._names[item] if 0 <= item < len(self._names) else f"stream {item}"
 
     def _shard(self, i: int) -> dict[str, np.ndarray]:
-        """Shard ``i``'s data members: memory-mapped when stored uncompressed, else loaded (a few kept).
+        """Shard ``i``'s data members, from a small most-recently-used cache.
 
-        Rows of a loader read different streams, hence different shards, step by step; mapping avoids
-        decoding a whole shard for each switch.
+        Rows of a loader read different streams, hence different shards, step by step; the cache keeps a
+        shard from being mapped or decompressed again at each switch.
         """
         if self._cache is None:
             self._cache = {}
@@ -76,37 +80,35 @@ class ShardSource(BaseSource):
             self._cache[i] = self._cache.pop(i)  # most recently used last
             return self._cache[i]
         m = self._manifest
-        entry = m["shards"][i]
-        if self.check:
-            read_shard(self.root, m, entry, check=True, only=())  # sha256 once per shard and process
-        arrays = _map_members(shard_path(self.root, entry["name"]), m, int(entry["batches"]))
-        if arrays is None:  # compressed: decode the data members
-            names = [f"data.{f.name}" for f in self._fields]
-            arrays = read_shard(self.root, m, entry, check=False, only=names)
+        arrays = open_shard(self.root, m, m["shards"][i], check=self.check, only=self._data)
         self._cache[i] = arrays
-        limit = _MAPPED_SHARDS if isinstance(next(iter(arrays.values())), np.memmap) else _LOADED_SHARDS
-        while len(self._cache) > limit:
+        while len(self._cache) > 2 and (
+            len(self._cache) > _MAPPED_SHARDS
+            or (not self._mapped and sum(a.nbytes for s in self._cache.values() for a in s.values()) > _LOADED_BYTES)
+        ):
             self._cache.pop(next(iter(self._cache)))
         return arrays
 
     def open(self, item: int, start: int = 0) -> Iterator[Step]:
         layout_tb = self._manifest["layout"] == "TB"
-        for shard, k, t, b in self._where[item][start:]:
-            arrays = self._shard(int(shard))
-            yield {
-                f.name: np.array(arrays[f"data.{f.name}"][k, t, b] if layout_tb else arrays[f"data.{f.name}"][k, b, t])
-                for f in self._fields
-            }
+        names = [(f.name, key) for f, key in zip(self._fields, self._data, strict=True)]
+        for shard, k, t, b in self._where[item][start:].tolist():
+            arrays = self._shard(shard)
+            # views, not copies: the loader copies each step into its batch, and a view keeps its map alive
+            if layout_tb:
+                yield {name: arrays[key][k, t, b] for name, key in names}
+            else:
+                yield {name: arrays[key][k, b, t] for name, key in names}
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
-        return (Path(arg) / "index.json").is_file()
+        return (Path(arg) / MANIFEST).is_file()
 
 
 def _index(root: str, m: dict[str, Any]) -> dict[int, np.ndarray]:
     per_stream: dict[int, dict[int, tuple[int, int, int, int]]] = {}
     for s, entry in enumerate(m["shards"]):
-        arrays = read_shard(root, m, entry, check=False, only=("flag.valid", "flag.stream", "flag.position"))
+        arrays = open_shard(root, m, entry, only=("flag.valid", "flag.stream", "flag.position"))
         valid, stream, pos = arrays["flag.valid"], arrays["flag.stream"], arrays["flag.position"]
         if m["layout"] == "BT":
             valid, stream, pos = (np.swapaxes(a, 1, 2) for a in (valid, stream, pos))
@@ -122,39 +124,4 @@ def _index(root: str, m: dict[str, Any]) -> dict[int, np.ndarray]:
             out[sid] = np.array([where[p] for p in range(n)], dtype=np.int64).reshape(n, 4)
     if not out:
         raise ShardError(f"the export in {root!r} holds no valid steps")
-    return out
-
-
-def _map_members(path: Path, m: dict[str, Any], k: int) -> dict[str, np.ndarray] | None:
-    """Memory-map the data members of an uncompressed shard; None if it is compressed.
-
-    Shapes and dtypes are checked against the manifest, and object dtypes are never mapped.
-    """
-    want = expected_shapes(m, k)
-    out: dict[str, np.ndarray] = {}
-    try:
-        with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
-            for info in zf.infolist():
-                key = info.filename.removesuffix(".npy")
-                if not key.startswith("data."):
-                    continue
-                if info.compress_type != zipfile.ZIP_STORED:
-                    return None
-                f.seek(info.header_offset)
-                local = f.read(30)
-                name_len, extra_len = struct.unpack("<HH", local[26:30])
-                f.seek(info.header_offset + 30 + name_len + extra_len)
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                elif version == (2, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-                else:
-                    return None
-                if key not in want or (tuple(shape), dtype.str) != want[key] or dtype.hasobject:
-                    raise ShardError(f"shard {path.name!r}: {key} is {dtype.str}{list(shape)}, not {want.get(key)}")
-                order: Literal["C", "F"] = "F" if fortran else "C"
-                out[key] = np.memmap(path, dtype=dtype, mode="r", offset=f.tell(), shape=tuple(shape), order=order)
-    except (OSError, ValueError, zipfile.BadZipFile, struct.error) as exc:
-        raise ShardError(f"shard {path.name!r} is truncated or corrupted: {type(exc).__name__}: {exc}") from None
     return out

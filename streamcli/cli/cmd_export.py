@@ -66,8 +66,14 @@ def export(
     epoch_end: EpochEndOpt = EpochEnd.pad,
     layout: LayoutOpt = Layout.TB,
     on_error: OnErrorOpt = OnError.raise_,
-    batches: Annotated[int | None, typer.Option(help="Write at most N batches.", min=1)] = None,
-    epochs: Annotated[int, typer.Option(help="Write E epochs (the default is one).", min=1)] = 1,
+    batches: Annotated[
+        int | None,
+        typer.Option(help="Write N batches, running as many epochs as that takes (cap it with --epochs).", min=1),
+    ] = None,
+    epochs: Annotated[
+        int | None,
+        typer.Option(help="Write at most E epochs. Default: one, or as many as --batches needs.", min=1),
+    ] = None,
     shard_size: Annotated[str, typer.Option(help="Roll shards over at about this size.")] = "64MB",
     compress: Annotated[bool, typer.Option("--compress", help="Deflate the shards (smaller, slower).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an export already in OUT_DIR.")] = False,
@@ -79,9 +85,12 @@ def export(
 
     Writes are atomic and reproducible: after a kill, --resume gives files byte-identical to an
     uninterrupted export. Replay with streamcli.ShardReader(OUT_DIR) or the shards source.
+    --batches N writes N batches even when that takes several epochs; --epochs E stops after E epochs.
     """
-    from streamcli.export import export as write_export
-    from streamcli.export import iter_limit, make_header
+    import itertools
+
+    from streamcli.shards import MANIFEST, PARTIAL, iter_limit, make_header
+    from streamcli.shards import export as write_export
 
     if overwrite and resume:
         raise UsageFailure("--overwrite and --resume exclude each other; pick one")
@@ -112,8 +121,13 @@ def export(
             per_epoch: int | None = len(loader)
         except TypeError:
             per_epoch = None
-        total = batches if per_epoch is None else min(batches or 1 << 62, per_epoch * epochs)
+        # --batches alone runs as many epochs as it needs; the loop ends early only if an epoch is empty
+        n_epochs = epochs if epochs is not None else None if batches is not None else 1
+        epoch_iters = itertools.repeat(None) if n_epochs is None else range(n_epochs)
+        total = batches if per_epoch is None or n_epochs is None else min(batches or 1 << 62, per_epoch * n_epochs)
         mode = "resume" if resume else "overwrite" if overwrite else "new"
+        was_complete = resume and (out_dir / MANIFEST).is_file()
+        stale = was_complete and (out_dir / PARTIAL).exists()
         t0 = time.perf_counter()
         with Progress(
             TextColumn("[bold]export[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("batches"),
@@ -130,7 +144,7 @@ def export(
 
             try:
                 manifest = write_export(
-                    iter_limit((iter(loader) for _ in range(epochs)), batches),
+                    iter_limit((iter(loader) for _ in epoch_iters), batches),
                     out_dir,
                     header,
                     mode=mode,
@@ -143,6 +157,14 @@ def export(
         steady = time.perf_counter() - first[0] if first else 0.0
     nbytes = sum(s["bytes"] for s in manifest["shards"])
     n = manifest["batches"]
+    if was_complete:
+        note = f"; removed a stale {PARTIAL} left by a kill while it finished" if stale else ""
+        console.print(
+            f"{out} is already a complete export ({n} batches in {len(manifest['shards'])} shards); "
+            f"nothing to write{note}",
+            highlight=False,
+        )
+        return
     rate = f"; after the first batch {nbytes * (n - 1) / n / 1e6 / steady:.1f} MB/s" if n > 1 and steady > 0 else ""
     console.print(
         f"wrote {n} batches in {len(manifest['shards'])} shards to {out}: "
@@ -156,15 +178,18 @@ def verify(
 ) -> None:
     """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
 
-    Lists every problem found and exits with code 1 if there is any.
+    Lists every problem found (files the manifest does not name included) and exits with code 1 if there
+    is any. Leftovers of a kill while the export finished (.partial.json, temporary files) are removed.
     """
-    from streamcli.replay import load_manifest
-    from streamcli.replay import verify as check
+    from streamcli.shards import load_manifest, tidy
+    from streamcli.shards import verify as check
 
     if not out_dir.is_dir():
         raise UsageFailure(f"{str(out_dir)!r} is not a folder")
-    problems = check(out_dir)
     console = Console()
+    for note in tidy(out_dir):  # leftovers of a kill while the export finished
+        console.print(f"[yellow]tidied:[/] {note}", highlight=False)
+    problems = check(out_dir)
     if problems:
         err = Console(stderr=True, soft_wrap=True, highlight=False)
         for p in problems:

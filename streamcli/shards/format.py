@@ -1,0 +1,254 @@
+"""The shard format, in one place: file names, members, dtypes, the manifest and the partial record.
+
+An export folder holds ``shard-00000.npz``, ``shard-00001.npz``, ... and, once finished, ``index.json``
+(the manifest: the header below plus the list of shards). While an export runs, ``.partial.json`` holds the
+header and a record per completed shard. ``index.json`` is the commit point: once it exists the export is
+complete, and a ``.partial.json`` beside it (a kill between the two steps of finishing) is stale state
+that ``tidy`` removes.
+
+A shard holding K batches has, for layout ``"TB"``, each field as ``data.<name>`` of shape
+``(K, T, B, ...)`` (``(K, B, T, ...)`` for ``"BT"``), each flag as ``flag.<name>`` likewise, ``flag.reset``
+``(K, B)`` and ``meta.epoch`` / ``meta.index`` ``(K,)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamcli.batch import FLAG_DTYPES
+from streamcli.errors import ShardError
+from streamcli.source import Field
+
+FORMAT = "streamcli-npz-shards"
+FORMAT_VERSION = 1
+MANIFEST = "index.json"
+PARTIAL = ".partial.json"
+SHARD_RE = re.compile(r"^shard-(\d{5,})\.npz$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*\.npz$")
+_REQUIRED = ("format", "format_version", "fields", "batch_size", "time_steps", "layout", "shards", "batches")
+_ENTRY_KEYS = ("name", "batches", "bytes", "sha256")
+
+
+def shard_name(i: int) -> str:
+    return f"shard-{i:05d}.npz"
+
+
+def is_temp_name(name: str) -> bool:
+    """A file being written (``.shard-00003.npz.tmp``, ``.index.json.tmp``): never taken for a whole one."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def is_export_file(name: str) -> bool:
+    """A name an export writes: shards, the manifest, the partial record and their temporary files."""
+    return bool(SHARD_RE.match(name)) or name in (MANIFEST, PARTIAL) or is_temp_name(name)
+
+
+def batch_nbytes(fields: Sequence[Field], batch_size: int, time_steps: int) -> int:
+    """Bytes one batch takes in a shard (fields, flags, reset and the two meta scalars)."""
+    per_step = sum(f.nbytes for f in fields) + sum(np.dtype(d).itemsize for d in FLAG_DTYPES.values())
+    return per_step * batch_size * time_steps + batch_size + 16
+
+
+def make_header(
+    *,
+    fields: Sequence[Field],
+    batch_size: int,
+    time_steps: int,
+    layout: str,
+    source: Mapping[str, Any],
+    loader: Mapping[str, Any],
+    shard_bytes: int,
+    compress: bool,
+    streams: Sequence[str] = (),
+    stream_lengths: Sequence[int | None] = (),
+) -> dict[str, Any]:
+    """The manifest minus its shard list: everything that decides the bytes of the shards."""
+    from streamcli import __version__
+
+    per_batch = batch_nbytes(fields, batch_size, time_steps)
+    header = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "streamcli_version": __version__,
+        "source": dict(source),
+        "loader": dict(loader),
+        "fields": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in fields],
+        "flags": dict(FLAG_DTYPES),
+        "batch_size": int(batch_size),
+        "time_steps": int(time_steps),
+        "layout": layout,
+        "compression": "deflate" if compress else None,
+        "batches_per_shard": max(1, int(shard_bytes) // per_batch),
+        "streams": list(streams),
+        "stream_lengths": list(stream_lengths),
+    }
+    out: dict[str, Any] = json.loads(json.dumps(header))  # as it will read back (tuples become lists)
+    return out
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard's entry in the manifest."""
+
+    name: str
+    batches: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "batches": self.batches, "bytes": self.bytes, "sha256": self.sha256}
+
+
+def member_names(header: Mapping[str, Any]) -> list[str]:
+    """The arrays of a shard, in the fixed order they are written."""
+    names = [f"data.{f['name']}" for f in header["fields"]]
+    names += [f"flag.{n}" for n in FLAG_DTYPES] + ["flag.reset", "meta.epoch", "meta.index"]
+    return names
+
+
+def manifest_fields(m: Mapping[str, Any]) -> tuple[Field, ...]:
+    """The fields a manifest (or header) describes."""
+    return tuple(Field(f["name"], tuple(f["shape"]), f["dtype"]) for f in m["fields"])
+
+
+def expected_shapes(m: Mapping[str, Any], k: int) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Member name -> (shape, dtype string) of a shard holding ``k`` batches, in the written order."""
+    tb = (m["time_steps"], m["batch_size"]) if m["layout"] == "TB" else (m["batch_size"], m["time_steps"])
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    for f in manifest_fields(m):
+        out[f"data.{f.name}"] = ((k, *tb, *f.shape), f.np_dtype.str)
+    for name, dtype in m["flags"].items():
+        out[f"flag.{name}"] = ((k, *tb), np.dtype(dtype).str)
+    out["flag.reset"] = ((k, m["batch_size"]), "|b1")
+    out["meta.epoch"] = ((k,), "<i8")
+    out["meta.index"] = ((k,), "<i8")
+    return out
+
+
+def shard_path(out_dir: str | os.PathLike[str], name: object) -> Path:
+    """The path of shard ``name``; only plain file names inside ``out_dir`` are accepted."""
+    if not isinstance(name, str) or not _SAFE_NAME.match(name) or ".." in name:
+        raise ShardError(
+            f"unsafe shard name {name!r} in the manifest: names must be plain file names like shard-00000.npz"
+        )
+    root = Path(out_dir).resolve()
+    path = (root / name).resolve()
+    if path.parent != root:
+        raise ShardError(f"shard {name!r} resolves outside {str(root)!r}")
+    return path
+
+
+def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse and validate ``index.json``; raise ``ShardError`` naming the file and the problem.
+
+    The result carries ``"_fields"``, the fields as ``Field`` objects.
+    """
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file():
+        hint = " (an interrupted export? rerun it with --resume)" if (Path(out_dir) / PARTIAL).exists() else ""
+        raise ShardError(f"{str(path)!r} does not exist{hint}")
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"{str(path)!r} is not valid JSON: {exc}") from None
+    if not isinstance(m, dict):
+        raise ShardError(f"{str(path)!r} must hold a JSON object")
+    validate_manifest(m, out_dir, where=repr(str(path)))
+    return m
+
+
+def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, where: str) -> None:
+    """Check a parsed manifest in place (and add ``"_fields"``); ``where`` names it in errors."""
+    missing = [k for k in _REQUIRED if k not in m]
+    if missing:
+        raise ShardError(f"{where} lacks {', '.join(missing)}")
+    if m["format"] != FORMAT or m["format_version"] != FORMAT_VERSION:
+        raise ShardError(
+            f"{where} is format {m['format']!r} v{m['format_version']}; this streamcli reads "
+            f"{FORMAT!r} v{FORMAT_VERSION}"
+        )
+    if m["layout"] not in ("TB", "BT"):
+        raise ShardError(f"{where}: layout {m['layout']!r} must be 'TB' or 'BT'")
+    if not isinstance(m["shards"], list):
+        raise ShardError(f"{where}: shards must be a list")
+    for s in m["shards"]:
+        if not isinstance(s, dict) or not set(_ENTRY_KEYS) <= s.keys():
+            raise ShardError(f"{where}: each shard needs name, batches, bytes and sha256; found {s!r}")
+        shard_path(out_dir, s["name"])
+    m.setdefault("flags", dict(FLAG_DTYPES))
+    try:
+        m["_fields"] = manifest_fields(m)
+        for dtype in m["flags"].values():
+            np.dtype(dtype)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ShardError(f"{where}: bad field description: {exc}") from None
+    if any(f.np_dtype.hasobject for f in m["_fields"]) or any(np.dtype(d).hasobject for d in m["flags"].values()):
+        raise ShardError(f"{where}: object dtypes are not allowed")
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON atomically: a temporary name, then a rename; the temp file never outlives a failure."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_partial(out_dir: Path, header: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> None:
+    """Save the state of an unfinished export: its header and one record per completed shard, in order.
+
+    A record is a manifest entry (``name``, ``batches``, ``bytes``, ``sha256``) plus ``state``: JSON data
+    the caller gave with the last batch of that shard (``None`` if none).
+    """
+    write_json(out_dir / PARTIAL, {"header": dict(header), "shards": [dict(r) for r in records]})
+
+
+def read_partial(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | None] | None:
+    """The header and shard records of ``.partial.json``, or None if there is none.
+
+    A partial record from before per-shard records (just the header) gives None for the records.
+    """
+    path = out_dir / PARTIAL
+    if not path.exists():
+        return None
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"{str(path)!r} is not valid JSON ({exc}); rerun the export with --overwrite") from None
+    if not isinstance(obj, dict):
+        raise ShardError(f"{str(path)!r} must hold a JSON object; rerun the export with --overwrite")
+    if "header" not in obj:
+        return obj, None
+    records = obj.get("shards")
+    if not isinstance(obj["header"], dict) or not isinstance(records, list):
+        raise ShardError(f"{str(path)!r} is malformed; rerun the export with --overwrite")
+    return obj["header"], [r for r in records if isinstance(r, dict)]
+
+
+def tidy(out_dir: str | os.PathLike[str]) -> list[str]:
+    """Remove what an interrupted finish left beside a complete export; return a line per file removed.
+
+    Only acts when ``index.json`` exists (the export is complete): then ``.partial.json`` is stale, and
+    temporary files (``.*.tmp``) are writes that never completed.
+    """
+    root = Path(out_dir)
+    if not (root / MANIFEST).is_file():
+        return []
+    done = []
+    for p in sorted(root.iterdir()):
+        if p.name == PARTIAL or (is_temp_name(p.name) and p.is_file()):
+            p.unlink(missing_ok=True)
+            why = "state of a finished export" if p.name == PARTIAL else "an unfinished write"
+            done.append(f"removed {p.name!r} ({why})")
+    return done

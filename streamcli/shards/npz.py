@@ -1,0 +1,220 @@
+"""Shard files on disk: atomic, reproducible writing and safe, fast reading of ``.npz`` members.
+
+Writing: members go in a fixed order with a fixed zip timestamp (``np.savez`` stamps the current time), so
+shard bytes depend only on the batches and a resumed export is byte-identical. Each member's data starts
+on a 64-byte boundary (a padding extra field, as Android's zipalign does), so a memory-mapped member is
+aligned. The file is written under a temporary name, fsynced and renamed; on any failure the temporary
+file is removed.
+
+Reading (``open_shard``): an uncompressed shard is memory-mapped, one map per shard, and each member is an
+array viewing it (copy-on-write, so tensors built on it are writable and the file is never changed); the
+map lives as long as any array or tensor that views it. A compressed shard is read once and each member
+decompressed once. Either way pickles are never loaded, and every member's shape and dtype is checked
+against the manifest before it is used. The sha256 of the whole file is checked only on request (it reads
+every byte once more; ``verify`` always does it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import mmap
+import os
+import struct
+import zipfile
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from streamcli.errors import ShardError
+from streamcli.shards.format import expected_shapes, member_names, shard_path
+
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+_ALIGN = 64
+_PAD_ID = 0xD935  # the extra-field id zipalign uses for padding; readers skip unknown ids
+_LOCAL = struct.Struct("<4s5HLLLHH")  # a zip local file header (30 bytes)
+_ZIP64_EXTRA = 20  # what zipfile adds to a local header written with force_zip64
+
+
+def write_npz(path: Path, arrays: Mapping[str, np.ndarray], compress: bool) -> None:
+    """Write ``arrays`` as an ``.npz`` with fixed timestamps and aligned members, atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    try:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a string path
+            with zipfile.ZipFile(f, "w", compression=method, allowZip64=True) as zf:
+                for name, arr in arrays.items():
+                    info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_DATE)
+                    info.compress_type = method
+                    info.external_attr = 0o644 << 16
+                    info.extra = _padding(f.tell() + _LOCAL.size + len(info.filename.encode()) + _ZIP64_EXTRA)
+                    with zf.open(info, "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or an interrupt must not leave half a shard behind
+        raise
+
+
+def _padding(data_start: int) -> bytes:
+    """An extra field that moves a member's data from ``data_start`` to the next aligned offset."""
+    pad = -data_start % _ALIGN
+    if pad == 0:
+        return b""
+    if pad < 4:  # an extra field is at least its 4-byte header
+        pad += _ALIGN
+    return struct.pack("<HH", _PAD_ID, pad - 4) + bytes(pad - 4)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def open_shard(
+    out_dir: str | os.PathLike[str],
+    m: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    *,
+    check: bool = False,
+    only: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """One shard's members (``only`` those, if given), checked against the manifest ``m``.
+
+    Uncompressed members are memory-mapped; compressed ones are decompressed once. ``check`` also compares
+    the file's sha256 with the manifest entry (one more pass over its bytes). Raises ``ShardError`` naming
+    the shard if it is missing, truncated, corrupted, pickled or of the wrong shape.
+    """
+    name = entry["name"]
+    path = shard_path(out_dir, name)
+    want = expected_shapes(m, int(entry["batches"]))
+    if only is not None:
+        want = {key: want[key] for key in only}
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != entry["bytes"]:
+                raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
+            with zipfile.ZipFile(f) as zf:
+                infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+            missing = sorted(set(want) - set(infos))
+            if missing:
+                raise ShardError(f"shard {name!r} lacks {', '.join(missing)}")
+            if all(infos[key].compress_type == zipfile.ZIP_STORED for key in want):
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                if check:
+                    _check_sha(name, mm, entry)
+                return {key: _map_member(name, mm, infos[key], key, *want[key]) for key in want}
+            f.seek(0)
+            data = f.read()
+    except FileNotFoundError:
+        raise ShardError(f"shard {name!r} is missing") from None
+    except ShardError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, struct.error) as exc:
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {type(exc).__name__}: {exc}") from None
+    if check:
+        _check_sha(name, data, entry)
+    return _load_members(name, data, want)
+
+
+def _check_sha(name: str, data: bytes | mmap.mmap, entry: Mapping[str, Any]) -> None:
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise ShardError(f"shard {name!r} is corrupted: its sha256 differs from the manifest")
+
+
+def _refuse(name: str, key: str, dtype: np.dtype[Any], shape: tuple[int, ...], want: tuple[Any, str]) -> None:
+    if dtype.hasobject:
+        raise ShardError(f"shard {name!r}: {key} holds pickled Python objects; refusing to load it")
+    if dtype.str != want[1] or tuple(shape) != want[0]:
+        raise ShardError(
+            f"shard {name!r}: {key} is {dtype.str}{list(shape)}, the manifest says {want[1]}{list(want[0])}"
+        )
+
+
+def _map_member(
+    name: str, mm: mmap.mmap, info: zipfile.ZipInfo, key: str, shape: tuple[int, ...], dtype: str
+) -> np.ndarray:
+    """An array viewing one stored member inside the shard's map, after checking its header and extent."""
+    sig, *_, name_len, extra_len = _LOCAL.unpack_from(mm, info.header_offset)
+    if sig != b"PK\x03\x04":
+        raise ShardError(f"shard {name!r}: {key} has a corrupted zip header")
+    start = info.header_offset + _LOCAL.size + name_len + extra_len
+    major = mm[start + 6] if start + 12 <= len(mm) else 0
+    size_end = start + (10 if major == 1 else 12)
+    head_len = size_end - start + int.from_bytes(mm[start + 8 : size_end], "little")
+    if major not in (1, 2) or head_len > min(info.file_size, 1 << 20):
+        raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
+    got_shape, fortran, got = _parse_npy_header(mm[start : start + head_len])
+    _refuse(name, key, got, got_shape, (shape, dtype))
+    offset = start + head_len
+    nbytes = int(np.prod(shape, dtype=np.int64)) * got.itemsize
+    if head_len + nbytes != info.file_size or offset + nbytes > len(mm):
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit its zip entry")
+    order: Literal["C", "F"] = "F" if fortran else "C"
+    return np.ndarray(shape, dtype=got, buffer=mm, offset=offset, order=order)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_npy_header(head: bytes) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """Shape, Fortran order and dtype from a ``.npy`` header (safe parsing; cached, as shards repeat them)."""
+    f = io.BytesIO(head)
+    if np.lib.format.read_magic(f) == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    return tuple(shape), bool(fortran), dtype
+
+
+def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ...], str]]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            for key, (shape, dtype) in want.items():
+                try:
+                    arr = npz[key]
+                except ValueError as exc:
+                    if "allow_pickle" in str(exc):
+                        raise ShardError(
+                            f"shard {name!r}: {key} holds pickled Python objects; refusing to load it"
+                        ) from None
+                    raise
+                _refuse(name, key, arr.dtype, arr.shape, (shape, dtype))
+                out[key] = arr
+    except ShardError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {type(exc).__name__}: {exc}") from None
+    return out
+
+
+def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
+    """How many batches a shard on disk holds, or -1 if it is unreadable (then it is rewritten)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if zf.testzip() is not None:
+                return -1
+            with np.load(path, allow_pickle=False) as npz:
+                if sorted(npz.files) != sorted(member_names(header)):
+                    return -1
+                return int(npz["meta.index"].shape[0])
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        return -1
+
+
+def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:
+    """Members of a shard that the format does not name (``verify`` reports them)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return sorted({n.removesuffix(".npy") for n in zf.namelist()} - set(member_names(header)))
+    except (OSError, zipfile.BadZipFile):
+        return []

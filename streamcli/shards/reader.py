@@ -1,0 +1,124 @@
+"""Read an export back: ``ShardReader`` yields the exported batches bit-identically, ``verify`` checks one.
+
+Safe on hostile input: pickles are never loaded, manifest shard names must be plain file names inside the
+export folder, and every member's shape and dtype is checked against the manifest before it becomes a
+tensor. A truncated or corrupted shard raises ``ShardError`` naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from streamcli.errors import ShardError
+from streamcli.shards.format import MANIFEST, PARTIAL, SHARD_RE, load_manifest
+from streamcli.shards.npz import extra_members, open_shard
+from streamcli.source import Field
+
+if TYPE_CHECKING:
+    from streamcli.batch import Batch
+
+
+class ShardReader:
+    """Iterate an export's batches, bit-identical to the exported ones, as ``Batch`` objects.
+
+    Args:
+        out_dir: the folder written by ``streamcli export``.
+        check: compare each shard's sha256 with the manifest before using it. Off by default: it reads
+            every byte once more and costs about a third of the replay bandwidth (see
+            ``benchmarks/RESULTS.md``, "Replay"). Structure, shapes and dtypes are always checked, so a
+            truncated shard is always caught; a flipped bit inside the data of an uncompressed shard is
+            caught only by ``check=True`` or ``verify`` (compressed members carry a zip CRC that is checked).
+
+    Uncompressed shards are memory-mapped: the tensors of a batch view the map (copy-on-write, so writing
+    to them never changes the file), and the map lives as long as any of them does. ``len(reader)`` is the
+    number of batches; ``fields``, ``manifest`` and ``stream_name(i)`` describe them.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str], *, check: bool = False) -> None:
+        self.out_dir = Path(out_dir)
+        self.check = check
+        self.manifest = load_manifest(out_dir)
+        self.fields: tuple[Field, ...] = tuple(self.manifest["_fields"])
+        self.layout: str = self.manifest["layout"]
+        self.batch_size: int = int(self.manifest["batch_size"])
+        self.time_steps: int = int(self.manifest["time_steps"])
+
+    def __len__(self) -> int:
+        return int(self.manifest["batches"])
+
+    def stream_name(self, i: int) -> str:
+        names = self.manifest.get("streams") or []
+        return str(names[i]) if 0 <= i < len(names) else str(i)
+
+    def stream_length(self, i: int) -> int | None:
+        lengths = self.manifest.get("stream_lengths") or []
+        return lengths[i] if 0 <= i < len(lengths) else None
+
+    def shards(self) -> Iterator[dict[str, np.ndarray]]:
+        """The arrays of each shard in turn (memory-mapped when the export is uncompressed)."""
+        for entry in self.manifest["shards"]:
+            yield open_shard(self.out_dir, self.manifest, entry, check=self.check)
+
+    def __iter__(self) -> Iterator[Batch]:
+        import torch
+
+        from streamcli.batch import FLAGS, Batch
+
+        for arrays in self.shards():
+            t = {key: torch.from_numpy(arr) for key, arr in arrays.items() if not key.startswith("meta.")}
+            epochs, indices = arrays["meta.epoch"].tolist(), arrays["meta.index"].tolist()
+            for k in range(len(indices)):
+                flag = {n: t[f"flag.{n}"][k] for n in FLAGS}
+                yield Batch(
+                    data={f.name: t[f"data.{f.name}"][k] for f in self.fields},
+                    is_first=flag["is_first"],
+                    reset=t["flag.reset"][k],
+                    valid=flag["valid"],
+                    stream=flag["stream"],
+                    position=flag["position"],
+                    replayed=flag["replayed"],
+                    epoch=int(epochs[k]),
+                    index=int(indices[k]),
+                    layout=self.layout,
+                )
+
+
+def verify(out_dir: str | os.PathLike[str]) -> list[str]:
+    """Check an export's manifest, checksums, members, shapes, batch counts and files; return every problem.
+
+    Every file in the folder that the manifest does not name is a problem too (``tidy`` removes the
+    leftovers of an interrupted finish first, if wanted).
+    """
+    try:
+        m = load_manifest(out_dir)
+    except ShardError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    listed = set()
+    total = 0
+    for entry in m["shards"]:
+        name = entry["name"]
+        listed.add(name)
+        total += int(entry["batches"])  # each shard's real count is checked against its entry below
+        try:
+            open_shard(out_dir, m, entry, check=True)
+        except ShardError as exc:
+            problems.append(str(exc))
+            continue
+        extra = extra_members(Path(out_dir) / name, m)
+        if extra:
+            problems.append(f"shard {name!r} holds unexpected members: {', '.join(extra)}")
+    if total != m["batches"]:
+        problems.append(f"the shard entries add up to {total} batches, the manifest says {m['batches']}")
+    for p in sorted(Path(out_dir).iterdir()):
+        if p.name == MANIFEST or p.name in listed:
+            continue
+        kind = "shard" if SHARD_RE.match(p.name) else "folder" if p.is_dir() else "file"
+        hint = " (left by a kill while the export finished; streamcli verify removes it)" if p.name == PARTIAL else ""
+        problems.append(f"{kind} {p.name!r} is on disk but not in the manifest{hint}")
+    return problems
