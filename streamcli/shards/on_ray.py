@@ -24,7 +24,6 @@ import numpy as np
 
 from streamcli.errors import ShardError
 from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
-from streamcli.shards.format import write_partial as _write_partial
 from streamcli.shards.npz import complete_batches
 from streamcli.shards.writer import batch_arrays, write_shard_file
 
@@ -182,14 +181,15 @@ def _on_disk(out: Path, n_shards: int) -> int:
     return sum(1 for i in range(n_shards) if (out / shard_name(i)).exists())
 
 
-def _prepare(out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int) -> dict[int, Any] | None:
+def _prepare(
+    out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int
+) -> dict[int, Any] | None:
     """Clear or check the folder; returns the shards already complete (number -> record), None if all are."""
     from streamcli.shards.npz import sha256_file
     from streamcli.shards.writer import ShardWriter
 
     if mode != "resume":
-        ShardWriter(out, header, mode=mode).close_without_writing()  # the local writer's refusals and clearing
-        _write_partial(out, header, [])
+        ShardWriter(out, header, mode=mode)  # the local writer's refusals and clearing; writes the partial record
         return {}
     if (out / MANIFEST).exists():
         ShardWriter(out, header, mode="resume")  # checks the header, tidies a stale partial record

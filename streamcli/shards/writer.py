@@ -307,3 +307,56 @@ def iter_limit(epochs: Iterator[Iterable[Batch]], batches: int | None) -> Iterat
                 return  # before pulling (and decoding) one batch too many
         if n == before:
             return  # an empty epoch: the next ones would be empty too
+
+
+batch_arrays = _batch_arrays
+"""One batch as the numpy arrays of a shard (public for other executors, such as the Ray export)."""
+
+
+def write_shard_file(path: Path, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
+    """Write one shard of ``pending`` batches (from ``batch_arrays``) atomically; the same bytes as ``ShardWriter``."""
+    arrays = {n: np.stack([b[n] for b in pending]) for n in pending[0]}
+    write_npz(path, arrays, header.get("compression") is not None)
+    return ShardInfo(path.name, len(pending), path.stat().st_size, sha256_file(path))
+
+
+def export_loader(
+    loader: Any,
+    out_dir: str | os.PathLike[str],
+    header: Mapping[str, Any],
+    *,
+    epochs: int | None = 1,
+    batches: int | None = None,
+    mode: str = "new",
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Export a ``StreamLoader``'s batches (``epochs`` epochs, or as many as ``batches`` needs when ``epochs`` is
+    None) and return the manifest.
+
+    Every complete shard's record holds the loader's state after its last batch, so ``mode="resume"`` loads the
+    state of the last kept shard and continues from there: nothing before it is read again, and the files are
+    byte-identical to an uninterrupted export.
+    """
+    import itertools
+
+    with ShardWriter(out_dir, header, mode=mode) as writer:
+        if writer.complete:
+            return dict(json.loads((writer.out_dir / MANIFEST).read_text()))
+        done = writer.skip
+        state = writer.resume_states[-1] if writer.resume_states else None
+        if done and state is not None:  # seek: continue right after the last complete shard
+            loader.load_state_dict(state)
+            writer.skip = 0
+            writer._seen = done
+            first_epoch = int(state["epoch"])
+        else:
+            done, first_epoch = 0, 0  # a fresh export, or records without states: rerun and skip
+        left = None if batches is None else batches - done
+        epoch_iters = itertools.repeat(None) if epochs is None else range(max(0, epochs - first_epoch))
+        nbytes = batch_nbytes(manifest_fields(header), header["batch_size"], header["time_steps"])
+        for batch in iter_limit((iter(loader) for _ in epoch_iters), left):
+            writer.write(batch, state=loader.state_dict())
+            del batch
+            if progress is not None:
+                progress(writer._seen, writer._seen * nbytes)
+        return writer.close()
