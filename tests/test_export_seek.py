@@ -49,7 +49,7 @@ def test_resumed_export_seeks_and_is_byte_identical(tmp_path: Path, cut: int) ->
     full, part = tmp_path / "full", tmp_path / "part"
     run(full)
     run(part, stop_after=cut)
-    header, records = read_partial(part)  # type: ignore[misc]
+    _header, records = read_partial(part)  # type: ignore[misc]
     assert records and all(r["state"]["format"] == "streamcli-loader-state" for r in records)
     kept = len(records) * 5
     CountedSource.yielded, CountedSource.starts = 0, []
