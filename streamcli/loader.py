@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import multiprocessing as mp
+import os
 import pickle
 import signal
 import sys
@@ -623,6 +624,9 @@ def _check_main_guard() -> None:
     path = getattr(main, "__file__", None)
     if path is None or not str(path).endswith(".py"):
         return  # an interactive session, python -c, a notebook, or an entry point: nothing is re-run
+    spec = getattr(main, "__spec__", None)
+    if os.path.basename(path) == "__main__.py" or (spec is not None and spec.name.endswith(".__main__")):
+        return  # a package's __main__ (python -m pkg): spawn never re-runs it
     frame = inspect.currentframe()
     while frame is not None and frame.f_globals.get("__name__") != "__main__":
         frame = frame.f_back
