@@ -324,3 +324,42 @@ def test_loader_with_workers_streams_every_segment_exactly(cache: str) -> None:
     for s, want in enumerate(expected):
         assert sorted(got[s]) == list(range(len(want)))
         np.testing.assert_array_equal(np.stack([got[s][p] for p in range(len(want))]), want)
+
+
+def _write_clip(path: Path, fourcc: str, frames: int = 10) -> None:
+    out = cv2.VideoWriter(str(path), cv2.CAP_FFMPEG, cv2.VideoWriter_fourcc(*fourcc), 25, (64, 48))
+    assert out.isOpened(), f"this OpenCV cannot write {path.name} with {fourcc}"
+    for i in range(frames):
+        out.write(np.full((48, 64, 3), 20 * i, np.uint8))
+    out.release()
+
+
+def test_camcorder_dvd_and_broadcast_extensions_stream(tmp_path: Path) -> None:
+    # Written here where this OpenCV can write the container; real clips copied under other names where it
+    # cannot (FFmpeg sniffs the content, so a camcorder's .mod is an MPEG program stream like any .mpg).
+    written = {"a.mts": "MPG2", "b.m2ts": "MPG2", "c.3gp": "mp4v", "d.vob": "MPG2", "e.mxf": "MPG2"}
+    written |= {"f.asf": "WMV2", "g.m2v": "MPG2", "h.y4m": "I420", "i.nut": "FFV1", "j.mjpeg": "MJPG"}
+    for name, fourcc in written.items():
+        _write_clip(tmp_path / name, fourcc)
+    copied = {"k.divx": "homer.avi", "l.f4v": "realshort.mp4", "m.ogm": "Effet_force_magnetique.ogv"}
+    copied |= {"n.mod": "odd/blue.mpg", "o.tod": "odd/blue.mpg"}
+    for name, real in copied.items():
+        shutil.copy(VIDEO / real, tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not a video, and not a candidate")
+    src = VideoSource(tmp_path, size=SMALL, scan=True, cache_dir=str(tmp_path / ".cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing may be skipped
+        items = src.items()
+    lengths = {Path(i[0]).name: src.length(i) for i in items}
+    assert lengths == {name: 10 for name in written} | {n: EXPECTED[real] for n, real in copied.items()}
+    frames, _ = steps(src.open(items[0]))
+    assert frames.shape == (10, 3, *SMALL)
+    assert VideoSource.can_open(str(tmp_path / "a.mts")) and not VideoSource.can_open(str(tmp_path / "notes.txt"))
+
+
+def test_a_file_given_directly_is_used_whatever_its_extension(tmp_path: Path) -> None:
+    clip = tmp_path / "take-01.footage"
+    shutil.copy(VIDEO / "dummy_video.avi", clip)
+    src = VideoSource(clip, size=SMALL, scan=True, cache_dir=str(tmp_path / "cache"))
+    assert [src.length(i) for i in src.items()] == [10]
+    assert not VideoSource.can_open(str(clip))  # inference stays by name; naming the plugin is the override

@@ -23,7 +23,22 @@ from streamcli.source import BaseSource, Field, Step
 from streamcli_sources._decode import Clock, grab_frames, open_capture
 from streamcli_sources._scan import Scan, cache_dir, checksum, load_scan, scan_files
 
-EXTENSIONS = (".avi", ".flv", ".m4v", ".mkv", ".mov", ".mp4", ".mpeg", ".mpg", ".ogv", ".ts", ".webm", ".wmv")
+# What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
+# demuxer and decoder lists). FFmpeg sniffs the content, so the name only picks candidates: ``glob=`` or a
+# file given directly bypasses this list.
+EXTENSIONS = frozenset(
+    (
+        *(".avi", ".divx", ".flv", ".f4v", ".m4v", ".mkv", ".mk3d", ".mov", ".qt", ".mp4", ".webm", ".wmv"),
+        *(".asf", ".nut", ".ogv", ".ogm", ".rm", ".rmvb", ".3gp", ".3g2", ".mj2", ".ivf", ".wtv", ".y4m"),
+        # MPEG program and transport streams: DVD (.vob), camcorders (.mod, .tod, .mts, .m2ts), broadcast
+        *(".mpeg", ".mpg", ".m2p", ".vob", ".mod", ".tod", ".ts", ".m2t", ".mts", ".m2ts", ".trp"),
+        # DV camcorders and broadcast (MXF, GXF)
+        *(".dv", ".dif", ".mxf", ".gxf"),
+        # elementary streams with no container
+        *(".m1v", ".m2v", ".mpv", ".h264", ".264", ".avc", ".hevc", ".h265", ".265", ".vc1", ".obu"),
+        *(".mjpeg", ".mjpg"),
+    )
+)
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
 
 _NO_OPEN = "OpenCV cannot open it (not a video, or no video track)"
@@ -44,7 +59,8 @@ class VideoSource(BaseSource):
     Options: ``size=(H, W)``; ``gray``; ``stride`` (keep every n-th frame); ``segment=N`` cuts each file
     into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``);
     ``scan=True`` decodes every file once, in parallel, and caches the counts, so lengths (and
-    ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension;
+    ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension (``EXTENSIONS``:
+    camcorder, DVD and broadcast files included), and a file given directly is used whatever its name;
     ``interpolation`` is ``linear`` (default: ~50 µs a frame, where ``area`` costs as much as decoding
     a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``.
     A file OpenCV cannot open, or with no decodable frame, is skipped with a warning and listed in
