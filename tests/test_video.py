@@ -363,3 +363,48 @@ def test_a_file_given_directly_is_used_whatever_its_extension(tmp_path: Path) ->
     src = VideoSource(clip, size=SMALL, scan=True, cache_dir=str(tmp_path / "cache"))
     assert [src.length(i) for i in src.items()] == [10]
     assert not VideoSource.can_open(str(clip))  # inference stays by name; naming the plugin is the override
+
+
+_NOISY_RUN = """
+import sys, warnings
+import cv2
+from streamcli import StreamLoader
+from streamcli_sources.video import VideoSource
+
+if __name__ == "__main__":
+    if sys.argv[2] == "prior-open":  # the user's own capture before ours: OpenCV has read its settings
+        cv2.VideoCapture(sys.argv[3], cv2.CAP_FFMPEG).release()
+    warnings.simplefilter("ignore")  # the per-file skip warnings are Python's, not native output
+    for scan in (False, True):
+        src = VideoSource(sys.argv[1], size=(8, 8), scan=scan, cache_dir=sys.argv[1] + "/.cache")
+        for item in src.items():
+            sum(1 for _ in src.open(item))
+    with StreamLoader(src, batch_size=2, time_steps=16, num_workers=1) as loader:
+        sum(1 for _ in loader)
+    print("streamed", len(src.items()), "skipped", len(src.skipped))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prior", ["", "prior-open"])
+def test_native_messages_never_reach_stderr(tmp_path: Path, prior: str) -> None:
+    import subprocess
+    import sys
+
+    for p in (VIDEO / "odd").iterdir():
+        shutil.copy(p, tmp_path)
+    data = (VIDEO / "cockatoo.mp4").read_bytes()
+    (tmp_path / "truncated.mp4").write_bytes(data[: len(data) // 3])  # "moov atom not found"
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    script = tmp_path / "run.py"
+    script.write_text(_NOISY_RUN)
+    args = [sys.executable, str(script), str(tmp_path), prior or "-", str(VIDEO / "bikes.mp4")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCV_", "STREAMCLI_NATIVE"))}
+    quiet = subprocess.run(args, capture_output=True, text=True, timeout=100, env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.strip() == "streamed 4 skipped 4"
+    assert quiet.stderr == ""
+    # The same run with the native logs asked for shows them: the check above can see them.
+    env["STREAMCLI_NATIVE_LOG"] = "1"
+    loud = subprocess.run(args, capture_output=True, text=True, timeout=100, env=env)
+    assert "moov atom not found" in loud.stderr and "[ WARN:" in loud.stderr
