@@ -408,3 +408,29 @@ def test_native_messages_never_reach_stderr(tmp_path: Path, prior: str) -> None:
     env["STREAMCLI_NATIVE_LOG"] = "1"
     loud = subprocess.run(args, capture_output=True, text=True, timeout=100, env=env)
     assert "moov atom not found" in loud.stderr and "[ WARN:" in loud.stderr
+
+
+def test_bad_input_is_a_value_error_naming_the_path_and_the_fix(tmp_path: Path) -> None:
+    # What the user pointed at is wrong: ValueError (the CLI's usage error), never SourceError.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("no video here")
+    with pytest.raises(ValueError, match=r"no file with a video extension under '.*empty'.*glob="):
+        VideoSource(empty).items()
+    with pytest.raises(ValueError, match=r"no file matches glob='\*\.xyz' under"):
+        VideoSource(VIDEO, glob="*.xyz").items()
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    for name in SKIPPED:
+        shutil.copy(VIDEO / name, junk)
+    none = r"no usable video under .*: 2 files found, none decodes"
+    with pytest.warns(UserWarning, match="skipping"), pytest.raises(ValueError, match=none):
+        VideoSource(junk).items()
+    (tmp_path / "zero.mp4").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"'.*zero\.mp4' is empty \(0 bytes\); give a video file"):
+        VideoSource(tmp_path / "zero.mp4")
+    (tmp_path / "notes.mp4").write_text("not a video at all")
+    for path in (tmp_path / "notes.mp4", VIDEO / "odd" / "sine.mp4"):
+        for strict in (False, True):
+            with pytest.raises(ValueError, match=rf"'.*{path.name}' is not a video this OpenCV can decode"):
+                VideoSource(path, strict=strict).items()

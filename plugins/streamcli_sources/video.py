@@ -48,6 +48,10 @@ VideoItem = tuple[str, int, int]
 """(path, first step, number of steps or -1 when unknown). A segment of a file is its own item."""
 
 
+def _files(n: int) -> str:
+    return f"{n} file{'s' * (n != 1)}"
+
+
 class VideoSource(BaseSource):
     """Video files under a folder (searched recursively, sorted), one stream per file or per segment.
 
@@ -64,7 +68,9 @@ class VideoSource(BaseSource):
     ``interpolation`` is ``linear`` (default: ~50 µs a frame, where ``area`` costs as much as decoding
     a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``.
     A file OpenCV cannot open, or with no decodable frame, is skipped with a warning and listed in
-    ``skipped``; with ``strict=True`` it is an error.
+    ``skipped``; with ``strict=True`` it is an error. What the user pointed at is checked by ``items()``:
+    an empty folder, one with no usable video, or an empty or undecodable file given directly raises
+    ``ValueError`` (bad input); ``SourceError`` is kept for failures while reading.
     """
 
     def __init__(
@@ -100,7 +106,9 @@ class VideoSource(BaseSource):
             raise ValueError(f"threads={threads} must be 0 (OpenCV's default) or a number of decoder threads")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
-            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos")
+            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos; check the path")
+        if self.root.is_file() and self.root.stat().st_size == 0:
+            raise ValueError(f"{str(self.root)!r} is empty (0 bytes); give a video file or a folder of them")
         self.size = (int(hw[0]), int(hw[1]))
         self.gray = bool(gray)
         self.stride = int(stride)
@@ -141,6 +149,12 @@ class VideoSource(BaseSource):
 
     def _find_items(self) -> list[VideoItem]:
         files = self.files()
+        if not files:
+            what = f"no file matches glob={self.glob!r}" if self.glob else "no file with a video extension"
+            raise ValueError(
+                f"{what} under {str(self.root)!r}; point at a folder of videos (.mp4, .mkv, .mts, ...)"
+                + ("" if self.glob else ", or pass glob='*.EXT' for other names")
+            )
         if self.scan_lengths:
             self.scan()
             problems = {p: _NO_FRAME if s.opened else _NO_OPEN for p, s in self._scans.items() if not s.frames}
@@ -149,6 +163,11 @@ class VideoSource(BaseSource):
                 probes = dict(zip(files, pool.map(self._probe, files), strict=True))
             problems = {p: why for p, why in probes.items() if why}
         self.skipped = [(p, problems[p]) for p in files if p in problems]
+        if self.root.is_file() and self.skipped:  # the one file the user named: their input, not the data
+            raise ValueError(
+                f"{str(self.root)!r} is not a video this OpenCV can decode: {self.skipped[0][1]}; "
+                "give a video file or a folder of them"
+            )
         for path, why in self.skipped:
             if self.strict:
                 raise SourceError(f"video: cannot use {path}: {why} (strict=True; remove it or drop strict)")
@@ -165,7 +184,10 @@ class VideoSource(BaseSource):
             else:
                 items.append((path, 0, steps))
         if not items:
-            raise SourceError(f"video: no usable video under {str(self.root)!r}; {len(self.skipped)} skipped")
+            raise ValueError(
+                f"no usable video under {str(self.root)!r}: {_files(len(self.skipped))} found, none decodes (see the "
+                "warnings); point at a folder with at least one video OpenCV can decode"
+            )
         return items
 
     def _probe(self, path: str) -> str:
