@@ -61,7 +61,9 @@ class VideoSource(BaseSource):
     interval, or by ``1000 / fps`` (see ``_decode.Clock``).
 
     Options: ``size=(H, W)``; ``gray``; ``stride`` (keep every n-th frame); ``segment=N`` cuts each file
-    into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``);
+    into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``;
+    this spelling keeps working, but it will become the loader's own ``segment`` option,
+    ``StreamLoader(..., segment=N)`` or ``--segment N``, which cuts any source's items and needs no scan);
     ``scan=True`` decodes every file once, in parallel, and caches the counts, so lengths (and
     ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension (``EXTENSIONS``:
     camcorder, DVD and broadcast files included), and a file given directly is used whatever its name;
