@@ -434,3 +434,40 @@ def test_bad_input_is_a_value_error_naming_the_path_and_the_fix(tmp_path: Path) 
         for strict in (False, True):
             with pytest.raises(ValueError, match=rf"'.*{path.name}' is not a video this OpenCV can decode"):
                 VideoSource(path, strict=strict).items()
+
+
+@pytest.mark.slow
+def test_scan_progress_counts_cached_files_at_once(tmp_path: Path) -> None:
+    for name in ("a.avi", "b.avi", "c.avi"):
+        shutil.copy(VIDEO / "dummy_video.avi", tmp_path / name)
+    cache = str(tmp_path / ".cache")
+    calls: list[tuple[int, int]] = []
+    src = VideoSource(tmp_path, scan=True, cache_dir=cache)
+    assert src.scan(progress=lambda done, total: calls.append((done, total))) == {
+        str(tmp_path / n): 10 for n in ("a.avi", "b.avi", "c.avi")
+    }
+    assert calls == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    calls.clear()
+    os.utime(tmp_path / "b.avi", ns=(0, 0))  # b's cache entry is stale: a and c count at once
+    VideoSource(tmp_path, scan=True, cache_dir=cache).scan(progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(2, 3), (3, 3)]
+    calls.clear()
+    again = VideoSource(tmp_path, scan=True, cache_dir=cache)
+    again.scan(progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(3, 3)]
+    # items() reuses that scan rather than reading the cache again.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_scan, "load_scan", lambda folder, path: pytest.fail("scanned twice"))
+        assert [again.length(i) for i in again.items()] == [10, 10, 10]
+
+
+def test_a_failing_progress_callback_stops_the_scan(tmp_path: Path) -> None:
+    for name in ("a.avi", "b.avi"):
+        shutil.copy(VIDEO / "dummy_video.avi", tmp_path / name)
+
+    def interrupt(done: int, total: int) -> None:
+        if done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        VideoSource(tmp_path, scan=True, cache_dir=str(tmp_path / ".cache")).scan(progress=interrupt)

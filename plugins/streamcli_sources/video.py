@@ -21,7 +21,7 @@ import numpy.typing as npt
 from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
 from streamcli_sources._decode import Clock, grab_frames, open_capture
-from streamcli_sources._scan import Scan, cache_dir, checksum, load_scan, scan_files
+from streamcli_sources._scan import Progress, Scan, cache_dir, checksum, load_scan, scan_files
 
 # What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
 # demuxer and decoder lists). FFmpeg sniffs the content, so the name only picks candidates: ``glob=`` or a
@@ -138,10 +138,15 @@ class VideoSource(BaseSource):
             found = (p for p in self.root.rglob("*") if p.suffix.lower() in EXTENSIONS)
         return sorted(str(p) for p in found if p.is_file())
 
-    def scan(self) -> dict[str, int]:
-        """Decode every file once (in parallel, cached) and return its exact number of frames."""
+    def scan(self, progress: Progress | None = None) -> dict[str, int]:
+        """Decode every file once (in parallel, cached) and return its exact number of frames.
+
+        ``progress(done, total)`` reports files done (cached ones at once); ``items()`` then reuses this
+        scan, so a caller that shows progress calls ``scan(progress)`` first.
+        """
         files = self.files()
-        self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=cache_dir(self.cache_dir))
+        folder = cache_dir(self.cache_dir)
+        self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=folder, progress=progress)
         return {p: s.frames for p, s in self._scans.items()}
 
     def items(self) -> list[VideoItem]:
@@ -158,7 +163,8 @@ class VideoSource(BaseSource):
                 + ("" if self.glob else ", or pass glob='*.EXT' for other names")
             )
         if self.scan_lengths:
-            self.scan()
+            if not all(p in self._scans for p in files):  # else scan() has just run
+                self.scan()
             problems = {p: _NO_FRAME if s.opened else _NO_OPEN for p, s in self._scans.items() if not s.frames}
         else:
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
