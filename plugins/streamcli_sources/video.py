@@ -25,18 +25,20 @@ from streamcli_sources._scan import Progress, Scan, cache_dir, checksum, load_sc
 
 # What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
 # demuxer and decoder lists). FFmpeg sniffs the content, so the name only picks candidates: ``glob=`` or a
-# file given directly bypasses this list.
-EXTENSIONS = frozenset(
-    (
-        *(".avi", ".divx", ".flv", ".f4v", ".m4v", ".mkv", ".mk3d", ".mov", ".qt", ".mp4", ".webm", ".wmv"),
-        *(".asf", ".nut", ".ogv", ".ogm", ".rm", ".rmvb", ".3gp", ".3g2", ".mj2", ".ivf", ".wtv", ".y4m"),
-        # MPEG program and transport streams: DVD (.vob), camcorders (.mod, .tod, .mts, .m2ts), broadcast
-        *(".mpeg", ".mpg", ".m2p", ".vob", ".mod", ".tod", ".ts", ".m2t", ".mts", ".m2ts", ".trp"),
-        # DV camcorders and broadcast (MXF, GXF)
-        *(".dv", ".dif", ".mxf", ".gxf"),
-        # elementary streams with no container
-        *(".m1v", ".m2v", ".mpv", ".h264", ".264", ".avc", ".hevc", ".h265", ".265", ".vc1", ".obu"),
-        *(".mjpeg", ".mjpg"),
+# file given directly bypasses this list. A sorted tuple, as before, so ``str.endswith(EXTENSIONS)`` works.
+EXTENSIONS = tuple(
+    sorted(
+        {
+            *(".avi", ".divx", ".flv", ".f4v", ".m4v", ".mkv", ".mk3d", ".mov", ".qt", ".mp4", ".webm", ".wmv"),
+            *(".asf", ".nut", ".ogv", ".ogm", ".rm", ".rmvb", ".3gp", ".3g2", ".mj2", ".ivf", ".wtv", ".y4m"),
+            # MPEG program and transport streams: DVD (.vob), camcorders (.mod, .tod, .mts, .m2ts), broadcast
+            *(".mpeg", ".mpg", ".m2p", ".vob", ".mod", ".tod", ".ts", ".m2t", ".mts", ".m2ts", ".trp"),
+            # DV camcorders and broadcast (MXF, GXF)
+            *(".dv", ".dif", ".mxf", ".gxf"),
+            # elementary streams with no container
+            *(".m1v", ".m2v", ".mpv", ".h264", ".264", ".avc", ".hevc", ".h265", ".265", ".vc1", ".obu"),
+            *(".mjpeg", ".mjpg"),
+        }
     )
 )
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
