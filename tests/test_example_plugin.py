@@ -24,13 +24,18 @@ from streamcli import list_plugins, load_source
 info = {p.name: p for p in list_plugins()}
 src = load_source("sine", 3, steps=5, width=4)
 steps = [list(src.open(i)) for i in src.items()]
+try:
+    load_source("sine", 0)
+    bad = ""
+except ValueError as exc:
+    bad = str(exc)
 dist = md.distribution("streamcli-sine")
 print(json.dumps({
     "listed": "sine" in info, "dist": info["sine"].distribution, "version": info["sine"].version,
     "module": type(src).__module__, "file": __import__("streamcli_sine").__file__,
     "dist_at": str(dist.locate_file("")), "lengths": [len(s) for s in steps],
     "shape": list(np.asarray(steps[2][4]["wave"]).shape),
-    "resume_ok": bool(np.array_equal(next(src.open(1, start=3))["wave"], steps[1][3]["wave"])),
+    "resume_ok": bool(np.array_equal(next(src.open(1, start=3))["wave"], steps[1][3]["wave"])), "bad": bad,
 }))
 """
 
@@ -56,6 +61,7 @@ def test_pip_installed_example_is_discovered_and_streams(tmp_path: Path) -> None
     assert got["listed"] and got["dist"] == "streamcli-sine" and got["version"] == "0.1.0"
     assert got["module"] == "streamcli_sine"
     assert got["lengths"] == [5, 5, 5] and got["shape"] == [4] and got["resume_ok"]
+    assert got["bad"] == "count=0 must be at least 1, e.g. count=8"
 
 
 def test_builtin_sources_are_listed_through_the_same_entry_point_group() -> None:

@@ -13,6 +13,10 @@ class SineSource(BaseSource):
     """``count`` streams of ``steps`` steps; stream i is a sine of frequency i + 1 sampled at ``width`` points."""
 
     def __init__(self, count: int = 8, *, steps: int = 100, width: int = 32) -> None:
+        # Bad input is a ValueError that names the value and the fix: the CLI shows it as a usage error.
+        for name, value in (("count", count), ("steps", steps), ("width", width)):
+            if int(value) < 1:
+                raise ValueError(f"{name}={value} must be at least 1, e.g. {name}=8")
         self.count, self.steps, self.width = int(count), int(steps), int(width)
 
     def items(self) -> list[int]:

@@ -3,11 +3,18 @@
 Both must agree frame for frame, so what counts as a frame and what its time is are defined here only:
 a frame is a successful ``grab()``; a run of ``max_failed`` failed grabs ends the stream (one failure is
 not always the end: some Theora files fail their first read, then decode fine).
+
+It also keeps OpenCV's and FFmpeg's own messages (``moov atom not found``, ``[ WARN:0@0.07] global
+cap.cpp...``, ``[h264 @ 0x...] missing picture``) off the terminal: a skipped file is reported once, as a
+Python warning, by the source. ``STREAMCLI_NATIVE_LOG=1`` (set by the CLI's ``--debug``) lets them through.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +22,48 @@ import cv2
 
 # FFmpeg's interrupt callback honours these for files too, so a stalled read cannot hang a worker.
 _TIMEOUT_MS = 20_000
+NATIVE_LOG_ENV = "STREAMCLI_NATIVE_LOG"
+_AV_LOG_QUIET = -8
+_quiet_done = False
+_quiet_lock = threading.Lock()  # scans open captures from several threads at once
+
+
+def quiet_native_logs() -> None:
+    """Silence OpenCV's and its FFmpeg's logs in this process (once), unless ``$STREAMCLI_NATIVE_LOG`` is set.
+
+    Process-wide, as both libraries' levels are: OpenCV's level goes to SILENT (unless ``$OPENCV_LOG_LEVEL``
+    is set), FFmpeg's to quiet (unless ``$OPENCV_FFMPEG_LOGLEVEL`` or ``$OPENCV_FFMPEG_DEBUG`` is set).
+    OpenCV reads ``OPENCV_FFMPEG_LOGLEVEL`` at its first FFmpeg capture in the process only, so where one
+    was opened before, the level is also set directly in OpenCV's own copy of libavutil (Linux).
+    Worker processes inherit the variable and call this again before their first capture.
+    """
+    global _quiet_done
+    if _quiet_done:
+        return
+    with _quiet_lock:
+        if _quiet_done or os.environ.get(NATIVE_LOG_ENV, "") not in ("", "0"):
+            _quiet_done = True
+            return
+        if "OPENCV_LOG_LEVEL" not in os.environ:
+            cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+        if "OPENCV_FFMPEG_LOGLEVEL" not in os.environ and "OPENCV_FFMPEG_DEBUG" not in os.environ:
+            os.environ["OPENCV_FFMPEG_LOGLEVEL"] = str(_AV_LOG_QUIET)
+            for lib in _opencv_libavutil():
+                try:
+                    ctypes.CDLL(lib).av_log_set_level(_AV_LOG_QUIET)
+                except (OSError, AttributeError):  # not the libavutil we expect: the variable still applies
+                    continue
+        _quiet_done = True
+
+
+def _opencv_libavutil() -> list[str]:
+    """The libavutil that the opencv-python wheel bundles, as mapped into this process (Linux only)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libavutil" in line and "/opencv" in line}
+    except OSError:
+        return []
+    return sorted(paths)
 
 
 def open_capture(path: str, threads: int) -> Any:
@@ -22,6 +71,7 @@ def open_capture(path: str, threads: int) -> Any:
 
     ``threads`` > 0 sets FFmpeg's decoder threads; 0 keeps OpenCV's default (automatic).
     """
+    quiet_native_logs()
     params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, _TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC, _TIMEOUT_MS]
     if threads > 0:
         params += [cv2.CAP_PROP_N_THREADS, threads]

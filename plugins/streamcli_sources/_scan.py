@@ -17,7 +17,8 @@ import logging
 import os
 import tempfile
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,17 +122,34 @@ def _store(folder: Path, path: str, scan: Scan) -> None:
         _log.warning("streamcli: cannot write the video length cache in %s: %s", folder, exc)
 
 
-def scan_files(paths: list[str], *, max_failed: int, folder: Path, workers: int = 0) -> dict[str, Scan]:
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: files scanned so far (cached ones counted at once) out of all of them."""
+
+
+def scan_files(
+    paths: list[str], *, max_failed: int, folder: Path, workers: int = 0, progress: Progress | None = None
+) -> dict[str, Scan]:
     """Scans of ``paths``: from the cache where it is fresh, else decoded in parallel threads and cached.
 
-    Threads suffice: OpenCV releases the GIL while it decodes.
+    Threads suffice: OpenCV releases the GIL while it decodes. ``progress`` is called from the calling
+    thread: once after the cache is read, then as each decode finishes (in any order).
     """
     out = {p: s for p in paths if (s := load_scan(folder, p)) is not None}
     todo = [p for p in paths if p not in out]
-    if todo:
-        n = workers or min(len(todo), os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            for p, s in zip(todo, pool.map(lambda p: scan_file(p, max_failed), todo), strict=True):
-                out[p] = s
-                _store(folder, p, s)
+    if progress is not None:
+        progress(len(out), len(paths))
+    if not todo:
+        return out
+    pool = ThreadPoolExecutor(max_workers=workers or min(len(todo), os.cpu_count() or 1))
+    try:
+        futures = {pool.submit(scan_file, p, max_failed): p for p in todo}
+        for future in as_completed(futures):
+            p, s = futures[future], future.result()
+            out[p] = s
+            _store(folder, p, s)
+            if progress is not None:
+                progress(len(out), len(paths))
+    finally:
+        # A failing callback (or Ctrl-C) must not wait for the files not started yet.
+        pool.shutdown(wait=True, cancel_futures=True)
     return out

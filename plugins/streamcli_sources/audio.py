@@ -41,7 +41,8 @@ class AudioSource(BaseSource):
     (960 at 48 kHz and 20 ms), zero-padded on a stream's last step, and ``nsamples`` int32, how many of
     them are real. 8-, 24- and 32-bit PCM are converted to int16 (their top 16 bits). A file ``wave``
     cannot read (compressed or float WAV, or not a WAV at all) is skipped with a warning and listed in
-    ``skipped``; with ``strict=True`` it is an error.
+    ``skipped``; with ``strict=True`` it is an error. An empty folder, one with no usable file, or an
+    empty or unreadable file given directly raises ``ValueError`` (bad input, like a bad option).
     """
 
     def __init__(
@@ -64,7 +65,9 @@ class AudioSource(BaseSource):
             raise ValueError(f"rate={rate} must be 0 (the first file's rate) or a sample rate in Hz")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
-            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of WAV audio")
+            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of WAV audio; check the path")
+        if self.root.is_file() and self.root.stat().st_size == 0:
+            raise ValueError(f"{str(self.root)!r} is empty (0 bytes); give a .wav file or a folder of them")
         self.frame_ms = float(frame_ms)
         self.glob = glob
         self.rate = int(rate)
@@ -77,6 +80,11 @@ class AudioSource(BaseSource):
         if self._headers is not None:
             return self._headers
         files = [str(self.root)] if self.root.is_file() else sorted(map(str, self.root.rglob(self.glob)))
+        if not files:
+            raise ValueError(
+                f"no file matches glob={self.glob!r} under {str(self.root)!r}; point at a folder of "
+                "WAV files, or pass glob= for other names"
+            )
         headers: dict[str, _Header] = {}
         skipped: list[tuple[str, str]] = []
         want: _Header | None = None
@@ -84,6 +92,11 @@ class AudioSource(BaseSource):
             try:
                 head = _read_header(path)
             except (wave.Error, EOFError, OSError) as exc:
+                if self.root.is_file():  # the one file the user named: their input, not the data
+                    raise ValueError(
+                        f"{path!r} is not a PCM WAV file that wave can read ({exc}); convert it, "
+                        "e.g. ffmpeg -i IN -c:a pcm_s16le OUT.wav"
+                    ) from exc
                 if self.strict:
                     raise SourceError(f"audio: cannot read {path}: {exc} (strict=True)") from exc
                 skipped.append((path, f"not a PCM WAV file that wave can read ({exc})"))
@@ -104,7 +117,10 @@ class AudioSource(BaseSource):
         for path, why in skipped:
             warnings.warn(f"audio: skipping {path}: {why}", stacklevel=3)
         if not headers:
-            raise SourceError(f"audio: no usable WAV file under {str(self.root)!r}; {len(skipped)} skipped")
+            raise ValueError(
+                f"no usable WAV file under {str(self.root)!r}: {len(skipped)} skipped (see the warnings); "
+                "point at PCM WAV files of one format"
+            )
         self.skipped, self._headers = skipped, headers
         return headers
 

@@ -21,9 +21,26 @@ import numpy.typing as npt
 from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
 from streamcli_sources._decode import Clock, grab_frames, open_capture
-from streamcli_sources._scan import Scan, cache_dir, checksum, load_scan, scan_files
+from streamcli_sources._scan import Progress, Scan, cache_dir, checksum, load_scan, scan_files
 
-EXTENSIONS = (".avi", ".flv", ".m4v", ".mkv", ".mov", ".mp4", ".mpeg", ".mpg", ".ogv", ".ts", ".webm", ".wmv")
+# What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
+# demuxer and decoder lists). FFmpeg sniffs the content, so the name only picks candidates: ``glob=`` or a
+# file given directly bypasses this list. A sorted tuple, as before, so ``str.endswith(EXTENSIONS)`` works.
+EXTENSIONS = tuple(
+    sorted(
+        {
+            *(".avi", ".divx", ".flv", ".f4v", ".m4v", ".mkv", ".mk3d", ".mov", ".qt", ".mp4", ".webm", ".wmv"),
+            *(".asf", ".nut", ".ogv", ".ogm", ".rm", ".rmvb", ".3gp", ".3g2", ".mj2", ".ivf", ".wtv", ".y4m"),
+            # MPEG program and transport streams: DVD (.vob), camcorders (.mod, .tod, .mts, .m2ts), broadcast
+            *(".mpeg", ".mpg", ".m2p", ".vob", ".mod", ".tod", ".ts", ".m2t", ".mts", ".m2ts", ".trp"),
+            # DV camcorders and broadcast (MXF, GXF)
+            *(".dv", ".dif", ".mxf", ".gxf"),
+            # elementary streams with no container
+            *(".m1v", ".m2v", ".mpv", ".h264", ".264", ".avc", ".hevc", ".h265", ".265", ".vc1", ".obu"),
+            *(".mjpeg", ".mjpg"),
+        }
+    )
+)
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
 
 _NO_OPEN = "OpenCV cannot open it (not a video, or no video track)"
@@ -31,6 +48,10 @@ _NO_FRAME = "no frame decodes"
 _Position = tuple[Any, Clock, Iterator[float], "npt.NDArray[np.uint8] | None"]
 VideoItem = tuple[str, int, int]
 """(path, first step, number of steps or -1 when unknown). A segment of a file is its own item."""
+
+
+def _files(n: int) -> str:
+    return f"{n} file{'s' * (n != 1)}"
 
 
 class VideoSource(BaseSource):
@@ -42,13 +63,18 @@ class VideoSource(BaseSource):
     interval, or by ``1000 / fps`` (see ``_decode.Clock``).
 
     Options: ``size=(H, W)``; ``gray``; ``stride`` (keep every n-th frame); ``segment=N`` cuts each file
-    into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``);
+    into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``;
+    this spelling keeps working, but it will become the loader's own ``segment`` option,
+    ``StreamLoader(..., segment=N)`` or ``--segment N``, which cuts any source's items and needs no scan);
     ``scan=True`` decodes every file once, in parallel, and caches the counts, so lengths (and
-    ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension;
+    ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension (``EXTENSIONS``:
+    camcorder, DVD and broadcast files included), and a file given directly is used whatever its name;
     ``interpolation`` is ``linear`` (default: ~50 µs a frame, where ``area`` costs as much as decoding
     a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``.
     A file OpenCV cannot open, or with no decodable frame, is skipped with a warning and listed in
-    ``skipped``; with ``strict=True`` it is an error.
+    ``skipped``; with ``strict=True`` it is an error. What the user pointed at is checked by ``items()``:
+    an empty folder, one with no usable video, or an empty or undecodable file given directly raises
+    ``ValueError`` (bad input); ``SourceError`` is kept for failures while reading.
     """
 
     def __init__(
@@ -84,7 +110,9 @@ class VideoSource(BaseSource):
             raise ValueError(f"threads={threads} must be 0 (OpenCV's default) or a number of decoder threads")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
-            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos")
+            raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos; check the path")
+        if self.root.is_file() and self.root.stat().st_size == 0:
+            raise ValueError(f"{str(self.root)!r} is empty (0 bytes); give a video file or a folder of them")
         self.size = (int(hw[0]), int(hw[1]))
         self.gray = bool(gray)
         self.stride = int(stride)
@@ -112,10 +140,15 @@ class VideoSource(BaseSource):
             found = (p for p in self.root.rglob("*") if p.suffix.lower() in EXTENSIONS)
         return sorted(str(p) for p in found if p.is_file())
 
-    def scan(self) -> dict[str, int]:
-        """Decode every file once (in parallel, cached) and return its exact number of frames."""
+    def scan(self, progress: Progress | None = None) -> dict[str, int]:
+        """Decode every file once (in parallel, cached) and return its exact number of frames.
+
+        ``progress(done, total)`` reports files done (cached ones at once); ``items()`` then reuses this
+        scan, so a caller that shows progress calls ``scan(progress)`` first.
+        """
         files = self.files()
-        self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=cache_dir(self.cache_dir))
+        folder = cache_dir(self.cache_dir)
+        self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=folder, progress=progress)
         return {p: s.frames for p, s in self._scans.items()}
 
     def items(self) -> list[VideoItem]:
@@ -125,14 +158,26 @@ class VideoSource(BaseSource):
 
     def _find_items(self) -> list[VideoItem]:
         files = self.files()
+        if not files:
+            what = f"no file matches glob={self.glob!r}" if self.glob else "no file with a video extension"
+            raise ValueError(
+                f"{what} under {str(self.root)!r}; point at a folder of videos (.mp4, .mkv, .mts, ...)"
+                + ("" if self.glob else ", or pass glob='*.EXT' for other names")
+            )
         if self.scan_lengths:
-            self.scan()
+            if not all(p in self._scans for p in files):  # else scan() has just run
+                self.scan()
             problems = {p: _NO_FRAME if s.opened else _NO_OPEN for p, s in self._scans.items() if not s.frames}
         else:
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
                 probes = dict(zip(files, pool.map(self._probe, files), strict=True))
             problems = {p: why for p, why in probes.items() if why}
         self.skipped = [(p, problems[p]) for p in files if p in problems]
+        if self.root.is_file() and self.skipped:  # the one file the user named: their input, not the data
+            raise ValueError(
+                f"{str(self.root)!r} is not a video this OpenCV can decode: {self.skipped[0][1]}; "
+                "give a video file or a folder of them"
+            )
         for path, why in self.skipped:
             if self.strict:
                 raise SourceError(f"video: cannot use {path}: {why} (strict=True; remove it or drop strict)")
@@ -149,7 +194,10 @@ class VideoSource(BaseSource):
             else:
                 items.append((path, 0, steps))
         if not items:
-            raise SourceError(f"video: no usable video under {str(self.root)!r}; {len(self.skipped)} skipped")
+            raise ValueError(
+                f"no usable video under {str(self.root)!r}: {_files(len(self.skipped))} found, none decodes (see the "
+                "warnings); point at a folder with at least one video OpenCV can decode"
+            )
         return items
 
     def _probe(self, path: str) -> str:
