@@ -25,15 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from streamcli import _cursor, _state
-from streamcli._epoch import Streams, all_streams, epoch_streams, rank_batches
-from streamcli._plan import count_batches
-from streamcli._pool import WorkerPool, shutdown
-from streamcli._produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
-from streamcli._ring import BUSY, FIRST_BATCH, GEN, NUM_STREAMS, STEPS, TICKETS, Ring
-from streamcli._worker import WorkerSpec
 from streamcli.batch import FLAGS, Batch
 from streamcli.config import MODES, resolve_rank
+from streamcli.engine import cursor as _cursor
+from streamcli.engine import state as _state
+from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
+from streamcli.engine.plan import count_batches
+from streamcli.engine.pool import WorkerPool, shutdown
+from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
+from streamcli.engine.ring import Ring
+from streamcli.engine.worker import WorkerSpec
 from streamcli.source import Field, StreamSource, check_source, item_name
 from streamcli.stats import LoaderStats
 
@@ -263,9 +264,9 @@ class StreamLoader:
         """Stop whatever producers were doing, then set the shared plan for an epoch starting at batch ``first``
         from the cursors in ``self._cursor`` (fresh, or those of a resumed state)."""
         ring = self.ring
-        ring.start[:] = self._cursor
-        ring.ctl[FIRST_BATCH] = first
-        ring.ctl[GEN] = gen  # producers of an older generation abandon their batch
+        control = ring.control
+        control.stage(self._cursor, first)
+        control.set_generation(gen)  # producers of an older generation abandon their batch
         self._pending.clear()
         self._inflight.clear()
         if self._pool is not None:
@@ -273,13 +274,11 @@ class StreamLoader:
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
         streams = self._streams(epoch)
         self._n_streams, self._epoch_target = len(streams), self._target(epoch)
-        ring.order[: len(streams)] = streams.table(self._item_lengths())
-        ring.ctl[NUM_STREAMS] = len(streams)
-        ring.ctl[TICKETS] = self._tickets
+        T, B = self.time_steps, self.batch_size
+        control.set_streams(streams.table(self._item_lengths()), self._tickets,
+                            [first * T * B + lo for lo, _ in self._bounds])  # fmt: skip
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
         self._dropped = self.epoch_end == "drop" and bool((self._cursor[:, _cursor.STATE] == _cursor.DRY).any())
-        T, B = self.time_steps, self.batch_size
-        ring.front[:] = [first * T * B + lo for lo, _ in self._bounds]
         if self._local is not None:
             begin_epoch(self._local, gen)
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
@@ -510,7 +509,7 @@ class StreamLoader:
         return self._lengths
 
     def _streams(self, epoch: int) -> Streams:
-        """This rank's streams of ``epoch`` in ticket order (see ``_epoch``)."""
+        """This rank's streams of ``epoch`` in ticket order (see ``engine.epoch``)."""
         return epoch_streams(self._all_streams, seed=self.seed, epoch=epoch, shuffle=self.shuffle, rank=self.rank,
                              world_size=self.world_size)  # fmt: skip
 
@@ -542,7 +541,7 @@ class StreamLoader:
     def _sample_busy(self) -> None:
         t = time.perf_counter()
         if not self._busy_hist or t - self._busy_hist[-1][0] > 0.1:
-            self._busy_hist.append((t, self.ring.wstat[:, BUSY].copy()))
+            self._busy_hist.append((t, self.ring.control.busy()))
 
     @property
     def stats(self) -> LoaderStats:
@@ -554,7 +553,7 @@ class StreamLoader:
             busy = tuple(float(x) for x in np.clip((b1 - b0) / max(t1 - t0, 1e-9), 0.0, 1.0))
         elif not self._closed:
             busy = tuple(0.0 for _ in range(max(self.num_workers, 1)))
-        steps = tuple(int(x) for x in self.ring.wstat[:, STEPS]) if not self._closed else ()
+        steps = self.ring.control.steps() if not self._closed else ()
         elapsed = time.perf_counter() - self._t_first_next if self._t_first_next else 0.0
         ready = self._pool.ready_batches(self._k) if self._pool is not None and not self._closed else 0
         return LoaderStats(

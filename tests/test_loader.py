@@ -301,7 +301,7 @@ def test_iterating_after_close_is_an_error() -> None:
 
 
 def test_stale_segments_of_dead_processes_are_swept(tmp_path: Path) -> None:
-    from streamcli._ring import sweep_stale
+    from streamcli.engine.ring import sweep_stale
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale, live = tmp_path / f"streamcli_{int(dead.stdout)}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"

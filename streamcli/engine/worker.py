@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from streamcli._produce import Aborted, Plan, Producer, begin_epoch, close_rows, fill_batch, new_rows
-from streamcli._ring import Ring, RingSpec
+from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, fill_batch, new_rows
+from streamcli.engine.ring import Ring, RingSpec
 from streamcli.errors import StepSpecError
 from streamcli.source import StreamSource
 

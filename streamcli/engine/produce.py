@@ -7,7 +7,7 @@ progress as ``front[w]``, the smallest key it has not decided yet. So the ticket
 batch, depends only on the streams' contents, never on timing or on how rows are split among workers.
 
 Rows look one step ahead, so a producer knows at step t that it is a stream's last one. After each batch a
-producer writes every row's cursor into the slot (``_cursor``), and it starts an epoch, fresh or resumed, from
+producer writes every row's cursor into the slot (``engine.cursor``), and it starts an epoch, fresh or resumed, from
 a table of cursors (``begin_epoch``): a live row reopens its stream with ``open(item, start=pos)``, so resuming
 replays nothing. Everything here is a plain function over plain per-row facts (``Row``), shared by worker
 processes and the in-process path.
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from streamcli import _cursor
-from streamcli._ring import BUSY, CUR_POS, CUR_STREAM, DONE, FIRST_BATCH, GEN, NUM_STREAMS, STEPS, TICKETS, Ring
+from streamcli.engine import cursor as _cursor
+from streamcli.engine.ring import Ring
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
@@ -102,7 +102,7 @@ class Producer:
     source: StreamSource
     items: Sequence[Any]
     ring: Ring
-    w: int  # index into ring.front / ring.wstat
+    w: int  # this producer's index in the control block
     rows: list[Row]
     lock: AbstractContextManager[Any]
     gen: int = 0
@@ -134,15 +134,15 @@ def rows_from(cursors: np.ndarray, lo: int, segment: int) -> list[Row]:
 
 
 def begin_epoch(p: Producer, gen: int) -> None:
-    """Start (or resume) an epoch from the cursor table ``ring.start``: the one way in-process and worker
+    """Start (or resume) an epoch from the cursor table in the control block: the one way in-process and worker
     producers begin. The loader has already written the table, the order, the tickets and the first batch."""
     close_rows(p.rows)
     lo, hi = p.rows[0].b, p.rows[-1].b + 1
     p.gen = gen
-    p.rows = rows_from(p.ring.start[lo:hi], lo, p.plan.segment)
-    first = int(p.ring.ctl[FIRST_BATCH])
-    p.ring.front[p.w] = first * p.plan.time_steps * p.plan.batch_size + lo
-    p.ring.wstat[p.w, DONE] = first
+    control = p.ring.control
+    p.rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment)
+    first = control.first_batch
+    control.begin(p.w, first * p.plan.time_steps * p.plan.batch_size + lo, first)
 
 
 def close_rows(rows: Sequence[Row]) -> None:
@@ -163,7 +163,7 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     n = T * (hi - lo)
     first, valid, rep = [False] * n, [False] * n, [False] * n
     stream, position = [-1] * n, [-1] * n
-    front, ctl, stat = ring.front, ring.ctl, ring.wstat[p.w]
+    control = ring.control
     pack = plan.boundary == "pack"
     segment = plan.segment
     t_start, waited, steps, i = time.perf_counter(), 0.0, 0, 0
@@ -171,10 +171,10 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
         if row.reopen:
             _reopen(p, row, k)
     for t in range(T):
-        if ctl[GEN] != p.gen:
+        if control.generation != p.gen:
             raise Aborted
         base = (k * T + t) * B
-        front[p.w] = base + lo  # a lower bound of every position this producer decides at step t
+        control.set_front(p.w, base + lo)  # a lower bound of every position this producer decides at step t
         for row in rows:
             b = row.b
             if (row.it is None or row.follow) and not row.done and (t == 0 or pack):
@@ -229,32 +229,29 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     live = sum(r.it is not None and not r.replay for r in rows)
     v["summary"][p.w] = (tally[0], tally[1], live, steps)
     v["cursor"][lo:hi] = [row.cursor() for row in rows]
-    front[p.w] = (k + 1) * T * B + lo  # everything before the next batch is decided
+    control.set_front(p.w, (k + 1) * T * B + lo)  # everything before the next batch is decided
     last = rows[-1]
-    stat[BUSY] += time.perf_counter() - t_start - waited
-    stat[STEPS] += steps
-    stat[CUR_STREAM], stat[CUR_POS] = last.item, last.pos
-    stat[DONE] = k + 1
+    control.report(p.w, time.perf_counter() - t_start - waited, steps, last.item, last.pos, k + 1)
 
 
 def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
     """Give ``row`` its next stream at canonical position ``key``; returns seconds spent waiting."""
     waited = _wait_turn(p, key)
-    n = int(p.ring.ctl[NUM_STREAMS])
+    control = p.ring.control
+    n = control.num_streams
     segment = p.plan.segment
     empty_replays = 0
     while True:
         with p.lock:  # the lock orders the ticket counter between processes
-            ticket = int(p.ring.ctl[TICKETS])
-            p.ring.ctl[TICKETS] = ticket + 1
+            ticket = control.take_ticket()
         tally[0] += 1
         replay = ticket >= n
         if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
             row.done = True
             tally[1] += 1
             return waited
-        item, start, open_ended, length = p.ring.order[ticket % n].tolist()
-        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, bool(open_ended)
+        item, start, open_ended, length = control.stream(ticket)
+        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
         row.end = start + segment if segment else _NO_END
         row.expect = start + length if length >= 0 and not segment else -1
         row.it = _open(p, row, k)
@@ -269,11 +266,11 @@ def _wait_turn(p: Producer, key: int) -> float:
     """Block until every other producer has decided all positions before ``key``."""
     if not len(p.others):
         return 0.0
-    front, ctl = p.ring.front, p.ring.ctl
+    control = p.ring.control
     start = time.perf_counter()
     spins = 0
-    while front[p.others].min() <= key:
-        if ctl[GEN] != p.gen:
+    while control.min_front(p.others) <= key:
+        if control.generation != p.gen:
             raise Aborted
         if p.parent_pid is not None and os.getppid() != p.parent_pid:
             raise SystemExit(0)  # orphaned: the loader is gone

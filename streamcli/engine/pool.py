@@ -17,9 +17,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from streamcli._produce import Skip
-from streamcli._ring import CUR_POS, CUR_STREAM, DONE, Ring, SegmentLock
-from streamcli._worker import WorkerSpec, decode, describe_exit, encode_fill, worker_main
+from streamcli.engine.produce import Skip
+from streamcli.engine.ring import Ring, SegmentLock
+from streamcli.engine.worker import WorkerSpec, decode, describe_exit, encode_fill, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
@@ -90,7 +90,7 @@ class WorkerPool:
 
     def ready_batches(self, k: int) -> int:
         """Batches after ``k`` that every worker has finished (read from shared memory, not the pipes)."""
-        return max(0, int(self.ring.wstat[:, DONE].min()) - k - 1)
+        return max(0, self.ring.control.done_min() - k - 1)
 
     def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
         conn = self.conns[w]
@@ -122,9 +122,9 @@ class WorkerPool:
             raise cls(msg[3]) from RemoteTraceback(msg[4])
 
     def _raise_dead(self, w: int) -> NoReturn:
-        proc, stat = self.procs[w], self.ring.wstat[w].copy()
-        code, stream = proc.exitcode, int(stat[CUR_STREAM])
-        where = f" while reading stream {stream} ({self.describe(stream)!r}) near step {int(stat[CUR_POS])}"
+        proc = self.procs[w]
+        code, (stream, pos) = proc.exitcode, self.ring.control.reading(w)
+        where = f" while reading stream {stream} ({self.describe(stream)!r}) near step {pos}"
         where = where if stream >= 0 else ""
         hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
         if not where and code == 1:

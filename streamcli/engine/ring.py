@@ -6,11 +6,11 @@ name and write their rows straight into slots, so no array is ever pickled. Layo
 - control: ``ctl`` int64[4] (generation, tickets handed out, the epoch's first batch, its number of streams),
   ``front`` int64[W] (each worker's progress in canonical (step, row) order), ``wstat`` float64[W, 5] (busy
   seconds, steps, stream, position, batches done), ``order`` int64[N, 4] (this epoch's streams in ticket order,
-  as (item, first step, open-ended, promised length): a segment is a stream of its own, see ``_epoch``),
+  as (item, first step, open-ended, promised length): a segment is a stream of its own, see ``engine.epoch``),
   ``start`` int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps), and
-  every row's cursor after the batch (``_cursor``).
+  every row's cursor after the batch (``engine.cursor``).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from streamcli import _cursor
+from streamcli.batch import FLAG_DTYPES
+from streamcli.engine import cursor as _cursor
 from streamcli.source import Field
 
-GEN, TICKETS, FIRST_BATCH, NUM_STREAMS = 0, 1, 2, 3  # indices into ctl
-BUSY, STEPS, CUR_STREAM, CUR_POS, DONE = 0, 1, 2, 3, 4  # columns of wstat
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS = 0, 1, 2, 3  # indices into ctl
+_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _DONE = 0, 1, 2, 3, 4  # columns of wstat
 
-_FLAG_DTYPES = {"is_first": "?", "valid": "?", "stream": "<i8", "position": "<i8", "replayed": "?"}
 CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one row per producer
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
 _ALIGN = 64
@@ -81,7 +81,7 @@ class RingSpec:
         slot: dict[str, Entry] = {}
         for f in self.fields:
             slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
-        for name, dt in _FLAG_DTYPES.items():
+        for name, dt in FLAG_DTYPES.items():
             slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
         slot["summary"] = (take(self.num_workers * 4 * 8) - slot0, (self.num_workers, 4), "<i8")
         slot["cursor"] = (take(B * _cursor.WIDTH * 8) - slot0, (B, _cursor.WIDTH), "<i8")
@@ -98,6 +98,100 @@ def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarr
     return np.frombuffer(buf, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
+class Control:
+    """The ring's control block, and the only code that knows its layout: the loader and the producers call
+    these methods, never index it. Every value is an int64 (or float64 for the per-worker counters) in shared
+    memory; the ticket counter is only changed under the loader's lock (see ``produce``)."""
+
+    def __init__(self, ctl: np.ndarray, front: np.ndarray, wstat: np.ndarray, order: np.ndarray, start: np.ndarray):
+        self._ctl, self._front, self._wstat, self._order, self._start = ctl, front, wstat, order, start
+
+    def clear(self) -> None:
+        for a in (self._ctl, self._front, self._wstat, self._order, self._start):
+            a[...] = 0
+        self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
+
+    def release(self) -> None:
+        """Drop the views (the segment is about to be unmapped)."""
+        self._ctl = self._front = self._wstat = self._order = self._start = np.zeros(0)
+
+    # -- generation: a new epoch (or closing) makes producers drop the batch they are filling
+    @property
+    def generation(self) -> int:
+        return int(self._ctl[_GEN])
+
+    def set_generation(self, gen: int) -> None:
+        self._ctl[_GEN] = gen
+
+    # -- an epoch's set-up, written by the loader
+    def stage(self, cursors: np.ndarray, first_batch: int) -> None:
+        """The row cursors the next epoch starts from, and the batch it starts at."""
+        self._start[:] = cursors
+        self._ctl[_FIRST_BATCH] = first_batch
+
+    def set_streams(self, table: np.ndarray, tickets: int, fronts: Sequence[int]) -> None:
+        """The epoch's streams in ticket order, the tickets already taken, and every producer's front."""
+        self._order[: len(table)] = table
+        self._ctl[_NUM_STREAMS] = len(table)
+        self._ctl[_TICKETS] = tickets
+        self._front[:] = fronts
+
+    # -- read by producers
+    @property
+    def first_batch(self) -> int:
+        return int(self._ctl[_FIRST_BATCH])
+
+    def cursors(self, lo: int, hi: int) -> np.ndarray:
+        return self._start[lo:hi]
+
+    @property
+    def num_streams(self) -> int:
+        return int(self._ctl[_NUM_STREAMS])
+
+    def take_ticket(self) -> int:
+        """The next ticket (hold the lock): the epoch's tickets are handed out in canonical order."""
+        ticket = int(self._ctl[_TICKETS])
+        self._ctl[_TICKETS] = ticket + 1
+        return ticket
+
+    def stream(self, ticket: int) -> tuple[int, int, bool, int]:
+        """(item, first step, open-ended, promised length or -1) of the stream ticket ``ticket`` names."""
+        item, start, open_ended, length = self._order[ticket % int(self._ctl[_NUM_STREAMS])].tolist()
+        return item, start, bool(open_ended), length
+
+    def set_front(self, w: int, key: int) -> None:
+        self._front[w] = key
+
+    def min_front(self, others: np.ndarray) -> int:
+        return int(self._front[others].min())
+
+    def begin(self, w: int, front: int, first_batch: int) -> None:
+        self._front[w] = front
+        self._wstat[w, _DONE] = first_batch
+
+    def report(self, w: int, busy: float, steps: int, stream: int, pos: int, done: int) -> None:
+        """A producer's counters after a batch: busy seconds and steps (added), where it is, batches done."""
+        stat = self._wstat[w]
+        stat[_BUSY] += busy
+        stat[_STEPS] += steps
+        stat[_CUR_STREAM], stat[_CUR_POS], stat[_DONE] = stream, pos, done
+
+    # -- read by the loader
+    def busy(self) -> np.ndarray:
+        return self._wstat[:, _BUSY].copy()
+
+    def steps(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self._wstat[:, _STEPS])
+
+    def done_min(self) -> int:
+        return int(self._wstat[:, _DONE].min())
+
+    def reading(self, w: int) -> tuple[int, int]:
+        """(stream, position) producer ``w`` was at after its last batch; stream -1 before any."""
+        stat = self._wstat[w]
+        return int(stat[_CUR_STREAM]), int(stat[_CUR_POS])
+
+
 class Ring:
     """Numpy views over the segment. ``Ring.create`` owns it; ``Ring.attach`` (workers) only borrows it."""
 
@@ -107,11 +201,7 @@ class Ring:
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
         buf = shm.buf
-        self.ctl = _view(buf, *ctl_e["ctl"])
-        self.front = _view(buf, *ctl_e["front"])
-        self.wstat = _view(buf, *ctl_e["wstat"])
-        self.order = _view(buf, *ctl_e["order"])
-        self.start = _view(buf, *ctl_e["start"])
+        self.control = Control(*(_view(buf, *ctl_e[n]) for n in ("ctl", "front", "wstat", "order", "start")))
         # Slot views in physical layout, and the same memory seen time-major for producers.
         self.slots: list[dict[str, np.ndarray]] = []
         self.tb_slots: list[dict[str, np.ndarray]] = []
@@ -131,10 +221,7 @@ class Ring:
         spec = RingSpec(name=name, **spec_args)
         shm = _Segment(name=name, create=True, size=spec.nbytes)
         ring = cls(spec, shm, owner=True)
-        ring.ctl[:] = 0
-        ring.front[:] = 0
-        ring.wstat[:] = 0
-        ring.wstat[:, CUR_STREAM] = -1  # nothing read yet
+        ring.control.clear()
         return ring
 
     @classmethod
@@ -178,8 +265,7 @@ class Ring:
         if unlock is not None:
             with contextlib.suppress(Exception):
                 unlock()
-        for attr in ("ctl", "front", "wstat", "order", "start"):
-            setattr(self, attr, None)
+        self.control.release()
         self.slots, self.tb_slots = [], []
         if self.owner:
             with contextlib.suppress(FileNotFoundError):
