@@ -14,7 +14,8 @@ class LoaderStats:
     ``waits_s`` holds the consumer's wait for each of the most recent batches: the whole time spent inside
     ``next()``, the loader's own work included, oldest first. ``worker_busy`` is each worker's busy fraction
     (time producing steps over wall time) over the last few seconds; with ``num_workers=0`` it has one entry
-    for the main process.
+    for the main process. ``worker_stream`` is the stream (item index) each worker is reading now, -1 for none;
+    empty when the loader does not report it.
     """
 
     batches: int
@@ -32,6 +33,7 @@ class LoaderStats:
     streams_total: int
     skipped: int  # items skipped under on_error="skip"
     copies: int  # batches handed out as copies because too many slots were held
+    worker_stream: tuple[int, ...] = ()
 
     @property
     def batches_per_s(self) -> float:
