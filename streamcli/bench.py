@@ -314,18 +314,12 @@ def bottleneck(r: BenchResult) -> str:
 # Baseline: a plain torch DataLoader.
 
 
-def _steps(source: StreamSource, item: Any) -> Iterator[tuple[dict[str, np.ndarray], bool]]:
-    """``(arrays, is_block)`` for each step or block of ``item`` (block sources yield ``(n, ...)`` arrays)."""
-    blocks = bool(getattr(source, "block_steps", False))
-    for x in source.open(item, 0):
-        yield {k: np.asarray(v) for k, v in x.items()}, blocks
-
-
 class _Row:
-    """One row's open stream: its iterator and the unread part of its current block."""
+    """One row's open stream: its iterator and, for a block source, the unread part of its current block."""
 
-    def __init__(self, it: Iterator[tuple[dict[str, np.ndarray], bool]]) -> None:
-        self.it = it
+    def __init__(self, source: StreamSource, item: Any) -> None:
+        self.it = iter(source.open(item, 0))
+        self.blocks = bool(getattr(source, "block_steps", False))  # steps come as (n, ...) blocks
         self.block: dict[str, np.ndarray] | None = None
         self.off = 0
 
@@ -335,18 +329,17 @@ class _Row:
         t = 0
         while t < t_len:
             if self.block is None:
-                got = next(self.it, None)
-                if got is None:
+                step = next(self.it, None)
+                if step is None:
                     for a in out.values():
                         a[t:, r] = 0
                     return t, True
-                arrays, is_block = got
-                if not is_block:
+                if not self.blocks:
                     for k, a in out.items():
-                        a[t, r] = arrays[k]
+                        a[t, r] = step[k]
                     t += 1
                     continue
-                self.block, self.off = arrays, 0
+                self.block, self.off = {k: np.asarray(v) for k, v in step.items()}, 0
             n_block = len(next(iter(self.block.values())))
             n = min(t_len - t, n_block - self.off)
             for k, a in out.items():
@@ -388,12 +381,12 @@ class _RowsData:
             arrays: dict[str, np.ndarray] = {}
             for f in self.fields:
                 shape = (self.t, n_rows, *f.shape)
-                if info is not None:  # straight into shared memory, as default_collate does in a worker
+                if info is not None:  # straight into shared memory, as default_collate does in a worker, so
+                    # that sending it passes a file descriptor instead of copying it into shared memory first
                     nbytes = int(np.prod(shape)) * f.np_dtype.itemsize
                     storage = torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call]
-                    flat = torch.empty(0, dtype=torch.uint8).set_(storage)
-                    arrays[f.name] = flat.numpy().view(f.np_dtype).reshape(shape)
-                    chunks[f.name] = torch.from_numpy(arrays[f.name])
+                    chunks[f.name] = torch.empty(0, dtype=_torch_dtype(f)).set_(storage).view(shape)
+                    arrays[f.name] = chunks[f.name].numpy()
                 else:
                     arrays[f.name] = np.empty(shape, f.np_dtype)
                     chunks[f.name] = torch.from_numpy(arrays[f.name])
@@ -407,7 +400,7 @@ class _RowsData:
                             for a in arrays.values():
                                 a[:, r] = 0
                             break
-                        row = rows[r] = _Row(_steps(self.source, item))
+                        row = rows[r] = _Row(self.source, item)
                     n, ended = row.fill(arrays, r)
                     if ended:
                         rows[r] = None
