@@ -23,12 +23,17 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable here and in spawn workers
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import report, runner
+# Spawn workers re-import this module as ``__mp_main__``: keep torch (``runner``, ``report``) out of its top level,
+# or every streamcli worker would pay torch's import before its first batch.
 from benchmarks.workloads import VARIANTS, Variant, workload
+
+if TYPE_CHECKING:
+    from benchmarks import report
 
 
 def supports_blocks() -> bool:
@@ -41,6 +46,8 @@ def run_variant(
     v: Variant, peers: list[str], args: argparse.Namespace, repeats: int, warmup: int, k: int
 ) -> dict[tuple[int, str], dict[str, dict[str, object]]]:
     """Every (workers, consumer) configuration of ``v``, each loader interleaved with the others."""
+    from benchmarks import runner
+
     n_batches = v.batches // 4 if args.quick else v.batches
     consumers = ("free", "sleep") if args.quick else v.consumers
     configs = [(w, "free") for w in v.workers] + [(2, c) for c in consumers[1:]]
@@ -58,6 +65,8 @@ def run_variant(
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks import report, runner
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: a quarter of the batches, one repeat")
     ap.add_argument("--peers", default=",".join(runner.PEERS), help=f"comma list from {runner.PEERS}")
@@ -142,6 +151,8 @@ def extras(
     args: argparse.Namespace, peers: list[str], repeats: int, warmup: int, k: int, log: Callable[[str], None]
 ) -> list[str]:
     """The coherence check, the cost of the lifetime guarantee, and memory; returns their verdicts."""
+    from benchmarks import report, runner
+
     size = "32 streams of 20-200 steps" if args.quick else "the A workload"
     log(f"\n### Coherence and delivery ({size}, 2 workers, one full epoch, run twice)\n")
     vrows = []
