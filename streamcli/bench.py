@@ -228,9 +228,8 @@ def summarize(name: str, workers: int, runs: Sequence[Run]) -> BenchResult:
         return float(np.percentile(r.waits_s, q)) * 1e3 if r.waits_s else NAN
 
     known = [r.busy_per_worker for r in runs if r.busy_per_worker]
-    per_worker = tuple(_median(col) for col in zip(*known, strict=True)) if known else ()
-    if len({len(b) for b in known}) > 1:
-        per_worker = ()
+    same = len({len(b) for b in known}) == 1
+    per_worker = tuple(_median(col) for col in zip(*known, strict=True)) if known and same else ()
     return BenchResult(
         name=name,
         workers=workers,
