@@ -9,6 +9,9 @@ consumer spends inside ``next()`` on the loader's iterator, measured around the 
 includes the loader's own work in ``next()`` (assembly, hand-off), not only the time spent waiting for
 producers; it is the cost a training loop sees.
 
+**Busy** is each worker's busy fraction as the loader reports it at the end of the timed window (over its last
+few seconds); ``bottleneck`` reads their spread to tell imbalance between workers from a slow hand-off.
+
 ``run_baseline`` times the honest hand-written alternative, ``TorchBaseline``: a plain
 ``torch.utils.data.DataLoader`` whose workers each own a block of rows and fill coherent ``(T, rows, ...)``
 chunks, as a careful user would write it.
@@ -33,6 +36,7 @@ from streamcli.source import Field, StreamSource
 from streamcli.stats import LoaderStats
 
 NAN = float("nan")
+BUSY_GRACE_S = 0.3  # how long a run may go on, untimed, until the loader has a busy figure
 
 
 class Timeable(Protocol):
@@ -188,7 +192,18 @@ def time_run(
             if sample_rss and n % 16 == 0:
                 peak = max(peak, _rss_mb())
         elapsed = max(time.perf_counter() - t_start, 1e-9)
-        s1 = _stats(loader)  # the busy sample at the very end of the timed window
+        s1 = s_busy = _stats(loader)  # counters and the busy sample at the very end of the timed window
+        # The loader samples busy at most every 0.1 s; a run shorter than that has no figure yet. Keep the
+        # loader going (untimed, same consumer) for up to BUSY_GRACE_S until it has one; else busy is unknown.
+        deadline = time.perf_counter() + BUSY_GRACE_S
+        while s_busy is not None and not _busy(s_busy) and not short and time.perf_counter() < deadline:
+            batch = next(it, None)
+            if batch is None:
+                break
+            if consume is not None:
+                consume(batch)
+            del batch
+            s_busy = _stats(loader)
         if probe is not None:
             probe.stop(loader)
         if sample_rss:
@@ -197,8 +212,8 @@ def time_run(
     finally:
         loader.close()
     streams: tuple[str, ...] = ()
-    if s1 is not None and s1.worker_stream and stream_names is not None:
-        streams = tuple(stream_names(i) if i >= 0 else "" for i in s1.worker_stream)
+    if s_busy is not None and s_busy.worker_stream and stream_names is not None:
+        streams = tuple(stream_names(i) if i >= 0 else "" for i in s_busy.worker_stream)
     return Run(
         first_batch_s=first,
         batches=n,
@@ -206,7 +221,7 @@ def time_run(
         waits_s=waits,
         steps=s1.steps - s0.steps if s0 is not None and s1 is not None else 0,
         bytes=s1.bytes - s0.bytes if s0 is not None and s1 is not None else 0,
-        busy_per_worker=_busy(s1),
+        busy_per_worker=_busy(s_busy),
         stream_per_worker=streams,
         peak_rss_mb=peak,
         short=short or n < batches,
