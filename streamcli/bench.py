@@ -300,7 +300,7 @@ def imbalance(r: BenchResult) -> str | None:
     text = f"imbalanced: worker {hi} is {_pct(busy[hi])} busy, worker {lo} {_pct(busy[lo])}"
     names = r.stream_per_worker
     if len(names) > hi and names[hi]:
-        text += f"; worker {hi} was reading {names[hi]!r}, an expensive stream"
+        text += f"; at the end it was reading {names[hi]!r}"
     return text + " (the work is not spread evenly over the workers)"
 
 
