@@ -8,7 +8,6 @@ of the epoch. How each peer is driven, and why that is its best honest use, is w
 
 from __future__ import annotations
 
-import collections
 import gc
 import multiprocessing
 from collections.abc import Iterator
@@ -17,8 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from bench_loader_workload import FRAME_SHAPE, RowFeeder, SyntheticFrames, write_chunk
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from benchmarks.workloads import FRAME_SHAPE, SyntheticFrames, write_chunk
+from streamcli.bench import TorchBaseline
+from streamcli.stats import LoaderStats
 
 
 def shared_uint8(*shape: int) -> tuple[torch.Tensor, npt.NDArray[np.uint8]]:
@@ -56,6 +57,11 @@ class Candidate:
         """Loader-specific counters to report (e.g. streamcli's stats, seqtools' stream opens)."""
         return {}
 
+    @property
+    def stats(self) -> LoaderStats | None:
+        """The loader's own counters, when it keeps them (read by ``streamcli.bench.time_run``)."""
+        return None
+
 
 # --- streamcli ---------------------------------------------------------------------------------------------
 
@@ -73,6 +79,13 @@ class StreamcliCandidate(Candidate):
     def __iter__(self) -> Iterator[Any]:
         return iter(self.loader)
 
+    @property
+    def stats(self) -> LoaderStats:
+        return self.loader.stats
+
+    def stream_name(self, stream: int) -> str:
+        return self.loader.stream_name(stream)
+
     def close(self) -> None:
         self.loader.close()
         super().close()
@@ -83,67 +96,31 @@ class StreamcliCandidate(Candidate):
             "stats_wait_p50_ms": s.wait_percentile(50) * 1e3,
             "stats_first_batch_s": s.first_batch_s,
             "copies": s.copies,
-            "worker_busy": [round(x, 2) for x in s.worker_busy],
         }
 
 
-# --- torch DataLoader + IterableDataset (each worker yields its rows' (T, B/W, ...) chunk) ---------------
-
-
-class RowsDataset(IterableDataset[tuple[int, torch.Tensor]]):
-    """Worker ``w`` of ``W`` owns rows ``[w*B/W, (w+1)*B/W)`` and the items ``order[w::W]``."""
-
-    def __init__(self, source: SyntheticFrames, order: list[int], b: int, t: int) -> None:
-        self.source, self.order, self.b, self.t = source, order, b, t
-
-    def __iter__(self) -> Iterator[tuple[int, torch.Tensor]]:
-        info = get_worker_info()
-        w, n_w = (info.id, info.num_workers) if info is not None else (0, 1)
-        feeder = RowFeeder(self.source, self.order[w::n_w], self.b // n_w)
-        while True:
-            chunk, arr = shared_uint8(self.t, self.b // n_w, *FRAME_SHAPE)
-            if not feeder.fill(arr):
-                return
-            yield w, chunk
+# --- torch DataLoader: the library's baseline (each worker yields its rows' (T, B/W, ...) chunk) ----------
 
 
 class TorchCandidate(Candidate):
-    """``DataLoader(RowsDataset, batch_size=None, num_workers=W)``; main concatenates the W chunks (dim 1).
-
-    The DataLoader returns worker outputs in strict round-robin order, so the W chunks of batch k arrive
-    together; once a worker has finished its items, its rows are padded with zeros.
-    """
+    """``streamcli.bench.TorchBaseline``, the same baseline as ``streamcli bench --baseline``, with the peers'
+    item order and fork workers (torch's default start method on Linux)."""
 
     name = "torch DataLoader"
 
     def __init__(self, source: SyntheticFrames, b: int, t: int, w: int, seed: int = 0) -> None:
-        if b % w:
-            raise ValueError(f"{b=} must be a multiple of {w=}")
-        self.w, self.b, self.t = w, b, t
-        ds = RowsDataset(source, item_order(source, seed), b, t)
-        self.dl: DataLoader[tuple[int, torch.Tensor]] = DataLoader(ds, batch_size=None, num_workers=w)
+        self.base = TorchBaseline(source, b, t, w, seed=seed, shuffle=True, mp_context=None)
 
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        pending: list[collections.deque[torch.Tensor]] = [collections.deque() for _ in range(self.w)]
-        done = [False] * self.w
-        zeros = torch.zeros((self.t, self.b // self.w, *FRAME_SHAPE), dtype=torch.uint8)
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.base)
 
-        def ready() -> bool:
-            return all(done[i] or pending[i] for i in range(self.w)) and any(pending)
+    @property
+    def stats(self) -> LoaderStats:
+        return self.base.stats
 
-        def pop() -> torch.Tensor:
-            return torch.cat([q.popleft() if q else zeros for q in pending], dim=1)
-
-        for wid, chunk in self.dl:
-            pending[wid].append(chunk)
-            for i in range(self.w):  # round-robin: a worker skipped while another queued 2 has finished
-                if not pending[i] and len(pending[wid]) > 1:
-                    done[i] = True
-            while ready():
-                yield pop()
-        done = [True] * self.w
-        while ready():
-            yield pop()
+    def close(self) -> None:
+        self.base.close()
+        super().close()
 
 
 # --- pytorch-stream-dataloader 1.0 ------------------------------------------------------------------------
@@ -173,6 +150,8 @@ class PsdCandidate(Candidate):
     def __init__(self, source: SyntheticFrames, b: int, t: int, w: int, seed: int = 0) -> None:
         from functools import partial
 
+        if w < 1:
+            raise ValueError(f"pytorch-stream-dataloader needs workers: {w=} must be >= 1")
         from pytorch_stream_dataloader.stream_dataloader import StreamDataLoader
         from pytorch_stream_dataloader.stream_dataset import StreamDataset
 
@@ -245,7 +224,10 @@ class PlannedBatches:
 
 
 class SeqtoolsCandidate(Candidate):
-    """``seqtools.prefetch(PlannedBatches, nworkers=W, method="process", shm_size=...)``, zero-copy via shm."""
+    """``seqtools.prefetch(PlannedBatches, nworkers=W, method="process", shm_size=...)``, zero-copy via shm.
+
+    With ``W=0`` the jobs are read in-process, without ``prefetch``.
+    """
 
     name = "seqtools"
 
@@ -256,9 +238,11 @@ class SeqtoolsCandidate(Candidate):
         self.jobs = PlannedBatches(source, plan_rows(source, item_order(source, seed), b, t), t, k)
         buffered = max(6, 2 * w + 2)
         slot = self.k * t * b * int(np.prod(FRAME_SHAPE)) + 4096
-        self.seq: Any = seqtools.prefetch(
-            self.jobs, nworkers=w, method="process", max_buffered=buffered, shm_size=slot * buffered
-        )
+        self.seq: Any = self.jobs
+        if w > 0:
+            self.seq = seqtools.prefetch(
+                self.jobs, nworkers=w, method="process", max_buffered=buffered, shm_size=slot * buffered
+            )
         self.name = f"seqtools (K={k})"
 
     def __iter__(self) -> Iterator[torch.Tensor]:

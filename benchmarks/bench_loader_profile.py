@@ -18,11 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable here and in spawn workers
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_loader_workload import SyntheticFrames  # noqa: E402
+from benchmarks.workloads import SyntheticFrames
 
 
 def summarize(path: str, top: int = 12) -> str:

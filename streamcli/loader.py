@@ -563,6 +563,8 @@ class StreamLoader:
             epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=self._n_streams,
             skipped=self._skipped, copies=self._copies, steps_per_batch=self.batch_size * self.time_steps,
             length_mismatches=self._mismatches, batch_size=self.batch_size,
+            worker_stream=tuple(self.ring.control.reading(w)[0] for w in range(len(self._bounds)))
+            if not self._closed else (),
         )  # fmt: skip
 
     # ---------------------------------------------------------------------------------------- closing

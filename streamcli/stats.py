@@ -14,7 +14,8 @@ class LoaderStats:
     ``waits_s`` holds the consumer's wait for each of the most recent batches: the whole time spent inside
     ``next()``, the loader's own work included, oldest first. ``worker_busy`` is each worker's busy fraction
     (time producing steps over wall time) over the last few seconds; with ``num_workers=0`` it has one entry
-    for the main process.
+    for the main process. ``worker_stream`` is the stream (item index) each worker is reading now, -1 for none;
+    empty when the loader does not report it.
     """
 
     batches: int
@@ -35,6 +36,7 @@ class LoaderStats:
     steps_per_batch: int = 0  # B x T: the room a batch has, so steps / (batches x this) is the useful share
     length_mismatches: int = 0  # streams whose length differed from what the source's length() said
     batch_size: int = 0
+    worker_stream: tuple[int, ...] = ()  # the stream each producer was reading after its last batch
 
     @property
     def useful_share(self) -> float:

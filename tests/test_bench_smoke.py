@@ -1,27 +1,31 @@
-"""Smoke test for benchmarks/bench_loader.py: its workload runs through a tiny StreamLoader with workers."""
+"""Smoke tests for the benchmark harness (the ``benchmarks`` package): its workloads run through a tiny
+StreamLoader with workers, and its runner measures streamcli and the torch baseline."""
 
 from __future__ import annotations
 
 import functools
-import sys
-from pathlib import Path
 
+import numpy as np
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-if str(BENCH) not in sys.path:  # spawn workers inherit sys.path, so they can unpickle the source too
-    sys.path.insert(0, str(BENCH))
 
 pytest.importorskip("psutil")
 
+from benchmarks import runner
+from benchmarks.workloads import (
+    BlockFrames,
+    ChunkedFrames,
+    CoherenceCheck,
+    SyntheticFrames,
+    decode_stamps,
+)
+
 
 @pytest.mark.slow
-def test_workload_through_loader_is_coherent_and_complete() -> None:
-    from bench_loader_workload import CoherenceCheck, SyntheticFrames, decode_stamps
-
+@pytest.mark.parametrize("kind", [SyntheticFrames, ChunkedFrames])
+def test_workload_through_loader_is_coherent_and_complete(kind: type[SyntheticFrames]) -> None:
     from streamcli import StreamLoader
 
-    source = SyntheticFrames(6, 3, 30, frame_cost_s=1e-5, open_cost_s=1e-4)
+    source = kind(6, 3, 30, frame_cost_s=1e-5, open_cost_s=1e-4)
     check = CoherenceCheck(source, 4)
     with StreamLoader(source, 4, 5, num_workers=2, seed=1, boundary="pad", epoch_end="pad") as loader:
         for batch in loader:
@@ -34,11 +38,40 @@ def test_workload_through_loader_is_coherent_and_complete() -> None:
     assert check.valid_steps == source.total_steps()
 
 
+def test_chunked_and_block_sources_make_the_same_frames_as_the_plain_one() -> None:
+    plain, chunked, blocks = (k(3, 5, 21) for k in (SyntheticFrames, ChunkedFrames, BlockFrames))
+    for item in range(3):
+        for start in (0, 3, 9):
+            want = np.stack([s["frame"] for s in plain.open(item, start)])
+            got = np.stack([s["frame"] for s in chunked.open(item, start)])
+            parts = [b["frame"] for b in blocks.open(item, start)]
+            assert all(1 <= len(p) <= 8 for p in parts)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.concatenate(parts), want)
+
+
 @pytest.mark.slow
 def test_harness_measures_streamcli() -> None:
-    import bench_loader
-
-    factory = functools.partial(bench_loader.make, "streamcli", bench_loader.SyntheticFrames(64, 40, 80), 2, 1)
-    r = bench_loader.measure(factory, warmup=2, batches=5, consumer="sleep")
+    factory = functools.partial(runner.make, "streamcli", SyntheticFrames(64, 40, 80), 2, 1)
+    r = runner.measure(factory, warmup=2, batches=5, consumer="sleep")
     assert r["batches"] == 5 and r["rate"] > 0 and r["first_s"] > 0
     assert r["copies"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_harness_torch_peer_is_the_library_baseline_and_coherent(workers: int) -> None:
+    from streamcli.bench import TorchBaseline
+
+    source = ChunkedFrames(8, 3, 30)
+    cand = runner.make("torch", source, workers, 1)
+    assert isinstance(cand.base, TorchBaseline)  # type: ignore[attr-defined]
+    check = CoherenceCheck(source, runner.B)
+    try:
+        for batch in cand:
+            assert batch["frame"].shape == (runner.T, runner.B, 3, 64, 64)
+            check.feed(decode_stamps(batch["frame"].numpy()))
+    finally:
+        cand.close()
+    assert check.finish() == []
+    assert cand.stats is not None and cand.stats.steps == source.total_steps()

@@ -1,20 +1,24 @@
-"""The benchmark's workload: synthetic frame streams with a chosen CPU cost per frame and per open.
+"""The benchmark's workloads: synthetic frame streams with a chosen CPU cost per frame and per open.
 
-Every loader in the benchmark (streamcli and the peers) reads the same ``SyntheticFrames`` source through
-``open(item, start)``, so they all pay the same per-frame and per-open costs.
+Every loader in the benchmark (streamcli and the peers) reads the same source through ``open(item, start)``,
+so they all pay the same per-frame and per-open costs. ``SyntheticFrames`` makes one frame per numpy call;
+``ChunkedFrames`` makes 8 per call (as the peers' readers and real decoders do) and yields them one step at a
+time; ``BlockFrames`` is the same source declaring ``block_steps = True``, yielding ``(n <= 8, 3, 64, 64)``
+blocks. ``VARIANTS`` names the workloads the harness runs.
 
 Each step is one ``(3, 64, 64)`` uint8 frame, all zeros except its first 8 bytes: ``int32(item + 1)`` and
 ``int32(position)``. ``decode_stamps`` reads them back from a batch, so coherence (row ``b`` continues the
 same stream) and completeness (every stream delivered once, whole) can be checked for any loader, even those
 that carry no flags. Padding is all zeros and decodes as item ``-1``.
 
-The class lives in its own importable module because spawn workers unpickle it by module name.
+The classes live in an importable module because spawn workers unpickle them by module name.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -97,6 +101,88 @@ class SyntheticFrames(BaseSource):
         return f"synthetic#{item}"
 
 
+class ChunkedFrames(SyntheticFrames):
+    """``SyntheticFrames`` that makes its frames ``CHUNK`` at a time (one numpy call each) and yields single steps."""
+
+    CHUNK = 8
+
+    def chunks(self, item: Any, start: int = 0) -> Iterator[npt.NDArray[np.uint8]]:
+        """``(n <= CHUNK, 3, 64, 64)`` stamped frames from step ``start`` on; the costs are paid per chunk."""
+        item = int(item)
+        n = self.length(item)
+        spin(self.open_cost_s)
+        for c0 in range(start, n, self.CHUNK):
+            c1 = min(c0 + self.CHUNK, n)
+            spin(self.frame_cost_s * (c1 - c0))
+            block = np.zeros((c1 - c0, *FRAME_SHAPE), np.uint8)
+            stamps = np.empty((c1 - c0, 2), "<i4")
+            stamps[:, 0] = item + 1
+            stamps[:, 1] = np.arange(c0, c1)
+            block.reshape(c1 - c0, -1)[:, :8] = stamps.view(np.uint8).reshape(c1 - c0, 8)
+            yield block
+
+    def open(self, item: Any, start: int = 0) -> Iterator[dict[str, npt.NDArray[np.uint8]]]:
+        for block in self.chunks(item, start):
+            for frame in block:
+                yield {"frame": frame}
+
+
+class BlockFrames(ChunkedFrames):
+    """``ChunkedFrames`` as a block source: each ``open`` yields ``{"frame": (n <= 8, 3, 64, 64)}`` blocks."""
+
+    block_steps = True
+
+    def open(self, item: Any, start: int = 0) -> Iterator[dict[str, npt.NDArray[np.uint8]]]:
+        for block in self.chunks(item, start):
+            yield {"frame": block}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One workload of the harness: its source, sizes and what is run on it."""
+
+    name: str
+    title: str
+    kind: type[SyntheticFrames]
+    costs: dict[str, float] = field(default_factory=dict)  # frame_cost_s, open_cost_s
+    workers: tuple[int, ...] = (1, 2)
+    consumers: tuple[str, ...] = ("free", "sleep", "cpu")  # at 2 workers
+    batches: int = 400  # timed batches per run (quick: a quarter)
+    peers_from: str | None = None  # run streamcli only; compare with that variant's peers (same frames)
+    needs_blocks: bool = False  # runs only where StreamLoader.supports_blocks
+
+    def source(self, n_items: int = 64, min_len: int = 200, max_len: int = 2000) -> SyntheticFrames:
+        frame, open_ = self.costs.get("frame_cost_s", 0.0), self.costs.get("open_cost_s", 0.0)
+        return self.kind(n_items, min_len, max_len, frame_cost_s=frame, open_cost_s=open_)
+
+
+VARIANTS = {
+    v.name: v
+    for v in (
+        Variant("A", "frames cost nothing, one numpy call per frame", SyntheticFrames),
+        Variant(
+            "A8", "frames cost nothing, made 8 per numpy call, yielded one step at a time", ChunkedFrames,
+            workers=(0, 1, 2),
+        ),
+        Variant(
+            "A8b", "the A8 frames yielded as blocks of up to 8 steps (block_steps = True)", BlockFrames,
+            workers=(0, 1, 2), peers_from="A8", needs_blocks=True,
+        ),
+        Variant(
+            "B", "100 us CPU per frame, 2 ms CPU per stream open", SyntheticFrames,
+            {"frame_cost_s": 100e-6, "open_cost_s": 2e-3}, consumers=("free", "sleep"), batches=120,
+        ),
+    )
+}  # fmt: skip
+
+
+def workload(variant: str, n_items: int = 64, min_len: int = 200, max_len: int = 2000) -> SyntheticFrames:
+    """The source of ``variant`` (a name in ``VARIANTS``)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    return VARIANTS[variant].source(n_items, min_len, max_len)
+
+
 def write_chunk(steps: Iterator[dict[str, npt.NDArray[np.uint8]]], out: npt.NDArray[np.uint8]) -> tuple[int, bool]:
     """Copy up to ``len(out)`` frames from ``steps`` into ``out`` (zero the rest); return (count, ended)."""
     for n in range(len(out)):
@@ -106,39 +192,6 @@ def write_chunk(steps: Iterator[dict[str, npt.NDArray[np.uint8]]], out: npt.NDAr
             return n, True
         out[n] = step["frame"]
     return len(out), False
-
-
-class RowFeeder:
-    """Fills ``(T, rows, ...)`` chunks for a group of rows from a queue of items (boundary "pad").
-
-    A row continues its stream; when the stream ends mid-chunk the rest of the chunk is padding and the
-    row takes the next item at the next chunk. This is what a careful user of a plain ``DataLoader`` writes.
-    """
-
-    def __init__(self, source: SyntheticFrames, items: Sequence[int], rows: int) -> None:
-        self.source = source
-        self.queue = iter(items)
-        self.its: list[Iterator[dict[str, npt.NDArray[np.uint8]]] | None] = [None] * rows
-
-    def fill(self, out: npt.NDArray[np.uint8]) -> bool:
-        """Fill ``out`` of shape ``(T, rows, 3, 64, 64)``; False once every row has run dry (all padding)."""
-        any_valid = False
-        for r in range(len(self.its)):
-            while True:
-                it = self.its[r]
-                if it is None:
-                    nxt = next(self.queue, None)
-                    if nxt is None:
-                        out[:, r] = 0
-                        break
-                    it = self.its[r] = self.source.open(nxt)
-                n, ended = write_chunk(it, out[:, r])
-                if ended:
-                    self.its[r] = None
-                if n > 0:
-                    any_valid = True
-                    break
-        return any_valid
 
 
 def decode_stamps(frames: npt.NDArray[np.uint8]) -> npt.NDArray[np.int32]:

@@ -1,0 +1,8 @@
+"""The benchmark harness, importable as a package so that spawn workers can unpickle its sources by name.
+
+- ``workloads``: the synthetic sources and the variants (A, A8, A8b, B) every loader reads;
+- ``_peers``: the loaders compared, each wrapped as a ``Candidate``;
+- ``runner``: one measured run (through ``streamcli.bench.time_run``), repeats, the quiet-machine wait, checks;
+- ``report``: tables, the targets as data and their verdicts, RESULTS.md;
+- ``bench_loader``: the command line.
+"""
