@@ -11,30 +11,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streamcli.cli._common import (
-    LOADER,
-    BatchSize,
-    Boundary,
-    BoundaryOpt,
-    EpochEnd,
-    EpochEndOpt,
-    Layout,
-    LayoutOpt,
-    OnError,
-    OnErrorOpt,
-    Seed,
-    Shuffle,
-    SourceArgs,
-    SourceOpts,
-    TimeSteps,
-    UsageFailure,
-    loader_options,
-    open_loader,
-    resolve_source,
-)
+from streamcli.cli._common import SourceArgs, SourceOpts, StreamcliCommand, UsageFailure, open_loader, resolve_source
+from streamcli.cli._options import LOADER, LoaderOptions, default_workers, loader_command
 
 if TYPE_CHECKING:
     from streamcli.bench import BenchResult
+
+
+DEFAULT_SWEEP = ",".join(map(str, range(default_workers() + 1)))  # 0 up to the shared default worker count
+
+
+_SWEEP_HELP = "Worker counts to sweep, comma separated; the default runs 0 up to preview's and export's default."
 
 
 def parse_workers(text: str) -> list[int]:
@@ -100,17 +87,15 @@ def plot(results: list[BenchResult], path: Path, title: str) -> None:
 def bench(
     source: SourceArgs = None,
     option: SourceOpts = None,
-    batch_size: BatchSize = 8,
-    time_steps: TimeSteps = 16,
     workers: Annotated[
-        str, typer.Option("--workers", "-w", help="Worker counts to sweep, comma separated.", rich_help_panel=LOADER)
-    ] = "0,1,2",
-    seed: Seed = 0,
-    shuffle: Shuffle = True,
-    boundary: BoundaryOpt = Boundary.pad,
-    epoch_end: EpochEndOpt = EpochEnd.pad,
-    layout: LayoutOpt = Layout.TB,
-    on_error: OnErrorOpt = OnError.raise_,
+        str,
+        typer.Option(
+            "--workers",
+            "-w",
+            help=_SWEEP_HELP,
+            rich_help_panel=LOADER,
+        ),
+    ] = DEFAULT_SWEEP,
     batches: Annotated[int, typer.Option(help="Timed batches per run.", min=1)] = 100,
     warmup: Annotated[int, typer.Option(help="Untimed batches first (start-up, caches).", min=0)] = 10,
     repeats: Annotated[int, typer.Option(help="Runs per configuration; medians are reported.", min=1)] = 3,
@@ -121,12 +106,15 @@ def bench(
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Draw a bar chart to this PNG.", dir_okay=False)
     ] = None,
+    *,
+    opts: LoaderOptions,
 ) -> None:
     """Measure throughput at each worker count: batches/s, steps/s, MB/s, waits, worker load, start-up, RSS."""
     from streamcli.bench import bottleneck, run_baseline, run_benchmark
 
     counts = parse_workers(workers)
-    opts = loader_options(batch_size, time_steps, counts[0], seed, shuffle, boundary, epoch_end, layout, on_error)
+    opts.num_workers = counts[0]
+    batch_size, time_steps = opts.batch_size, opts.time_steps
     spec = resolve_source(source, option)
     open_loader(spec, opts).close()  # bad option values fail here, before any timing
     err = Console(stderr=True)
@@ -173,6 +161,7 @@ def bench(
 
 def register(app: typer.Typer) -> None:
     app.command(
+        cls=StreamcliCommand,
         epilog="Examples: streamcli bench video clips/ -w 0,1,2  |  streamcli bench sine -b 32 --json  |  "
-        "streamcli bench text books/ --baseline --plot bench.png"
-    )(bench)
+        "streamcli bench text books/ --baseline --plot bench.png",
+    )(loader_command(workers=False)(bench))

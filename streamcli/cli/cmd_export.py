@@ -10,26 +10,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from streamcli.cli._common import (
-    BatchSize,
-    Boundary,
-    BoundaryOpt,
-    EpochEnd,
-    EpochEndOpt,
-    Layout,
-    LayoutOpt,
-    OnError,
-    OnErrorOpt,
-    Seed,
-    Shuffle,
-    SourceOpts,
-    TimeSteps,
-    UsageFailure,
-    Workers,
-    loader_options,
-    open_loader,
-    resolve_source,
-)
+from streamcli.cli._common import SourceOpts, StreamcliCommand, UsageFailure, open_loader, resolve_source
+from streamcli.cli._options import LoaderOptions, loader_command
 from streamcli.errors import ShardError
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
@@ -53,19 +35,12 @@ def export(
     args: Annotated[
         list[str],
         typer.Argument(
-            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder.", show_default=False
+            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder.",
+            show_default=False,
+            metavar="[SOURCE] [PATH] OUT_DIR",
         ),
     ],
     option: SourceOpts = None,
-    batch_size: BatchSize = 8,
-    time_steps: TimeSteps = 16,
-    workers: Workers = 0,
-    seed: Seed = 0,
-    shuffle: Shuffle = True,
-    boundary: BoundaryOpt = Boundary.pad,
-    epoch_end: EpochEndOpt = EpochEnd.pad,
-    layout: LayoutOpt = Layout.TB,
-    on_error: OnErrorOpt = OnError.raise_,
     batches: Annotated[int | None, typer.Option(help="Write at most N batches.", min=1)] = None,
     epochs: Annotated[int, typer.Option(help="Write E epochs (the default is one).", min=1)] = 1,
     shard_size: Annotated[str, typer.Option(help="Roll shards over at about this size.")] = "64MB",
@@ -74,6 +49,8 @@ def export(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted export from its last complete shard.")
     ] = False,
+    *,
+    opts: LoaderOptions,
 ) -> None:
     """Write batches to OUT_DIR as .npz shards (every field and flag) with an index.json manifest.
 
@@ -92,14 +69,13 @@ def export(
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (overwrite or resume):
         raise UsageFailure(f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue")
     shard_bytes = parse_size(shard_size)
-    opts = loader_options(batch_size, time_steps, workers, seed, shuffle, boundary, epoch_end, layout, on_error)
     spec = resolve_source(src, option)
     console = Console(stderr=True)
     with open_loader(spec, opts) as loader:
         header = make_header(
             fields=loader.fields,
-            batch_size=batch_size,
-            time_steps=time_steps,
+            batch_size=opts.batch_size,
+            time_steps=opts.time_steps,
             layout=opts.layout,
             source=spec.record(),
             loader={**opts.record(), "epochs": epochs, "batches": batches},
@@ -152,7 +128,7 @@ def export(
 
 
 def verify(
-    out_dir: Annotated[Path, typer.Argument(help="The export folder.", show_default=False)],
+    out_dir: Annotated[Path, typer.Argument(help="The export folder.", show_default=False, metavar="OUT_DIR")],
 ) -> None:
     """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
 
@@ -181,7 +157,8 @@ def verify(
 
 def register(app: typer.Typer) -> None:
     app.command(
+        cls=StreamcliCommand,
         epilog="Examples: streamcli export text books/ out/ -b 16 -t 32 --batches 1000  |  "
-        "streamcli export video clips/ out/ --resume"
-    )(export)
-    app.command(epilog="Example: streamcli verify out/")(verify)
+        "streamcli export video clips/ out/ --resume",
+    )(loader_command()(export))
+    app.command(cls=StreamcliCommand, epilog="Example: streamcli verify out/")(verify)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from streamcli.cli._common import StreamcliCommand
 from streamcli.plugins import PluginInfo, list_plugins, load_factory
 
 
@@ -66,4 +67,4 @@ def plugins(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog="Example: streamcli plugins --json")(plugins)
+    app.command(cls=StreamcliCommand, epilog="Example: streamcli plugins --json")(plugins)

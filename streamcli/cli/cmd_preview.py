@@ -16,27 +16,8 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from streamcli.cli._common import (
-    BatchSize,
-    Boundary,
-    BoundaryOpt,
-    EpochEnd,
-    EpochEndOpt,
-    Layout,
-    LayoutOpt,
-    OnError,
-    OnErrorOpt,
-    Seed,
-    Shuffle,
-    SourceArgs,
-    SourceOpts,
-    TimeSteps,
-    UsageFailure,
-    Workers,
-    loader_options,
-    open_loader,
-    resolve_source,
-)
+from streamcli.cli._common import SourceArgs, SourceOpts, StreamcliCommand, UsageFailure, open_loader, resolve_source
+from streamcli.cli._options import LoaderOptions, loader_command
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -127,15 +108,6 @@ def _epochs(loader: Any, epochs: int | None) -> Iterator[Iterator[Batch]]:
 def preview(
     source: SourceArgs = None,
     option: SourceOpts = None,
-    batch_size: BatchSize = 8,
-    time_steps: TimeSteps = 16,
-    workers: Workers = 1,
-    seed: Seed = 0,
-    shuffle: Shuffle = True,
-    boundary: BoundaryOpt = Boundary.pad,
-    epoch_end: EpochEndOpt = EpochEnd.pad,
-    layout: LayoutOpt = Layout.TB,
-    on_error: OnErrorOpt = OnError.raise_,
     batches: Annotated[int | None, typer.Option(help="Stop after N batches.", min=1)] = None,
     epochs: Annotated[
         int | None,
@@ -145,6 +117,8 @@ def preview(
         Path | None, typer.Option(help="Write the last grid as a labelled PNG contact sheet.", dir_okay=False)
     ] = None,
     fps: Annotated[float, typer.Option(help="Redraws per second (capped at 15).", min=0.5)] = RENDER_HZ,
+    *,
+    opts: LoaderOptions,
 ) -> None:
     """Watch batches live: every row's current step, loader throughput, waits and worker load.
 
@@ -156,7 +130,6 @@ def preview(
 
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
-    opts = loader_options(batch_size, time_steps, workers, seed, shuffle, boundary, epoch_end, layout, on_error)
     spec = resolve_source(source, option)
     console = Console()
     interval = 1.0 / min(fps, 15.0)
@@ -249,6 +222,7 @@ def preview(
 
 def register(app: typer.Typer) -> None:
     app.command(
+        cls=StreamcliCommand,
         epilog="Examples: streamcli preview  |  streamcli preview video clips/ -b 8 -t 16 -w 2  |  "
-        "streamcli preview text books/ --batches 50 --snapshot grid.png"
-    )(preview)
+        "streamcli preview text books/ --batches 50 --snapshot grid.png",
+    )(loader_command()(preview))
