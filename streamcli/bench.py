@@ -8,7 +8,6 @@ away (worker start-up, caches), then ``batches`` are timed. Results are medians 
 
 from __future__ import annotations
 
-import os
 import resource
 import statistics
 import time
@@ -94,7 +93,10 @@ def _time_one(make_loader: Callable[[int], Any], workers: int, batches: int, war
         loader.close()
     dt = max(dt, 1e-9)
     waits = np.asarray(s1.waits_s[-max(n, 1) :], dtype=np.float64) * 1e3
-    busy = float(np.mean(s1.worker_busy)) if s1.worker_busy else float("nan")
+    # The loader samples worker load every 0.1 s; a run shorter than two samples reads as all zeros although
+    # steps were made. That is "unknown" (NaN), not 0% busy.
+    sampled = bool(s1.worker_busy) and (max(s1.worker_busy) > 0.0 or s1.steps == s0.steps)
+    busy = float(np.mean(s1.worker_busy)) if sampled else float("nan")
     return {
         "batches_per_s": n / dt,
         "steps_per_s": (s1.steps - s0.steps) / dt,
@@ -158,7 +160,12 @@ def bottleneck(r: BenchResult) -> str:
             f"decode-bound, in-process: the consumer's own thread produces every step ({r.steps_per_s:.0f} steps/s, "
             f"waits {r.wait_p50_ms:.0f} ms p50); workers help when cores are free"
         )
-    busy = r.busy * 100 if r.busy == r.busy else float("nan")
+    if r.busy != r.busy:  # unknown: the timed run was shorter than the loader's load sampling
+        load = "worker load unknown (run more --batches to measure it)"
+        if r.wait_p50_ms < 1.0:
+            return f"consumer-bound: batches are ready when asked (waits {r.wait_p50_ms:.2f} ms p50); {load}"
+        return f"waits {r.wait_p50_ms:.1f} ms (p50); {load}"
+    busy = r.busy * 100
     if busy >= 80 and r.wait_p50_ms >= 1.0:
         return f"decode-bound: workers {busy:.0f}% busy, consumer waits {r.wait_p50_ms:.0f} ms (p50)"
     if r.wait_p50_ms < 1.0:
@@ -271,7 +278,3 @@ def __getattr__(name: str) -> Any:
         globals()[name] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

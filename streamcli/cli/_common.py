@@ -6,6 +6,7 @@ Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, n
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import sys
@@ -174,6 +175,11 @@ class SourceSpec:
     def label(self) -> str:
         return self.plugin + (f" {self.arg}" if self.arg is not None else "")
 
+    @property
+    def skipped(self) -> int:
+        """Files the source skipped when it was built (sources list them in ``skipped``)."""
+        return len(getattr(self.source, "skipped", None) or ())
+
 
 def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
     """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
@@ -186,7 +192,8 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     elif args[0] in names:
         plugin, arg = args[0], (args[1] if len(args) > 1 else None)
     elif len(args) == 2:
-        raise UsageFailure(f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}")
+        msg = f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}"
+        raise UsageFailure(did_you_mean(msg, args[0], names))
     else:
         plugin, arg = infer_plugin(args[0], names), args[0]
     try:
@@ -237,10 +244,17 @@ def _looks_like_path(arg: str) -> bool:
     return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
 
 
+def did_you_mean(message: str, name: str, names: Sequence[str]) -> str:
+    """``message`` plus "; did you mean 'video'?" when ``name`` is close to one of ``names``."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"{message}; did you mean {close[0]!r}?" if close else message
+
+
 def infer_plugin(path: str, names: Sequence[str]) -> str:
     """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
     if not Path(path).exists():
-        raise UsageFailure(f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}")
+        msg = f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}"
+        raise UsageFailure(did_you_mean(msg, path, names))
     for name in names:
         try:
             factory = load_factory(name)
@@ -257,7 +271,7 @@ def infer_plugin(path: str, names: Sequence[str]) -> str:
 
 
 def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:
-    params, hints, open_kwargs = _signature(factory)
+    params, hints, open_kwargs = option_signature(factory)
     out: dict[str, Any] = {}
     for item in raw:
         key, sep, value = item.partition("=")
@@ -277,7 +291,7 @@ def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, An
     return out
 
 
-def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
+def option_signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):

@@ -163,7 +163,7 @@ def preview(
         if not console.is_terminal:
             while pull():
                 pass
-            console.print(text_summary(frame, loader.stats, title=spec.label()))
+            console.print(text_summary(frame, loader.stats, title=spec.label(), skipped=spec.skipped))
         else:
             system, notice = colour_notice(console)
             quit_now = False
@@ -194,7 +194,7 @@ def preview(
                             dashboard(
                                 frame, loader.stats, width=size.width, height=size.height, color_system=system,
                                 title=spec.label() + ("  (done: q to quit)" if done else ""),
-                                paused=paused, notice=notice,
+                                paused=paused, notice=notice, skipped=spec.skipped,
                             ),
                             refresh=True,
                         )  # fmt: skip
