@@ -22,8 +22,9 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from streamcli.cli._options import LoaderOptions, flag_names
-from streamcli.errors import PluginLoadError, PluginNotFoundError, StreamcliError
+from streamcli.cli._noise import quiet
+from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
+from streamcli.errors import PluginLoadError, PluginNotFoundError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
 from streamcli.source import StreamSource
 
@@ -204,20 +205,27 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
         raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
     value: Any = arg if arg is None else _convert_argument(factory, arg)
-    try:
-        source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
-    except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, ValueError, TypeError) as exc:
-        raise UsageFailure(f"{plugin}: {exc}") from None
-    except PluginLoadError:
-        raise
-    except StreamcliError:
-        raise
-    except Exception as exc:
-        raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
-    try:
-        n = len(source.items())
-    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:
-        raise UsageFailure(f"{plugin}: {exc}") from None
+    option_names = list(option_signature(factory)[0])
+
+    def bad_input(exc: BaseException) -> UsageFailure:
+        msg = source_flag_names(str(exc), option_names)
+        return UsageFailure(msg if msg.startswith(f"{plugin}:") else f"{plugin}: {msg}")
+
+    # Building a source is where it reads the user's input (the video source probes every file), so a
+    # ValueError or SourceError here is a problem with what the user gave: exit 2. Its warnings (skipped
+    # files) show as one line each, and the native libraries' messages stay hidden unless --debug.
+    with quiet(STATE.debug):
+        try:
+            source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
+            n = len(source.items())
+        except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise bad_input(exc) from None
+        except (ValueError, TypeError, SourceError) as exc:
+            raise bad_input(exc) from None
+        except StreamcliError:
+            raise
+        except Exception as exc:
+            raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
     if n == 0:
         where = f" in {arg!r}" if arg is not None else ""
         raise UsageFailure(f"no streams found{where} by the {plugin} source")

@@ -66,6 +66,9 @@ def export(
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder")
+    blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (overwrite or resume):
         raise UsageFailure(f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue")
     shard_bytes = parse_size(shard_size)
