@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.source import StreamSource
+from streamcli.source import StreamSource, call_setup_worker
 
 
 @dataclass(frozen=True)
@@ -190,9 +190,7 @@ class _Windows:
         import torch.utils.data as tud
 
         info = tud.get_worker_info()
-        setup = getattr(self.source, "setup_worker", None)
-        if callable(setup):
-            setup()  # part of the source contract (e.g. thread limits): the baseline gets it too
+        call_setup_worker(self.source)  # part of the source contract (e.g. thread limits): the baseline too
         items = list(self.source.items())
         if info is not None:
             items = items[info.id :: info.num_workers]

@@ -26,7 +26,7 @@ from streamcli.cli._noise import quiet
 from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
 from streamcli.errors import PluginLoadError, PluginNotFoundError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
-from streamcli.source import StreamSource
+from streamcli.source import StreamSource, can_open
 
 if TYPE_CHECKING:
     from streamcli.loader import StreamLoader
@@ -265,9 +265,7 @@ def infer_plugin(path: str, names: Sequence[str]) -> str:
         raise UsageFailure(did_you_mean(msg, path, names))
     for name in names:
         try:
-            factory = load_factory(name)
-            can_open = getattr(factory, "can_open", None)
-            if callable(can_open) and can_open(path):
+            if can_open(load_factory(name), path):
                 return name
         except Exception:  # a broken plugin must not stop inference with the others
             continue
