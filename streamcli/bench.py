@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import os
 import resource
 import statistics
 import time
@@ -556,7 +555,3 @@ def __getattr__(name: str) -> Any:
         globals()[name] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

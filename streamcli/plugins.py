@@ -13,7 +13,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from streamcli.errors import PluginLoadError, PluginNotFoundError
-from streamcli.source import StreamSource, check_source
+from streamcli.source import PLUGIN_ATTR, StreamSource, check_source
 
 GROUP = "streamcli.plugins"
 ALLOW_ENV = "STREAMCLI_LOAD_PLUGINS"  # comma list of plugin names to consider; unset = all
@@ -79,5 +79,9 @@ def load_source(name: str, *args: Any, **options: Any) -> StreamSource:
     Bad options raise ``ValueError``/``TypeError`` from the plugin unchanged, so callers can report them.
     """
     factory = load_factory(name)
-    source = factory(*args, **options)
-    return check_source(source)
+    source = check_source(factory(*args, **options))
+    try:  # so errors name the plugin ("text"), not the class ("TextSource")
+        setattr(source, PLUGIN_ATTR, name)
+    except (AttributeError, TypeError):  # __slots__ or frozen: the class name will do
+        pass
+    return source

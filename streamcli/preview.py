@@ -380,8 +380,12 @@ def _bar(frac: float, width: int = 20) -> Text:
     return Text("█" * n, color) + Text("░" * (width - n), "dim") + Text(f" {frac * 100:3.0f}%")
 
 
-def stats_panel(stats: LoaderStats, *, title: str = "loader", paused: bool = False) -> Panel:
-    """Throughput, consumer waits (with a sparkline), worker utilisation, slots, streams and epoch."""
+def stats_panel(stats: LoaderStats, *, title: str = "loader", paused: bool = False, skipped: int = 0) -> Panel:
+    """Throughput, consumer waits (with a sparkline), worker utilisation, slots, streams and epoch.
+
+    ``skipped`` counts the files the source skipped when it was built; ``stats.skipped`` adds the streams
+    skipped while running.
+    """
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
@@ -403,7 +407,7 @@ def stats_panel(stats: LoaderStats, *, title: str = "loader", paused: bool = Fal
     t.add_row(
         "streams",
         f"{stats.streams_done}/{stats.streams_total} done  epoch {stats.epoch}  "
-        f"skipped/failed {stats.skipped}  batches {stats.batches}",
+        f"skipped/failed {stats.skipped + skipped}  batches {stats.batches}",
     )
     state = " [reverse yellow] PAUSED [/]" if paused else ""
     return Panel(t, title=f"[bold]{title}[/]{state}", title_align="left", border_style="blue")
@@ -419,6 +423,7 @@ def dashboard(
     title: str = "loader",
     paused: bool = False,
     notice: str | None = None,
+    skipped: int = 0,
 ) -> Group:
     """The whole preview: notice line, grid, statistics panel and key help."""
     parts: list[Any] = []
@@ -433,12 +438,12 @@ def dashboard(
         parts.append(Text(head, "dim"))
         parts.append(AnsiLines(grid_lines(frame, cols, lay, color_system)[:avail]))
     if stats is not None:
-        parts.append(stats_panel(stats, title=title, paused=paused))
+        parts.append(stats_panel(stats, title=title, paused=paused, skipped=skipped))
     parts.append(Text("q quit   space pause   n next batch (paused)", "dim"))
     return Group(*parts)
 
 
-def text_summary(frame: Frame | None, stats: LoaderStats | None, *, title: str = "loader") -> Group:
+def text_summary(frame: Frame | None, stats: LoaderStats | None, *, title: str = "loader", skipped: int = 0) -> Group:
     """A colourless final summary for non-terminals (CI, pipes): one line per row, then the statistics."""
     parts: list[Any] = []
     if frame is not None:
@@ -456,7 +461,7 @@ def text_summary(frame: Frame | None, stats: LoaderStats | None, *, title: str =
                     bits.append(summary_line(k, a))
             parts.append(Text(("↺ " if r.reset else "  ") + r.label() + "  " + "  ".join(bits)))
     if stats is not None:
-        parts.append(stats_panel(stats, title=title))
+        parts.append(stats_panel(stats, title=title, skipped=skipped))
     return Group(*parts)
 
 

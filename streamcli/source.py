@@ -111,11 +111,40 @@ class BaseSource:
         return False
 
 
-def item_name(source: StreamSource, item: Any) -> str:
-    """The source's name for ``item``, falling back to ``str(item)``."""
+# ----------------------------------------------------------------------------------------------------------
+# Optional hooks, declared once with their defaults. Callers use these functions and never probe with
+# ``getattr`` themselves (pytest's hookspecs are the model): a new hook is one function here.
+
+
+def call_item_name(source: StreamSource, item: Any) -> str:
+    """Hook ``source.item_name(item)``: a short name for previews and errors; default ``str(item)``."""
     fn = getattr(source, "item_name", None)
-    name = fn(item) if callable(fn) else str(item)
-    return str(name)
+    return str(fn(item) if callable(fn) else item)
+
+
+def call_setup_worker(source: StreamSource) -> None:
+    """Hook ``source.setup_worker()``: once per worker process before any ``open``; default: nothing."""
+    fn = getattr(source, "setup_worker", None)
+    if callable(fn):
+        fn()
+
+
+def can_open(factory: Any, arg: str) -> bool:
+    """Hook ``factory.can_open(arg)`` (a class method): may this plugin open a bare path? Default: no."""
+    fn = getattr(factory, "can_open", None)
+    return bool(fn(arg)) if callable(fn) else False
+
+
+PLUGIN_ATTR = "_streamcli_plugin"
+"""Set by ``load_source`` on the sources it builds: the plugin name that error messages should use."""
+
+
+def plugin_name(source: object) -> str:
+    """The plugin name ``load_source`` recorded on ``source``, else its class name."""
+    return str(getattr(source, PLUGIN_ATTR, type(source).__name__))
+
+
+item_name = call_item_name  # the name the loader already uses
 
 
 def check_source(source: object) -> StreamSource:

@@ -85,7 +85,7 @@ def test_a_broken_plugin_does_not_stop_others(broken_plugin: None, books: Path) 
         (["preview", "text", "-o", "colour=red"], "no option 'colour'; valid options: "),
         (["preview", "text", "-o", "width=wide"], "-o width=wide: 'wide' is not an integer"),
         (["preview", "text", "-o", "width"], "must be key=value"),
-        (["preview", "-b", "0", "--batches", "1"], "batch_size"),
+        (["preview", "-b", "0", "--batches", "1"], "-b/--batch-size 0 must be"),
         (["preview", "--boundary", "sideways"], "sideways"),
         (["bench", "-w", "a,b"], "comma list"),
         (["export", "text", "x", "out", "--shard-size", "lots"], "--shard-size"),

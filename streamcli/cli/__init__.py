@@ -19,15 +19,28 @@ app = typer.Typer(
     cls=StreamcliGroup,
     help="Turn many streams (videos, text, audio) into temporally coherent (T, B, ...) batches.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from streamcli import __version__
+
+        typer.echo(f"streamcli {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show full tracebacks, warnings and native library messages.")
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = False,
 ) -> None:
     """Turn many streams (videos, text, audio) into temporally coherent (T, B, ...) batches."""
     STATE.debug = STATE.debug or debug

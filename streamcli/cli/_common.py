@@ -6,6 +6,7 @@ Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, n
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import sys
@@ -13,19 +14,19 @@ import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
-from typer._click import exceptions as click_exc
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from streamcli.errors import PluginLoadError, PluginNotFoundError, StreamcliError
+from streamcli.cli._noise import quiet
+from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
+from streamcli.errors import PluginLoadError, PluginNotFoundError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
-from streamcli.source import StreamSource
+from streamcli.source import StreamSource, can_open
 
 if TYPE_CHECKING:
     from streamcli.loader import StreamLoader
@@ -40,17 +41,54 @@ class _State:
 STATE = _State()
 
 
-class UsageFailure(click_exc.UsageError):
+class UsageFailure(Exception):
     """A usage problem found after parsing (a missing folder, no streams, a bad ``-o``): exit code 2."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
 
 
 def err_line(message: str) -> None:
     """Print one red line to stderr (newlines folded so it stays one line)."""
     msg = " ".join(str(message).split())
     Console(stderr=True, soft_wrap=True, highlight=False).print(Text("error: ", "bold red") + Text(msg, "red"))
+
+
+def _tidy(params: list[Any]) -> list[Any]:
+    """Help without noise: flags show no ``<bool>``, arguments show their metavar, never ``{name}``."""
+    for p in params:
+        if isinstance(p, TyperArgument) and p.metavar is None and p.name:
+            name = p.name.upper() if p.required else f"[{p.name.upper()}]"
+            p.metavar = name + ("..." if p.nargs != 1 else "")
+        if getattr(p, "is_flag", False) or isinstance(p, TyperArgument):
+            setattr(p, "display_type_rich", _no_type)  # noqa: B010  (per instance: Typer builds them)
+    return params
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def reflow(text: str | None) -> str | None:
+    """A docstring with each paragraph on one line, so help wraps it at the terminal's width."""
+    if not text:
+        return text
+    paras = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paras)
+
+
+class StreamcliCommand(TyperCommand):
+    """A command whose help shows no ``<bool>`` after flags and no ``{name}`` in its usage line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = reflow(self.help)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            pieces += [p.metavar] if isinstance(p, TyperArgument) and p.metavar else p.get_usage_pieces(ctx)
+        return pieces
 
 
 class StreamcliGroup(TyperGroup):
@@ -68,9 +106,13 @@ class StreamcliGroup(TyperGroup):
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
-        except click_exc.UsageError as exc:
-            err_line(exc.format_message())
+        except UsageFailure as exc:
+            err_line(str(exc))
             code = 2
+        except typer.TyperException as exc:  # Typer's parsing errors (its click exceptions derive from it)
+            code = int(getattr(exc, "exit_code", 2))
+            fmt = getattr(exc, "format_message", None)
+            err_line(fmt() if callable(fmt) else str(exc))
         except typer.Abort:
             code = 130
         except KeyboardInterrupt:
@@ -87,40 +129,21 @@ class StreamcliGroup(TyperGroup):
             sys.exit(code)
         return code
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy(super().get_params(ctx))
+
 
 # ----------------------------------------------------------------------------------------------------------
-# Options shared by the commands.
+# Options shared by the commands (the loader's are in _options).
 
-LOADER = "Loader options"
 SOURCE_PANEL = "Source"
-
-
-class Boundary(str, Enum):
-    pad = "pad"
-    pack = "pack"
-
-
-class EpochEnd(str, Enum):
-    pad = "pad"
-    restream = "restream"
-    drop = "drop"
-
-
-class Layout(str, Enum):
-    TB = "TB"
-    BT = "BT"
-
-
-class OnError(str, Enum):
-    raise_ = "raise"
-    skip = "skip"
-
 
 SourceArgs = Annotated[
     list[str] | None,
     typer.Argument(
         help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred.",
         show_default=False,
+        metavar="[SOURCE] [PATH]",
     ),
 ]
 SourceOpts = Annotated[
@@ -128,70 +151,12 @@ SourceOpts = Annotated[
     typer.Option(
         "--option",
         "-o",
-        help="A source option as key=value (repeatable), e.g. -o size=64x64.",
+        help="A source option as key=value (repeatable), e.g. -o size=64x64; streamcli plugins NAME lists them.",
         rich_help_panel=SOURCE_PANEL,
         show_default=False,
+        metavar="KEY=VALUE",
     ),
 ]
-BatchSize = Annotated[int, typer.Option("--batch-size", "-b", help="Rows per batch (B).", rich_help_panel=LOADER)]
-TimeSteps = Annotated[int, typer.Option("--time-steps", "-t", help="Steps per batch (T).", rich_help_panel=LOADER)]
-Workers = Annotated[
-    int, typer.Option("--workers", "-w", help="Worker processes (0 = in-process).", rich_help_panel=LOADER)
-]
-Seed = Annotated[int, typer.Option(help="Seed of the stream order.", rich_help_panel=LOADER)]
-Shuffle = Annotated[bool, typer.Option(help="Shuffle the stream order.", rich_help_panel=LOADER)]
-BoundaryOpt = Annotated[
-    Boundary, typer.Option(help="A row's next stream: pad to the batch end or pack.", rich_help_panel=LOADER)
-]
-EpochEndOpt = Annotated[EpochEnd, typer.Option(help="Rows left at the epoch's end.", rich_help_panel=LOADER)]
-LayoutOpt = Annotated[Layout, typer.Option(help="Tensor layout (T, B, ...) or (B, T, ...).", rich_help_panel=LOADER)]
-OnErrorOpt = Annotated[OnError, typer.Option(help="A failing stream: raise, or skip it.", rich_help_panel=LOADER)]
-
-
-@dataclass
-class LoaderOptions:
-    batch_size: int = 8
-    time_steps: int = 16
-    num_workers: int = 0
-    seed: int = 0
-    shuffle: bool = True
-    boundary: str = "pad"
-    epoch_end: str = "pad"
-    layout: str = "TB"
-    on_error: str = "raise"
-
-    def kwargs(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("batch_size", "time_steps")}
-
-    def record(self) -> dict[str, Any]:
-        """What decides the batches' content (not the worker count: batches are identical for any)."""
-        out = self.kwargs()
-        out.pop("num_workers")
-        return out
-
-
-def loader_options(
-    batch_size: int,
-    time_steps: int,
-    workers: int,
-    seed: int,
-    shuffle: bool,
-    boundary: Boundary,
-    epoch_end: EpochEnd,
-    layout: Layout,
-    on_error: OnError,
-) -> LoaderOptions:
-    return LoaderOptions(
-        batch_size,
-        time_steps,
-        workers,
-        seed,
-        shuffle,
-        boundary.value,
-        epoch_end.value,
-        layout.value,
-        on_error.value,
-    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -211,6 +176,11 @@ class SourceSpec:
     def label(self) -> str:
         return self.plugin + (f" {self.arg}" if self.arg is not None else "")
 
+    @property
+    def skipped(self) -> int:
+        """Files the source skipped when it was built (sources list them in ``skipped``)."""
+        return len(getattr(self.source, "skipped", None) or ())
+
 
 def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
     """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
@@ -223,31 +193,39 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     elif args[0] in names:
         plugin, arg = args[0], (args[1] if len(args) > 1 else None)
     elif len(args) == 2:
-        raise UsageFailure(f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}")
+        msg = f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}"
+        raise UsageFailure(did_you_mean(msg, args[0], names))
     else:
         plugin, arg = infer_plugin(args[0], names), args[0]
     try:
         factory = load_factory(plugin)
     except PluginNotFoundError as exc:
-        raise UsageFailure(str(exc)) from None
+        raise UsageFailure(flag_names(str(exc))) from None
     options = parse_options(factory, raw_options or [], plugin)
     if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
         raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
     value: Any = arg if arg is None else _convert_argument(factory, arg)
-    try:
-        source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
-    except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, ValueError, TypeError) as exc:
-        raise UsageFailure(f"{plugin}: {exc}") from None
-    except PluginLoadError:
-        raise
-    except StreamcliError:
-        raise
-    except Exception as exc:
-        raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
-    try:
-        n = len(source.items())
-    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:
-        raise UsageFailure(f"{plugin}: {exc}") from None
+    option_names = list(option_signature(factory)[0])
+
+    def bad_input(exc: BaseException) -> UsageFailure:
+        msg = source_flag_names(str(exc), option_names)
+        return UsageFailure(msg if msg.startswith(f"{plugin}:") else f"{plugin}: {msg}")
+
+    # Building a source is where it reads the user's input (the video source probes every file), so a
+    # ValueError or SourceError here is a problem with what the user gave: exit 2. Its warnings (skipped
+    # files) show as one line each, and the native libraries' messages stay hidden unless --debug.
+    with quiet(STATE.debug):
+        try:
+            source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
+            n = len(source.items())
+        except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise bad_input(exc) from None
+        except (ValueError, TypeError, SourceError) as exc:
+            raise bad_input(exc) from None
+        except StreamcliError:
+            raise
+        except Exception as exc:
+            raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
     if n == 0:
         where = f" in {arg!r}" if arg is not None else ""
         raise UsageFailure(f"no streams found{where} by the {plugin} source")
@@ -274,15 +252,20 @@ def _looks_like_path(arg: str) -> bool:
     return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
 
 
+def did_you_mean(message: str, name: str, names: Sequence[str]) -> str:
+    """``message`` plus "; did you mean 'video'?" when ``name`` is close to one of ``names``."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"{message}; did you mean {close[0]!r}?" if close else message
+
+
 def infer_plugin(path: str, names: Sequence[str]) -> str:
     """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
     if not Path(path).exists():
-        raise UsageFailure(f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}")
+        msg = f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}"
+        raise UsageFailure(did_you_mean(msg, path, names))
     for name in names:
         try:
-            factory = load_factory(name)
-            can_open = getattr(factory, "can_open", None)
-            if callable(can_open) and can_open(path):
+            if can_open(load_factory(name), path):
                 return name
         except Exception:  # a broken plugin must not stop inference with the others
             continue
@@ -294,7 +277,7 @@ def infer_plugin(path: str, names: Sequence[str]) -> str:
 
 
 def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:
-    params, hints, open_kwargs = _signature(factory)
+    params, hints, open_kwargs = option_signature(factory)
     out: dict[str, Any] = {}
     for item in raw:
         key, sep, value = item.partition("=")
@@ -314,7 +297,7 @@ def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, An
     return out
 
 
-def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
+def option_signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):
@@ -405,4 +388,4 @@ def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> Stre
     try:
         return StreamLoader(spec.source, opts.batch_size, opts.time_steps, **kwargs)
     except (ValueError, TypeError) as exc:
-        raise UsageFailure(str(exc)) from None
+        raise UsageFailure(flag_names(str(exc))) from None

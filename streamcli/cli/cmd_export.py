@@ -4,32 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from streamcli.cli._common import (
-    BatchSize,
-    Boundary,
-    BoundaryOpt,
-    EpochEnd,
-    EpochEndOpt,
-    Layout,
-    LayoutOpt,
-    OnError,
-    OnErrorOpt,
-    Seed,
-    Shuffle,
-    SourceOpts,
-    TimeSteps,
-    UsageFailure,
-    Workers,
-    loader_options,
-    open_loader,
-    resolve_source,
-)
+from streamcli.cli._common import SourceOpts, StreamcliCommand, UsageFailure, open_loader, resolve_source
+from streamcli.cli._options import LoaderOptions, loader_command
 from streamcli.errors import ShardError
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
@@ -53,19 +35,12 @@ def export(
     args: Annotated[
         list[str],
         typer.Argument(
-            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder.", show_default=False
+            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder.",
+            show_default=False,
+            metavar="[SOURCE] [PATH] OUT_DIR",
         ),
     ],
     option: SourceOpts = None,
-    batch_size: BatchSize = 8,
-    time_steps: TimeSteps = 16,
-    workers: Workers = 0,
-    seed: Seed = 0,
-    shuffle: Shuffle = True,
-    boundary: BoundaryOpt = Boundary.pad,
-    epoch_end: EpochEndOpt = EpochEnd.pad,
-    layout: LayoutOpt = Layout.TB,
-    on_error: OnErrorOpt = OnError.raise_,
     batches: Annotated[
         int | None,
         typer.Option(help="Write N batches, running as many epochs as that takes (cap it with --epochs).", min=1),
@@ -80,35 +55,59 @@ def export(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted export from its last complete shard.")
     ] = False,
+    engine: Annotated[
+        str, typer.Option(help="Where to run: local, or ray (a Ray cluster; pip install 'streamcli[ray]').")
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="With --engine ray: join this Ray cluster (e.g. auto); default: start one.")
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option(help="With --engine ray: Ray tasks (default: one per CPU).", min=1)
+    ] = None,
+    *,
+    opts: LoaderOptions,
 ) -> None:
     """Write batches to OUT_DIR as .npz shards (every field and flag) with an index.json manifest.
 
-    Writes are atomic and reproducible: after a kill, --resume gives files byte-identical to an
-    uninterrupted export. Replay with streamcli.ShardReader(OUT_DIR) or the shards source.
+    Writes are atomic and reproducible: after a kill, --resume continues from the last complete shard (it
+    seeks there, nothing before is read again) and the files are byte-identical to an uninterrupted export.
     --batches N writes N batches even when that takes several epochs; --epochs E stops after E epochs.
+    --engine ray writes the same files on a Ray cluster. Replay with streamcli.ShardReader(OUT_DIR) or the
+    shards source.
     """
-    import itertools
-
-    from streamcli.shards import MANIFEST, PARTIAL, iter_limit, make_header
-    from streamcli.shards import export as write_export
+    from streamcli.shards import MANIFEST, PARTIAL, make_header
+    from streamcli.shards.writer import export_loader
 
     if overwrite and resume:
         raise UsageFailure("--overwrite and --resume exclude each other; pick one")
+    if engine not in ("local", "ray"):
+        raise UsageFailure(f"--engine {engine!r} must be local or ray")
+    if engine == "local" and (address is not None or partitions is not None):
+        raise UsageFailure("--address and --partitions need --engine ray")
+    if engine == "ray":
+        from streamcli.shards.on_ray import import_ray
+
+        try:
+            import_ray()
+        except ImportError as exc:
+            raise UsageFailure(f"--engine ray: {exc}") from None
     *src, out = args
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder")
+    blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (overwrite or resume):
         raise UsageFailure(f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue")
     shard_bytes = parse_size(shard_size)
-    opts = loader_options(batch_size, time_steps, workers, seed, shuffle, boundary, epoch_end, layout, on_error)
     spec = resolve_source(src, option)
     console = Console(stderr=True)
     with open_loader(spec, opts) as loader:
         header = make_header(
             fields=loader.fields,
-            batch_size=batch_size,
-            time_steps=time_steps,
+            batch_size=opts.batch_size,
+            time_steps=opts.time_steps,
             layout=opts.layout,
             source=spec.record(),
             loader={**opts.record(), "epochs": epochs, "batches": batches},
@@ -117,44 +116,51 @@ def export(
             streams=[loader.stream_name(i) for i in range(loader.num_streams)],
             stream_lengths=[loader.stream_length(i) for i in range(loader.num_streams)],
         )
-        try:
-            per_epoch: int | None = len(loader)
-        except TypeError:
-            per_epoch = None
-        # --batches alone runs as many epochs as it needs; the loop ends early only if an epoch is empty
+        # --batches alone runs as many epochs as it needs
         n_epochs = epochs if epochs is not None else None if batches is not None else 1
-        epoch_iters = itertools.repeat(None) if n_epochs is None else range(n_epochs)
-        total = batches if per_epoch is None or n_epochs is None else min(batches or 1 << 62, per_epoch * n_epochs)
+        total = _total(loader, n_epochs, batches)
+        if engine == "ray" and total is None:
+            raise UsageFailure(
+                f"--engine ray needs every stream's length to cut the export into tasks, but the {spec.plugin} "
+                "source does not report them all; make it report lengths (for video: -o scan=true)"
+                + ("" if n_epochs is None else ", or give --batches N")
+            )
         mode = "resume" if resume else "overwrite" if overwrite else "new"
         was_complete = resume and (out_dir / MANIFEST).is_file()
         stale = was_complete and (out_dir / PARTIAL).exists()
         t0 = time.perf_counter()
+        counts = (
+            (TextColumn("{task.fields[rate]}"),) if total is None else (MofNCompleteColumn(), TextColumn("batches"))
+        )  # an unknown total shows a rate, never "224/?"
         with Progress(
-            TextColumn("[bold]export[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("batches"),
-            TextColumn("{task.fields[mb]:.0f} MB"), TimeRemainingColumn(), console=console, transient=False,
+            TextColumn("[bold]export[/]"), BarColumn(), *counts, TextColumn("{task.fields[mb]:.0f} MB"),
+            TimeRemainingColumn(), console=console, transient=False,
         ) as progress:  # fmt: skip
-            task = progress.add_task("export", total=total, mb=0.0)
-
+            task = progress.add_task("export", total=total, mb=0.0, rate="")
             first: list[float] = []  # when the first batch was written: the steady rate excludes start-up
 
             def report(n: int, nbytes: int) -> None:
+                now = time.perf_counter()
                 if not first:
-                    first.append(time.perf_counter())
-                progress.update(task, completed=n, mb=nbytes / 1e6)
+                    first.append(now)
+                rate = f"{n} batches, {n / max(now - t0, 1e-9):.1f}/s"
+                progress.update(task, completed=n, mb=nbytes / 1e6, rate=rate)
 
             try:
-                manifest = write_export(
-                    iter_limit((iter(loader) for _ in epoch_iters), batches),
-                    out_dir,
-                    header,
-                    mode=mode,
-                    progress=report,
-                )
+                if engine == "ray":
+                    assert total is not None
+                    manifest = _on_ray(loader, spec, opts, header, out_dir, n_epochs, total, mode, address,
+                                       partitions, progress, task, console)  # fmt: skip
+                else:
+                    manifest = export_loader(
+                        loader, out_dir, header, epochs=n_epochs, batches=batches, mode=mode, progress=report
+                    )
             except KeyboardInterrupt:
                 console.print(f"[yellow]interrupted; continue with: streamcli export ... {out} --resume[/]")
                 raise
         dt = time.perf_counter() - t0
         steady = time.perf_counter() - first[0] if first else 0.0
+        stats = loader.stats
     nbytes = sum(s["bytes"] for s in manifest["shards"])
     n = manifest["batches"]
     if was_complete:
@@ -166,15 +172,64 @@ def export(
         )
         return
     rate = f"; after the first batch {nbytes * (n - 1) / n / 1e6 / steady:.1f} MB/s" if n > 1 and steady > 0 else ""
+    share = f"; {stats.useful_share:.0%} of the steps are real data" if stats.batches else ""
     console.print(
         f"wrote {n} batches in {len(manifest['shards'])} shards to {out}: "
-        f"{nbytes / 1e6:.1f} MB in {dt:.1f} s ({nbytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate})",
+        f"{nbytes / 1e6:.1f} MB in {dt:.1f} s ({nbytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate}){share}",
         highlight=False,
     )
+    hint = stats.padding_hint()
+    if hint:
+        console.print(f"[yellow]hint:[/] {hint}", highlight=False)
+
+
+def _total(loader: Any, epochs: int | None, batches: int | None) -> int | None:
+    """Batches the export will write, if the lengths say; None when unknown."""
+    try:
+        per_epoch: list[int] | None = (
+            [int(loader.batches_in_epoch(e)) for e in range(epochs)] if epochs is not None else None
+        )
+    except TypeError:
+        return batches if epochs is None else None
+    if per_epoch is None:
+        return batches
+    return min(batches or 1 << 62, sum(per_epoch))
+
+
+def _on_ray(
+    loader: Any, spec: Any, opts: LoaderOptions, header: dict[str, Any], out_dir: Path, epochs: int | None,
+    total: int, mode: str, address: str | None, partitions: int | None, progress: Progress, task: Any,
+    console: Console,
+) -> dict[str, Any]:  # fmt: skip
+    from streamcli.shards.on_ray import Job, export_on_ray
+
+    kw = {"batch_size": opts.batch_size, "time_steps": opts.time_steps, **opts.record()}
+    needed = epochs if epochs is not None else 1 + max(0, _epochs_for(loader, total))
+    job = Job(source=spec.record(), loader=kw, header=header, out_dir=str(out_dir), epochs=needed, total=total)
+
+    def on_started(s: float) -> None:
+        console.print(f"[dim]Ray ready in {s:.1f} s[/]", highlight=False)
+
+    def report(n: int, of: int) -> None:
+        progress.update(task, completed=n)
+
+    return export_on_ray(job, mode=mode, partitions=partitions, address=address, progress=report,
+                         on_started=on_started)  # fmt: skip
+
+
+def _epochs_for(loader: Any, total: int) -> int:
+    """The index of the epoch in which batch ``total`` falls (for --batches without --epochs)."""
+    done, e = 0, 0
+    while True:
+        n = loader.batches_in_epoch(e)
+        if n == 0 or done + n >= total:
+            return e
+        done += n
+        e += 1
 
 
 def verify(
-    out_dir: Annotated[Path, typer.Argument(help="The export folder.", show_default=False)],
+    out_dir: Annotated[Path, typer.Argument(help="The export folder.", show_default=False, metavar="OUT_DIR")],
 ) -> None:
     """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
 
@@ -206,7 +261,9 @@ def verify(
 
 def register(app: typer.Typer) -> None:
     app.command(
+        cls=StreamcliCommand,
         epilog="Examples: streamcli export text books/ out/ -b 16 -t 32 --batches 1000  |  "
-        "streamcli export video clips/ out/ --resume"
-    )(export)
-    app.command(epilog="Example: streamcli verify out/")(verify)
+        "streamcli export video clips/ out/ -o scan=true --segment 128 --resume  |  "
+        "streamcli export camera out/ --engine ray --partitions 4",
+    )(loader_command()(export))
+    app.command(cls=StreamcliCommand, epilog="Example: streamcli verify out/")(verify)

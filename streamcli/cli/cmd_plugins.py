@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import typing
 from typing import Annotated, Any
 
 import typer
@@ -10,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from streamcli.cli._common import StreamcliCommand, UsageFailure, did_you_mean, option_signature
+from streamcli.errors import PluginNotFoundError
 from streamcli.plugins import PluginInfo, list_plugins, load_factory
 
 
@@ -39,10 +43,77 @@ def describe(info: PluginInfo) -> dict[str, Any]:
     return out
 
 
+def options_of(name: str) -> list[dict[str, Any]]:
+    """The ``-o`` options of plugin ``name``: name, type and default, read the way ``-o`` parses them."""
+    try:
+        factory = load_factory(name)
+    except PluginNotFoundError as exc:
+        raise UsageFailure(did_you_mean(str(exc), name, [p.name for p in list_plugins()])) from None
+    params, hints, open_kwargs = option_signature(factory)
+    try:
+        first = next(iter(inspect.signature(factory).parameters.values()), None)
+    except (TypeError, ValueError):
+        first = None
+    out = []
+    for key, p in params.items():
+        if first is not None and key == first.name and p.default in (inspect.Parameter.empty, None):
+            continue  # the source's argument (PATH), given after the plugin name, not as -o
+        ann = hints.get(key, p.annotation)
+        default = None if p.default is inspect.Parameter.empty else p.default
+        out.append({"name": key, "type": type_name(ann, p.default), "default": default})
+    if open_kwargs:
+        out.append({"name": "**", "type": "any", "default": None})
+    return out
+
+
+def type_name(ann: Any, default: Any = inspect.Parameter.empty) -> str:
+    """``int``, ``tuple[int, int]``, ``int | None``: an annotation as users read it."""
+    if ann is inspect.Parameter.empty:
+        return type(default).__name__ if default not in (inspect.Parameter.empty, None) else "any"
+    if isinstance(ann, type) and not typing.get_args(ann):
+        return ann.__name__
+    text = str(ann)
+    for prefix in ("typing.", "pathlib.", "collections.abc.", "os."):
+        text = text.replace(prefix, "")
+    return text
+
+
+def _one_plugin(name: str, as_json: bool) -> None:
+    info = next((p for p in list_plugins() if p.name == name), None)
+    opts = options_of(name)
+    row = describe(info) if info is not None else {}
+    factory = load_factory(name)
+    doc = (inspect.getdoc(factory) or "").split("\n\n")[0]
+    if as_json:
+        typer.echo(json.dumps({**row, "doc": doc, "options": opts}, indent=1, default=str))
+        return
+    console = Console(soft_wrap=False)
+    console.print(f"[bold]{escape(name)}[/] ({escape(row.get('value') or '')}): {escape(' '.join(doc.split()))}")
+    table = Table(title="options (-o key=value)", title_justify="left")
+    table.add_column("option", style="bold", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("default")
+    for o in opts:
+        table.add_row(o["name"], escape(o["type"]), escape(repr(o["default"])) if o["default"] is not None else "-")
+    console.print(table)
+    if row.get("fields"):
+        console.print("fields of a step: " + ", ".join(f"{f['name']} {f['dtype']}{f['shape']}" for f in row["fields"]))
+
+
 def plugins(
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list (for scripts).")] = False,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Show this plugin's options (types and defaults).", show_default=False, metavar="[NAME]"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
 ) -> None:
-    """List the installed source plugins: name, distribution and version, module:attr, status and fields."""
+    """List the installed source plugins: name, distribution and version, module:attr, status and fields.
+
+    With NAME, list that plugin's -o options with their types and defaults.
+    """
+    if name is not None:
+        _one_plugin(name, as_json)
+        return
     rows = [describe(p) for p in list_plugins()]
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
@@ -66,4 +137,4 @@ def plugins(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog="Example: streamcli plugins --json")(plugins)
+    app.command(cls=StreamcliCommand, epilog="Examples: streamcli plugins --json  |  streamcli plugins video")(plugins)

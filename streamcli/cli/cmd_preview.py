@@ -17,26 +17,16 @@ from rich.console import Console
 from rich.live import Live
 
 from streamcli.cli._common import (
-    BatchSize,
-    Boundary,
-    BoundaryOpt,
-    EpochEnd,
-    EpochEndOpt,
-    Layout,
-    LayoutOpt,
-    OnError,
-    OnErrorOpt,
-    Seed,
-    Shuffle,
+    STATE,
     SourceArgs,
     SourceOpts,
-    TimeSteps,
+    StreamcliCommand,
     UsageFailure,
-    Workers,
-    loader_options,
     open_loader,
     resolve_source,
 )
+from streamcli.cli._noise import CollectedWarnings, NativeStderr
+from streamcli.cli._options import LoaderOptions, loader_command
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -127,15 +117,6 @@ def _epochs(loader: Any, epochs: int | None) -> Iterator[Iterator[Batch]]:
 def preview(
     source: SourceArgs = None,
     option: SourceOpts = None,
-    batch_size: BatchSize = 8,
-    time_steps: TimeSteps = 16,
-    workers: Workers = 1,
-    seed: Seed = 0,
-    shuffle: Shuffle = True,
-    boundary: BoundaryOpt = Boundary.pad,
-    epoch_end: EpochEndOpt = EpochEnd.pad,
-    layout: LayoutOpt = Layout.TB,
-    on_error: OnErrorOpt = OnError.raise_,
     batches: Annotated[int | None, typer.Option(help="Stop after N batches.", min=1)] = None,
     epochs: Annotated[
         int | None,
@@ -145,6 +126,8 @@ def preview(
         Path | None, typer.Option(help="Write the last grid as a labelled PNG contact sheet.", dir_okay=False)
     ] = None,
     fps: Annotated[float, typer.Option(help="Redraws per second (capped at 15).", min=0.5)] = RENDER_HZ,
+    *,
+    opts: LoaderOptions,
 ) -> None:
     """Watch batches live: every row's current step, loader throughput, waits and worker load.
 
@@ -156,7 +139,6 @@ def preview(
 
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
-    opts = loader_options(batch_size, time_steps, workers, seed, shuffle, boundary, epoch_end, layout, on_error)
     spec = resolve_source(source, option)
     console = Console()
     interval = 1.0 / min(fps, 15.0)
@@ -170,78 +152,85 @@ def preview(
         return bool(draw["force"]) or frame is None or due or (batches is not None and n + 1 >= batches)
 
     t0 = time.perf_counter()
-    with open_loader(spec, opts) as loader:
-        if epochs is None:
-            epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
-        it = iter_limit(_epochs(loader, epochs or None), batches)
+    # Native libraries (FFmpeg, OpenCV) write to fd 2, here and in the workers started below: point it at a
+    # file for the whole run so nothing can scribble over the screen; warnings show as lines afterwards.
+    caught, native = CollectedWarnings(STATE.debug), NativeStderr(STATE.debug)
+    try:
+        with caught, native, open_loader(spec, opts) as loader:
+            if epochs is None:
+                epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
+            it = iter_limit(_epochs(loader, epochs or None), batches)
 
-        def pull() -> bool:
-            nonlocal frame, n
-            batch = next(it, None)
-            if batch is None:
-                return False
-            if want_frame():  # copying out the shown steps is cheap, but only needed when drawing
-                frame = frame_from_batch(batch, loader.stream_name, loader.stream_length)
-            n += 1
-            marks.append(time.perf_counter())
-            del batch  # release the loader's slot before drawing
-            return True
+            def pull() -> bool:
+                nonlocal frame, n
+                batch = next(it, None)
+                if batch is None:
+                    return False
+                if want_frame():  # copying out the shown steps is cheap, but only needed when drawing
+                    frame = frame_from_batch(batch, loader.stream_name, loader.stream_length)
+                n += 1
+                marks.append(time.perf_counter())
+                del batch  # release the loader's slot before drawing
+                return True
 
-        if not console.is_terminal:
-            while pull():
-                pass
-            console.print(text_summary(frame, loader.stats, title=spec.label()))
-        else:
-            system, notice = colour_notice(console)
-            quit_now = False
-            with (
-                KeyReader() as keys,
-                console.screen(hide_cursor=True),
-                Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live,
-            ):
-                paused, done, drawn_done = False, False, False
-                while not quit_now:
-                    step = False
-                    while (key := keys.get()) is not None:
-                        if key in "qQ":
-                            quit_now = True
-                        elif key == " ":
-                            paused = not paused
-                        elif key in "nN":
-                            step = True
-                    if quit_now:
-                        break
-                    if not done and (not paused or step):
-                        draw["force"] = step
-                        done = not pull()
-                    now = time.perf_counter()
-                    if now - draw["last"] >= draw["interval"] or step or (done and not drawn_done):
-                        size = console.size
-                        live.update(
-                            dashboard(
-                                frame, loader.stats, width=size.width, height=size.height, color_system=system,
-                                title=spec.label() + ("  (done: q to quit)" if done else ""),
-                                paused=paused, notice=notice,
-                            ),
-                            refresh=True,
-                        )  # fmt: skip
-                        drawn_done = done
-                        # Drawing shares the consumer's thread: keep it under RENDER_BUDGET of the wall time.
-                        cost = time.perf_counter() - now
-                        draw["last"], draw["interval"] = now, max(interval, cost / RENDER_BUDGET)
-                    if done and drawn_done and (batches is not None or not keys.enabled):
-                        break  # --batches N stops on its own; otherwise the last frame stays until q
-                    if paused or done:
-                        key = keys.get(timeout=KEY_POLL_S)
-                        if key is not None:
-                            keys.keys.put(key)
-        elapsed = time.perf_counter() - t0
-        s = loader.stats
-        steady = (len(marks) - 1) / (marks[-1] - marks[0]) if len(marks) > 1 and marks[-1] > marks[0] else 0.0
-        console.print(
-            f"preview: {n} batches in {elapsed:.1f} s, {s.batches_per_s:.1f} batches/s, "
-            f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s; after the first batch {steady:.1f} batches/s"
-        )
+            if not console.is_terminal:
+                while pull():
+                    pass
+                console.print(text_summary(frame, loader.stats, title=spec.label(), skipped=spec.skipped))
+            else:
+                system, notice = colour_notice(console)
+                quit_now = False
+                with (
+                    KeyReader() as keys,
+                    console.screen(hide_cursor=True),
+                    Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live,
+                ):
+                    paused, done, drawn_done = False, False, False
+                    while not quit_now:
+                        step = False
+                        while (key := keys.get()) is not None:
+                            if key in "qQ":
+                                quit_now = True
+                            elif key == " ":
+                                paused = not paused
+                            elif key in "nN":
+                                step = True
+                        if quit_now:
+                            break
+                        if not done and (not paused or step):
+                            draw["force"] = step
+                            done = not pull()
+                        now = time.perf_counter()
+                        if now - draw["last"] >= draw["interval"] or step or (done and not drawn_done):
+                            size = console.size
+                            live.update(
+                                dashboard(
+                                    frame, loader.stats, width=size.width, height=size.height, color_system=system,
+                                    title=spec.label() + ("  (done: q to quit)" if done else ""),
+                                    paused=paused, notice=notice, skipped=spec.skipped,
+                                ),
+                                refresh=True,
+                            )  # fmt: skip
+                            drawn_done = done
+                            # Drawing shares the consumer's thread: keep it under RENDER_BUDGET of the wall time.
+                            cost = time.perf_counter() - now
+                            draw["last"], draw["interval"] = now, max(interval, cost / RENDER_BUDGET)
+                        if done and drawn_done and (batches is not None or not keys.enabled):
+                            break  # --batches N stops on its own; otherwise the last frame stays until q
+                        if paused or done:
+                            key = keys.get(timeout=KEY_POLL_S)
+                            if key is not None:
+                                keys.keys.put(key)
+            elapsed = time.perf_counter() - t0
+            s = loader.stats
+            steady = (len(marks) - 1) / (marks[-1] - marks[0]) if len(marks) > 1 and marks[-1] > marks[0] else 0.0
+            console.print(
+                f"preview: {n} batches in {elapsed:.1f} s, {s.batches_per_s:.1f} batches/s, "
+                f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s; after the first batch {steady:.1f} batches/s"
+            )
+    finally:
+        native.report()
+        caught.report()
     if snapshot is not None and frame is not None:
         snapshot_png(frame, snapshot)
         Console(stderr=True).print(f"wrote {snapshot}")
@@ -249,6 +238,7 @@ def preview(
 
 def register(app: typer.Typer) -> None:
     app.command(
+        cls=StreamcliCommand,
         epilog="Examples: streamcli preview  |  streamcli preview video clips/ -b 8 -t 16 -w 2  |  "
-        "streamcli preview text books/ --batches 50 --snapshot grid.png"
-    )(preview)
+        "streamcli preview text books/ --batches 50 --snapshot grid.png",
+    )(loader_command()(preview))

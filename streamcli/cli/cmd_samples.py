@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streamcli.cli._common import UsageFailure, convert
+from streamcli.cli._common import StreamcliCommand, UsageFailure, convert
 
 
 def samples(
@@ -50,4 +50,4 @@ def samples(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog="Example: streamcli samples samples/clips --count 4 --steps 100")(samples)
+    app.command(cls=StreamcliCommand, epilog="Example: streamcli samples samples/clips --count 4 --steps 100")(samples)
