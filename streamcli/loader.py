@@ -35,7 +35,7 @@ from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
 from streamcli.engine.ring import Ring
 from streamcli.engine.worker import WorkerSpec
-from streamcli.source import Field, StreamSource, check_source, item_name
+from streamcli.source import Field, StreamSource, call_default_segment, check_source, item_name, plugin_name
 from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
@@ -136,8 +136,9 @@ class StreamLoader:
         self.seed, self.shuffle, self.layout = int(seed), bool(shuffle), layout
         self.boundary, self.epoch_end, self.on_error = boundary, epoch_end, on_error
         self.pin_memory, self.timeout = pin_memory, timeout
-        self.plugin = str(getattr(source, "_streamcli_plugin", type(source).__name__))
+        self.plugin = plugin_name(source)
         self.items: list[Any] = list(source.items())
+        segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
         self.segment, self.batches_per_epoch = segment, batches_per_epoch
         self._lengths: list[int | None] | None = None
         needs_lengths = bool(segment) or self.world_size > 1

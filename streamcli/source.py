@@ -86,6 +86,7 @@ class BaseSource:
     - ``item_name(item)``: a short name shown in previews and error messages.
     - ``setup_worker()``: called once in each worker process before any ``open`` (e.g. thread limits).
     - ``can_open(arg)``: lets the CLI infer this plugin from a bare path.
+    - ``default_segment()``: the loader's ``segment=`` when the user gives none (0: whole items).
     """
 
     def items(self) -> Sequence[Any]:
@@ -110,6 +111,9 @@ class BaseSource:
     def can_open(cls, arg: str) -> bool:
         return False
 
+    def default_segment(self) -> int:
+        return 0
+
 
 # ----------------------------------------------------------------------------------------------------------
 # Optional hooks, declared once with their defaults. Callers use these functions and never probe with
@@ -133,6 +137,12 @@ def can_open(factory: Any, arg: str) -> bool:
     """Hook ``factory.can_open(arg)`` (a class method): may this plugin open a bare path? Default: no."""
     fn = getattr(factory, "can_open", None)
     return bool(fn(arg)) if callable(fn) else False
+
+
+def call_default_segment(source: StreamSource) -> int:
+    """Hook ``source.default_segment()``: the loader's ``segment=`` when the user gives none; default 0."""
+    fn = getattr(source, "default_segment", None)
+    return int(fn()) if callable(fn) else 0
 
 
 PLUGIN_ATTR = "_streamcli_plugin"

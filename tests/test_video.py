@@ -170,15 +170,25 @@ def test_seek_is_verified_and_falls_back_to_decoding(
 
 @pytest.mark.slow
 def test_segments_stride_and_gray_cover_the_stream(reference: Any, cache: str) -> None:
+    from streamcli import StreamLoader
+
+    # The old spelling segment=500 is the loader's segment option now: whole files, cut by the loader.
     src = VideoSource(VIDEO / "soundwave.mp4", size=SMALL, segment=500, cache_dir=cache)
-    items = src.items()
-    assert [src.length(i) for i in items] == [500] * 7 + [44]
-    assert len({src.item_name(i) for i in items}) == 8
+    (whole,) = src.items()
+    assert src.length(whole) == 3544 and src.default_segment() == 500
     frames, times = reference["soundwave.mp4"]
-    for i in (0, 3, 7):
-        got_f, got_t = steps(src.open(items[i], start=2))
-        np.testing.assert_array_equal(got_f, frames[i * 500 + 2 : i * 500 + src.length(items[i])])
-        np.testing.assert_array_equal(got_t, times[i * 500 + 2 : i * 500 + src.length(items[i])])
+    with StreamLoader(src, 8, 16, shuffle=False) as loader:
+        assert loader.segment == 500
+        starts, got = [], {}
+        for batch in loader:
+            valid, first, pos = batch.valid.numpy(), batch.is_first.numpy(), batch.position.numpy()
+            starts += [int(p) for p in pos[first]]
+            for t, b in zip(*np.nonzero(valid), strict=True):
+                got[int(pos[t, b])] = (batch["frame"][t, b].numpy(), float(batch["time_ms"][t, b]))
+    assert sorted(starts) == list(range(0, 3544, 500))  # 8 streams, each with its reset
+    assert sorted(got) == list(range(3544))
+    np.testing.assert_array_equal(np.stack([got[p][0] for p in range(3544)]), frames)
+    np.testing.assert_array_equal(np.array([got[p][1] for p in range(3544)]), times)
 
     gray = VideoSource(VIDEO / "cityCC0.mpg", size=SMALL, gray=True, stride=3, scan=True, cache_dir=cache)
     (item,) = gray.items()
@@ -308,7 +318,7 @@ def test_loader_with_workers_streams_every_segment_exactly(cache: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         items = src.items()
-    assert [src.length(i) for i in items] == [50, 50, 50, 12, 24, 2, 11]  # alea (162) in 4, blue, sage, small
+    assert [src.length(i) for i in items] == [162, 24, 2, 11]  # alea, blue, sage, small; the loader cuts them
     expected = [steps(src.open(i))[0] for i in items]
     with StreamLoader(src, batch_size=3, time_steps=8, num_workers=2, seed=1) as loader:
         n = len(loader)
@@ -319,7 +329,7 @@ def test_loader_with_workers_streams_every_segment_exactly(cache: str) -> None:
             frames, valid = batch["frame"].numpy(), batch.valid.numpy()
             for t, b in zip(*np.nonzero(valid), strict=True):
                 got.setdefault(int(batch.stream[t, b]), {})[int(batch.position[t, b])] = frames[t, b]
-    assert batches == n
+    assert batches == n and loader.segment == 50
     assert sorted(got) == list(range(len(items)))
     for s, want in enumerate(expected):
         assert sorted(got[s]) == list(range(len(want)))

@@ -47,7 +47,7 @@ _NO_OPEN = "OpenCV cannot open it (not a video, or no video track)"
 _NO_FRAME = "no frame decodes"
 _Position = tuple[Any, Clock, Iterator[float], "npt.NDArray[np.uint8] | None"]
 VideoItem = tuple[str, int, int]
-"""(path, first step, number of steps or -1 when unknown). A segment of a file is its own item."""
+"""(path, first step, number of steps or -1 when unknown): one item per file."""
 
 
 def _files(n: int) -> str:
@@ -55,17 +55,17 @@ def _files(n: int) -> str:
 
 
 class VideoSource(BaseSource):
-    """Video files under a folder (searched recursively, sorted), one stream per file or per segment.
+    """Video files under a folder (searched recursively, sorted), one stream per file.
 
     Fields per step: ``frame`` uint8[3, H, W] in **RGB** order (uint8[1, H, W] with ``gray=True``), and
     ``time_ms`` float64, the frame's container timestamp (``CAP_PROP_POS_MSEC``); where a container gives
     no usable time (0 or going backwards, as in some MPEG-1 streams), it is extrapolated by the last frame
     interval, or by ``1000 / fps`` (see ``_decode.Clock``).
 
-    Options: ``size=(H, W)``; ``gray``; ``stride`` (keep every n-th frame); ``segment=N`` cuts each file
-    into streams of at most N steps, each with its own reset (needs exact counts, so it implies ``scan``;
-    this spelling keeps working, but it will become the loader's own ``segment`` option,
-    ``StreamLoader(..., segment=N)`` or ``--segment N``, which cuts any source's items and needs no scan);
+    Options: ``size=(H, W)``; ``gray``; ``stride`` (keep every n-th frame); ``segment=N`` is the old
+    spelling of the loader's own option (``StreamLoader(..., segment=N)``, ``--segment N``), which now does
+    the cutting for every source: given here, it becomes the loader's default (``default_segment``) and
+    implies ``scan``, so the segments of a long clip spread over all rows;
     ``scan=True`` decodes every file once, in parallel, and caches the counts, so lengths (and
     ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension (``EXTENSIONS``:
     camcorder, DVD and broadcast files included), and a file given directly is used whatever its name;
@@ -189,8 +189,6 @@ class VideoSource(BaseSource):
             steps = self._steps(path)
             if steps is None:
                 items.append((path, 0, -1))
-            elif self.segment:
-                items += [(path, a, min(self.segment, steps - a)) for a in range(0, steps, self.segment)]
             else:
                 items.append((path, 0, steps))
         if not items:
@@ -226,7 +224,11 @@ class VideoSource(BaseSource):
 
     def item_name(self, item: VideoItem) -> str:
         name = Path(item[0]).name
-        return f"{name}@{item[1]}" if self.segment else name
+        return name
+
+    def default_segment(self) -> int:
+        """``segment=N`` given to the source: the loader cuts every file into streams of N steps."""
+        return self.segment
 
     def setup_worker(self) -> None:
         # W workers x FFmpeg's automatic threads would oversubscribe W cores; RESULTS.md (Sources) measures it.

@@ -21,7 +21,7 @@ import numpy as np
 from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, fill_batch, new_rows
 from streamcli.engine.ring import Ring, RingSpec
 from streamcli.errors import StepSpecError
-from streamcli.source import StreamSource
+from streamcli.source import StreamSource, call_setup_worker
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) 
 
 
 def _setup(source: StreamSource) -> None:
-    setup = getattr(source, "setup_worker", None)
-    if callable(setup):
-        setup()
+    call_setup_worker(source)
 
 
 def _serve(p: Producer, conn: Connection) -> None:
