@@ -71,3 +71,54 @@ def test_ray_export_is_byte_identical_to_local_and_resumes(tmp_path: Path) -> No
         assert not (b / PARTIAL).exists()
     finally:
         ray.shutdown()
+
+
+CLI = ["camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
+       "--segment", "5", "--shard-size", "2kB", "--epochs", "2"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cli_engine_ray_writes_the_local_files(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "streamcli", "export", *CLI, *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+
+    r = run(str(tmp_path / "local"))
+    assert r.returncode == 0, r.stderr
+    r = run(str(tmp_path / "ray"), "--engine", "ray", "--partitions", "2")
+    assert r.returncode == 0, r.stderr
+    assert "Ray ready in" in r.stderr
+    assert files(tmp_path / "ray") == files(tmp_path / "local")
+
+
+def test_cli_engine_ray_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import streamcli.shards.on_ray as on_ray
+    from streamcli.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["export", *CLI, str(tmp_path / "a"), "--partitions", "2"])
+    assert r.exit_code == 2 and "--engine ray" in r.output
+
+    def missing() -> None:
+        raise ImportError(f"the ray engine needs Ray, which is not installed: {on_ray.RAY_HINT}")
+
+    monkeypatch.setattr(on_ray, "import_ray", missing)
+    r = runner.invoke(app, ["export", *CLI, str(tmp_path / "b"), "--engine", "ray"])
+    assert r.exit_code == 2 and "pip install 'streamcli[ray]'" in r.output
+
+
+def test_cli_engine_ray_needs_lengths(tmp_path: Path) -> None:
+    from conftest import data_root
+    from typer.testing import CliRunner
+
+    from streamcli.cli import app
+
+    video = data_root("video") / "odd"
+    r = CliRunner().invoke(app, ["export", "video", str(video), str(tmp_path / "o"), "--engine", "ray", "-w", "0"])
+    assert r.exit_code == 2 and "scan=true" in r.output
