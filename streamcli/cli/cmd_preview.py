@@ -16,17 +16,10 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from streamcli.cli._common import (
-    STATE,
-    SourceArgs,
-    SourceOpts,
-    StreamcliCommand,
-    UsageFailure,
-    open_loader,
-    resolve_source,
-)
+from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
+from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
