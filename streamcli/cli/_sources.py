@@ -34,9 +34,16 @@ DEFAULT_SOURCE = "camera"
 
 SOURCE_PANEL = "Source"
 
+
+def complete_source(incomplete: str) -> list[str]:
+    """Shell completion of SOURCE: the installed plugin names (read from metadata, no plugin imported)."""
+    return [p.name for p in list_plugins() if p.name.startswith(incomplete)]
+
+
 SourceArgs = Annotated[
     list[str] | None,
     typer.Argument(
+        autocompletion=complete_source,
         help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred.",
         show_default=False,
         metavar="[SOURCE] [PATH]",
