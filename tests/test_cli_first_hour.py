@@ -32,6 +32,9 @@ def test_version() -> None:
 def test_completion_is_offered() -> None:
     out = runner.invoke(app, ["--help"], env=WIDE).output
     assert "--install-completion" in out and "--show-completion" in out
+    from streamcli.cli._sources import complete_source
+
+    assert complete_source("vi") == ["video"] and {"text", "camera"} <= set(complete_source(""))
 
 
 def test_plugins_name_lists_options_with_types_and_defaults() -> None:

@@ -11,11 +11,12 @@ import pytest
 from _shard_fakes import make_batch
 from rich.console import Console
 
-from streamcli.preview import (
+from streamcli.cli.preview import (
     as_rgb,
     contact_sheet,
     dashboard,
     field_kind,
+    field_kinds,
     frame_from_batch,
     half_block_lines,
     resize_nearest,
@@ -81,13 +82,65 @@ def test_as_rgb_accepts_hwc_and_chw(shape: tuple[int, ...], hwc: tuple[int, ...]
         assert np.array_equal(out[..., 1], arr[1])
 
 
-def test_field_kinds() -> None:
-    assert field_kind("text", np.zeros(16, np.uint8)) == "text"
-    assert field_kind("frame", np.zeros((3, 32, 32), np.uint8)) == "image"
-    assert field_kind("pcm", np.zeros((800, 2), np.int16)) == "wave"
-    assert field_kind("wave", np.zeros(32, np.float32)) == "wave"
-    assert field_kind("homography", np.eye(3)) == "summary"
-    assert field_kind("time_ms", np.float64(3.0)) == "summary"
+def test_field_kinds_are_inferred_without_a_hint() -> None:
+    assert field_kind(np.zeros(16, np.uint8)) == "text"
+    assert field_kind(np.zeros((3, 32, 32), np.uint8)) == "image"
+    assert field_kind(np.zeros((800, 2), np.int16)) == "audio"
+    assert field_kind(np.zeros(32, np.float32)) == "audio"
+    assert field_kind(np.eye(3)) == "other"
+    assert field_kind(np.float64(3.0)) == "other"
+
+
+def test_display_hints_win_over_inference() -> None:
+    assert field_kind(np.zeros(16, np.uint8), "other") == "other"
+    assert field_kind(np.zeros(32, np.float32), "text") == "text"
+    assert field_kind(np.zeros(5, np.float32), "audio") == "audio"
+    assert field_kind(np.eye(3), "image") == "other"  # a hint that cannot be drawn falls back
+    kinds = field_kinds({"body": np.zeros(8, np.uint8), "n": np.int32(3)}, {"body": "text:n"})
+    assert kinds == {"body": "text", "n": "hidden"}
+
+
+def test_field_display_is_validated() -> None:
+    from streamcli.source import Field
+
+    f = Field("body", (8,), "uint8", display="text:n")
+    assert f.display_kind == "text" and f.length_field == "n"
+    assert Field("x", (), "int32").display == "" and Field("x", (), "int32").length_field is None
+    for bad in ("picture", "image:n", "text:", "text:1x"):
+        with pytest.raises(ValueError, match="display="):
+            Field("x", (8,), "uint8", display=bad)
+
+
+def test_builtin_sources_declare_display_hints() -> None:
+    from streamcli.plugins import load_source
+
+    cam = {f.name: f.display for f in load_source("camera", 1, size=(8, 8)).fields()}
+    assert cam == {"frame": "image", "homography": "other"}
+    text = {f.name: f.display for f in load_source("text", ["ab"], strings=True).fields()}
+    assert text == {"text": "text:nbytes", "nbytes": ""}
+
+
+def test_a_third_party_field_renders_by_its_hint() -> None:
+    """Names preview has never heard of: 'caption' (text with a length field) and 'depth' (other)."""
+    import torch
+
+    from streamcli.batch import Batch
+
+    cap = np.zeros((2, 1, 8), np.uint8)
+    cap[0, 0, :5], cap[1, 0, :3] = list(b"hello"), list(b" yo")
+    ones = torch.ones((2, 1), dtype=torch.bool)
+    b = Batch(
+        data={"caption": torch.from_numpy(cap), "clen": torch.tensor([[5], [3]], dtype=torch.int32),
+              "depth": torch.zeros((2, 1, 4), dtype=torch.uint8)},
+        is_first=ones, reset=torch.ones(1, dtype=torch.bool), valid=ones, stream=torch.zeros((2, 1), dtype=torch.int64),
+        position=torch.arange(2).reshape(2, 1), replayed=~ones,
+    )  # fmt: skip
+    f = frame_from_batch(b, lambda i: "s", lambda i: 2, {"caption": "text:clen", "depth": "other"})
+    assert f.rows[0].text == {"caption": b"hello yo"} and f.rows[0].kinds["clen"] == "hidden"
+    con = capture(width=100)
+    con.print(text_summary(f, None))
+    out = con.export_text()
+    assert "'hello yo'" in out and "clen" not in out and "depth uint8[4]" in out
 
 
 def test_resize_nearest() -> None:

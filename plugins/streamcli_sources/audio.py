@@ -135,7 +135,10 @@ class AudioSource(BaseSource):
 
     def fields(self) -> Sequence[Field]:
         channels = next(iter(self._index().values())).channels
-        return (Field("pcm", (self.samples, channels), "int16"), Field("nsamples", (), "int32"))
+        return (
+            Field("pcm", (self.samples, channels), "int16", display="audio"),
+            Field("nsamples", (), "int32", display="other"),
+        )
 
     def length(self, item: str) -> int:
         return -(-self._index()[item].frames // self.samples)

@@ -75,7 +75,10 @@ class CameraSource(BaseSource):
 
     def fields(self) -> Sequence[Field]:
         h, w = self.size
-        return (Field("frame", (1 if self.gray else 3, h, w), "uint8"), Field("homography", (3, 3), "float64"))
+        return (
+            Field("frame", (1 if self.gray else 3, h, w), "uint8", display="image"),
+            Field("homography", (3, 3), "float64", display="other"),
+        )
 
     def length(self, item: int) -> int:
         return self.steps

@@ -55,7 +55,7 @@ class TextSource(BaseSource):
         return self._items
 
     def fields(self) -> Sequence[Field]:
-        return (Field("text", (self.width,), "uint8"), Field("nbytes", (), "int32"))
+        return (Field("text", (self.width,), "uint8", display="text:nbytes"), Field("nbytes", (), "int32"))
 
     def _bytes(self, item: str) -> bytes:
         data = item.encode("utf-8") if self._literal else Path(item).read_bytes()

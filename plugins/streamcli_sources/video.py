@@ -217,7 +217,10 @@ class VideoSource(BaseSource):
 
     def fields(self) -> Sequence[Field]:
         h, w = self.size
-        return (Field("frame", (1 if self.gray else 3, h, w), "uint8"), Field("time_ms", (), "float64"))
+        return (
+            Field("frame", (1 if self.gray else 3, h, w), "uint8", display="image"),
+            Field("time_ms", (), "float64", display="other"),
+        )
 
     def length(self, item: VideoItem) -> int | None:
         return None if item[2] < 0 else item[2]

@@ -5,6 +5,7 @@ Nothing here imports torch at module level, so ``streamcli --help`` and ``stream
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Annotated
@@ -44,6 +45,8 @@ def _root(
 ) -> None:
     """Turn many streams (videos, text, audio) into temporally coherent (T, B, ...) batches."""
     STATE.debug = STATE.debug or debug
+    if STATE.debug:  # the video source keeps FFmpeg's and OpenCV's own messages off unless this is set
+        os.environ["STREAMCLI_NATIVE_LOG"] = "1"
 
 
 for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_samples):

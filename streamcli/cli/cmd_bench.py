@@ -11,8 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streamcli.cli._common import SourceArgs, SourceOpts, StreamcliCommand, UsageFailure, open_loader, resolve_source
+from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
+from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LOADER, LoaderOptions, default_workers, loader_command
+from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
 
 if TYPE_CHECKING:
     from streamcli.bench import BenchResult
@@ -164,14 +166,16 @@ def bench(
         if not as_json:
             err.print(f"[dim]{name}: workers={w} run {r + 1}/{repeats}[/]", highlight=False)
 
-    results = run_benchmark(
-        lambda w: open_loader(spec, opts, num_workers=w),
-        counts,
-        batches=batches,
-        warmup=warmup,
-        repeats=repeats,
-        on_run=on_run,
-    )
+    with CollectedWarnings(STATE.debug) as caught:
+        results = run_benchmark(
+            lambda w: open_loader(spec, opts, num_workers=w),
+            counts,
+            batches=batches,
+            warmup=warmup,
+            repeats=repeats,
+            on_run=on_run,
+        )
+    caught.report()
     best = max(results, key=lambda r: r.steps_per_s)
     base: list[BenchResult] = []
     if baseline:

@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from streamcli.cli._common import SourceOpts, StreamcliCommand, UsageFailure, open_loader, resolve_source
+from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
+from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, loader_command
+from streamcli.cli._sources import SourceOpts, open_loader, resolve_source
 from streamcli.errors import ShardError
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
@@ -103,7 +105,8 @@ def export(
     shard_bytes = parse_size(shard_size)
     spec = resolve_source(src, option)
     console = Console(stderr=True)
-    with open_loader(spec, opts) as loader:
+    caught = CollectedWarnings(STATE.debug)  # e.g. a length mismatch: one line each, after the progress bar
+    with caught, open_loader(spec, opts) as loader:
         header = make_header(
             fields=loader.fields,
             batch_size=opts.batch_size,
@@ -161,6 +164,7 @@ def export(
         dt = time.perf_counter() - t0
         steady = time.perf_counter() - first[0] if first else 0.0
         stats = loader.stats
+    caught.report()
     nbytes = sum(s["bytes"] for s in manifest["shards"])
     n = manifest["batches"]
     if was_complete:

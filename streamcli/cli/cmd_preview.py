@@ -16,21 +16,14 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from streamcli.cli._common import (
-    STATE,
-    SourceArgs,
-    SourceOpts,
-    StreamcliCommand,
-    UsageFailure,
-    open_loader,
-    resolve_source,
-)
+from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
+from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
-    from streamcli.preview import Frame
+    from streamcli.cli.preview import Frame
 
 RENDER_HZ = 12.0  # cap: drawing must not starve the loader
 RENDER_BUDGET = 0.05  # at most this fraction of the wall time goes to drawing
@@ -134,8 +127,8 @@ def preview(
     With no SOURCE, the built-in camera source runs. Keys: q quits, space pauses, n steps one batch while
     paused. On a non-terminal it prints a plain summary at the end.
     """
+    from streamcli.cli.preview import dashboard, frame_from_batch, snapshot_png, text_summary
     from streamcli.export import iter_limit
-    from streamcli.preview import dashboard, frame_from_batch, snapshot_png, text_summary
 
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
@@ -160,6 +153,7 @@ def preview(
             if epochs is None:
                 epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
             it = iter_limit(_epochs(loader, epochs or None), batches)
+            displays = {f.name: f.display for f in loader.fields}
 
             def pull() -> bool:
                 nonlocal frame, n
@@ -167,7 +161,7 @@ def preview(
                 if batch is None:
                     return False
                 if want_frame():  # copying out the shown steps is cheap, but only needed when drawing
-                    frame = frame_from_batch(batch, loader.stream_name, loader.stream_length)
+                    frame = frame_from_batch(batch, loader.stream_name, loader.stream_length, displays)
                 n += 1
                 marks.append(time.perf_counter())
                 del batch  # release the loader's slot before drawing

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streamcli.cli._common import StreamcliCommand, UsageFailure, convert
+from streamcli.cli._common import StreamcliCommand, UsageFailure
+from streamcli.cli._sources import convert
 
 
 def samples(

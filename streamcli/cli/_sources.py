@@ -1,0 +1,294 @@
+"""From the command line to a source and a loader: ``[SOURCE] [PATH]``, ``-o key=value`` and the loader options.
+
+Every problem with what the user gave raises ``UsageFailure`` (exit 2) with a message that names the flag.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from streamcli.cli._common import STATE, UsageFailure
+from streamcli.cli._noise import quiet
+from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
+from streamcli.errors import PluginLoadError, PluginNotFoundError, SourceError, StreamcliError
+from streamcli.plugins import list_plugins, load_factory, load_source
+from streamcli.source import StreamSource, can_open
+
+if TYPE_CHECKING:
+    from streamcli.loader import StreamLoader
+
+DEFAULT_SOURCE = "camera"
+
+# ----------------------------------------------------------------------------------------------------------
+# Options shared by the commands (the loader's are in _options).
+
+SOURCE_PANEL = "Source"
+
+
+def complete_source(incomplete: str) -> list[str]:
+    """Shell completion of SOURCE: the installed plugin names (read from metadata, no plugin imported)."""
+    return [p.name for p in list_plugins() if p.name.startswith(incomplete)]
+
+
+SourceArgs = Annotated[
+    list[str] | None,
+    typer.Argument(
+        autocompletion=complete_source,
+        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred.",
+        show_default=False,
+        metavar="[SOURCE] [PATH]",
+    ),
+]
+SourceOpts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        help="A source option as key=value (repeatable), e.g. -o size=64x64; streamcli plugins NAME lists them.",
+        rich_help_panel=SOURCE_PANEL,
+        show_default=False,
+        metavar="KEY=VALUE",
+    ),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sources.
+
+
+@dataclass
+class SourceSpec:
+    plugin: str
+    arg: str | None
+    options: dict[str, Any] = field(default_factory=dict)
+    source: StreamSource | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {"plugin": self.plugin, "arg": self.arg, "options": self.options}
+
+    def label(self) -> str:
+        return self.plugin + (f" {self.arg}" if self.arg is not None else "")
+
+    @property
+    def skipped(self) -> int:
+        """Files the source skipped when it was built (sources list them in ``skipped``)."""
+        return len(getattr(self.source, "skipped", None) or ())
+
+
+def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
+    """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
+    args = list(args or [])
+    names = [p.name for p in list_plugins()]
+    if len(args) > 2:
+        raise UsageFailure(f"expected [SOURCE] [PATH], got {len(args)} arguments: {' '.join(args)}")
+    if not args:
+        plugin, arg = DEFAULT_SOURCE, None
+    elif args[0] in names:
+        plugin, arg = args[0], (args[1] if len(args) > 1 else None)
+    elif len(args) == 2:
+        msg = f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}"
+        raise UsageFailure(did_you_mean(msg, args[0], names))
+    else:
+        plugin, arg = infer_plugin(args[0], names), args[0]
+    try:
+        factory = load_factory(plugin)
+    except PluginNotFoundError as exc:
+        raise UsageFailure(flag_names(str(exc))) from None
+    options = parse_options(factory, raw_options or [], plugin)
+    if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
+        raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
+    value: Any = arg if arg is None else _convert_argument(factory, arg)
+    option_names = list(option_signature(factory)[0])
+
+    def bad_input(exc: BaseException) -> UsageFailure:
+        msg = source_flag_names(str(exc), option_names)
+        return UsageFailure(msg if msg.startswith(f"{plugin}:") else f"{plugin}: {msg}")
+
+    # Building a source is where it reads the user's input (the video source probes every file), so a
+    # ValueError or SourceError here is a problem with what the user gave: exit 2. Its warnings (skipped
+    # files) show as one line each, and the native libraries' messages stay hidden unless --debug.
+    with quiet(STATE.debug):
+        try:
+            source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
+            n = len(source.items())
+        except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise bad_input(exc) from None
+        except (ValueError, TypeError, SourceError) as exc:
+            raise bad_input(exc) from None
+        except StreamcliError:
+            raise
+        except Exception as exc:
+            raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
+    if n == 0:
+        where = f" in {arg!r}" if arg is not None else ""
+        raise UsageFailure(f"no streams found{where} by the {plugin} source")
+    return SourceSpec(plugin, arg, options, source)
+
+
+def _convert_argument(factory: Any, arg: str) -> Any:
+    """The positional argument as its annotated number type (``streamcli preview camera 4``), else as given."""
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+        target = factory.__init__ if inspect.isclass(factory) else factory
+        ann = typing.get_type_hints(target).get(params[0].name) if params else None
+    except Exception:
+        return arg
+    if ann in (int, float):
+        try:
+            return convert(arg, ann)
+        except ValueError:
+            return arg
+    return arg
+
+
+def _looks_like_path(arg: str) -> bool:
+    return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
+
+
+def did_you_mean(message: str, name: str, names: Sequence[str]) -> str:
+    """``message`` plus "; did you mean 'video'?" when ``name`` is close to one of ``names``."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"{message}; did you mean {close[0]!r}?" if close else message
+
+
+def infer_plugin(path: str, names: Sequence[str]) -> str:
+    """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
+    if not Path(path).exists():
+        msg = f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}"
+        raise UsageFailure(did_you_mean(msg, path, names))
+    for name in names:
+        try:
+            if can_open(load_factory(name), path):
+                return name
+        except Exception:  # a broken plugin must not stop inference with the others
+            continue
+    raise UsageFailure(f"no plugin can open {path!r}; name one, e.g. streamcli preview video {path}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# -o key=value, converted with the factory's signature annotations.
+
+
+def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:
+    params, hints, open_kwargs = option_signature(factory)
+    out: dict[str, Any] = {}
+    for item in raw:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise UsageFailure(f"-o {item!r} must be key=value, e.g. -o width=32")
+        if key not in params and not open_kwargs:
+            valid = ", ".join(params) or "none"
+            raise UsageFailure(f"the {plugin} source has no option {key!r}; valid options: {valid}")
+        param = params.get(key)
+        ann = hints.get(key, inspect.Parameter.empty)
+        default = param.default if param is not None else inspect.Parameter.empty
+        try:
+            out[key] = convert(value, ann, default)
+        except ValueError as exc:
+            raise UsageFailure(f"-o {key}={value}: {exc}") from None
+    return out
+
+
+def option_signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return {}, {}, True
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # unresolvable annotations: fall back to the defaults' types
+        hints = {}
+    params = list(sig.parameters.values())
+    open_kwargs = any(p.kind is p.VAR_KEYWORD for p in params)
+    named = [p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if named and named[0].kind is named[0].POSITIONAL_OR_KEYWORD and named[0].default is inspect.Parameter.empty:
+        named = named[1:]  # the source's argument (PATH), not an option
+    return {p.name: p for p in named}, hints, open_kwargs
+
+
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n"}
+
+
+def convert(value: str, ann: Any, default: Any = inspect.Parameter.empty) -> Any:
+    """Convert ``value`` to the annotated type: int, float, bool, str, tuples like ``64x64`` or ``64,64``."""
+    if ann is inspect.Parameter.empty or ann is Any:
+        if default is inspect.Parameter.empty or default is None:
+            return value
+        ann = type(default)
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):
+        choices = [a for a in typing.get_args(ann) if a is not type(None)]
+        if value.lower() == "none" and len(choices) < len(typing.get_args(ann)):
+            return None
+        errors = []
+        for choice in sorted(choices, key=lambda a: a is str):  # try str last
+            try:
+                return convert(value, choice)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError("; ".join(errors))
+    if origin is typing.Literal:
+        allowed = [str(a) for a in typing.get_args(ann)]
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+    if ann is bool:
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise ValueError("must be true or false")
+    if ann is int:
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an integer") from None
+    if ann is float:
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+    if ann in (str, Path) or (isinstance(ann, type) and issubclass(ann, os.PathLike)):
+        return value
+    if origin in (tuple, list) or ann in (tuple, list):
+        args = typing.get_args(ann)
+        sep = "x" if "x" in value and "," not in value else ","
+        parts = [p.strip() for p in value.split(sep) if p.strip()]
+        elem = args[0] if args else str
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(parts) != len(args):
+                raise ValueError(f"needs {len(args)} values, like {'x'.join(['64'] * len(args))}")
+            return tuple(convert(p, a) for p, a in zip(parts, args, strict=True))
+        conv = [convert(p, elem) for p in parts]
+        return tuple(conv) if origin is tuple or ann is tuple else conv
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+
+def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> StreamLoader:
+    """Build the loader; its ``ValueError`` (a bad option value) becomes a usage error."""
+    from streamcli.loader import StreamLoader  # imports torch: only when a command runs
+
+    kwargs = opts.kwargs()
+    kwargs.update(overrides)
+    if spec.source is None:
+        raise UsageFailure(f"the {spec.plugin} source was not constructed")
+    try:
+        return StreamLoader(spec.source, opts.batch_size, opts.time_steps, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise UsageFailure(flag_names(str(exc))) from None

@@ -1,0 +1,123 @@
+"""How one field's step is shown: its kind (from the field's display hint, else inferred) and its text forms.
+
+Kinds are the ``Field.display`` vocabulary: ``image``, ``text``, ``audio``, ``other``; plus ``hidden`` for a
+text field's byte-count companion (``display="text:nbytes"``), which is shown through its text field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from streamcli.cli.preview.ansi import spark
+
+HIDDEN = "hidden"
+
+
+def as_rgb(arr: np.ndarray) -> np.ndarray | None:
+    """An image step as uint8 (H, W, 3), from HWC or CHW with 1, 3 or 4 channels; None if not an image."""
+    if arr.ndim == 2 and arr.dtype == np.uint8 and min(arr.shape) >= 4:
+        arr = arr[:, :, None]
+    if arr.ndim != 3:
+        return None
+    hwc, chw = arr.shape[-1] in (1, 3, 4), arr.shape[0] in (1, 3, 4)
+    if hwc and (not chw or arr.shape[-1] == 3):  # ambiguous shapes such as (4, 6, 3): trust a final 3
+        img = arr
+    elif chw:
+        img = np.moveaxis(arr, 0, -1)
+    else:
+        return None
+    if min(img.shape[:2]) < 2:
+        return None
+    if img.dtype != np.uint8:
+        if not np.issubdtype(img.dtype, np.floating):
+            return None
+        img = (np.clip(np.nan_to_num(img), 0.0, 1.0) * 255).astype(np.uint8)
+    if img.shape[-1] == 1:
+        img = np.repeat(img, 3, axis=-1)
+    return np.ascontiguousarray(img[..., :3])
+
+
+def resize_nearest(img: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Nearest-neighbour resize by index arrays (no per-pixel Python)."""
+    ys = (np.arange(height) * img.shape[0] // max(height, 1)).clip(0, img.shape[0] - 1)
+    xs = (np.arange(width) * img.shape[1] // max(width, 1)).clip(0, img.shape[1] - 1)
+    out: np.ndarray = img[ys[:, None], xs[None, :]]
+    return out
+
+
+def field_kind(arr: np.ndarray, display: str = "") -> str:
+    """``image``, ``text``, ``audio`` or ``other``: the field's hint when it fits the step, else inferred."""
+    kind = display.partition(":")[0]
+    if kind == "image":
+        return "image" if as_rgb(arr) is not None else "other"
+    if kind in ("text", "audio", "other"):
+        return kind
+    if as_rgb(arr) is not None:
+        return "image"
+    if arr.dtype == np.uint8 and arr.ndim == 1:
+        return "text"
+    signal = arr.dtype == np.int16 or np.issubdtype(arr.dtype, np.floating)
+    if signal and ((arr.ndim == 1 and arr.size >= 8) or (arr.ndim == 2 and arr.shape[0] >= 16 and arr.shape[1] <= 8)):
+        return "audio"  # [samples, channels] or a 1-D signal; small matrices are summarised
+    return "other"
+
+
+def field_kinds(step: Mapping[str, np.ndarray], displays: Mapping[str, str]) -> dict[str, str]:
+    """Every field's kind for one step; a text field's byte-count companion becomes ``hidden``."""
+    kinds = {k: field_kind(a, displays.get(k, "")) for k, a in step.items()}
+    for k, d in displays.items():
+        companion = d.partition(":")[2]
+        if kinds.get(k) == "text" and companion in kinds:
+            kinds[companion] = HIDDEN
+    return kinds
+
+
+def text_bytes(chunks: np.ndarray, lengths: np.ndarray | None) -> bytes:
+    """A text field's bytes over several steps: each step's first ``length`` bytes, else up to its first NUL."""
+    if lengths is not None:
+        return b"".join(bytes(c[: int(n)]) for c, n in zip(chunks, lengths, strict=True))
+    return b"".join(bytes(c).split(b"\0", 1)[0] for c in chunks.reshape(len(chunks), -1))
+
+
+def printable(data: bytes) -> str:
+    s = data.decode("utf-8", errors="replace")
+    return "".join(c if c.isprintable() else ("⏎" if c == "\n" else "·") for c in s)
+
+
+def _binned_peak(x: np.ndarray, bins: int) -> np.ndarray:
+    edges = np.linspace(0, x.size, bins + 1).astype(np.int64)
+    edges[1:] = np.maximum(edges[1:], edges[:-1] + 1)
+    edges = edges.clip(0, x.size)
+    return np.maximum.reduceat(np.abs(x.astype(np.float64)), edges[:-1].clip(0, x.size - 1))
+
+
+def wave_lines(arr: np.ndarray, width: int) -> list[str]:
+    """Audio (int16 [samples, channels]) or a 1-D signal: a peak strip per channel and a level bar."""
+    x = arr if arr.ndim == 2 else arr.reshape(arr.shape[0] if arr.ndim else 1, -1)
+    lines = []
+    if arr.dtype == np.int16:
+        full = 32768.0
+        for c in range(min(x.shape[1], 2)):
+            lines.append(spark(_binned_peak(x[:, c], width), 0.0, full))
+        rms = float(np.sqrt(np.mean(x.astype(np.float64) ** 2))) / full
+        db = 20 * math.log10(max(rms, 1e-6))
+        n = round(max(0.0, (db + 60) / 60) * (width - 8))
+        lines.append(f"{'█' * n}{'░' * (width - 8 - n)} {db:5.0f}dB")
+    else:
+        v = x[:, 0]
+        idx = np.linspace(0, v.size - 1, min(width, v.size)).astype(np.int64)
+        lines.append(spark(v[idx]))
+    return lines
+
+
+def summary_line(name: str, arr: np.ndarray) -> str:
+    if arr.size == 1:
+        v = arr.reshape(-1)[0]
+        return f"{name}={v:.4g}" if np.issubdtype(arr.dtype, np.floating) else f"{name}={v}"
+    if arr.size == 0:
+        return f"{name} (empty)"
+    a = arr.astype(np.float64)
+    return f"{name} {arr.dtype.name}{list(arr.shape)} {a.min():.3g}..{a.max():.3g} μ{a.mean():.3g}"

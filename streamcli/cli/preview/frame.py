@@ -1,0 +1,104 @@
+"""Batch -> frame: each row's current step copied out of the loader's shared memory, with its labels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from streamcli.cli.preview.fields import field_kinds, text_bytes
+
+if TYPE_CHECKING:
+    from streamcli.batch import Batch
+
+
+@dataclass
+class RowView:
+    """What the grid shows for one batch row: its current step and labels (numpy copies, no tensors)."""
+
+    row: int
+    name: str
+    position: int
+    length: int | None
+    valid: bool
+    reset: bool
+    step: dict[str, np.ndarray]
+    text: dict[str, bytes] = field(default_factory=dict)  # text fields: the row's bytes over the batch
+    kinds: dict[str, str] = field(default_factory=dict)  # field -> image/text/audio/other/hidden
+
+    def label(self) -> str:
+        if not self.valid:
+            return f"{self.row:>2} (padding)"
+        pos = f"{self.position + 1}/{self.length}" if self.length else f"{self.position + 1}"
+        return f"{self.row:>2} {self.name} {pos}"
+
+
+@dataclass
+class Frame:
+    """The displayed state of one batch, detached from the loader's shared memory."""
+
+    rows: list[RowView]
+    index: int
+    epoch: int
+    time_steps: int
+
+
+def frame_from_batch(
+    batch: Batch,
+    name_of: Callable[[int], str] = str,
+    length_of: Callable[[int], int | None] = lambda i: None,
+    displays: Mapping[str, str] | None = None,
+) -> Frame:
+    """Each row's current step: its last valid step in this batch (or the last step, dimmed, if none).
+
+    ``displays`` maps field names to their ``Field.display`` hints (``{f.name: f.display for f in
+    loader.fields}``); fields without one are inferred from shape and dtype.
+    """
+    tb = batch.layout == "TB"
+    valid = batch.valid.numpy()
+    stream = batch.stream.numpy()
+    position = batch.position.numpy()
+    is_first = batch.is_first.numpy()
+    reset = batch.reset.numpy()
+    data = {k: v.numpy() for k, v in batch.data.items()}
+    displays = dict(displays or {})
+    first = {k: np.asarray(v[0, 0]) for k, v in data.items()}  # one step, in either layout
+    kinds = field_kinds(first, displays)
+    lengths_of = {k: displays[k].partition(":")[2] for k, kind in kinds.items() if kind == "text" and k in displays}
+    rows = []
+    for b in range(batch.batch_size):
+        col = valid[:, b] if tb else valid[b]
+        ts = np.flatnonzero(col)
+        t = int(ts[-1]) if ts.size else col.shape[0] - 1
+
+        def at(a: np.ndarray, t: int = t, b: int = b) -> np.ndarray:
+            return np.asarray(a[t, b] if tb else a[b, t])
+
+        def over_batch(a: np.ndarray, b: int = b) -> np.ndarray:
+            return np.asarray(a[:, b] if tb else a[b])
+
+        ok = bool(at(valid))
+        sid = int(at(stream))
+        text: dict[str, bytes] = {}
+        for name, kind in kinds.items():
+            if kind != "text":
+                continue
+            companion = lengths_of.get(name)
+            lengths = over_batch(data[companion])[col] if companion and companion in data else None
+            text[name] = text_bytes(over_batch(data[name])[col], lengths)
+        rows.append(
+            RowView(
+                row=b,
+                name=name_of(sid) if ok and sid >= 0 else "",
+                position=int(at(position)),
+                length=length_of(sid) if ok and sid >= 0 else None,
+                valid=ok,
+                reset=bool(reset[b]) or bool(over_batch(is_first).any()),
+                step={k: np.array(at(v)) for k, v in data.items()},
+                text=text,
+                kinds=kinds,
+            )
+        )
+    return Frame(rows, batch.index, batch.epoch, batch.time_steps)
