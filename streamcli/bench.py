@@ -66,6 +66,7 @@ class Run:
     bytes: int
     busy_per_worker: tuple[float, ...]  # over the timed window; () when unknown
     stream_per_worker: tuple[str, ...]  # stream each worker read at the end; () when unknown
+    room: int  # steps the timed batches had room for (B x T each); 0 when unknown
     peak_rss_mb: float
     short: bool  # the loader ran out before ``batches`` were timed
 
@@ -88,6 +89,7 @@ class BenchResult:
     batches: int
     busy_per_worker: tuple[float, ...] = ()  # per worker, median over the repeats; () when unknown
     stream_per_worker: tuple[str, ...] = ()  # stream each worker read at the end of the last run, if known
+    useful_share: float = NAN  # share of the delivered steps that are real data (not padding); NaN if unknown
 
     def to_json(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -222,6 +224,7 @@ def time_run(
         bytes=s1.bytes - s0.bytes if s0 is not None and s1 is not None else 0,
         busy_per_worker=_busy(s_busy),
         stream_per_worker=streams,
+        room=(n * s1.steps_per_batch) if s1 is not None else 0,
         peak_rss_mb=peak,
         short=short or n < batches,
     )
@@ -259,6 +262,7 @@ def summarize(name: str, workers: int, runs: Sequence[Run]) -> BenchResult:
         batches=min(r.batches for r in runs),
         busy_per_worker=per_worker,
         stream_per_worker=runs[-1].stream_per_worker,
+        useful_share=med(lambda r: r.steps / r.room if r.room else NAN),
     )
 
 

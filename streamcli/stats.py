@@ -46,16 +46,7 @@ class LoaderStats:
 
     def padding_hint(self) -> str | None:
         """One line naming why most steps are padding and what to do, when real data is under half of them."""
-        share = self.useful_share
-        if not share < 0.5:  # also NaN
-            return None
-        if self.batch_size and self.streams_total < 2 * self.batch_size:
-            cause = f"only {self.streams_total} streams for {self.batch_size} rows"
-            fix = "use a smaller batch size (-b), or --segment N to cut items into more streams"
-        else:
-            cause = "rows idle while a few long streams run on at the end of the epoch"
-            fix = "cut items with --segment N, or fill idle rows with --epoch-end restream"
-        return f"only {share:.0%} of the steps are real data: {cause}; {fix}"
+        return padding_hint(self.useful_share, self.streams_total, self.batch_size)
 
     @property
     def batches_per_s(self) -> float:
@@ -72,3 +63,16 @@ class LoaderStats:
     def wait_percentile(self, q: float) -> float:
         """The ``q``-th percentile (0-100) of recent consumer waits, in seconds."""
         return float(np.percentile(self.waits_s, q)) if self.waits_s else 0.0
+
+
+def padding_hint(share: float, streams: int, batch_size: int) -> str | None:
+    """When under half of the steps are real data (``share``), one line naming the cause and the fix."""
+    if not share < 0.5:  # also NaN
+        return None
+    if batch_size and streams < 2 * batch_size:
+        cause = f"only {streams} streams for {batch_size} rows"
+        fix = "use a smaller batch size (-b), or --segment N to cut items into more streams"
+    else:
+        cause = "rows idle while a few long streams run on at the end of the epoch"
+        fix = "cut items with --segment N, or fill idle rows with --epoch-end restream"
+    return f"only {share:.0%} of the steps are real data: {cause}; {fix}"

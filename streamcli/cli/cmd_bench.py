@@ -15,6 +15,7 @@ from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LOADER, LoaderOptions, default_workers, loader_command
 from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
+from streamcli.stats import padding_hint
 
 if TYPE_CHECKING:
     from streamcli.bench import BenchResult
@@ -36,14 +37,16 @@ def parse_workers(text: str) -> list[int]:
     return out
 
 
-COLUMNS = ("loader", "workers", "batches/s", "steps/s", "MB/s", "wait p50", "wait p95", "busy", "1st batch", "peak RSS")
+COLUMNS = ("loader", "workers", "batches/s", "steps/s", "real steps", "MB/s", "wait p50", "wait p95", "busy",
+           "1st batch", "peak RSS")  # fmt: skip
 
 
 def result_cells(r: BenchResult) -> list[str]:
     """One result as the table's cells; an unknown worker load (a run too short to sample) shows "-"."""
     busy = f"{r.busy * 100:.0f}%" if r.busy == r.busy else "-"
     return [
-        r.name, str(r.workers), f"{r.batches_per_s:.1f}", f"{r.steps_per_s:,.0f}", f"{r.mb_per_s:.1f}",
+        r.name, str(r.workers), f"{r.batches_per_s:.1f}", f"{r.steps_per_s:,.0f}",
+        f"{r.useful_share:.0%}" if r.useful_share == r.useful_share else "-", f"{r.mb_per_s:.1f}",
         f"{r.wait_p50_ms:.2f} ms", f"{r.wait_p95_ms:.2f} ms", busy, f"{r.first_batch_s:.2f} s",
         f"{r.peak_rss_mb:.0f} MB",
     ]  # fmt: skip
@@ -194,6 +197,7 @@ def bench(
             "results": [r.to_json() for r in results + base],
             "bottleneck": bottleneck(best),
             "best_workers": best.workers,
+            "useful_share": None if best.useful_share != best.useful_share else best.useful_share,
         }
         typer.echo(json.dumps(out, indent=1))
     else:
@@ -204,6 +208,10 @@ def bench(
         else:
             typer.echo(results_text(results + base, title))
             typer.echo(f"bottleneck (workers={best.workers}): {bottleneck(best)}")
+        assert spec.source is not None
+        hint = padding_hint(best.useful_share, len(spec.source.items()), batch_size)
+        if hint:
+            Console(stderr=True).print(f"[yellow]hint:[/] {hint}", highlight=False)
     if plot_path is not None:
         plot(results + base, plot_path, title)
 

@@ -55,6 +55,12 @@ def stats_panel(stats: LoaderStats, *, title: str = "loader", paused: bool = Fal
         f"{stats.streams_done}/{stats.streams_total} done  epoch {stats.epoch}  "
         f"skipped/failed {stats.skipped + skipped}  batches {stats.batches}",
     )
+    share = stats.useful_share
+    if share == share:  # NaN before the first batch
+        t.add_row("real data", f"{share:.0%} of the steps (the rest is padding)")
+    hint = stats.padding_hint()
+    if hint:
+        t.add_row("[yellow]hint[/]", f"[yellow]{hint}[/]")
     state = " [reverse yellow] PAUSED [/]" if paused else ""
     return Panel(t, title=f"[bold]{title}[/]{state}", title_align="left", border_style="blue")
 
