@@ -319,10 +319,14 @@ def bottleneck(r: BenchResult) -> str:
         return uneven
     busy = _pct(r.busy)
     if r.busy != r.busy:  # NaN: the timed run was shorter than the loader's load sampling
-        load = "worker load unknown (run more --batches to measure it)"
         if r.wait_p50_ms < 1.0:
-            return f"consumer-bound: batches are ready when asked (waits {r.wait_p50_ms:.2f} ms p50); {load}"
-        return f"waits {r.wait_p50_ms:.1f} ms (p50); {load}"
+            return (
+                f"consumer-bound: batches are ready when asked (waits {r.wait_p50_ms:.2f} ms p50), workers - busy "
+                "(load unknown: not measured in so short a run; use more --batches)"
+            )
+        return (
+            f"unknown: worker load not measured (run more --batches); the consumer waits {r.wait_p50_ms:.1f} ms (p50)"
+        )
     if r.busy >= 0.8 and r.wait_p50_ms >= 1.0:
         return f"decode-bound: workers {busy} busy, consumer waits {r.wait_p50_ms:.0f} ms (p50)"
     if r.wait_p50_ms < 1.0:

@@ -84,7 +84,8 @@ def test_bench_piped_prints_full_column_names() -> None:
     r = run("bench", *CAM, "-b", "3", "-t", "4", "-w", "0", "--batches", "4", "--warmup", "1", "--repeats", "1")
     assert r.returncode == 0, r.stderr
     header = next(ln for ln in r.stdout.splitlines() if ln.startswith("loader"))
-    assert header.split() == ["loader", "workers", "batches/s", "steps/s", "MB/s", "wait", "p50", "wait", "p95",
+    assert header.split() == ["loader", "workers", "batches/s", "steps/s", "real", "steps", "MB/s", "wait", "p50",
+                              "wait", "p95",
                               "busy", "1st", "batch", "peak", "RSS"]  # fmt: skip
     assert "…" not in r.stdout and "\x1b[" not in r.stdout
 
