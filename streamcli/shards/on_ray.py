@@ -80,6 +80,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     from streamcli.loader import StreamLoader
     from streamcli.plugins import load_source
     from streamcli.shards.writer import iter_limit
+    from streamcli.source import call_setup_worker
 
     k = int(job.header["batches_per_shard"])
     start, stop = first * k, min(end * k, job.total)
@@ -87,6 +88,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     source = load_source(spec["plugin"], spec["arg"], **spec["options"]) if spec.get("arg") is not None else (
         load_source(spec["plugin"], **spec["options"])
     )  # fmt: skip
+    call_setup_worker(source)  # a task is one CPU: the source's thread limits apply, as in a worker
     kw = dict(job.loader)
     B, T = kw.pop("batch_size"), kw.pop("time_steps")
     out: list[dict[str, Any]] = []
