@@ -15,7 +15,7 @@ Rules a source must follow:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -122,6 +122,8 @@ class BaseSource:
     - ``setup_worker()``: called once in each worker process before any ``open`` (e.g. thread limits).
     - ``can_open(arg)``: lets the CLI infer this plugin from a bare path.
     - ``default_segment()``: the loader's ``segment=`` when the user gives none (0: whole items).
+    - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
+      ``progress(done, total)`` so the CLI can show it.
     """
 
     def items(self) -> Sequence[Any]:
@@ -148,6 +150,9 @@ class BaseSource:
 
     def default_segment(self) -> int:
         return 0
+
+    def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
+        return None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -178,6 +183,13 @@ def call_default_segment(source: StreamSource) -> int:
     """Hook ``source.default_segment()``: the loader's ``segment=`` when the user gives none; default 0."""
     fn = getattr(source, "default_segment", None)
     return int(fn()) if callable(fn) else 0
+
+
+def call_prepare(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> None:
+    """Hook ``source.prepare(progress)``: slow one-time work before ``items()``; default: nothing."""
+    fn = getattr(source, "prepare", None)
+    if callable(fn):
+        fn(progress)
 
 
 PLUGIN_ATTR = "_streamcli_plugin"

@@ -250,3 +250,21 @@ def test_preview_in_tmux_error_restores_the_terminal(tmux: tuple[list[str], Path
     pane = _pane(base, False)
     assert "error: " in pane and "b.txt" in pane and "Traceback" not in pane
     _restored(base, tmp)
+
+
+def test_preview_in_tmux_shows_scan_progress_and_start_up(tmux: tuple[list[str], Path]) -> None:
+    base, tmp = tmux
+    video = data_root("video")  # a fresh cache: the length scan decodes every clip once (a few seconds)
+    env = f"COLORTERM=truecolor STREAMCLI_CACHE_DIR={tmp / 'cache'}"
+    _start(base, tmp, f"preview video {video} -o scan=true -o size=16x16 -b 4 -t 4 -w 2 --batches 30", env=env)
+    seen: set[str] = set()
+
+    def look() -> bool:
+        text = _pane(base, False)
+        seen.update(k for k in ("scanning lengths", "waiting for the first batch") if k in text)
+        return len(seen) == 2 or (tmp / "exit").exists()
+
+    assert _wait_for(look, timeout=90), _pane(base, False)
+    assert seen == {"scanning lengths", "waiting for the first batch"}, seen
+    assert _wait_for(lambda: (tmp / "exit").exists(), timeout=90)
+    assert (tmp / "exit").read_text().strip() == "EXIT=0"

@@ -151,6 +151,11 @@ class VideoSource(BaseSource):
         self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=folder, progress=progress)
         return {p: s.frames for p, s in self._scans.items()}
 
+    def prepare(self, progress: Progress | None = None) -> None:
+        """The length scan, if ``scan`` (or ``segment``) asks for one, reporting files done of total."""
+        if self.scan_lengths and self._items is None:
+            self.scan(progress)
+
     def items(self) -> list[VideoItem]:
         if self._items is None:
             self._items = self._find_items()

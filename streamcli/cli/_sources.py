@@ -10,7 +10,7 @@ import inspect
 import os
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,7 +22,7 @@ from streamcli.cli._noise import quiet
 from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
 from streamcli.errors import PluginLoadError, PluginNotFoundError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
-from streamcli.source import StreamSource, can_open
+from streamcli.source import StreamSource, call_prepare, can_open
 
 if TYPE_CHECKING:
     from streamcli.loader import StreamLoader
@@ -117,18 +117,29 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     # Building a source is where it reads the user's input (the video source probes every file), so a
     # ValueError or SourceError here is a problem with what the user gave: exit 2. Its warnings (skipped
     # files) show as one line each, and the native libraries' messages stay hidden unless --debug.
-    with quiet(STATE.debug):
-        try:
-            source = load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
-            n = len(source.items())
-        except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-            raise bad_input(exc) from None
-        except (ValueError, TypeError, SourceError) as exc:
-            raise bad_input(exc) from None
-        except StreamcliError:
-            raise
-        except Exception as exc:
-            raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
+    def attempt(fn: Callable[[], Any], *, hush: bool = True) -> Any:
+        with quiet(STATE.debug, native=hush):
+            try:
+                return fn()
+            except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+                raise bad_input(exc) from None
+            except (ValueError, TypeError, SourceError) as exc:
+                raise bad_input(exc) from None
+            except StreamcliError:
+                raise
+            except Exception as exc:
+                raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
+
+    source = attempt(
+        lambda: load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
+    )
+    # Slow one-time work (the video length scan) shows progress on stderr; the library keeps native logs quiet.
+    bar = _ScanBar()
+    try:
+        attempt(lambda: call_prepare(source, bar if bar.enabled else None), hush=False)
+    finally:
+        bar.close()
+    n = attempt(lambda: len(source.items()))
     if n == 0:
         where = f" in {arg!r}" if arg is not None else ""
         raise UsageFailure(f"no streams found{where} by the {plugin} source")
@@ -292,3 +303,28 @@ def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> Stre
         return StreamLoader(spec.source, opts.batch_size, opts.time_steps, **kwargs)
     except (ValueError, TypeError) as exc:
         raise UsageFailure(flag_names(str(exc))) from None
+
+
+class _ScanBar:
+    """``progress(done, total)`` drawn as a transient bar on a terminal's stderr; disabled elsewhere."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        console = Console(stderr=True)
+        self.enabled = console.is_terminal
+        self._bar = Progress(TextColumn("scanning lengths"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
+                             console=console, transient=True)  # fmt: skip
+        self._task = self._bar.add_task("scan", total=None)
+        self._started = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._started:
+            self._bar.start()
+            self._started = True
+        self._bar.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self._started:
+            self._bar.stop()

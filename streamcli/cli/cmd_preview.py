@@ -148,6 +148,11 @@ def preview(
     # Native libraries (FFmpeg, OpenCV) write to fd 2, here and in the workers started below: point it at a
     # file for the whole run so nothing can scribble over the screen; warnings show as lines afterwards.
     caught, native = CollectedWarnings(STATE.debug), NativeStderr(STATE.debug)
+    w = opts.num_workers
+    starting = console.status(f"starting {w} worker{'s' * (w != 1)}; waiting for the first batch..." if w else
+                              "starting; waiting for the first batch...")  # fmt: skip
+    if console.is_terminal:
+        starting.start()
     try:
         with caught, native, open_loader(spec, opts) as loader:
             if epochs is None:
@@ -174,12 +179,16 @@ def preview(
             else:
                 system, notice = colour_notice(console)
                 quit_now = False
+                try:
+                    first_done = not pull()  # start-up (workers importing, the first decodes) shows a spinner
+                finally:
+                    starting.stop()
                 with (
                     KeyReader() as keys,
                     console.screen(hide_cursor=True),
                     Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live,
                 ):
-                    paused, done, drawn_done = False, False, False
+                    paused, done, drawn_done = False, first_done, False
                     while not quit_now:
                         step = False
                         while (key := keys.get()) is not None:
@@ -223,6 +232,7 @@ def preview(
                 f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s; after the first batch {steady:.1f} batches/s"
             )
     finally:
+        starting.stop()  # idempotent: an error before the first batch must not leave the spinner running
         native.report()
         caught.report()
     if snapshot is not None and frame is not None:
