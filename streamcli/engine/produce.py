@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -315,7 +314,6 @@ def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
         f"plugin {p.plan.plugin!r} failed {doing} item {name!r} (stream {row.item}) at step {row.pos}: "
         f"{type(exc).__name__}: {exc}"
     )
-    err.traceback_text = "".join(traceback.format_exception(exc))  # type: ignore[attr-defined]
     raise err from exc
 
 

@@ -83,7 +83,7 @@ def _serve(p: Producer, conn: Connection) -> None:
             continue
         except Exception as exc:
             kind = "spec" if isinstance(exc, StepSpecError) else "source"
-            tb = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
+            tb = "".join(traceback.format_exception(exc))  # with its cause: the source's own traceback
             conn.send(("error", gen, kind, str(exc), tb))
             continue
         conn.send_bytes(encode_done(gen, k))
