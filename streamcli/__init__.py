@@ -7,6 +7,7 @@ The public API is defined here and only here. Importing streamcli does not impor
 """
 
 from streamcli.batch import FLAGS, Batch
+from streamcli.config import LoaderConfig
 from streamcli.bench import BenchResult, run_benchmark
 from streamcli.errors import (
     PluginLoadError,
@@ -31,6 +32,7 @@ __all__ = [
     "BenchResult",
     "FLAGS",
     "Field",
+    "LoaderConfig",
     "LoaderStats",
     "PluginInfo",
     "PluginLoadError",

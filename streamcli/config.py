@@ -1,7 +1,12 @@
-"""The loader's mode vocabulary, declared once: the library validates against it and the CLI builds its choices
-from it, so a mode is never spelt in two places."""
+"""The loader's configuration, declared and validated once: ``LoaderConfig``, and the mode vocabulary
+(``MODES``) from which the CLI builds its choices. The loader, its plan, the ring, the resume fingerprint and
+the export header all derive from one ``LoaderConfig``."""
 
 from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import asdict, dataclass
+from typing import Any
 
 MODES: dict[str, tuple[str, ...]] = {
     "boundary": ("pad", "pack"),
@@ -10,6 +15,77 @@ MODES: dict[str, tuple[str, ...]] = {
     "on_error": ("raise", "skip"),
 }
 """Option name -> allowed values; the first value is the default."""
+
+CONTENT = ("batch_size", "time_steps", "seed", "shuffle", "boundary", "epoch_end", "layout", "on_error", "segment",
+           "batches_per_epoch", "rank", "world_size")  # fmt: skip
+"""The settings that decide the batches' content (the worker count, prefetch and the like do not)."""
+
+
+def _check_int(name: str, value: Any, low: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}={value!r} must be an integer >= {low}; {fix}")
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """Every ``StreamLoader`` setting (see its docstring for their meaning), validated on construction.
+
+    ``rank`` and ``world_size`` are resolved here (argument, process group, environment, else 0 of 1).
+    """
+
+    batch_size: int
+    time_steps: int
+    num_workers: int = 0
+    seed: int = 0
+    shuffle: bool = True
+    boundary: str = "pad"
+    epoch_end: str = "pad"
+    layout: str = "TB"
+    on_error: str = "raise"
+    pin_memory: bool = False
+    prefetch: int = 4
+    timeout: float | None = None
+    mp_context: str = "spawn"
+    segment: int = 0
+    batches_per_epoch: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("batch_size", self.batch_size, 1, "e.g. batch_size=16")
+        _check_int("time_steps", self.time_steps, 1, "e.g. time_steps=8")
+        _check_int("num_workers", self.num_workers, 0, "use 0 to run in-process")
+        _check_int("prefetch", self.prefetch, 1, "e.g. prefetch=4")
+        if self.num_workers > self.batch_size:
+            raise ValueError(
+                f"num_workers={self.num_workers} exceeds batch_size={self.batch_size}; each worker owns whole "
+                f"rows, so use num_workers <= {self.batch_size}"
+            )
+        for name, allowed in MODES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+        if self.mp_context not in mp.get_all_start_methods():
+            raise ValueError(f"mp_context={self.mp_context!r}; use one of {mp.get_all_start_methods()}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout={self.timeout} must be positive seconds, or None")
+        if self.timeout is not None and self.num_workers == 0:
+            raise ValueError(
+                f"timeout={self.timeout} needs num_workers >= 1: in-process, a source that hangs cannot be stopped "
+                "safely; use num_workers=1 (a hung worker is reported and stopped) or timeout=None"
+            )
+        _check_int("segment", self.segment, 0, "use 0 for whole items, or e.g. segment=128")
+        if self.batches_per_epoch is not None:
+            _check_int("batches_per_epoch", self.batches_per_epoch, 1, "or None for the natural length")
+        rank, world_size = resolve_rank(self.rank, self.world_size)
+        object.__setattr__(self, "rank", rank)
+        object.__setattr__(self, "world_size", world_size)
+        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "shuffle", bool(self.shuffle))
+
+    def content(self) -> dict[str, Any]:
+        """What decides the batches' content, as plain data (for fingerprints and export headers)."""
+        return {k: v for k, v in asdict(self).items() if k in CONTENT}
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:

@@ -11,7 +11,6 @@ import contextlib
 import itertools
 import json
 import logging
-import multiprocessing as mp
 import os
 import pickle
 import signal
@@ -26,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.batch import FLAGS, Batch
-from streamcli.config import MODES, resolve_rank
+from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine import state as _state
 from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
@@ -40,7 +39,6 @@ from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
 
-_MODES = MODES
 _RESERVED = {*FLAGS, "reset", "summary"}
 _pin_warned = False
 
@@ -103,43 +101,27 @@ class StreamLoader:
     ) -> None:
         _import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
-        _check_int("batch_size", batch_size, 1, "e.g. batch_size=16")
-        _check_int("time_steps", time_steps, 1, "e.g. time_steps=8")
-        _check_int("num_workers", num_workers, 0, "use 0 to run in-process")
-        _check_int("prefetch", prefetch, 1, "e.g. prefetch=4")
-        if num_workers > batch_size:
-            raise ValueError(
-                f"num_workers={num_workers} exceeds batch_size={batch_size}; each worker owns whole rows, "
-                f"so use num_workers <= {batch_size}"
-            )
-        for name, allowed in _MODES.items():
-            value = locals()[name]
-            if value not in allowed:
-                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
-        if mp_context not in mp.get_all_start_methods():
-            raise ValueError(f"mp_context={mp_context!r}; use one of {mp.get_all_start_methods()}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout={timeout} must be positive seconds, or None")
-        if timeout is not None and num_workers == 0:
-            raise ValueError(
-                f"timeout={timeout} needs num_workers >= 1: in-process, a source that hangs cannot be stopped "
-                "safely; use num_workers=1 (a hung worker is reported and stopped) or timeout=None"
-            )
-        _check_int("segment", segment, 0, "use 0 for whole items, or e.g. segment=128")
-        if batches_per_epoch is not None:
-            _check_int("batches_per_epoch", batches_per_epoch, 1, "or None for the natural length")
-        self.rank, self.world_size = resolve_rank(rank, world_size)
+        segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
+        config = LoaderConfig(
+            batch_size, time_steps, num_workers=num_workers, seed=seed, shuffle=shuffle, boundary=boundary,
+            epoch_end=epoch_end, layout=layout, on_error=on_error, pin_memory=pin_memory, prefetch=prefetch,
+            timeout=timeout, mp_context=mp_context, segment=segment, batches_per_epoch=batches_per_epoch,
+            rank=rank, world_size=world_size,
+        )  # fmt: skip
+        self.config = config
+        # Plain attributes for reading; the configuration itself is ``self.config`` (frozen).
+        self.batch_size, self.time_steps, self.num_workers = config.batch_size, config.time_steps, config.num_workers
+        self.seed, self.shuffle, self.layout = config.seed, config.shuffle, config.layout
+        self.boundary, self.epoch_end, self.on_error = config.boundary, config.epoch_end, config.on_error
+        self.pin_memory, self.timeout = config.pin_memory, config.timeout
+        self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
+        assert config.rank is not None and config.world_size is not None
+        self.rank, self.world_size = config.rank, config.world_size
         fields = tuple(source.fields())
         _check_fields(fields)
         self.fields: tuple[Field, ...] = fields
-        self.batch_size, self.time_steps, self.num_workers = batch_size, time_steps, num_workers
-        self.seed, self.shuffle, self.layout = int(seed), bool(shuffle), layout
-        self.boundary, self.epoch_end, self.on_error = boundary, epoch_end, on_error
-        self.pin_memory, self.timeout = pin_memory, timeout
         self.plugin = plugin_name(source)
         self.items: list[Any] = list(source.items())
-        segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
-        self.segment, self.batches_per_epoch = segment, batches_per_epoch
         self._lengths: list[int | None] | None = None
         needs_lengths = bool(segment) or self.world_size > 1
         self._all_streams = all_streams(self._item_lengths() if needs_lengths else [None] * len(self.items), segment)
@@ -150,14 +132,14 @@ class StreamLoader:
                 "video: scan=True) or pass batches_per_epoch=N"
             )
         self.plan = Plan(
-            plugin=self.plugin, fields=fields, batch_size=batch_size, time_steps=time_steps,
-            boundary=boundary, epoch_end=epoch_end, on_error=on_error, segment=segment,
+            plugin=self.plugin, fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
+            boundary=self.boundary, epoch_end=self.epoch_end, on_error=self.on_error, segment=segment,
         )  # fmt: skip
         producers = max(num_workers, 1)
         self._depth = prefetch
         self.ring = Ring.create(
-            dict(fields=fields, batch_size=batch_size, time_steps=time_steps, num_slots=prefetch + 2,
-                 num_workers=producers, num_streams=len(self._all_streams), layout=layout)
+            dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps, num_slots=prefetch + 2,
+                 num_workers=producers, num_streams=len(self._all_streams), layout=self.layout)
         )  # fmt: skip
         self._released: deque[int] = deque()  # slots whose batch the consumer dropped (from finalizers)
         self._free: list[int] = list(range(self.ring.spec.num_slots))
@@ -415,11 +397,8 @@ class StreamLoader:
     def _fingerprint(self) -> dict[str, Any]:
         if self._fingerprint_cache is None:
             self._fingerprint_cache = _state.fingerprint(
-                source=self.plugin, fields=self.fields, items=self.items, batch_size=self.batch_size,
-                time_steps=self.time_steps, seed=self.seed, shuffle=self.shuffle, boundary=self.boundary,
-                epoch_end=self.epoch_end, layout=self.layout, segment=self.segment,
-                batches_per_epoch=self.batches_per_epoch, rank=self.rank, world_size=self.world_size,
-            )  # fmt: skip
+                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content()
+            )
         return self._fingerprint_cache
 
     def _wait_done(self, k: int, gen: int, slot: int) -> None:
@@ -661,11 +640,6 @@ def _split(batch_size: int, producers: int) -> list[tuple[int, int]]:
     """Contiguous row blocks, sizes differing by at most one."""
     edges = np.linspace(0, batch_size, producers + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
-
-
-def _check_int(name: str, value: Any, low: int, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}; {fix}")
 
 
 def _check_fields(fields: tuple[Field, ...]) -> None:

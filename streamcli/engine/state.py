@@ -33,39 +33,18 @@ def items_digest(names: Sequence[str]) -> str:
 
 
 def fingerprint(
-    *,
-    source: str,
-    fields: Sequence[Any],
-    items: Sequence[Any],
-    batch_size: int,
-    time_steps: int,
-    seed: int,
-    shuffle: bool,
-    boundary: str,
-    epoch_end: str,
-    layout: str,
-    segment: int,
-    batches_per_epoch: int | None,
-    rank: int,
-    world_size: int,
+    *, source: str, fields: Sequence[Any], items: Sequence[Any], config: Mapping[str, Any]
 ) -> dict[str, Any]:
-    return {
+    """What must not change between saving and loading a state: the source, its items and the settings that
+    decide the batches' content (``LoaderConfig.content()``)."""
+    out: dict[str, Any] = {
         "source": source,
         "fields": [[f.name, list(f.shape), f.dtype] for f in fields],
         "num_items": len(items),
         "items": items_digest([repr(i) for i in items]),
-        "batch_size": batch_size,
-        "time_steps": time_steps,
-        "seed": seed,
-        "shuffle": shuffle,
-        "boundary": boundary,
-        "epoch_end": epoch_end,
-        "layout": layout,
-        "segment": segment,
-        "batches_per_epoch": batches_per_epoch,
-        "rank": rank,
-        "world_size": world_size,
     }
+    out.update({k: config[k] for k in _FINGERPRINT if k in config})
+    return out
 
 
 def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
