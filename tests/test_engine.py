@@ -1,0 +1,140 @@
+"""The engine's parts on their own: the plan's count, the ring and its control block, the worker pool."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from _sources import CountingSource
+
+from streamcli import Field
+from streamcli.engine import cursor
+from streamcli.engine.epoch import all_streams, epoch_streams, rank_of_streams
+from streamcli.engine.plan import count_batches
+from streamcli.engine.pool import WorkerPool, shutdown
+from streamcli.engine.produce import Plan
+from streamcli.engine.ring import Ring, sweep_stale
+from streamcli.engine.worker import WorkerSpec
+from streamcli.errors import WorkerError
+
+FIELDS = (Field("x", (2,), "int64"),)
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+
+@pytest.mark.parametrize(
+    ("lengths", "B", "T", "boundary", "epoch_end", "want"),
+    [
+        ([3, 5], 1, 2, "pad", "pad", 5),  # 3 steps (2 batches), then 5 from batch 2: steps 4..8
+        ([3, 5], 1, 2, "pack", "pad", 4),  # 8 steps back to back
+        ([3, 5], 2, 2, "pad", "pad", 3),  # side by side: the longer one decides
+        ([3, 5], 2, 2, "pad", "drop", 2),  # row 0 runs dry at batch 2: stop before it
+        ([3, 5, 1], 2, 2, "pad", "restream", 3),
+        ([0, 0], 2, 2, "pad", "pad", 0),
+        ([], 2, 2, "pad", "pad", 0),
+    ],
+)
+def test_count_batches_by_hand(lengths: list[int], B: int, T: int, boundary: str, epoch_end: str, want: int) -> None:
+    assert count_batches(lengths, B, T, boundary, epoch_end) == want
+
+
+def test_epoch_streams_segments_shuffle_and_ranks() -> None:
+    base = all_streams([7, 0, 3], 3)
+    assert base.items.tolist() == [0, 0, 0, 1, 2] and base.starts.tolist() == [0, 3, 6, 0, 0]
+    assert base.lengths is not None and base.lengths.tolist() == [3, 3, 1, 0, 3]
+    a = epoch_streams(base, seed=1, epoch=0, shuffle=True)
+    assert sorted(zip(a.items.tolist(), a.starts.tolist(), strict=True)) == sorted(
+        zip(base.items.tolist(), base.starts.tolist(), strict=True)
+    )
+    ranks = rank_of_streams(a, 2)
+    assert set(ranks.tolist()) == {0, 1}
+    assert all_streams([None, 4], 2).lengths is None  # unknown: open-ended, no table of lengths
+    assert all_streams([None, 4], 2).open_ended.tolist() == [True, False, False]
+
+
+# ---------------------------------------------------------------------------------------------- ring
+
+
+def spec_args(workers: int = 1, B: int = 2, T: int = 3) -> dict[str, object]:
+    return dict(fields=FIELDS, batch_size=B, time_steps=T, num_slots=3, num_workers=workers, num_streams=5,
+                layout="TB")  # fmt: skip
+
+
+def test_ring_views_are_shared_and_the_owner_unlinks() -> None:
+    ring = Ring.create(spec_args())
+    other = Ring.attach(ring.spec)
+    try:
+        ring.slots[1]["x"][2, 1] = [7, 8]
+        assert other.slots[1]["x"][2, 1].tolist() == [7, 8]
+        assert ring.slots[0]["cursor"].shape == (2, cursor.WIDTH)
+    finally:
+        other.close()
+        ring.close()
+    assert not os.path.exists(f"/dev/shm/{ring.spec.name}")
+    ring.close()  # twice is fine
+
+
+def test_control_block_is_used_only_through_its_methods() -> None:
+    ring = Ring.create(spec_args(workers=2))
+    try:
+        c = ring.control
+        c.stage(cursor.fresh(2), first_batch=4)
+        table = np.array([[3, 0, 0, 9], [1, 5, 1, -1]], np.int64)
+        c.set_streams(table, tickets=1, fronts=[10, 11])
+        assert c.first_batch == 4 and c.num_streams == 2 and c.min_front(np.array([1])) == 11
+        assert c.take_ticket() == 1 and c.take_ticket() == 2
+        assert c.stream(1) == (1, 5, True, -1) and c.stream(2) == (3, 0, False, 9)  # tickets wrap (replays)
+        c.report(0, busy=0.5, steps=6, stream=3, pos=2, done=5)
+        c.report(1, busy=0.25, steps=4, stream=1, pos=7, done=6)
+        assert c.done_min() == 5 and c.steps() == (6, 4) and c.reading(1) == (1, 7)
+        assert c.busy().tolist() == [0.5, 0.25]
+        c.set_generation(3)
+        assert c.generation == 3
+    finally:
+        ring.close()
+
+
+def test_sweep_removes_only_segments_of_dead_processes() -> None:
+    mine = Ring.create(spec_args())  # creating a ring sweeps too: plant the dead one after
+    dead = "/dev/shm/streamcli_999999999_deadbeef"
+    with open(dead, "wb") as f:
+        f.write(b"\0")
+    try:
+        swept = sweep_stale()
+        assert "streamcli_999999999_deadbeef" in swept and os.path.exists(f"/dev/shm/{mine.spec.name}")
+    finally:
+        mine.close()
+
+
+# ---------------------------------------------------------------------------------------------- pool
+
+
+@pytest.mark.slow
+def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -> None:
+    src = CountingSource([4, 2])
+    ring = Ring.create(spec_args(workers=1, B=2, T=3))
+    plan = Plan(plugin="counting", fields=FIELDS, batch_size=2, time_steps=3, boundary="pad", epoch_end="pad",
+                on_error="raise")  # fmt: skip
+    spec = WorkerSpec(w=0, lo=0, hi=2, plan=plan, ring=ring.spec, source=src, items=src.items())
+    pool = WorkerPool([spec], ring, "spawn", str)
+    try:
+        ring.control.stage(cursor.fresh(2), 0)
+        ring.control.set_generation(1)
+        pool.start_epoch(1, 0, timeout=60)
+        table = np.array([[0, 0, 0, 4], [1, 0, 0, 2]], np.int64)
+        ring.control.set_streams(table, tickets=0, fronts=[0])
+        pool.assign(0, 2)
+        pool.wait_done(0, timeout=60)
+        x, valid = ring.slots[2]["x"], ring.slots[2]["valid"]
+        assert valid.tolist() == [[True, True], [True, True], [True, False]]
+        assert x[:, 0].tolist() == [[0, 0], [0, 1], [0, 2]] and x[:2, 1].tolist() == [[1, 0], [1, 1]]
+        assert ring.slots[2]["cursor"][0].tolist() == [0, 3, cursor.LIVE, 0]  # row 0 goes on at step 3
+        pool.procs[0].kill()
+        pool.procs[0].join(5)
+        with pytest.raises(WorkerError, match=r"worker 0 .* died with signal SIGKILL"):
+            pool.assign(1, 0)
+            pool.wait_done(1, timeout=60)
+    finally:
+        shutdown(pool, ring)

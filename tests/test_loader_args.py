@@ -1,0 +1,82 @@
+"""Loader arguments and configuration: bad values are refused naming the value and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from _sources import CountingSource
+
+from streamcli import StreamLoader
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(batch_size=0), "batch_size=0"),
+        (dict(time_steps=-1), "time_steps=-1"),
+        (dict(num_workers=5), "num_workers=5 exceeds batch_size=4"),
+        (dict(boundary="squash"), "boundary='squash'"),
+        (dict(epoch_end="wrap"), "epoch_end='wrap'"),
+        (dict(layout="TBC"), "layout='TBC'"),
+        (dict(on_error="ignore"), "on_error='ignore'"),
+        (dict(prefetch=0), "prefetch=0"),
+        (dict(batch_size=2.5), "batch_size=2.5"),
+    ],
+)
+def test_invalid_arguments_name_the_value(kwargs: dict[str, object], match: str, no_leaks: None) -> None:
+    args: dict[str, object] = dict(batch_size=4, time_steps=2)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match.replace("(", r"\(").replace("[", r"\[")):
+        StreamLoader(CountingSource([3, 3]), **args)  # type: ignore[arg-type]
+
+
+def test_field_names_are_checked() -> None:
+    class Clash(CountingSource):
+        def fields(self):  # type: ignore[no-untyped-def]
+            from streamcli import Field
+
+            return [Field("valid", (1,), "uint8")]
+
+    with pytest.raises(ValueError, match="clash with batch flags"):
+        StreamLoader(Clash([1]), 2, 2)
+
+
+def test_len_needs_lengths() -> None:
+    with StreamLoader(CountingSource([3, 4], report_length=False), 2, 2) as loader:
+        with pytest.raises(TypeError, match="does not report them all"):
+            len(loader)
+    with StreamLoader(CountingSource([3, 4]), 2, 2) as loader:
+        assert len(loader) == len(list(loader)) == 2
+
+
+def test_pin_memory_without_cuda_warns_once_and_does_nothing() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: pinning is real here")
+    import streamcli.loader as mod
+
+    mod._pin_warned = False
+    with pytest.warns(RuntimeWarning, match="CUDA is not available"):
+        with StreamLoader(CountingSource([4, 4]), 2, 2, pin_memory=True) as loader:
+            batches = list(loader)
+    assert len(batches) == 2 and loader.stats.copies == 0
+
+
+def test_unpicklable_source_with_workers_is_a_clear_error(no_leaks: None) -> None:
+    src = CountingSource([3])
+    src.hook = lambda: None  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="cannot be pickled for worker processes"):
+        StreamLoader(src, 1, 1, num_workers=1)
+
+
+def test_stats_snapshot() -> None:
+    with StreamLoader(CountingSource([20] * 4), 2, 5) as loader:
+        for _ in loader:
+            pass
+        s = loader.stats
+    assert s.batches == 8 and s.steps == 80 and s.streams_done == 4 and s.streams_total == 4
+    assert len(s.waits_s) == 8 and s.first_batch_s is not None and s.batches_per_s > 0
+    assert s.bytes == 8 * 2 * 5 * 16
