@@ -49,3 +49,13 @@ def data_root(sub: str) -> Path:
             f"real test data not found at {root / sub}: check out shared/ beside the repo or set STREAMCLI_DATA"
         )
     return root / sub
+
+
+@pytest.fixture
+def books(tmp_path: Path) -> Path:
+    """Three tiny text files: a folder for the text source."""
+    d = tmp_path / "books"
+    d.mkdir()
+    for i in range(3):
+        (d / f"b{i}.txt").write_text(f"book {i} " * (5 + 3 * i))
+    return d

@@ -18,15 +18,6 @@ TINY = ["-b", "2", "-t", "4", "-w", "0"]
 
 
 @pytest.fixture
-def books(tmp_path: Path) -> Path:
-    d = tmp_path / "books"
-    d.mkdir()
-    for i in range(3):
-        (d / f"b{i}.txt").write_text(f"book {i} " * (5 + 3 * i))
-    return d
-
-
-@pytest.fixture
 def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plugin whose module does not import, next to the real ones."""
     real = plugins_mod._entry_points

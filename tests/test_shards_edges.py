@@ -46,15 +46,6 @@ def temps(d: Path) -> list[str]:
     return [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
 
 
-@pytest.fixture
-def books(tmp_path: Path) -> Path:
-    d = tmp_path / "books"
-    d.mkdir()
-    for i in range(3):
-        (d / f"b{i}.txt").write_text(f"book {i} " * (5 + 3 * i))
-    return d
-
-
 def test_flag_dtypes_are_declared_once_next_to_flags() -> None:
     assert tuple(FLAG_DTYPES) == FLAGS
     assert (
