@@ -7,8 +7,8 @@ The public API is defined here and only here. Importing streamcli does not impor
 """
 
 from streamcli.batch import FLAGS, Batch
-from streamcli.config import LoaderConfig
 from streamcli.bench import BenchResult, run_benchmark
+from streamcli.config import LoaderConfig
 from streamcli.errors import (
     PluginLoadError,
     PluginNotFoundError,

@@ -34,7 +34,15 @@ from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
 from streamcli.engine.ring import Ring
 from streamcli.engine.worker import WorkerSpec
-from streamcli.source import Field, StreamSource, call_default_segment, check_source, item_name, plugin_name
+from streamcli.source import (
+    Field,
+    StreamSource,
+    call_default_segment,
+    check_source,
+    item_name,
+    plugin_name,
+    uses_blocks,
+)
 from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
@@ -45,6 +53,9 @@ _pin_warned = False
 
 class StreamLoader:
     """Temporally coherent batches from many streams of one source.
+
+    A source with ``block_steps = True`` yields blocks (field -> array of ``n`` steps) instead of steps; the
+    loader splits them across batches (``supports_blocks`` says this loader can).
 
     Args:
         source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "books/")``.
@@ -76,6 +87,8 @@ class StreamLoader:
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
     Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
     """
+
+    supports_blocks = True  # sources with ``block_steps = True`` are read block by block
 
     def __init__(
         self,
@@ -197,7 +210,7 @@ class StreamLoader:
         else:
             self._local = Producer(
                 plan=self.plan, source=source, items=self.items, ring=self.ring, w=0,
-                rows=new_rows(0, batch_size), lock=contextlib.nullcontext(),
+                rows=new_rows(0, batch_size), lock=contextlib.nullcontext(), blocks=uses_blocks(source),
             )  # fmt: skip
             self._local.on_skip = on_skip
 

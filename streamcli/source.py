@@ -122,6 +122,12 @@ class BaseSource:
     - ``setup_worker()``: called once in each worker process before any ``open`` (e.g. thread limits).
     - ``can_open(arg)``: lets the CLI infer this plugin from a bare path.
     - ``default_segment()``: the loader's ``segment=`` when the user gives none (0: whole items).
+    - ``block_steps = True`` (a class attribute): ``open(item, start)`` yields *blocks* instead of steps, each a
+      mapping from field name to an array of shape ``(n, *field.shape)``, with the same ``n >= 1`` for every
+      field of a block. Sources that read several steps at once (a text chunk, an audio buffer, a shard, a
+      burst of frames) skip a Python round trip per step. The first block still starts at step ``start``; a
+      block may cross a batch boundary (the loader splits it), and each is checked once
+      (``StepSpecError``).
     - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
       ``progress(done, total)`` so the CLI can show it.
     """
@@ -147,6 +153,8 @@ class BaseSource:
     @classmethod
     def can_open(cls, arg: str) -> bool:
         return False
+
+    block_steps = False
 
     def default_segment(self) -> int:
         return 0
@@ -183,6 +191,23 @@ def call_default_segment(source: StreamSource) -> int:
     """Hook ``source.default_segment()``: the loader's ``segment=`` when the user gives none; default 0."""
     fn = getattr(source, "default_segment", None)
     return int(fn()) if callable(fn) else 0
+
+
+def uses_blocks(source: StreamSource) -> bool:
+    """Hook ``source.block_steps``: does ``open`` yield blocks of steps? Default: no (one step at a time)."""
+    return bool(getattr(source, "block_steps", False))
+
+
+def iter_steps(source: StreamSource, item: Any, start: int = 0) -> Iterator[Step]:
+    """One item's steps from ``start`` on, one at a time, whether the source yields steps or blocks."""
+    if not uses_blocks(source):
+        yield from source.open(item, start)
+        return
+    for block in source.open(item, start):
+        arrays = {k: np.asarray(v) for k, v in block.items()}
+        n = len(next(iter(arrays.values())))
+        for j in range(n):
+            yield {k: a[j] for k, a in arrays.items()}
 
 
 def call_prepare(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> None:

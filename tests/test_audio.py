@@ -12,6 +12,7 @@ from streamcli_sources.audio import AudioSource
 
 from streamcli import load_source
 from streamcli.errors import SourceError
+from streamcli.source import iter_steps
 
 AUDIO = data_root("audio")
 # Sample frames per file, from the data chunks (wave's getnframes, checked against each file's size).
@@ -47,7 +48,7 @@ def test_every_8k_file_streams_in_20ms_frames_with_exact_lengths() -> None:
     ]
     for item in src.items():
         name = Path(item).name
-        steps = list(src.open(item))
+        steps = list(iter_steps(src, item))
         assert len(steps) == src.length(item) == -(-FRAMES_8K[name] // 160)
         assert sum(int(s["nsamples"]) for s in steps) == FRAMES_8K[name]
         with wave.open(item) as w:
@@ -64,9 +65,9 @@ def test_48k_files_and_resume_is_exact() -> None:
     assert {Path(i).name: src.length(i) for i in items} == {k: -(-v // 480) for k, v in FRAMES_48K.items()}
     assert len(src.skipped) == len(FRAMES_8K)
     item = items[0]
-    full = list(src.open(item))
+    full = list(iter_steps(src, item))
     for k in (1, 70, len(full) - 1, len(full)):
-        resumed = list(src.open(item, start=k))
+        resumed = list(iter_steps(src, item, start=k))
         assert len(resumed) == len(full) - k
         for a, b in zip(resumed, full[k:], strict=True):
             np.testing.assert_array_equal(a["pcm"], b["pcm"])
@@ -101,11 +102,11 @@ def test_other_widths_stereo_truncation_and_unreadable_files(tmp_path: Path) -> 
         items = src.items()
     assert [Path(i).name for i in items] == ["w1.wav", "w3.wav", "x_truncated.wav"]
     assert src.fields()[0].shape == (100, 2)
-    pcm3 = np.concatenate([s["pcm"] for s in src.open(items[1])]).reshape(-1)
+    pcm3 = np.concatenate([s["pcm"] for s in iter_steps(src, items[1])]).reshape(-1)
     np.testing.assert_array_equal(pcm3, tone)
-    pcm1 = np.concatenate([s["pcm"] for s in src.open(items[0])]).reshape(-1)
+    pcm1 = np.concatenate([s["pcm"] for s in iter_steps(src, items[0])]).reshape(-1)
     np.testing.assert_array_equal(pcm1, (tone >> 8) << 8)
-    assert src.length(items[2]) == 4 and sum(int(s["nsamples"]) for s in src.open(items[2])) == 400
+    assert src.length(items[2]) == 4 and sum(int(s["nsamples"]) for s in iter_steps(src, items[2])) == 400
     with pytest.raises(SourceError, match=r"junk\.wav.*strict=True"):
         AudioSource(tmp_path, strict=True).items()
 

@@ -10,6 +10,7 @@ from conftest import data_root
 from streamcli_sources.text import TextSource
 
 from streamcli import load_source
+from streamcli.source import iter_steps
 
 TEXT = data_root("text")
 BOOKS = ["devils_dictionary.txt", "fortunes_literature.txt", "sherlock_holmes_pg1661.txt", "tom_sawyer_excerpt.txt"]
@@ -17,7 +18,7 @@ BOM = b"\xef\xbb\xbf"
 
 
 def joined(src: TextSource, item: str, start: int = 0) -> bytes:
-    return b"".join(s["text"][: int(s["nbytes"])].tobytes() for s in src.open(item, start))
+    return b"".join(s["text"][: int(s["nbytes"])].tobytes() for s in iter_steps(src, item, start))
 
 
 def test_every_book_streams_back_its_exact_bytes() -> None:
@@ -26,7 +27,7 @@ def test_every_book_streams_back_its_exact_bytes() -> None:
     for item in src.items():
         data = Path(item).read_bytes().removeprefix(BOM)
         assert joined(src, item) == data
-        assert src.length(item) == len(list(src.open(item))) == -(-len(data) // 64)
+        assert src.length(item) == len(list(iter_steps(src, item))) == -(-len(data) // 64)
 
 
 def test_sherlock_bom_and_crlf() -> None:
@@ -37,7 +38,7 @@ def test_sherlock_bom_and_crlf() -> None:
     assert joined(kept, path) == raw[3:] and b"\r\n" in joined(kept, path)
     lf = TextSource(path, width=32, newlines="lf")
     assert joined(lf, path) == raw[3:].replace(b"\r\n", b"\n")
-    assert lf.length(path) == -(-len(raw[3:].replace(b"\r\n", b"\n")) // 32) == len(list(lf.open(path)))
+    assert lf.length(path) == -(-len(raw[3:].replace(b"\r\n", b"\n")) // 32) == len(list(iter_steps(lf, path)))
     bom = TextSource(path, width=32, keep_bom=True)
     assert joined(bom, path) == raw and bom.length(path) == -(-len(raw) // 32)
 
@@ -45,9 +46,9 @@ def test_sherlock_bom_and_crlf() -> None:
 def test_resume_is_exact() -> None:
     path = str(TEXT / "sherlock_holmes_pg1661.txt")
     src = TextSource(path, width=100, newlines="lf")
-    full = list(src.open(path))
+    full = list(iter_steps(src, path))
     for k in (1, 2000, len(full) - 1, len(full)):
-        resumed = list(src.open(path, start=k))
+        resumed = list(iter_steps(src, path, start=k))
         assert len(resumed) == len(full) - k
         for a, b in zip(resumed, full[k:], strict=True):
             np.testing.assert_array_equal(a["text"], b["text"])
@@ -65,14 +66,14 @@ def test_any_encoding_passes_through_as_bytes(tmp_path: Path) -> None:
     src = TextSource(tmp_path, width=4)
     for item in src.items():
         assert joined(src, item) == Path(item).read_bytes()
-        assert src.length(item) == len(list(src.open(item)))
+        assert src.length(item) == len(list(iter_steps(src, item)))
 
 
 def test_steps_match_the_declared_fields_and_discovery_finds_it() -> None:
     src = load_source("text", str(TEXT / "tom_sawyer_excerpt.txt"), width=8)
     (item,) = src.items()
     fields = {f.name: f for f in src.fields()}
-    for step in src.open(item):
+    for step in iter_steps(src, item):
         for name, f in fields.items():
             value = np.asarray(step[name])
             assert value.shape == f.shape and value.dtype == f.np_dtype

@@ -34,6 +34,9 @@ class _Header:
         return f"{self.rate} Hz, {self.channels} channel{'s' * (self.channels != 1)}"
 
 
+_BLOCK = 50  # steps per block (one second at 20 ms a step)
+
+
 class AudioSource(BaseSource):
     """WAV files (a file, or a folder searched recursively and sorted), one stream per file.
 
@@ -75,6 +78,8 @@ class AudioSource(BaseSource):
         self.strict = bool(strict)
         self.skipped: list[tuple[str, str]] = []
         self._headers: dict[str, _Header] | None = None
+
+    block_steps = True
 
     def _index(self) -> dict[str, _Header]:
         if self._headers is not None:
@@ -152,22 +157,25 @@ class AudioSource(BaseSource):
         return (p.is_file() and p.suffix.lower() == ".wav") or (p.is_dir() and any(p.rglob("*.wav")))
 
     def open(self, item: str, start: int = 0) -> Iterator[Step]:
+        """Blocks of up to ``_BLOCK`` frames (``block_steps``): one read and one reshape per block."""
         head = self._index()[item]
-        n = self.samples
+        n, ch = self.samples, head.channels
         with wave.open(item, "rb") as w:
             pos = start * n
             if pos >= head.frames:
                 return
             w.setpos(pos)
             while pos < head.frames:
-                raw = w.readframes(min(n, head.frames - pos))
-                pcm = _to_int16(raw, head.width).reshape(-1, head.channels)
-                if len(pcm) == 0:
-                    return  # the file ended before its header said (caught by _read_header's cap)
+                raw = w.readframes(min(n * _BLOCK, head.frames - pos))
+                pcm = _to_int16(raw, head.width).reshape(-1, ch)
                 got = len(pcm)
-                if got < n:
-                    pcm = np.concatenate([pcm, np.zeros((n - got, head.channels), np.int16)])
-                yield {"pcm": pcm, "nsamples": np.int32(got)}
+                if got == 0:
+                    return  # the file ended before its header said (caught by _read_header's cap)
+                steps = -(-got // n)
+                if got < steps * n:  # the stream's last step is zero-padded
+                    pcm = np.concatenate([pcm, np.zeros((steps * n - got, ch), np.int16)])
+                nsamples = np.minimum(n, got - np.arange(steps) * n).astype(np.int32)
+                yield {"pcm": pcm.reshape(steps, n, ch), "nsamples": nsamples}
                 pos += got
 
 

@@ -17,6 +17,9 @@ from streamcli.source import BaseSource, Field, Step
 _BOM = b"\xef\xbb\xbf"
 
 
+_BLOCK = 256  # steps per block
+
+
 class TextSource(BaseSource):
     """Text files (a file, a folder searched recursively, or a list of paths) or literal strings.
 
@@ -51,6 +54,8 @@ class TextSource(BaseSource):
         else:
             self._items = _find_files(Path(arg), glob)  # type: ignore[arg-type]
 
+    block_steps = True
+
     def items(self) -> list[str]:
         return self._items
 
@@ -75,13 +80,17 @@ class TextSource(BaseSource):
         return -(-n // self.width)
 
     def open(self, item: str, start: int = 0) -> Iterator[Step]:
+        """Blocks of up to ``_BLOCK`` steps (``block_steps``): one numpy reshape per block, not per step."""
         data = np.frombuffer(self._bytes(item), dtype=np.uint8)
         w = self.width
-        for i in range(start * w, len(data), w):
-            chunk = data[i : i + w]
-            if len(chunk) < w:
-                chunk = np.concatenate([chunk, np.zeros(w - len(chunk), np.uint8)])
-            yield {"text": chunk, "nbytes": np.int32(min(w, len(data) - i))}
+        n = -(-len(data) // w)
+        for a in range(start, n, _BLOCK):
+            b = min(n, a + _BLOCK)
+            chunk = data[a * w : b * w]
+            if len(chunk) < (b - a) * w:  # the stream's last step is zero-padded
+                chunk = np.concatenate([chunk, np.zeros((b - a) * w - len(chunk), np.uint8)])
+            nbytes = np.minimum(w, len(data) - np.arange(a, b) * w).astype(np.int32)
+            yield {"text": chunk.reshape(b - a, w), "nbytes": nbytes}
 
     def item_name(self, item: str) -> str:
         if self._literal:

@@ -107,6 +107,7 @@ class Producer:
     gen: int = 0
     on_skip: Callable[[Skip], None] = lambda s: None
     parent_pid: int | None = None  # workers: exit if the parent is gone
+    blocks: bool = False  # the source yields blocks of steps (``block_steps = True``)
     others: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
@@ -280,10 +281,53 @@ def _wait_turn(p: Producer, key: int) -> float:
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
     try:
-        return iter(p.source.open(p.items[row.item], row.pos))
+        it = iter(p.source.open(p.items[row.item], row.pos))
     except Exception as exc:
         _fail(p, row, k, exc, "opening")
         return None
+    return _steps_of(p, row, it) if p.blocks else it
+
+
+def _steps_of(p: Producer, row: Row, blocks: Iterator[Step]) -> Iterator[Step]:
+    """The steps of a ``block_steps`` source: each block (field -> array of ``n`` steps) is checked once, then
+    handed out step by step as views, so a block may cross batch boundaries."""
+    fields = p.plan.fields
+    try:
+        for block in blocks:
+            n = _checked_block(p, row, block, fields)
+            arrays = [(f.name, np.asarray(block[f.name])) for f in fields]
+            for j in range(n):
+                yield {name: a[j] for name, a in arrays}
+    finally:
+        close = getattr(blocks, "close", None)
+        if callable(close):
+            close()
+
+
+def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> int:
+    """The block's step count ``n``; raise ``StepSpecError`` if a field is missing, mis-shaped or of n != the rest."""
+    where = f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} block at step {row.pos}"
+    n = -1
+    for f in fields:
+        try:
+            a = block[f.name]
+        except (KeyError, TypeError, IndexError):
+            raise StepSpecError(
+                f"{where}: the block has no field {f.name!r} (got {type(block).__name__}); with block_steps=True "
+                "yield a dict of (n, *shape) arrays, one per declared field"
+            ) from None
+        if type(a) is not np.ndarray:
+            a = np.asarray(a)
+        if a.ndim != len(f.shape) + 1 or a.shape[1:] != f.shape or a.dtype != f.np_dtype or len(a) < 1:
+            raise StepSpecError(
+                f"{where}: field {f.name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
+                f"{f.np_dtype.name}[n, {', '.join(map(str, f.shape))}]; make the block match fields()"
+            )
+        if n >= 0 and len(a) != n:
+            raise StepSpecError(f"{where}: fields of one block must have the same n steps; {f.name!r} has {len(a)}, "
+                                f"another has {n}")  # fmt: skip
+        n = len(a)
+    return n
 
 
 def _reopen(p: Producer, row: Row, k: int) -> None:
@@ -305,6 +349,8 @@ def _next(p: Producer, row: Row, k: int) -> Any:
 
 
 def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
+    if isinstance(exc, StepSpecError):
+        raise exc  # a block that breaks the declared fields is the plugin's bug: never skipped, never wrapped
     name = item_name(p.source, p.items[row.item])
     if p.plan.on_error == "skip":
         error = f"{type(exc).__name__}: {exc}"

@@ -21,7 +21,7 @@ import numpy as np
 from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, fill_batch, new_rows
 from streamcli.engine.ring import Ring, RingSpec
 from streamcli.errors import StepSpecError
-from streamcli.source import StreamSource, call_setup_worker
+from streamcli.source import StreamSource, call_setup_worker, uses_blocks
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) 
     p = Producer(
         plan=spec.plan, source=spec.source, items=spec.items, ring=ring, w=spec.w,
         rows=new_rows(spec.lo, spec.hi), lock=lock, gen=-1, parent_pid=parent_pid, others=others,
+        blocks=uses_blocks(spec.source),
     )  # fmt: skip
     p.on_skip = lambda s: conn.send(("skip", p.gen, s))
     try:
