@@ -8,13 +8,9 @@ When the consumer drops the batch (and every tensor taken from it) the slot goes
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
-import os
 import pickle
-import signal
-import sys
 import time
 import warnings
 import weakref
@@ -29,10 +25,12 @@ from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine import state as _state
 from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
+from streamcli.engine.guards import check_fields, check_main_guard, short_repr
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
 from streamcli.engine.ring import Ring
+from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.source import (
     Field,
@@ -46,9 +44,6 @@ from streamcli.source import (
 from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
-
-_RESERVED = {*FLAGS, "reset", "summary"}
-_pin_warned = False
 
 
 class StreamLoader:
@@ -112,7 +107,7 @@ class StreamLoader:
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
-        _import_torch()  # first, so a signal during it finds no process or segment to clean up
+        import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
         segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
         config = LoaderConfig(
@@ -131,7 +126,7 @@ class StreamLoader:
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
         fields = tuple(source.fields())
-        _check_fields(fields)
+        check_fields(fields)
         self.fields: tuple[Field, ...] = fields
         self.plugin = plugin_name(source)
         self.items: list[Any] = list(source.items())
@@ -175,7 +170,7 @@ class StreamLoader:
         self._active = False  # an epoch is being iterated
         self._gen = 0
         self._closed = False
-        self._bounds = _split(batch_size, producers)
+        self._bounds = split_rows(batch_size, producers)
         self._local: Producer | None = None
         self._pool: WorkerPool | None = None
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
@@ -196,7 +191,7 @@ class StreamLoader:
 
         if num_workers:
             if mp_context != "fork":
-                _check_main_guard()
+                check_main_guard()
             self._check_picklable()
             specs = [
                 WorkerSpec(w=w, lo=lo, hi=hi, plan=self.plan, ring=self.ring.spec, source=source, items=self.items)
@@ -229,7 +224,7 @@ class StreamLoader:
             except Exception as exc:
                 self.close()
                 raise TypeError(
-                    f"item {i} of source {self.plugin!r} ({_short_repr(item)}) cannot be pickled: "
+                    f"item {i} of source {self.plugin!r} ({short_repr(item)}) cannot be pickled: "
                     f"{type(exc).__name__}: {exc}; worker processes receive every item, so items() must return "
                     "plain data (paths, numbers, tuples), or use num_workers=0"
                 ) from exc
@@ -285,10 +280,10 @@ class StreamLoader:
         self._streams_done = max(0, min(self._tickets, self._n_streams) - n_live)
 
     def _run(self, gen: int, epoch: int, first: int) -> Iterator[Batch]:
-        torch = _import_torch()
+        torch = import_torch()
 
         if self._pin is None:
-            self._pin = _pin_available(torch) if self.pin_memory else False
+            self._pin = pin_available(torch) if self.pin_memory else False
             # Page-lock the whole ring once: batches are then pinned views, with no copy per batch.
             self._pinned_ring = bool(self._pin) and self.ring.page_lock(torch)
         self._begin_epoch(gen, epoch, first)
@@ -342,7 +337,7 @@ class StreamLoader:
                     return
                 self._dropped = True
             if self._dropped:  # a fixed-length epoch past its "drop" end: padding
-                _pad_slot(v, self.fields)
+                pad_slot(v, self.fields)
                 n_valid = 0
             tickets = self._tickets + claims
             ended = tickets >= self._n_streams and n_live == 0
@@ -582,98 +577,3 @@ class StreamLoader:
             f"T={self.time_steps}, workers={self.num_workers}, boundary={self.boundary!r}, "
             f"epoch_end={self.epoch_end!r}, layout={self.layout!r})"
         )
-
-
-def _import_torch() -> Any:
-    """Import torch with Ctrl-C, SIGTERM and SIGHUP held back until it is done.
-
-    A KeyboardInterrupt raised inside torch's native initialisation can abort the interpreter; blocked, the
-    signal is delivered right after the import, in plain Python code. Importing streamcli never imports torch.
-    """
-    if "torch" in sys.modules:
-        return sys.modules["torch"]
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        import torch
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    return torch
-
-
-def _short_repr(value: object, width: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _check_main_guard() -> None:
-    """Refuse, before any worker starts, a loader built at the top level of a script without a main guard.
-
-    Spawned workers import the main module again; unguarded, the script would build a loader inside every
-    worker, which fails there with a message about bootstrapping that blames nobody.
-    """
-    import inspect
-
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if path is None or not str(path).endswith(".py"):
-        return  # an interactive session, python -c, a notebook, or an entry point: nothing is re-run
-    spec = getattr(main, "__spec__", None)
-    if os.path.basename(path) == "__main__.py" or (spec is not None and spec.name.endswith(".__main__")):
-        return  # a package's __main__ (python -m pkg): spawn never re-runs it
-    frame = inspect.currentframe()
-    while frame is not None and frame.f_globals.get("__name__") != "__main__":
-        frame = frame.f_back
-    if frame is None or frame.f_code.co_name != "<module>":
-        return  # built inside a function: fine as long as the call itself is guarded
-    try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-    except OSError:
-        return
-    if "__main__" not in source:
-        raise RuntimeError(
-            f"{path} builds a StreamLoader with worker processes at its top level without an "
-            '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
-            'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'
-        )
-
-
-def _pad_slot(v: dict[str, np.ndarray], fields: tuple[Field, ...]) -> None:
-    """Make a filled slot all padding (a fixed-length epoch's batches after its "drop" end)."""
-    for f in fields:
-        v[f.name][...] = 0
-    for name in ("is_first", "valid", "replayed"):
-        v[name][...] = False
-    v["stream"][...] = -1
-    v["position"][...] = -1
-
-
-def _split(batch_size: int, producers: int) -> list[tuple[int, int]]:
-    """Contiguous row blocks, sizes differing by at most one."""
-    edges = np.linspace(0, batch_size, producers + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
-
-
-def _check_fields(fields: tuple[Field, ...]) -> None:
-    if not fields:
-        raise ValueError("the source declares no fields; fields() must return at least one Field")
-    names = [f.name for f in fields]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise ValueError(f"the source declares field(s) {sorted(dup)} more than once; give each a unique name")
-    bad = _RESERVED.intersection(names)
-    if bad:
-        raise ValueError(f"field name(s) {sorted(bad)} clash with batch flags; rename them in fields()")
-
-
-def _pin_available(torch: Any) -> bool:
-    """Whether pinning is possible; warns once per process when it is asked for but is not."""
-    global _pin_warned
-    if torch.cuda.is_available():
-        return True
-    if not _pin_warned:
-        _pin_warned = True
-        warnings.warn("pin_memory=True but CUDA is not available; batches stay in pageable memory",
-                      RuntimeWarning, stacklevel=4)  # fmt: skip
-    return False

@@ -56,7 +56,7 @@ def test_len_needs_lengths() -> None:
 def test_pin_memory_without_cuda_warns_once_and_does_nothing() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: pinning is real here")
-    import streamcli.loader as mod
+    import streamcli.engine.torchio as mod
 
     mod._pin_warned = False
     with pytest.warns(RuntimeWarning, match="CUDA is not available"):

@@ -1,0 +1,62 @@
+"""Checks on what the user gives a loader, made before any process or segment exists: the fields, a script's
+main guard (spawned workers re-run the main module), and names of values in messages."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+
+from streamcli.batch import FLAGS
+from streamcli.source import Field
+
+RESERVED = {*FLAGS, "reset", "summary"}
+
+
+def short_repr(value: object, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def check_main_guard() -> None:
+    """Refuse, before any worker starts, a loader built at the top level of a script without a main guard.
+
+    Spawned workers import the main module again; unguarded, the script would build a loader inside every
+    worker, which fails there with a message about bootstrapping that blames nobody.
+    """
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or not str(path).endswith(".py"):
+        return  # an interactive session, python -c, a notebook, or an entry point: nothing is re-run
+    spec = getattr(main, "__spec__", None)
+    if os.path.basename(path) == "__main__.py" or (spec is not None and spec.name.endswith(".__main__")):
+        return  # a package's __main__ (python -m pkg): spawn never re-runs it
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_globals.get("__name__") != "__main__":
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name != "<module>":
+        return  # built inside a function: fine as long as the call itself is guarded
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return
+    if "__main__" not in source:
+        raise RuntimeError(
+            f"{path} builds a StreamLoader with worker processes at its top level without an "
+            '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
+            'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'
+        )
+
+
+def check_fields(fields: tuple[Field, ...]) -> None:
+    if not fields:
+        raise ValueError("the source declares no fields; fields() must return at least one Field")
+    names = [f.name for f in fields]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"the source declares field(s) {sorted(dup)} more than once; give each a unique name")
+    bad = RESERVED.intersection(names)
+    if bad:
+        raise ValueError(f"field name(s) {sorted(bad)} clash with batch flags; rename them in fields()")

@@ -1,0 +1,60 @@
+"""The loader's contact with torch: a signal-safe import, pinned memory, and the slot chores around a batch."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+
+from streamcli.source import Field
+
+_pin_warned = False
+
+
+def import_torch() -> Any:
+    """Import torch with Ctrl-C, SIGTERM and SIGHUP held back until it is done.
+
+    A KeyboardInterrupt raised inside torch's native initialisation can abort the interpreter; blocked, the
+    signal is delivered right after the import, in plain Python code. Importing streamcli never imports torch.
+    """
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        import torch
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return torch
+
+
+def pin_available(torch: Any) -> bool:
+    """Whether pinning is possible; warns once per process when it is asked for but is not."""
+    global _pin_warned
+    if torch.cuda.is_available():
+        return True
+    if not _pin_warned:
+        _pin_warned = True
+        warnings.warn("pin_memory=True but CUDA is not available; batches stay in pageable memory",
+                      RuntimeWarning, stacklevel=4)  # fmt: skip
+    return False
+
+
+def pad_slot(v: dict[str, np.ndarray], fields: tuple[Field, ...]) -> None:
+    """Make a filled slot all padding (a fixed-length epoch's batches after its "drop" end)."""
+    for f in fields:
+        v[f.name][...] = 0
+    for name in ("is_first", "valid", "replayed"):
+        v[name][...] = False
+    v["stream"][...] = -1
+    v["position"][...] = -1
+
+
+def split_rows(batch_size: int, producers: int) -> list[tuple[int, int]]:
+    """Contiguous row blocks, sizes differing by at most one."""
+    edges = np.linspace(0, batch_size, producers + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
