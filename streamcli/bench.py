@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from streamcli.source import Field, StreamSource
+from streamcli.source import Field, StreamSource, uses_blocks
 from streamcli.stats import LoaderStats
 
 NAN = float("nan")
@@ -343,7 +343,7 @@ class _Row:
 
     def __init__(self, source: StreamSource, item: Any) -> None:
         self.it = iter(source.open(item, 0))
-        self.blocks = bool(getattr(source, "block_steps", False))  # steps come as (n, ...) blocks
+        self.blocks = uses_blocks(source)  # steps come as (n, ...) blocks
         self.block: dict[str, np.ndarray] | None = None
         self.off = 0
 

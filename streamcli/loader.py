@@ -139,10 +139,7 @@ class StreamLoader:
                 f"of batches, but source {self.plugin!r} does not report them all; make it report lengths (for "
                 "video: scan=True) or pass batches_per_epoch=N"
             )
-        self.plan = Plan(
-            plugin=self.plugin, fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
-            boundary=self.boundary, epoch_end=self.epoch_end, on_error=self.on_error, segment=segment,
-        )  # fmt: skip
+        self.plan = Plan(plugin=self.plugin, fields=fields, config=config)
         producers = max(num_workers, 1)
         self._depth = prefetch
         self.ring = Ring.create(

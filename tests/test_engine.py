@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _sources import CountingSource
 
-from streamcli import Field
+from streamcli import Field, LoaderConfig
 from streamcli.engine import cursor
 from streamcli.engine.epoch import all_streams, epoch_streams, rank_of_streams
 from streamcli.engine.plan import count_batches
@@ -115,8 +115,7 @@ def test_sweep_removes_only_segments_of_dead_processes() -> None:
 def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -> None:
     src = CountingSource([4, 2])
     ring = Ring.create(spec_args(workers=1, B=2, T=3))
-    plan = Plan(plugin="counting", fields=FIELDS, batch_size=2, time_steps=3, boundary="pad", epoch_end="pad",
-                on_error="raise")  # fmt: skip
+    plan = Plan(plugin="counting", fields=FIELDS, config=LoaderConfig(2, 3, num_workers=1))
     spec = WorkerSpec(w=0, lo=0, hi=2, plan=plan, ring=ring.spec, source=src, items=src.items())
     pool = WorkerPool([spec], ring, "spawn", str)
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine.ring import Ring
 from streamcli.errors import SourceError, StepSpecError
@@ -39,16 +40,36 @@ class Aborted(Exception):
 
 @dataclass(frozen=True)
 class Plan:
-    """The static facts every producer shares. Picklable."""
+    """The static facts every producer shares: the plugin's name, its fields and the loader's one configuration.
+    Picklable. The settings are read from ``config``, never copied."""
 
     plugin: str
     fields: tuple[Field, ...]
-    batch_size: int
-    time_steps: int
-    boundary: str  # "pad" | "pack"
-    epoch_end: str  # "pad" | "restream" | "drop"
-    on_error: str  # "raise" | "skip"
-    segment: int = 0  # >0: a stream is at most this many steps of an item
+    config: LoaderConfig
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    @property
+    def time_steps(self) -> int:
+        return self.config.time_steps
+
+    @property
+    def boundary(self) -> str:
+        return self.config.boundary
+
+    @property
+    def epoch_end(self) -> str:
+        return self.config.epoch_end
+
+    @property
+    def on_error(self) -> str:
+        return self.config.on_error
+
+    @property
+    def segment(self) -> int:
+        return self.config.segment
 
 
 @dataclass
