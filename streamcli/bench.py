@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from streamcli.source import Field, StreamSource, uses_blocks
+from streamcli.source import Field, StreamSource, call_setup_worker, uses_blocks
 from streamcli.stats import LoaderStats
 
 NAN = float("nan")
@@ -393,9 +393,7 @@ class _RowsData:
         info = tud.get_worker_info()
         w, n_w = (info.id, info.num_workers) if info is not None else (0, 1)
         if info is not None:
-            setup = getattr(self.source, "setup_worker", None)
-            if callable(setup):
-                setup()  # part of the source contract (e.g. thread limits): the baseline gets it too
+            call_setup_worker(self.source)  # part of the source contract (e.g. thread limits): the baseline too
         items = list(self.source.items())
         queue = iter([items[i] for i in self.order[w::n_w]])
         n_rows = self.bounds[w + 1] - self.bounds[w]
