@@ -67,7 +67,8 @@ class StreamLoader:
             ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
         prefetch: batches in flight ahead of the consumer.
-        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live).
+        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live). Needs
+            ``num_workers >= 1``: in-process a hung source cannot be stopped safely, so the pair is refused.
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
         segment: cut every item into streams of at most this many steps (0: whole items). Each segment is a
             stream of its own (its own ticket, ``is_first`` at its first step; ``batch.position`` stays the
