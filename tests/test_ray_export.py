@@ -122,3 +122,36 @@ def test_cli_engine_ray_needs_lengths(tmp_path: Path) -> None:
     video = data_root("video") / "odd"
     r = CliRunner().invoke(app, ["export", "video", str(video), str(tmp_path / "o"), "--engine", "ray", "-w", "0"])
     assert r.exit_code == 2 and "scan=true" in r.output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_ctrl_c_cancels_the_ray_tasks_and_resume_completes(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["camera", "-o", "count=8", "-o", "steps=400", "-o", "size=32x32", "-b", "4", "-t", "8", "-w", "0",
+            "--shard-size", "300kB"]  # fmt: skip
+    cmd = [sys.executable, "-m", "streamcli", "export", *args]
+    out, ref = tmp_path / "ray", tmp_path / "local"
+    proc = subprocess.Popen([*cmd, str(out), "--engine", "ray", "--partitions", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(out.glob("shard-*.npz")):
+            time.sleep(0.1)
+        assert list(out.glob("shard-*.npz")), "no shard appeared"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "--resume" in err and not (out / "index.json").exists() and (out / ".partial.json").exists()
+    r = subprocess.run([*cmd, str(out), "--engine", "ray", "--partitions", "2", "--resume"], capture_output=True,
+                       text=True, timeout=240)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run([*cmd, str(ref)], capture_output=True, timeout=240).returncode == 0
+    assert files(out) == files(ref)
