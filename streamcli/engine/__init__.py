@@ -7,4 +7,6 @@
 - ``ring``: the shared-memory segment of batch slots and its control block (one owner, the loader).
 - ``produce``: producers step their rows' streams into a slot, in canonical order (born).
 - ``worker`` and ``pool``: the two sides of the worker processes (carried).
+- ``guards``: checks on what the user gives (fields, a script's main guard); ``torchio``: the signal-safe torch
+  import, pinned memory and slot chores of the loader.
 """
