@@ -31,6 +31,7 @@ from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
 _END = object()
+_BLK = object()  # the look-ahead step lies in the row's current block
 _NO_END = 1 << 62
 
 
@@ -88,6 +89,8 @@ class Row:
     end: int = _NO_END  # the position at which the current stream (segment) ends
     follow: bool = False  # the segment ended, the item goes on: the next step starts its next segment
     expect: int = -1  # the position at which the item ends, if ``length()`` said so (checked, not trusted)
+    blk: list[np.ndarray] | None = None  # block sources: the current block's arrays, in field order
+    j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -209,15 +212,13 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
                 i += 1
                 continue
             step = row.nxt
-            try:
-                for name, shape, dtype, arr in data:
-                    a = step[name]
-                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                        a = _checked(p, row, step, name, shape, dtype)
-                    arr[t, b] = a
-            except (KeyError, TypeError, IndexError):
-                _checked(p, row, step, name, shape, dtype)  # raises the precise error
-                raise
+            if step is _BLK:  # a block source: copy straight from the checked block, no per-step mapping
+                blk, j = row.blk, row.j
+                assert blk is not None
+                for (_, _, _, arr), src in zip(data, blk, strict=True):
+                    arr[t, b] = src[j]
+            else:
+                _write(p, row, step, data, t, b)
             first[i], valid[i], stream[i], position[i], rep[i] = row.fresh, True, row.item, row.pos, row.replay
             row.fresh = False
             row.pos += 1
@@ -226,11 +227,7 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
             if row.pos == row.end and not row.open_ended:
                 _close(row)  # the segment is over; the item's next one is a stream of its own
                 continue
-            try:
-                row.nxt = next(row.it, _END)
-            except Exception as exc:
-                _fail(p, row, k, exc, "reading")
-                row.nxt, row.expect = _END, -1  # skipped, not short
+            row.nxt = _next(p, row, k)
             if row.nxt is _END:
                 if row.expect >= 0 and row.pos != row.expect:
                     _mismatch(p, row, k, f"ended after {row.pos} steps")
@@ -253,6 +250,19 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     control.set_front(p.w, (k + 1) * T * B + lo)  # everything before the next batch is decided
     last = rows[-1]
     control.report(p.w, time.perf_counter() - t_start - waited, steps, last.item, last.pos, k + 1)
+
+
+def _write(p: Producer, row: Row, step: Any, data: list[tuple[str, Any, Any, np.ndarray]], t: int, b: int) -> None:
+    """Copy one step's fields into the slot, checking each against the declared shape and dtype."""
+    try:
+        for name, shape, dtype, arr in data:
+            a = step[name]
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                a = _checked(p, row, step, name, shape, dtype)
+            arr[t, b] = a
+    except (KeyError, TypeError, IndexError):
+        _checked(p, row, step, name, shape, dtype)  # raises the precise error
+        raise
 
 
 def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
@@ -306,23 +316,7 @@ def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
     except Exception as exc:
         _fail(p, row, k, exc, "opening")
         return None
-    return _steps_of(p, row, it) if p.blocks else it
-
-
-def _steps_of(p: Producer, row: Row, blocks: Iterator[Step]) -> Iterator[Step]:
-    """The steps of a ``block_steps`` source: each block (field -> array of ``n`` steps) is checked once, then
-    handed out step by step as views, so a block may cross batch boundaries."""
-    fields = p.plan.fields
-    try:
-        for block in blocks:
-            n = _checked_block(p, row, block, fields)
-            arrays = [(f.name, np.asarray(block[f.name])) for f in fields]
-            for j in range(n):
-                yield {name: a[j] for name, a in arrays}
-    finally:
-        close = getattr(blocks, "close", None)
-        if callable(close):
-            close()
+    return it
 
 
 def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> int:
@@ -361,11 +355,29 @@ def _reopen(p: Producer, row: Row, k: int) -> None:
 
 
 def _next(p: Producer, row: Row, k: int) -> Any:
+    """The row's look-ahead: the next step, ``_BLK`` when it is ``row.blk[...][row.j]``, or ``_END``."""
     assert row.it is not None
+    if p.blocks:
+        if row.blk is not None:
+            row.j += 1
+            if row.j < len(row.blk[0]):
+                return _BLK
+        try:
+            block: Any = next(row.it, _END)
+        except Exception as exc:
+            _fail(p, row, k, exc, "reading")
+            row.expect = -1  # skipped, not short
+            return _END
+        if block is _END:
+            return _END
+        _checked_block(p, row, block, p.plan.fields)
+        row.blk, row.j = [np.asarray(block[f.name]) for f in p.plan.fields], 0
+        return _BLK
     try:
         return next(row.it, _END)
     except Exception as exc:
         _fail(p, row, k, exc, "reading")
+        row.expect = -1  # skipped, not short
         return _END
 
 
@@ -411,7 +423,7 @@ def _checked(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...]
 
 
 def _close(row: Row) -> None:
-    it, row.it, row.nxt, row.follow = row.it, None, None, False
+    it, row.it, row.nxt, row.follow, row.blk = row.it, None, None, False, None
     close = getattr(it, "close", None)
     if callable(close):
         try:

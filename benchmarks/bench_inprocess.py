@@ -1,0 +1,63 @@
+"""Benchmark: the in-process loader (num_workers=0) against a plain loop writing the same source into one array.
+
+    python benchmarks/bench_inprocess.py    # ~20 s; medians of 3
+
+The source reads its frames 8 at a time and yields one step at a time (``workloads.ChunkedFrames``), B=16,
+T=8, 300 timed batches. The plain loop is what a user writes without a loader: B iterators, one preallocated
+``(T, B, 3, 64, 64)`` array, refilled from the next item when a stream ends (no flags, no determinism rule).
+Issue 8 asks the loader to be no slower than it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from benchmarks.workloads import BlockFrames, ChunkedFrames, SyntheticFrames
+from streamcli import StreamLoader
+
+B, T, N = 16, 8, 300
+
+
+def plain(src: SyntheticFrames) -> float:
+    items = list(src.items())
+    its = [iter(src.open(i)) for i in items[:B]]
+    queue = iter(items[B:])
+    out = np.zeros((T, B, 3, 64, 64), np.uint8)
+    t0 = time.perf_counter()
+    for _ in range(N):
+        for b in range(B):
+            for t in range(T):
+                step = next(its[b], None)
+                if step is None:
+                    its[b] = iter(src.open(next(queue)))
+                    step = next(its[b])
+                out[t, b] = step["frame"]
+    return N / (time.perf_counter() - t0)
+
+
+def loader(src: SyntheticFrames) -> float:
+    with StreamLoader(src, B, T) as ld:
+        it = iter(ld)
+        next(it)
+        t0 = time.perf_counter()
+        for _ in range(N):
+            next(it)
+        return N / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    steps, blocks = ChunkedFrames(64, 200, 2000), BlockFrames(64, 200, 2000)
+    rows = {"plain loop (steps)": plain, "StreamLoader, 0 workers (steps)": loader}
+    got = {name: statistics.median(fn(steps) for _ in range(3)) for name, fn in rows.items()}
+    got["StreamLoader, 0 workers (blocks of 8)"] = statistics.median(loader(blocks) for _ in range(3))
+    base = got["plain loop (steps)"]
+    print("| run | batches/s | vs plain loop |\n|---|---:|---:|")
+    for name, rate in got.items():
+        print(f"| {name} | {rate:.0f} | {rate / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
