@@ -189,7 +189,7 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     stream, position = [-1] * n, [-1] * n
     control = ring.control
     pack = plan.boundary == "pack"
-    segment = plan.segment
+    segment, blocks = plan.segment, p.blocks
     t_start, waited, steps, i = time.perf_counter(), 0.0, 0, 0
     for row in rows:
         if row.reopen:
@@ -218,7 +218,15 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
                 for (_, _, _, arr), src in zip(data, blk, strict=True):
                     arr[t, b] = src[j]
             else:
-                _write(p, row, step, data, t, b)
+                try:
+                    for name, shape, dtype, arr in data:
+                        a = step[name]
+                        if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                            a = _checked(p, row, step, name, shape, dtype)
+                        arr[t, b] = a
+                except (KeyError, TypeError, IndexError):
+                    _checked(p, row, step, name, shape, dtype)  # raises the precise error
+                    raise
             first[i], valid[i], stream[i], position[i], rep[i] = row.fresh, True, row.item, row.pos, row.replay
             row.fresh = False
             row.pos += 1
@@ -227,7 +235,14 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
             if row.pos == row.end and not row.open_ended:
                 _close(row)  # the segment is over; the item's next one is a stream of its own
                 continue
-            row.nxt = _next(p, row, k)
+            if blocks:
+                row.nxt = _next(p, row, k)
+            else:  # inline: this is the per-step path of every step source
+                try:
+                    row.nxt = next(row.it, _END)
+                except Exception as exc:
+                    _fail(p, row, k, exc, "reading")
+                    row.nxt, row.expect = _END, -1  # skipped, not short
             if row.nxt is _END:
                 if row.expect >= 0 and row.pos != row.expect:
                     _mismatch(p, row, k, f"ended after {row.pos} steps")
@@ -250,19 +265,6 @@ def fill_batch(p: Producer, slot: int, k: int) -> None:
     control.set_front(p.w, (k + 1) * T * B + lo)  # everything before the next batch is decided
     last = rows[-1]
     control.report(p.w, time.perf_counter() - t_start - waited, steps, last.item, last.pos, k + 1)
-
-
-def _write(p: Producer, row: Row, step: Any, data: list[tuple[str, Any, Any, np.ndarray]], t: int, b: int) -> None:
-    """Copy one step's fields into the slot, checking each against the declared shape and dtype."""
-    try:
-        for name, shape, dtype, arr in data:
-            a = step[name]
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                a = _checked(p, row, step, name, shape, dtype)
-            arr[t, b] = a
-    except (KeyError, TypeError, IndexError):
-        _checked(p, row, step, name, shape, dtype)  # raises the precise error
-        raise
 
 
 def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:

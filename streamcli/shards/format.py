@@ -155,12 +155,7 @@ def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         hint = " (an interrupted export? rerun it with --resume)" if (Path(out_dir) / PARTIAL).exists() else ""
         raise ShardError(f"{str(path)!r} does not exist{hint}")
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ShardError(f"{str(path)!r} is not valid JSON: {exc}") from None
-    if not isinstance(m, dict):
-        raise ShardError(f"{str(path)!r} must hold a JSON object")
+    m = _json_object(path, "")
     validate_manifest(m, out_dir, where=repr(str(path)))
     return m
 
@@ -214,6 +209,17 @@ def write_partial(out_dir: Path, header: Mapping[str, Any], records: Iterable[Ma
     write_json(out_dir / PARTIAL, {"header": dict(header), "shards": [dict(r) for r in records]})
 
 
+def _json_object(path: Path, fix: str) -> dict[str, Any]:
+    """``path`` parsed as a JSON object, or ``ShardError`` naming the file, the problem and ``fix``."""
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"{str(path)!r} is not valid JSON ({exc}){fix}") from None
+    if not isinstance(obj, dict):
+        raise ShardError(f"{str(path)!r} must hold a JSON object{fix}")
+    return obj
+
+
 def read_partial(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | None] | None:
     """The header and shard records of ``.partial.json``, or None if there is none.
 
@@ -222,12 +228,7 @@ def read_partial(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | 
     path = out_dir / PARTIAL
     if not path.exists():
         return None
-    try:
-        obj = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ShardError(f"{str(path)!r} is not valid JSON ({exc}); rerun the export with --overwrite") from None
-    if not isinstance(obj, dict):
-        raise ShardError(f"{str(path)!r} must hold a JSON object; rerun the export with --overwrite")
+    obj = _json_object(path, "; rerun the export with --overwrite")
     if "header" not in obj:
         return obj, None
     records = obj.get("shards")

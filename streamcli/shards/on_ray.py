@@ -188,7 +188,7 @@ def _prepare(
 ) -> dict[int, Any] | None:
     """Clear or check the folder; returns the shards already complete (number -> record), None if all are."""
     from streamcli.shards.npz import sha256_file
-    from streamcli.shards.writer import ShardWriter
+    from streamcli.shards.writer import ShardWriter, check_same_header
 
     if mode != "resume":
         ShardWriter(out, header, mode=mode)  # the local writer's refusals and clearing; writes the partial record
@@ -199,13 +199,7 @@ def _prepare(
     partial = read_partial(out)
     if partial is None:
         raise ShardError(f"{str(out)!r} holds no interrupted export to resume")
-    old, _ = partial
-    for key, value in header.items():
-        if key != "streamcli_version" and old.get(key) != value:
-            raise ShardError(
-                f"cannot resume: {key} was {old.get(key)!r} in the interrupted export and is {value!r} now; "
-                "rerun with the same options, or use --overwrite"
-            )
+    check_same_header(partial[0], header)
     for p in out.iterdir():
         if is_temp_name(p.name):
             p.unlink()

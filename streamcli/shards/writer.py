@@ -44,6 +44,16 @@ Progress = Callable[[int, int], None]
 """``progress(batches_written, bytes_written)``; called after each batch."""
 
 
+def check_same_header(old: Mapping[str, Any], header: Mapping[str, Any]) -> None:
+    """Raise ``ShardError`` naming the first setting in which an interrupted export differs from ``header``."""
+    for key, value in header.items():
+        if key != "streamcli_version" and old.get(key) != value:
+            raise ShardError(
+                f"cannot resume: {key} was {old.get(key)!r} in the interrupted export and is {value!r} "
+                "now; rerun with the same options, or use --overwrite"
+            )
+
+
 def _batch_arrays(batch: Batch) -> dict[str, np.ndarray]:
     """One batch as numpy copies (copies, so the loader can recycle its shared slot at once)."""
     out = {f"data.{k}": np.array(v.numpy(), copy=True) for k, v in batch.data.items()}
@@ -168,12 +178,17 @@ class ShardWriter:
                 p.unlink()
 
     def _check_same(self, old: Mapping[str, Any]) -> None:
-        for key, value in self.header.items():
-            if key != "streamcli_version" and old.get(key) != value:
-                raise ShardError(
-                    f"cannot resume: {key} was {old.get(key)!r} in the interrupted export and is {value!r} "
-                    "now; rerun with the same options, or use --overwrite"
-                )
+        check_same_header(old, self.header)
+
+    def seeked(self) -> None:
+        """The caller has positioned its batches right after the kept shards (by loading their state), so every
+        batch written from now on is new: nothing is skipped."""
+        self._seen, self.skip = self.skip, 0
+
+    @property
+    def seen(self) -> int:
+        """Batches fed to ``write`` so far, those already on disk included."""
+        return self._seen
 
     def write(self, batch: Batch, *, state: dict[str, Any] | None = None) -> None:
         """Add one batch; batches already in complete shards (see ``skip``) are dropped.
@@ -289,7 +304,7 @@ def export(
         for batch in batches:
             writer.write(batch)
             if progress is not None:
-                progress(writer._seen, writer._seen * nbytes)
+                progress(writer.seen, writer.seen * nbytes)
         return writer.close()
 
 
@@ -346,8 +361,7 @@ def export_loader(
         state = writer.resume_states[-1] if writer.resume_states else None
         if done and state is not None:  # seek: continue right after the last complete shard
             loader.load_state_dict(state)
-            writer.skip = 0
-            writer._seen = done
+            writer.seeked()
             first_epoch = int(state["epoch"])
         else:
             done, first_epoch = 0, 0  # a fresh export, or records without states: rerun and skip
@@ -358,5 +372,5 @@ def export_loader(
             writer.write(batch, state=loader.state_dict())
             del batch
             if progress is not None:
-                progress(writer._seen, writer._seen * nbytes)
+                progress(writer.seen, writer.seen * nbytes)
         return writer.close()
