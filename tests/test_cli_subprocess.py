@@ -194,7 +194,7 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
     pane = _pane(base)
     assert "\x1b[38;2;" in pane  # 24-bit half-block cells
     text = _pane(base, False)
-    for needle in ("steps/s", "MB/s", "p50", "p95", "worker 0", "ready slots", "epoch", "camera-"):
+    for needle in ("steps/s", "MB/s", "p50", "p95", "worker 0", "ready slots", "epoch", "camera-", "real data"):
         assert needle in text, needle
     subprocess.run([*base, "send-keys", "space"], check=True)
     assert _wait_for(lambda: "PAUSED" in _pane(base, False))
@@ -268,3 +268,13 @@ def test_preview_in_tmux_shows_scan_progress_and_start_up(tmux: tuple[list[str],
     assert seen == {"scanning lengths", "waiting for the first batch"}, seen
     assert _wait_for(lambda: (tmp / "exit").exists(), timeout=90)
     assert (tmp / "exit").read_text().strip() == "EXIT=0"
+
+
+def test_export_summary_names_the_padding_and_the_fix_subprocess(tmp_path: Path) -> None:
+    books = str(data_root("text"))  # 4 books for 8 rows: most steps are padding
+    r = run("export", "text", books, str(tmp_path / "a"), "-b", "8", "-t", "16", "-w", "0")
+    assert r.returncode == 0, r.stderr
+    assert "of the steps are real data" in r.stderr and "hint:" in r.stderr and "--segment" in r.stderr
+    r = run("export", "text", books, str(tmp_path / "b"), "-b", "8", "-t", "16", "-w", "0", "--segment", "256")
+    assert r.returncode == 0, r.stderr
+    assert "99% of the steps are real data" in r.stderr and "hint:" not in r.stderr
