@@ -1,8 +1,9 @@
 """Where a batch is assembled and handed out: ``StreamLoader``.
 
-The main process owns the shared-memory ring and only hands out slots: it tells every producer "fill batch
-k into slot s", waits until all of them are done, and yields the slot as a ``Batch`` of zero-copy tensors.
-When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list.
+The main process owns the shared-memory ring and only hands out slots: it writes "batch k goes into slot s" into
+the control block's hand-out counter (producers run ahead as far as it allows), waits until every row of batch
+k is written, and yields the slot as a ``Batch`` of zero-copy tensors. When the consumer drops the batch (and
+every tensor taken from it) the slot goes back to the free list.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_bat
 from streamcli.engine.guards import check_fields, check_main_guard, short_repr
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
-from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, fill_batch, new_rows
+from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, epoch_rows, fill
 from streamcli.engine.ring import Ring
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
@@ -56,7 +57,7 @@ class StreamLoader:
         source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "books/")``.
         batch_size: B, the number of rows; each row carries one stream at a time.
         time_steps: T, the steps per row per batch.
-        num_workers: producer processes; each owns a contiguous block of rows. 0 runs in-process.
+        num_workers: producer processes; a row's next stream goes to whichever is free. 0 runs in-process.
         seed, shuffle: the stream order is ``default_rng([seed, epoch]).permutation`` unless shuffle=False.
         boundary: "pad" (after a stream ends the rest of its row is padding; the next starts at the next
             batch) or "pack" (the next stream starts at the very next step).
@@ -203,7 +204,7 @@ class StreamLoader:
         else:
             self._local = Producer(
                 plan=self.plan, source=source, items=self.items, ring=self.ring, w=0,
-                rows=new_rows(0, batch_size), lock=contextlib.nullcontext(), blocks=uses_blocks(source),
+                lock=contextlib.nullcontext(), blocks=uses_blocks(source),
             )  # fmt: skip
             self._local.on_skip = on_skip
 
@@ -259,17 +260,17 @@ class StreamLoader:
         self._pending.clear()
         self._inflight.clear()
         if self._pool is not None:
-            self._guarded(self._pool.start_epoch, gen, first, self.timeout)
+            self._guarded(self._pool.start_epoch, gen, self.timeout)
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
         streams = self._streams(epoch)
         self._n_streams, self._epoch_target = len(streams), self._target(epoch)
-        T, B = self.time_steps, self.batch_size
-        control.set_streams(streams.table(self._item_lengths()), self._tickets,
-                            [first * T * B + lo for lo, _ in self._bounds])  # fmt: skip
+        control.set_streams(streams.table(self._item_lengths()), self._tickets)
+        control.set_rows(*epoch_rows(self._cursor, first, self.time_steps, self._bounds))
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
         self._dropped = self.epoch_end == "drop" and bool((self._cursor[:, _cursor.STATE] == _cursor.DRY).any())
         if self._local is not None:
-            begin_epoch(self._local, gen)
+            begin_epoch(self._local, gen, 0, self.batch_size)
+        control.open_epoch(gen, first)
         for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
@@ -308,8 +309,7 @@ class StreamLoader:
             while self._free and k_next < k + self._depth:
                 slot = self._free.pop()
                 self._inflight[k_next] = slot
-                if self._pool is not None:
-                    self._guarded(self._pool.assign, k_next, slot)
+                self.ring.control.hand_out(k_next, slot)
                 k_next += 1
             if self._t_first_next is None:
                 self._t_first_next = entered
@@ -410,13 +410,13 @@ class StreamLoader:
     def _wait_done(self, k: int, gen: int, slot: int) -> None:
         if self._local is not None:
             try:
-                fill_batch(self._local, slot, k)
+                fill(self._local, k)
             except Aborted:  # pragma: no cover - only a newer epoch changes the generation
                 raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
             self._sample_busy()
             return
         assert self._pool is not None
-        self._guarded(self._pool.wait_done, k, self.timeout)
+        self._guarded(self._pool.wait_batch, k, self.timeout)
         self._sample_busy()
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
@@ -560,7 +560,7 @@ class StreamLoader:
             return
         self._closed = True
         if self._local is not None:
-            close_rows(self._local.rows)
+            close_rows(self._local.rows.values())
         self._finalizer()
 
     def __enter__(self) -> StreamLoader:

@@ -13,7 +13,7 @@ from streamcli.engine import cursor
 from streamcli.engine.epoch import all_streams, epoch_streams, rank_of_streams
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
-from streamcli.engine.produce import Plan
+from streamcli.engine.produce import Plan, epoch_rows
 from streamcli.engine.ring import Ring, sweep_stale
 from streamcli.engine.worker import WorkerSpec
 from streamcli.errors import WorkerError
@@ -82,14 +82,33 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c = ring.control
         c.stage(cursor.fresh(2), first_batch=4)
         table = np.array([[3, 0, 0, 9], [1, 5, 1, -1]], np.int64)
-        c.set_streams(table, tickets=1, fronts=[10, 11])
-        assert c.first_batch == 4 and c.num_streams == 2 and c.min_front(np.array([1])) == 11
+        c.set_streams(table, tickets=1)
+        assert c.first_batch == 4 and c.num_streams == 2
         assert c.take_ticket() == 1 and c.take_ticket() == 2
         assert c.stream(1) == (1, 5, True, -1) and c.stream(2) == (3, 0, False, 9)  # tickets wrap (replays)
-        c.report(0, busy=0.5, steps=6, stream=3, pos=2, done=5)
-        c.report(1, busy=0.25, steps=4, stream=1, pos=7, done=6)
-        assert c.done_min() == 5 and c.steps() == (6, 4) and c.reading(1) == (1, 7)
+        # rows: row 0 is owned by producer 0, row 1 waits for a claim at key 25
+        c.set_rows(np.array([0, -1]), np.array([30, 25]), np.array([4, 4]), cursor.fresh(2))
+        assert c.next_claim() == (1, 25) and c.waiting(1) and not c.waiting(0)
+        assert c.take_row(1, 1, 24) is None  # not its key
+        assert c.take_row(1, 1, 25) is not None and not c.waiting(1)
+        assert c.take_row(1, 0, 25) is None  # taken already
+        c.release_row(1, claim=33, written=5, cursor=(1, 7, cursor.IDLE, 0))
+        assert c.waiting(1) and c.next_claim() == (0, 30) and c.written_min() == 4
+        assert c.take_row(1, 0, 33) is None  # row 0's claim at 30 comes first
+        c.set_written(0, 5)
+        assert c.written_min() == 5
+        c.open_epoch(7, first_batch=4)
+        assert c.ready(7) and c.handed == 4
+        c.hand_out(4, slot=2)
+        assert c.handed == 5 and c.slot_of(4) == 2
+        c.report(0, busy=0.5, steps=6, stream=3, pos=2)
+        c.report(1, busy=0.25, steps=4, stream=1, pos=7)
+        assert c.steps() == (6, 4) and c.reading(1) == (1, 7)
         assert c.busy().tolist() == [0.5, 0.25]
+        c.set_idle(1, True)
+        assert c.others_idle(0) and not c.others_idle(1)
+        c.count_sent(1)
+        assert c.sent(1) == 1 and c.sent(0) == 0
         c.set_generation(3)
         assert c.generation == 3
     finally:
@@ -121,11 +140,13 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
     try:
         ring.control.stage(cursor.fresh(2), 0)
         ring.control.set_generation(1)
-        pool.start_epoch(1, 0, timeout=60)
+        pool.start_epoch(1, timeout=60)
         table = np.array([[0, 0, 0, 4], [1, 0, 0, 2]], np.int64)
-        ring.control.set_streams(table, tickets=0, fronts=[0])
-        pool.assign(0, 2)
-        pool.wait_done(0, timeout=60)
+        ring.control.set_streams(table, tickets=0)
+        ring.control.set_rows(*epoch_rows(cursor.fresh(2), 0, 3, [(0, 2)]))
+        ring.control.open_epoch(1, 0)
+        ring.control.hand_out(0, 2)
+        pool.wait_batch(0, timeout=60)
         x, valid = ring.slots[2]["x"], ring.slots[2]["valid"]
         assert valid.tolist() == [[True, True], [True, True], [True, False]]
         assert x[:, 0].tolist() == [[0, 0], [0, 1], [0, 2]] and x[:2, 1].tolist() == [[1, 0], [1, 1]]
@@ -133,7 +154,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
         pool.procs[0].kill()
         pool.procs[0].join(5)
         with pytest.raises(WorkerError, match=r"worker 0 .* died with signal SIGKILL"):
-            pool.assign(1, 0)
-            pool.wait_done(1, timeout=60)
+            ring.control.hand_out(1, 0)
+            pool.wait_batch(1, timeout=60)
     finally:
         shutdown(pool, ring)

@@ -1,8 +1,9 @@
-"""The loader's side of the worker processes: start them, hand out work, collect their answers.
+"""The loader's side of the worker processes: start them, wait for batches, collect their rare messages.
 
-Each worker has its own pipe. The pool waits on the pipe of the worker it needs next, with a short timeout
-after which it checks every worker's liveness, so a death anywhere (which can stall the living workers too)
-is reported within a second, as a ``WorkerError`` naming the worker, its exit and what it was reading.
+Work is handed out through shared memory (``ring.Control``): the pool only watches the batches completed,
+reads a worker's pipe when the worker has counted a message there, and checks every worker's liveness
+about four times a second while it waits, so a death anywhere (which can stall the living workers too) is
+reported within a second, as a ``WorkerError`` naming the worker, its exit and what it was reading.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from typing import Any, NoReturn
 
 from streamcli.engine.produce import Skip
 from streamcli.engine.ring import Ring, SegmentLock
-from streamcli.engine.worker import WorkerSpec, decode, describe_exit, encode_fill, worker_main
+from streamcli.engine.worker import WorkerSpec, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
+CLOSING = -2  # the generation that tells workers to read their pipe for "quit"
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
+_NAP = 2e-4  # the longest sleep while waiting for a batch: how late a finished batch may be noticed
 
 
 class WorkerPool:
-    """Worker processes, one contiguous block of rows each, and what each has acknowledged."""
+    """Worker processes and what each has said."""
 
     def __init__(self, specs: list[WorkerSpec], ring: Ring, method: str, describe: Callable[[int], str]) -> None:
         ctx: Any = mp.get_context(method)
@@ -37,8 +40,8 @@ class WorkerPool:
         self.procs: list[Any] = []
         self._pollers: list[select.poll] = []
         self.conns: list[Connection] = []
-        self.done = [0] * len(specs)  # per worker: batches of the current generation done (in order)
         self.ready = [0] * len(specs)  # per worker: the generation it has acknowledged
+        self.received = [0] * len(specs)  # per worker: messages read from its pipe
         self.gen = 0
         self.on_skip: Callable[[Skip], None] = lambda s: None
         for spec in specs:
@@ -56,64 +59,85 @@ class WorkerPool:
             poller.register(parent.fileno(), select.POLLIN)
             self._pollers.append(poller)
 
-    def start_epoch(self, gen: int, first_batch: int, timeout: float | None) -> None:
-        """Make every worker drop what it was doing and begin generation ``gen`` at batch ``first_batch``
-        (from the cursors the loader wrote into the ring)."""
+    def start_epoch(self, gen: int, timeout: float | None) -> None:
+        """Make every worker drop what it was doing and begin generation ``gen`` (the loader has set it in the
+        control block and written the cursors); returns once every worker has acknowledged."""
         self.gen = gen
-        self.done = [first_batch] * len(self.conns)
         for w in range(len(self.conns)):
             self._send(w, ("epoch", gen))
         start = time.perf_counter()
         for w in range(len(self.conns)):
-            while self.ready[w] != gen:  # older "done" messages drain here
+            while self.ready[w] != gen:  # older messages drain here
                 self._recv_from(w, start, timeout)
 
-    def assign(self, k: int, slot: int) -> None:
-        for w in range(len(self.conns)):
-            self._send_bytes(w, encode_fill(self.gen, k, slot))
-
     def _send(self, w: int, msg: tuple[Any, ...]) -> None:
-        self._send_bytes(w, pickle.dumps(msg))
-
-    def _send_bytes(self, w: int, data: bytes) -> None:
         try:
-            self.conns[w].send_bytes(data)
+            self.conns[w].send_bytes(pickle.dumps(msg))
         except OSError:  # the worker is gone: say which, and why
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
 
-    def wait_done(self, k: int, timeout: float | None) -> None:
-        start = time.perf_counter()
+    def wait_batch(self, k: int, timeout: float | None) -> None:
+        """Return once batch ``k`` is whole, with every message the workers sent before it handled."""
+        control = self.ring.control
+        start = check = time.perf_counter()
+        spins = 0
+        while control.written_min() <= k:
+            self.drain()
+            spins += 1
+            time.sleep(0 if spins < 20 else min(_NAP, 1e-5 * spins))
+            if spins % 64 == 0 and time.perf_counter() - check > _POLL_MS / 1000:
+                check = time.perf_counter()
+                self._check_alive()
+                if timeout is not None and check - start > timeout:
+                    raise WorkerError(f"no batch from the workers for {timeout:g} s (timeout={timeout})")
+        self.drain()  # a skip is counted before the row it happened in is done
+
+    def drain(self) -> None:
+        """Read every message a worker has counted as sent (errors raise here)."""
+        control = self.ring.control
         for w in range(len(self.conns)):
-            while self.done[w] <= k:
-                self._recv_from(w, start, timeout)
+            while self.received[w] < control.sent(w):
+                self._recv_from(w, time.perf_counter(), None)
 
     def ready_batches(self, k: int) -> int:
-        """Batches after ``k`` that every worker has finished (read from shared memory, not the pipes)."""
-        return max(0, self.ring.control.done_min() - k - 1)
+        """Batches after ``k`` that are already whole (read from shared memory)."""
+        return max(0, self.ring.control.written_min() - k - 1)
+
+    def _check_alive(self) -> None:
+        for v, proc in enumerate(self.procs):  # a dead worker can stall the living ones
+            if proc.exitcode is not None:
+                self._last_words(v)
+                self._raise_dead(v)
+
+    def _last_words(self, w: int) -> None:
+        """Read what a dead worker managed to send (a fatal error explains its death better than its exit)."""
+        with contextlib.suppress(EOFError, OSError):
+            while self.conns[w].poll(0):
+                self._handle(w, pickle.loads(self.conns[w].recv_bytes()))
 
     def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
         conn = self.conns[w]
         if not self._pollers[w].poll(_POLL_MS):
-            for v, proc in enumerate(self.procs):  # a dead worker can stall the living ones
-                if proc.exitcode is not None:
-                    self._raise_dead(v)
+            self._check_alive()
             if timeout is not None and time.perf_counter() - since > timeout:
-                raise WorkerError(f"no batch from the workers for {timeout:g} s (timeout={timeout})")
+                raise WorkerError(f"no answer from the workers for {timeout:g} s (timeout={timeout})")
             return
         try:
-            msg = decode(conn.recv_bytes())
+            msg = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
+        self._handle(w, msg)
+
+    def _handle(self, w: int, msg: tuple[Any, ...]) -> None:
         kind, gen = msg[0], msg[1]
         if kind == "fatal":
             raise WorkerError(f"worker {w} could not start: {msg[2]}") from RemoteTraceback(msg[3])
+        self.received[w] += 1
         if gen != self.gen:
             return  # from an abandoned epoch
-        if kind == "done":
-            self.done[w] = msg[2] + 1
-        elif kind == "ready":
+        if kind == "ready":
             self.ready[w] = gen
         elif kind == "skip":
             self.on_skip(msg[2])
@@ -139,6 +163,8 @@ class WorkerPool:
 def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
     """Ask workers to quit, then make sure: nothing may outlive the loader. Runs once, from close() or GC."""
     if pool is not None:
+        with contextlib.suppress(Exception):
+            ring.control.set_generation(CLOSING)  # busy workers stop and read their pipe
         for conn in pool.conns:
             with contextlib.suppress(Exception):
                 conn.send_bytes(pickle.dumps(("quit",)))

@@ -1,21 +1,28 @@
-"""Where a batch is born: each producer steps its rows' streams into a slot, in canonical (step, row) order.
+"""Where a batch is born: producers write rows' streams into slots, a run of steps at a time.
 
 Determinism for any number of workers comes from one rule. A row that needs a new stream takes the next
-*ticket* (an index into this epoch's shuffled order) only when every position before its own, in canonical
-order ``key = (batch * T + t) * B + row``, has been decided by every producer. Each producer publishes its
-progress as ``front[w]``, the smallest key it has not decided yet. So the ticket a row gets, and hence every
-batch, depends only on the streams' contents, never on timing or on how rows are split among workers.
+*ticket* (an index into this epoch's shuffled order) at its canonical position ``key = (batch * T + t) * B + row``,
+and only once every row has decided that it takes no ticket before that key. Each row publishes the key of its
+next possible claim (``Control``), found by reading its stream one step ahead; a claim waits until its key is the
+smallest. So the ticket a row gets, and hence every batch, depends only on the streams' contents, never on
+timing or on which producer fills a row.
 
-Rows look one step ahead, so a producer knows at step t that it is a stream's last one. After each batch a
-producer writes every row's cursor into the slot (``engine.cursor``), and it starts an epoch, fresh or resumed, from
-a table of cursors (``begin_epoch``): a live row reopens its stream with ``open(item, start=pos)``, so resuming
-replays nothing. Everything here is a plain function over plain per-row facts (``Row``), shared by worker
-processes and the in-process path.
+Rows are not tied to producers. A producer owns the rows whose streams it is reading; when a stream ends it
+releases the row, and the next claim goes to whichever producer is free (an idle one first), which opens the
+stream and owns the row from then on. That is how the work of expensive streams spreads over the workers.
+Producers run ahead of the consumer through the hand-out counter: any batch handed out may be written, so a
+producer whose rows are cheap fills later batches while another finishes an expensive one.
+
+A producer writes a row's steps of one batch as one run: the copy per step (or per block, for sources with
+``block_steps = True``) and a handful of array writes for the flags per run. After a row's last step in a batch
+it writes the row's cursor into the slot (``engine.cursor``), and an epoch, fresh or resumed, starts from a table
+of cursors (``begin_epoch``): a live row reopens its stream with ``open(item, start=pos)``, so resuming replays
+nothing. Everything here is a plain function over plain per-row facts (``Row``), shared by worker processes and
+the in-process path.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -26,7 +33,7 @@ import numpy as np
 
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
-from streamcli.engine.ring import Ring
+from streamcli.engine.ring import CLAIMS, DRY, NEVER, NO_OWNER, VALID, Ring
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
@@ -36,7 +43,7 @@ _NO_END = 1 << 62
 
 
 class Aborted(Exception):
-    """The loader moved to a new generation (new epoch, or closing); drop the current batch."""
+    """The loader moved to a new generation (new epoch, or closing); drop the current work."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class Row:
     b: int
     item: int = -1  # index into items(), -1 before the first claim
     pos: int = 0  # index within the stream of the next step to write
+    q: int = 0  # the epoch position of the next step to write: batch ``q // T``, step ``q % T``
     replay: bool = False
     fresh: bool = False  # the next step written is the first of a claim
     done: bool = False  # a claim failed: no more streams this epoch
@@ -92,6 +100,7 @@ class Row:
     blk: list[np.ndarray] | None = None  # block sources: the current block's arrays, in field order
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
+    tally: list[int] = field(default_factory=lambda: [0, 0, 0])  # this batch: tickets, failed claims, valid steps
 
     def cursor(self) -> tuple[int, int, int, int]:
         if self.done:
@@ -118,6 +127,21 @@ class Skip:
 
 
 @dataclass
+class _Slot:
+    """One slot's arrays as a producer writes them: time-major, fields in declared order."""
+
+    data: list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]
+    arrays: list[np.ndarray]
+    first: np.ndarray
+    valid: np.ndarray
+    stream: np.ndarray
+    position: np.ndarray
+    replayed: np.ndarray
+    summary: np.ndarray
+    cursor: np.ndarray
+
+
+@dataclass
 class Producer:
     """One producer's context: a worker process, or the main process when num_workers=0."""
 
@@ -126,27 +150,25 @@ class Producer:
     items: Sequence[Any]
     ring: Ring
     w: int  # this producer's index in the control block
-    rows: list[Row]
     lock: AbstractContextManager[Any]
+    rows: dict[int, Row] = field(default_factory=dict)  # the rows this producer owns, by index
     gen: int = 0
     on_skip: Callable[[Skip], None] = lambda s: None
     parent_pid: int | None = None  # workers: exit if the parent is gone
     blocks: bool = False  # the source yields blocks of steps (``block_steps = True``)
-    others: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    shared: bool = False  # other producers exist: publish claim keys as runs go (boundary "pack")
+    steps: int = 0  # valid steps written, for the busy statistics
+    slots: dict[int, _Slot] = field(default_factory=dict)
 
 
-def new_rows(lo: int, hi: int) -> list[Row]:
-    return [Row(b) for b in range(lo, hi)]
-
-
-def rows_from(cursors: np.ndarray, lo: int, segment: int) -> list[Row]:
-    """Rows ``lo, lo+1, ...`` as the cursor records say; live ones reopen lazily, at their next step.
+def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:
+    """Rows ``lo, lo+1, ...`` as the cursor records say, at epoch position ``q``; live ones reopen lazily.
 
     Segments start at multiples of ``segment`` in their item, so a live row at ``pos`` ends its segment at the
     next multiple (it has written at least one step of it, hence the ``pos - 1``)."""
     rows = []
     for i, (item, pos, state, flags) in enumerate(cursors.tolist()):
-        row = Row(lo + i, item=item, pos=pos, replay=bool(flags & _cursor.REPLAYED))
+        row = Row(lo + i, item=item, pos=pos, q=q, replay=bool(flags & _cursor.REPLAYED))
         row.open_ended = bool(flags & _cursor.OPEN_ENDED)
         row.done = state == _cursor.DRY
         row.reopen = state in (_cursor.LIVE, _cursor.FOLLOW)
@@ -157,119 +179,301 @@ def rows_from(cursors: np.ndarray, lo: int, segment: int) -> list[Row]:
     return rows
 
 
-def begin_epoch(p: Producer, gen: int) -> None:
+def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
+    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
+    B = len(cursors)
+    state = cursors[:, _cursor.STATE]
+    owner = np.full(B, NO_OWNER, np.int64)
+    for w, (lo, hi) in enumerate(bounds):
+        owner[lo:hi] = w
+    owner[state == _cursor.IDLE] = NO_OWNER
+    claim = first * T * B + np.arange(B, dtype=np.int64)
+    claim[state == _cursor.DRY] = NEVER
+    return owner, claim, np.full(B, first, np.int64), cursors.copy()
+
+
+def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     """Start (or resume) an epoch from the cursor table in the control block: the one way in-process and worker
-    producers begin. The loader has already written the table, the order, the tickets and the first batch."""
-    close_rows(p.rows)
-    lo, hi = p.rows[0].b, p.rows[-1].b + 1
+    producers begin. This producer takes the rows of its block ``[lo, hi)`` that hold a stream (or are dry)."""
+    close_rows(p.rows.values())
     p.gen = gen
+    p.slots.clear()
     control = p.ring.control
-    p.rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment)
-    first = control.first_batch
-    control.begin(p.w, first * p.plan.time_steps * p.plan.batch_size + lo, first)
+    q = control.first_batch * p.plan.time_steps
+    rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment, q)
+    p.rows = {r.b: r for r in rows if r.done or r.reopen}
 
 
-def close_rows(rows: Sequence[Row]) -> None:
-    for row in rows:
+def close_rows(rows: Any) -> None:
+    for row in list(rows):
         _close(row)
 
 
-def fill_batch(p: Producer, slot: int, k: int) -> None:
-    """Write this producer's rows of batch ``k`` into ``slot``; raises ``Aborted`` on a generation change."""
-    plan, ring, rows = p.plan, p.ring, p.rows
-    T, B = plan.time_steps, plan.batch_size
-    v = ring.tb_slots[slot]
-    data = [(f.name, f.shape, f.np_dtype, v[f.name]) for f in plan.fields]
-    lo, hi = rows[0].b, rows[-1].b + 1
-    tally = [0, 0]  # tickets taken, failed claims: this producer's share of the slot's summary
-    # Flags are gathered in lists and written once per batch: per-step numpy scalar writes cost more than
-    # the step itself for small frames. Defaults describe padding.
-    n = T * (hi - lo)
-    first, valid, rep = [False] * n, [False] * n, [False] * n
-    stream, position = [-1] * n, [-1] * n
-    control = ring.control
-    pack = plan.boundary == "pack"
-    segment, blocks = plan.segment, p.blocks
-    t_start, waited, steps, i = time.perf_counter(), 0.0, 0, 0
-    for row in rows:
-        if row.reopen:
-            _reopen(p, row, k)
-    for t in range(T):
-        if control.generation != p.gen:
-            raise Aborted
-        base = (k * T + t) * B
-        control.set_front(p.w, base + lo)  # a lower bound of every position this producer decides at step t
-        for row in rows:
-            b = row.b
-            if (row.it is None or row.follow) and not row.done and (t == 0 or pack):
-                if row.follow:  # the item's next segment, on the same row: no ticket, no wait
-                    row.follow, row.fresh, row.end = False, True, row.pos + segment
-                else:
-                    waited += _claim(p, row, base + b, tally, k)
-            if row.it is None or row.follow:
-                for _, _, _, arr in data:
-                    arr[t, b] = 0
-                i += 1
-                continue
-            step = row.nxt
-            if step is _BLK:  # a block source: copy straight from the checked block, no per-step mapping
-                blk, j = row.blk, row.j
-                assert blk is not None
-                for (_, _, _, arr), src in zip(data, blk, strict=True):
-                    arr[t, b] = src[j]
-            else:
-                try:
-                    for name, shape, dtype, arr in data:
-                        a = step[name]
-                        if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                            a = _checked(p, row, step, name, shape, dtype)
-                        arr[t, b] = a
-                except (KeyError, TypeError, IndexError):
-                    _checked(p, row, step, name, shape, dtype)  # raises the precise error
-                    raise
-            first[i], valid[i], stream[i], position[i], rep[i] = row.fresh, True, row.item, row.pos, row.replay
-            row.fresh = False
-            row.pos += 1
-            steps += 1
-            i += 1
-            if row.pos == row.end and not row.open_ended:
-                _close(row)  # the segment is over; the item's next one is a stream of its own
-                continue
-            if blocks:
-                row.nxt = _next(p, row, k)
-            else:  # inline: this is the per-step path of every step source
-                try:
-                    row.nxt = next(row.it, _END)
-                except Exception as exc:
-                    _fail(p, row, k, exc, "reading")
-                    row.nxt, row.expect = _END, -1  # skipped, not short
-            if row.nxt is _END:
-                if row.expect >= 0 and row.pos != row.expect:
-                    _mismatch(p, row, k, f"ended after {row.pos} steps")
-                _close(row)
-            elif row.pos == row.expect:  # it goes on past the promised length: cut it there, as len() counted
-                _mismatch(p, row, k, "goes on past them")
-                _close(row)
-            elif row.pos == row.end:
-                row.follow = True
-    shape2 = (T, hi - lo)
-    v["is_first"][:, lo:hi] = np.array(first, bool).reshape(shape2)
-    v["valid"][:, lo:hi] = np.array(valid, bool).reshape(shape2)
-    v["stream"][:, lo:hi] = np.array(stream, np.int64).reshape(shape2)
-    v["position"][:, lo:hi] = np.array(position, np.int64).reshape(shape2)
-    v["replayed"][:, lo:hi] = np.array(rep, bool).reshape(shape2)
-    # One record per producer, so the loader reads four counts with one sum instead of scanning flags.
-    live = sum(r.it is not None and not r.replay for r in rows)
-    v["summary"][p.w] = (tally[0], tally[1], live, steps)
-    v["cursor"][lo:hi] = [row.cursor() for row in rows]
-    control.set_front(p.w, (k + 1) * T * B + lo)  # everything before the next batch is decided
-    last = rows[-1]
-    control.report(p.w, time.perf_counter() - t_start - waited, steps, last.item, last.pos, k + 1)
+def fill(p: Producer, k: int) -> None:
+    """The in-process path: produce until batch ``k`` is whole (its slot is handed out)."""
+    control = p.ring.control
+    t0, steps = time.perf_counter(), p.steps
+    while control.written_min() <= k:
+        if not work(p, k + 1):  # pragma: no cover - one producer owns every row, so it can always go on
+            raise RuntimeError(f"internal error: batch {k} cannot be completed")
+    control.report(p.w, time.perf_counter() - t0, p.steps - steps, *reading_of(p))
 
 
-def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
-    """Give ``row`` its next stream at canonical position ``key``; returns seconds spent waiting."""
-    waited = _wait_turn(p, key)
+def work(p: Producer, limit: int) -> bool:
+    """Do the most urgent piece of work in batches below ``limit`` that are handed out: the earliest claim if
+    its turn has come (left to an idle producer when this one has runs to do), else this producer's rows of its
+    earliest batch. Returns False when there is nothing to do yet."""
+    control = p.ring.control
+    if control.generation != p.gen:
+        raise Aborted
+    T, B = p.plan.time_steps, p.plan.batch_size
+    top = min(control.handed, limit)  # batches below this may be written
+    k_run = min((row.q for row in p.rows.values()), default=NEVER) // T
+    runnable = k_run < top
+    b, key = control.next_claim()
+    k_claim = key // (T * B)
+    urgent = not runnable or (k_claim <= k_run and not (p.shared and control.others_idle(p.w)))
+    if k_claim < top and urgent and control.waiting(b):
+        with p.lock:  # the lock orders owners between processes
+            held = control.take_row(b, p.w, key)
+        if held is not None:
+            _take(p, b, held, key // B)
+            return True
+    if not runnable:
+        return False
+    for row in sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b):
+        _run(p, row, k_run)
+    return True
+
+
+def reading_of(p: Producer) -> tuple[int, int]:
+    """(stream, position) of one row this producer reads, for the statistics and a dead worker's message."""
+    for row in p.rows.values():
+        if row.it is not None:
+            return row.item, row.pos
+    return -1, 0
+
+
+def _slot(p: Producer, k: int) -> _Slot:
+    slot = p.ring.control.slot_of(k)
+    got = p.slots.get(slot)
+    if got is None:
+        v = p.ring.tb_slots[slot]
+        data = [(f.name, f.shape, f.np_dtype, v[f.name]) for f in p.plan.fields]
+        got = _Slot(data=data, arrays=[d[3] for d in data], first=v["is_first"], valid=v["valid"],
+                    stream=v["stream"], position=v["position"], replayed=v["replayed"], summary=v["summary"],
+                    cursor=v["cursor"])  # fmt: skip
+        p.slots[slot] = got
+    return got
+
+
+def _take(p: Producer, b: int, held: np.ndarray, q: int) -> None:
+    """Claim the next stream for waiting row ``b`` at epoch position ``q`` (its turn has come), then run it."""
+    item, pos, _, flags = held.tolist()
+    row = Row(b, item=item, pos=pos, q=q, replay=bool(flags & _cursor.REPLAYED))
+    row.open_ended = bool(flags & _cursor.OPEN_ENDED)
+    T = p.plan.time_steps
+    k = q // T
+    if q % T:  # released mid-batch: the counts of this batch so far were left in the slot
+        row.tally = [int(x) for x in _slot(p, k).summary[b, [CLAIMS, DRY, VALID]]]
+    p.rows[b] = row
+    _claim(p, row, k)
+    _publish(p, row)
+    _run(p, row, k)
+
+
+def _publish(p: Producer, row: Row) -> None:
+    """Announce the row's next possible claim: after the looked-ahead step, which exists and goes at ``row.q``."""
+    if row.done:
+        key = NEVER
+    else:
+        T = p.plan.time_steps
+        q = row.q + 1 if p.plan.boundary == "pack" else (row.q // T + 1) * T
+        key = q * p.plan.batch_size + row.b
+    p.ring.control.set_claim(row.b, key)
+
+
+def _run(p: Producer, row: Row, k: int) -> None:
+    """Write ``row``'s steps of batch ``k`` from ``row.q`` on, until the batch ends or its stream does (then the
+    row is released for its next claim)."""
+    T = p.plan.time_steps
+    v = _slot(p, k)
+    b = row.b
+    t = row.q - k * T
+    pack = p.plan.boundary == "pack"
+    if row.reopen:
+        _reopen(p, row, k)
+        if row.it is None:
+            return _release(p, row, v, k, t)
+        _publish(p, row)
+    while t < T:
+        if row.done:
+            _pad(v, b, t)
+            t = T
+            break
+        if row.follow:
+            if t and not pack:  # "pad": the item's next segment starts at the next batch
+                _pad(v, b, t)
+                t = T
+                break
+            row.follow, row.fresh, row.end = False, True, row.pos + p.plan.segment
+        t = _copy(p, row, v, k, t)
+        if row.it is None:
+            return _release(p, row, v, k, t)
+        if not row.follow:
+            break  # the batch is full
+    row.q = (k + 1) * T
+    _publish(p, row)
+    _finish(p, row, v, k)
+
+
+def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
+    """Copy the row's steps from batch step ``t`` on until the batch, the stream, its segment or its promised
+    length ends; look one step ahead, close the stream if it is over. Returns the next batch step."""
+    T = p.plan.time_steps
+    b, pos0, t0 = row.b, row.pos, t
+    stop = pos0 + (T - t)  # the batch end, the segment's end or the promised length: whichever comes first
+    if row.end < stop:
+        stop = row.end
+    if 0 <= row.expect < stop:
+        stop = row.expect
+    it = row.it
+    assert it is not None
+    claims = p.shared and p.plan.boundary == "pack"  # let other rows' claims go as this run reads ahead
+    control, B, q0 = p.ring.control, p.plan.batch_size, k * T + t0
+    nxt: Any = row.nxt
+    n = 0
+    if p.blocks:
+        arrays = v.arrays
+        while True:
+            blk = row.blk
+            assert blk is not None
+            j = row.j
+            m = min(stop - pos0 - n, len(blk[0]) - j)
+            for arr, src in zip(arrays, blk, strict=True):
+                arr[t0 + n : t0 + n + m, b] = src[j : j + m]
+            n += m
+            row.j = j + m
+            if pos0 + n == stop:
+                break
+            row.pos = pos0 + n
+            nxt = _look(p, row, k)
+            if nxt is _END:
+                break
+            if claims:
+                control.set_claim(b, (q0 + n + 1) * B + b)
+    else:
+        data = v.data
+        while True:
+            try:
+                for name, shape, dtype, arr in data:
+                    a = nxt[name]
+                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                        row.pos = pos0 + n
+                        a = _checked(p, row, nxt, name, shape, dtype)
+                    arr[t0 + n, b] = a
+            except (KeyError, TypeError, IndexError):
+                row.pos = pos0 + n
+                _checked(p, row, nxt, name, shape, dtype)  # raises the precise error
+                raise
+            n += 1
+            if pos0 + n == stop:
+                break
+            try:
+                nxt = next(it, _END)
+            except Exception as exc:
+                row.pos = pos0 + n
+                _fail(p, row, k, exc, "reading")
+                nxt, row.expect = _END, -1  # skipped, not short
+            if nxt is _END:
+                break
+            if claims:
+                control.set_claim(b, (q0 + n + 1) * B + b)
+    _flags(row, v, t0, n, pos0)
+    pos = row.pos = pos0 + n
+    row.tally[VALID_TALLY] += n
+    p.steps += n
+    if pos == stop:  # the run ended at a limit, not at the stream's end: decide what comes next
+        if pos == row.end and not row.open_ended:
+            _close(row)  # the segment is over; the item's next one is a stream of its own
+            return t0 + n
+        nxt = _look(p, row, k)
+    row.nxt = nxt
+    if nxt is _END:
+        if row.expect >= 0 and pos != row.expect:
+            _mismatch(p, row, k, f"ended after {pos} steps")
+        _close(row)
+    elif pos == row.expect:  # it goes on past the promised length: cut it there, as len() counted
+        _mismatch(p, row, k, "goes on past them")
+        _close(row)
+    elif pos == row.end:
+        row.follow = True
+    return t0 + n
+
+
+VALID_TALLY = 2  # index of the valid-step count in ``Row.tally``
+
+
+def _flags(row: Row, v: _Slot, t0: int, n: int, pos0: int) -> None:
+    """The flags of a run of ``n`` steps from batch step ``t0`` and stream position ``pos0``: a few array
+    writes, not one per step."""
+    b, t1 = row.b, t0 + n
+    v.valid[t0:t1, b] = True
+    v.stream[t0:t1, b] = row.item
+    np.add(_ARANGE[:n] if n <= len(_ARANGE) else np.arange(n), pos0, out=v.position[t0:t1, b])
+    v.replayed[t0:t1, b] = row.replay
+    v.first[t0:t1, b] = False
+    if row.fresh:
+        v.first[t0, b] = True
+        row.fresh = False
+
+
+_ARANGE = np.arange(1 << 16, dtype=np.int64)
+
+
+def _pad(v: _Slot, b: int, t: int) -> None:
+    """Padding from batch step ``t`` to the end of row ``b``: zeros, not valid, stream and position -1."""
+    for arr in v.arrays:
+        arr[t:, b] = 0
+    v.first[t:, b] = False
+    v.valid[t:, b] = False
+    v.replayed[t:, b] = False
+    v.stream[t:, b] = -1
+    v.position[t:, b] = -1
+
+
+def _finish(p: Producer, row: Row, v: _Slot, k: int) -> None:
+    """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
+    b = row.b
+    v.cursor[b] = row.cursor()
+    claims, dry, valid = row.tally
+    v.summary[b] = (claims, dry, row.it is not None and not row.replay, valid)
+    row.tally = [0, 0, 0]
+    p.ring.control.set_written(b, k + 1)  # last: the loader reads the slot once every row counts it done
+
+
+def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
+    """The row's stream is over at batch step ``t``: give the row up until its next claim, which is at the next
+    step ("pack") or at the next batch ("pad", padding the rest of this one)."""
+    T = p.plan.time_steps
+    b = row.b
+    if t and p.plan.boundary != "pack":
+        _pad(v, b, t)
+        t = T
+    del p.rows[b]
+    if t == T:
+        _finish(p, row, v, k)
+        written = k + 1
+    else:
+        claims, dry, valid = row.tally  # the next owner carries on counting this batch
+        v.summary[b] = (claims, dry, 0, valid)
+        written = k
+    p.ring.control.release_row(b, (k * T + t) * p.plan.batch_size + b, written, row.cursor())
+
+
+def _claim(p: Producer, row: Row, k: int) -> None:
+    """Give ``row`` its next stream: its turn has come (no row can claim before it)."""
     control = p.ring.control
     n = control.num_streams
     segment = p.plan.segment
@@ -277,39 +481,23 @@ def _claim(p: Producer, row: Row, key: int, tally: list[int], k: int) -> float:
     while True:
         with p.lock:  # the lock orders the ticket counter between processes
             ticket = control.take_ticket()
-        tally[0] += 1
+        row.tally[0] += 1
         replay = ticket >= n
         if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
             row.done = True
-            tally[1] += 1
-            return waited
+            row.tally[1] += 1
+            return
         item, start, open_ended, length = control.stream(ticket)
         row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
         row.end = start + segment if segment else _NO_END
         row.expect = start + length if length >= 0 and not segment else -1
+        row.blk, row.j = None, 0
         row.it = _open(p, row, k)
-        row.nxt = _END if row.it is None else _next(p, row, k)
+        row.nxt = _END if row.it is None else _look(p, row, k)
         if row.nxt is not _END:
-            return waited
+            return
         _close(row)  # an empty (or skipped) stream: take the next ticket at the same position
         empty_replays += replay
-
-
-def _wait_turn(p: Producer, key: int) -> float:
-    """Block until every other producer has decided all positions before ``key``."""
-    if not len(p.others):
-        return 0.0
-    control = p.ring.control
-    start = time.perf_counter()
-    spins = 0
-    while control.min_front(p.others) <= key:
-        if control.generation != p.gen:
-            raise Aborted
-        if p.parent_pid is not None and os.getppid() != p.parent_pid:
-            raise SystemExit(0)  # orphaned: the loader is gone
-        spins += 1
-        time.sleep(0 if spins < 50 else min(1e-3, 2e-5 * spins))
-    return time.perf_counter() - start
 
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
@@ -351,19 +539,17 @@ def _reopen(p: Producer, row: Row, k: int) -> None:
     """Continue a resumed row's stream at ``row.pos``: ``open(item, start=pos)``, nothing replayed."""
     row.reopen = False
     row.it = _open(p, row, k)
-    row.nxt = _END if row.it is None else _next(p, row, k)
+    row.nxt = _END if row.it is None else _look(p, row, k)
     if row.nxt is _END:
         _close(row)  # the stream ended exactly at the cut (or failed): the row claims at its next chance
 
 
-def _next(p: Producer, row: Row, k: int) -> Any:
+def _look(p: Producer, row: Row, k: int) -> Any:
     """The row's look-ahead: the next step, ``_BLK`` when it is ``row.blk[...][row.j]``, or ``_END``."""
     assert row.it is not None
     if p.blocks:
-        if row.blk is not None:
-            row.j += 1
-            if row.j < len(row.blk[0]):
-                return _BLK
+        if row.blk is not None and row.j < len(row.blk[0]):
+            return _BLK
         try:
             block: Any = next(row.it, _END)
         except Exception as exc:

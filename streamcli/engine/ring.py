@@ -3,14 +3,17 @@
 The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
-- control: ``ctl`` int64[4] (generation, tickets handed out, the epoch's first batch, its number of streams),
-  ``front`` int64[W] (each worker's progress in canonical (step, row) order), ``wstat`` float64[W, 5] (busy
-  seconds, steps, stream, position, batches done), ``order`` int64[N, 4] (this epoch's streams in ticket order,
-  as (item, first step, open-ended, promised length): a segment is a stream of its own, see ``engine.epoch``),
-  ``start`` int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a resumed state);
+- control: ``ctl`` int64[6] (generation, tickets handed out, the epoch's first batch, its number of streams,
+  batches handed out, the generation whose tables are ready), ``slot_of`` int64[S] (the slot of batch k, at
+  ``k % S``), ``rows`` int64[B, 3] (per row: its producer or -1 while it waits for a claim, the canonical key
+  of its next possible claim, the batches it has completed), ``held`` int64[B, 4] (the cursor of a row waiting
+  for a claim), ``wstat`` float64[W, 6] (per producer: busy seconds, steps, stream and position it is
+  reading, idle, messages sent), ``order`` int64[N, 4] (this epoch's streams in ticket order, as (item, first
+  step, open-ended, promised length): a segment is a stream of its own, see ``engine.epoch``), ``start``
+  int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
-  a summary per producer (tickets taken, failed claims, rows holding a live original stream, valid steps), and
-  every row's cursor after the batch (``engine.cursor``).
+  a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
+  cursor after the batch (``engine.cursor``).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from streamcli.batch import FLAG_DTYPES
 from streamcli.engine import cursor as _cursor
 from streamcli.source import Field
 
-_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS = 0, 1, 2, 3  # indices into ctl
-_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _DONE = 0, 1, 2, 3, 4  # columns of wstat
-
-CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one row per producer
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY = range(6)  # indices into ctl
+_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT = range(6)  # columns of wstat
+OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
+NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
+NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
+CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record per row
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
 _ALIGN = 64
 PREFIX = "streamcli_"  # segment names: streamcli_<creator pid>_<random>
@@ -68,9 +73,11 @@ class RingSpec:
 
         ctl: dict[str, Entry] = {}
         for name, shape, dt in (
-            ("ctl", (4,), "<i8"),
-            ("front", (self.num_workers,), "<i8"),
-            ("wstat", (self.num_workers, 5), "<f8"),
+            ("ctl", (6,), "<i8"),
+            ("slot_of", (self.num_slots,), "<i8"),
+            ("rows", (self.batch_size, 3), "<i8"),
+            ("held", (self.batch_size, _cursor.WIDTH), "<i8"),
+            ("wstat", (self.num_workers, 6), "<f8"),
             ("order", (self.num_streams, 4), "<i8"),
             ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
         ):
@@ -83,7 +90,7 @@ class RingSpec:
             slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
         for name, dt in FLAG_DTYPES.items():
             slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
-        slot["summary"] = (take(self.num_workers * 4 * 8) - slot0, (self.num_workers, 4), "<i8")
+        slot["summary"] = (take(B * 4 * 8) - slot0, (B, 4), "<i8")
         slot["cursor"] = (take(B * _cursor.WIDTH * 8) - slot0, (B, _cursor.WIDTH), "<i8")
         return ctl, slot, slot0, off - slot0
 
@@ -100,22 +107,35 @@ def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarr
 
 class Control:
     """The ring's control block, and the only code that knows its layout: the loader and the producers call
-    these methods, never index it. Every value is an int64 (or float64 for the per-worker counters) in shared
-    memory; the ticket counter is only changed under the loader's lock (see ``produce``)."""
+    these methods, never index it.
 
-    def __init__(self, ctl: np.ndarray, front: np.ndarray, wstat: np.ndarray, order: np.ndarray, start: np.ndarray):
-        self._ctl, self._front, self._wstat, self._order, self._start = ctl, front, wstat, order, start
+    Rows are not tied to producers. A row whose stream ends is released (owner -1, its cursor in ``held``) and
+    whichever producer is free takes it for the next claim: that is how work moves to idle workers. Tickets
+    stay in canonical order through one rule: a claim at key K is made only when K is the smallest ``claim``
+    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. Values
+    in ``claim`` and ``written`` only grow within an epoch, and each row has one writer at a time (its owner,
+    changed only under the lock), so readers need no lock: a stale read only makes them wait longer.
+    """
+
+    def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
+                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray):  # fmt: skip
+        self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
+        self._wstat, self._order, self._start = wstat, order, start
+        self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
-        for a in (self._ctl, self._front, self._wstat, self._order, self._start):
+        for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start):
             a[...] = 0
         self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
+        self._ctl[_READY] = -1
 
     def release(self) -> None:
         """Drop the views (the segment is about to be unmapped)."""
-        self._ctl = self._front = self._wstat = self._order = self._start = np.zeros(0)
+        empty = np.zeros(0)
+        self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
+        self._owner = self._claim = self._written = empty
 
-    # -- generation: a new epoch (or closing) makes producers drop the batch they are filling
+    # -- generation: a new epoch (or closing) makes producers drop what they are doing
     @property
     def generation(self) -> int:
         return int(self._ctl[_GEN])
@@ -129,12 +149,34 @@ class Control:
         self._start[:] = cursors
         self._ctl[_FIRST_BATCH] = first_batch
 
-    def set_streams(self, table: np.ndarray, tickets: int, fronts: Sequence[int]) -> None:
-        """The epoch's streams in ticket order, the tickets already taken, and every producer's front."""
+    def set_streams(self, table: np.ndarray, tickets: int) -> None:
+        """The epoch's streams in ticket order and the tickets already taken."""
         self._order[: len(table)] = table
         self._ctl[_NUM_STREAMS] = len(table)
         self._ctl[_TICKETS] = tickets
-        self._front[:] = fronts
+
+    def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
+        self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
+
+    def open_epoch(self, gen: int, first_batch: int) -> None:
+        """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
+        self._ctl[_HANDED] = first_batch
+        self._ctl[_READY] = gen
+
+    # -- the hand-out counter: batch k may be written once ``handed > k``
+    def hand_out(self, k: int, slot: int) -> None:
+        self._slot_of[k % len(self._slot_of)] = slot
+        self._ctl[_HANDED] = k + 1  # after the slot: a producer that sees the count sees the slot
+
+    @property
+    def handed(self) -> int:
+        return int(self._ctl[_HANDED])
+
+    def slot_of(self, k: int) -> int:
+        return int(self._slot_of[k % len(self._slot_of)])
+
+    def ready(self, gen: int) -> bool:
+        return int(self._ctl[_READY]) == gen
 
     # -- read by producers
     @property
@@ -159,22 +201,63 @@ class Control:
         item, start, open_ended, length = self._order[ticket % int(self._ctl[_NUM_STREAMS])].tolist()
         return item, start, bool(open_ended), length
 
-    def set_front(self, w: int, key: int) -> None:
-        self._front[w] = key
+    # -- rows
+    def next_claim(self) -> tuple[int, int]:
+        """(row, key) of the earliest undecided claim of all rows; the row may be owned or waiting."""
+        b = int(self._claim.argmin())
+        return b, int(self._claim[b])
 
-    def min_front(self, others: np.ndarray) -> int:
-        return int(self._front[others].min())
+    def waiting(self, b: int) -> bool:
+        return int(self._owner[b]) == NO_OWNER
 
-    def begin(self, w: int, front: int, first_batch: int) -> None:
-        self._front[w] = front
-        self._wstat[w, _DONE] = first_batch
+    def take_row(self, b: int, w: int, key: int) -> np.ndarray | None:
+        """Make producer ``w`` the owner of waiting row ``b`` if its claim at ``key`` is still the earliest of
+        all (hold the lock); returns the row's held cursor, or None if another producer was first."""
+        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key or int(self._claim.min()) != key:
+            return None
+        self._owner[b] = w
+        held: np.ndarray = self._held[b].copy()
+        return held
 
-    def report(self, w: int, busy: float, steps: int, stream: int, pos: int, done: int) -> None:
-        """A producer's counters after a batch: busy seconds and steps (added), where it is, batches done."""
+    def release_row(self, b: int, claim: int, written: int, cursor: tuple[int, int, int, int]) -> None:
+        """Give row ``b`` up until its next claim at key ``claim`` (the owner calls this)."""
+        self._held[b] = cursor
+        self._written[b] = written
+        self._claim[b] = claim
+        self._owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
+
+    def set_claim(self, b: int, key: int) -> None:
+        self._claim[b] = key
+
+    def set_written(self, b: int, batches: int) -> None:
+        self._written[b] = batches
+
+    def written_min(self) -> int:
+        """Batches that every row has completed: batch k is whole once this exceeds k."""
+        return int(self._written.min())
+
+    # -- per-producer counters
+    def report(self, w: int, busy: float, steps: int, stream: int, pos: int) -> None:
+        """A producer's counters after a piece of work: busy seconds and steps (added), where it is reading."""
         stat = self._wstat[w]
         stat[_BUSY] += busy
         stat[_STEPS] += steps
-        stat[_CUR_STREAM], stat[_CUR_POS], stat[_DONE] = stream, pos, done
+        stat[_CUR_STREAM], stat[_CUR_POS] = stream, pos
+
+    def set_idle(self, w: int, idle: bool) -> None:
+        self._wstat[w, _IDLE] = idle
+
+    def others_idle(self, w: int) -> bool:
+        """Whether another producer has nothing to do (then claims are left to it)."""
+        idle = self._wstat[:, _IDLE]
+        return bool(idle.sum() - idle[w] > 0)
+
+    def sent(self, w: int) -> int:
+        """Messages producer ``w`` has sent over its pipe (it counts each after sending it)."""
+        return int(self._wstat[w, _SENT])
+
+    def count_sent(self, w: int) -> None:
+        self._wstat[w, _SENT] += 1
 
     # -- read by the loader
     def busy(self) -> np.ndarray:
@@ -183,11 +266,8 @@ class Control:
     def steps(self) -> tuple[int, ...]:
         return tuple(int(x) for x in self._wstat[:, _STEPS])
 
-    def done_min(self) -> int:
-        return int(self._wstat[:, _DONE].min())
-
     def reading(self, w: int) -> tuple[int, int]:
-        """(stream, position) producer ``w`` was at after its last batch; stream -1 before any."""
+        """(stream, position) producer ``w`` was reading last; stream -1 before any."""
         stat = self._wstat[w]
         return int(stat[_CUR_STREAM]), int(stat[_CUR_POS])
 
@@ -201,7 +281,8 @@ class Ring:
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
         buf = shm.buf
-        self.control = Control(*(_view(buf, *ctl_e[n]) for n in ("ctl", "front", "wstat", "order", "start")))
+        names = ("ctl", "slot_of", "rows", "held", "wstat", "order", "start")
+        self.control = Control(*(_view(buf, *ctl_e[n]) for n in names))
         # Slot views in physical layout, and the same memory seen time-major for producers.
         self.slots: list[dict[str, np.ndarray]] = []
         self.tb_slots: list[dict[str, np.ndarray]] = []

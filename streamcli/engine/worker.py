@@ -1,25 +1,27 @@
-"""The worker process: receives (batch, slot) assignments over a pipe and fills its rows of that slot.
+"""The worker process: produces batches as they are handed out, through shared memory.
 
-Messages are tiny records; the arrays never leave shared memory. Main -> worker: ``("epoch", gen)``,
-``("fill", gen, k, slot)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("done", gen, k)``,
-``("skip", gen, Skip)``, ``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)``
-when the worker cannot start (its source's ``setup_worker`` failed, or the segment is gone).
+A worker takes work from the control block (``produce.work``): batches handed out by the loader's counter,
+rows waiting for a claim, its own rows. Only rare messages travel over its pipe. Main -> worker:
+``("epoch", gen)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("skip", gen, Skip)``,
+``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)`` when the worker cannot
+start (its source's ``setup_worker`` failed, or the segment is gone). The worker counts every message in the
+control block after sending it, so the loader reads its pipe only when something is there.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import signal
-import struct
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-import numpy as np
-
-from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, fill_batch, new_rows
-from streamcli.engine.ring import Ring, RingSpec
+from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, reading_of, work
+from streamcli.engine.ring import NEVER, Ring, RingSpec
 from streamcli.errors import StepSpecError
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks
 
@@ -29,8 +31,8 @@ class WorkerSpec:
     """Everything a worker needs, pickled once at spawn."""
 
     w: int
-    lo: int  # first row owned
-    hi: int  # one past the last row owned
+    lo: int  # first row of its block: the live rows it reopens when an epoch starts
+    hi: int  # one past the last
     plan: Plan
     ring: RingSpec
     source: StreamSource
@@ -46,19 +48,22 @@ def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) 
     except Exception as exc:  # report why, rather than only dying with exit code 1
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
-    others = np.array([v for v in range(spec.ring.num_workers) if v != spec.w], np.int64)
     p = Producer(
-        plan=spec.plan, source=spec.source, items=spec.items, ring=ring, w=spec.w,
-        rows=new_rows(spec.lo, spec.hi), lock=lock, gen=-1, parent_pid=parent_pid, others=others,
-        blocks=uses_blocks(spec.source),
+        plan=spec.plan, source=spec.source, items=spec.items, ring=ring, w=spec.w, lock=lock, gen=-1,
+        parent_pid=parent_pid, blocks=uses_blocks(spec.source), shared=spec.ring.num_workers > 1,
     )  # fmt: skip
-    p.on_skip = lambda s: conn.send(("skip", p.gen, s))
+
+    def send(msg: tuple[Any, ...]) -> None:
+        conn.send(msg)
+        ring.control.count_sent(spec.w)
+
+    p.on_skip = lambda s: send(("skip", p.gen, s))
     try:
-        _serve(p, conn)
+        _serve(p, spec, conn, send)
     except (EOFError, OSError, SystemExit):
         pass  # the loader went away; exit quietly
     finally:
-        close_rows(p.rows)
+        close_rows(p.rows.values())
         ring.close()
 
 
@@ -66,51 +71,54 @@ def _setup(source: StreamSource) -> None:
     call_setup_worker(source)
 
 
-def _serve(p: Producer, conn: Connection) -> None:
+_IDLE_SLEEP = 2e-4  # the longest nap of an idle worker: it is how late it notices new work
+
+
+def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tuple[Any, ...]], None]) -> None:
+    control = p.ring.control
+    spins, idle = 0, False
     while True:
-        msg = decode(conn.recv_bytes())
-        if msg[0] == "quit":
-            return
-        if msg[0] == "epoch":
-            begin_epoch(p, msg[1])
-            conn.send(("ready", p.gen))
+        if control.generation != p.gen:  # a new epoch, or closing: the pipe says which
+            if not conn.poll(0.5):
+                _check_parent(p)
+                continue
+            msg = pickle.loads(conn.recv_bytes())
+            if msg[0] == "quit":
+                return
+            if msg[0] == "epoch":
+                begin_epoch(p, msg[1], spec.lo, spec.hi)
+                send(("ready", p.gen))
             continue
-        _, gen, k, slot = msg
-        if gen != p.gen:
-            continue  # an assignment from an abandoned epoch
+        t0, steps = time.perf_counter(), p.steps
         try:
-            fill_batch(p, slot, k)
+            did = control.ready(p.gen) and work(p, NEVER)
         except Aborted:
             continue
         except Exception as exc:
             kind = "spec" if isinstance(exc, StepSpecError) else "source"
             tb = "".join(traceback.format_exception(exc))  # with its cause: the source's own traceback
-            conn.send(("error", gen, kind, str(exc), tb))
+            send(("error", p.gen, kind, str(exc), tb))
+            p.gen = -1  # produce nothing more until the next epoch
             continue
-        conn.send_bytes(encode_done(gen, k))
+        if did:
+            if idle:
+                idle = False
+                control.set_idle(p.w, False)
+            spins = 0
+            control.report(p.w, time.perf_counter() - t0, p.steps - steps, *reading_of(p))
+            continue
+        if not idle:
+            idle = True
+            control.set_idle(p.w, True)
+        spins += 1
+        if spins % 4096 == 0:
+            _check_parent(p)
+        time.sleep(0 if spins < 20 else min(_IDLE_SLEEP, 1e-5 * spins))
 
 
-# The two messages of every batch, "fill" (main -> worker) and "done" (worker -> main), travel as fixed
-# binary records: pickling them cost the main process about a fifth of its per-batch time. Rare messages
-# are pickled; a pickle starts with b"\x80", so the two never look alike.
-_RECORD = struct.Struct("<4sqqq")
-
-
-def encode_fill(gen: int, k: int, slot: int) -> bytes:
-    return _RECORD.pack(b"fill", gen, k, slot)
-
-
-def encode_done(gen: int, k: int) -> bytes:
-    return _RECORD.pack(b"done", gen, k, 0)
-
-
-def decode(data: bytes) -> tuple[Any, ...]:
-    """A message from either side: a binary record or a pickled tuple."""
-    if len(data) == _RECORD.size and data[:1] != b"\x80":
-        kind, gen, k, slot = _RECORD.unpack(data)
-        return (kind.decode(), gen, k, slot)
-    msg: tuple[Any, ...] = pickle.loads(data)
-    return msg
+def _check_parent(p: Producer) -> None:
+    if p.parent_pid is not None and os.getppid() != p.parent_pid:
+        raise SystemExit(0)  # orphaned: the loader is gone
 
 
 def describe_exit(exitcode: int | None) -> str:
