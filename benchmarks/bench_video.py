@@ -2,6 +2,7 @@
 
     python benchmarks/bench_video.py               # full run, a few minutes; prints a Markdown table
     python benchmarks/bench_video.py --repeats 1   # smoke run
+    python benchmarks/bench_video.py --no-bare --no-camera   # only the worker-scaling rows
 
 Every row decodes the same files (the usable clips under ../shared/data/video, or $STREAMCLI_DATA/video)
 and does the same per-frame work: resize to 128x128 with INTER_LINEAR, BGR->RGB, HWC->CHW. Each row is
@@ -91,6 +92,7 @@ def main() -> None:
     ap.add_argument("--segment", type=int, default=SEGMENT, help="segment= of the loader runs (0: whole files)")
     ap.add_argument("--no-bare", action="store_true", help="skip the bare-loop and in-process rows")
     ap.add_argument("--no-camera", action="store_true", help="skip the camera rows")
+    ap.add_argument("--threads", action="store_true", help="add a 2-worker row with 2 FFmpeg threads per worker")
     args = ap.parse_args()
     default_threads = cv2.getNumThreads()
 
@@ -129,13 +131,18 @@ def main() -> None:
             add(f"{name} [{len(src.items())} streams]", run_loader(loader), ref)
 
     whole, seg = video(0), video(args.segment)
-    loader_row("StreamLoader, 0 workers (in-process), whole files", whole, 0, BARE)
     s = f"segment={args.segment}"
-    loader_row(f"StreamLoader, 0 workers (in-process), {s}", seg, 0, BARE)
-    one = f"StreamLoader, 1 worker, {s} [{len(seg.items())} streams]"
-    loader_row(f"StreamLoader, 1 worker, {s}", seg, 1, BARE)
-    loader_row(f"StreamLoader, 2 workers, {s}", seg, 2, one)
-    loader_row(f"StreamLoader, 2 workers x threads=2 (FFmpeg), {s}", video(args.segment, threads=2), 2, one)
+    if not args.no_bare:
+        loader_row("StreamLoader, 0 workers (in-process), whole files", whole, 0, BARE)
+        loader_row(f"StreamLoader, 0 workers (in-process), {s}", seg, 0, BARE)
+    # The scaling target (issue 8): 2 workers against 1, whole files and segments, side by side in one run.
+    for name, src_ in (("whole files", whole), (s, seg)):
+        one = f"StreamLoader, 1 worker, {name} [{len(src_.items())} streams]"
+        loader_row(f"StreamLoader, 1 worker, {name}", src_, 1, BARE)
+        loader_row(f"StreamLoader, 2 workers, {name}", src_, 2, one)
+    if args.threads:
+        one = f"StreamLoader, 1 worker, {s} [{len(seg.items())} streams]"
+        loader_row(f"StreamLoader, 2 workers x threads=2 (FFmpeg), {s}", video(args.segment, threads=2), 2, one)
 
     cam = CameraSource(16, steps=256, size=SIZE)
     if not args.no_camera:

@@ -17,6 +17,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from streamcli.batch import FLAGS, Batch
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine import state as _state
+from streamcli.engine.ahead import Ahead
 from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
 from streamcli.engine.guards import check_fields, check_main_guard, short_repr
 from streamcli.engine.plan import count_batches
@@ -45,6 +47,21 @@ from streamcli.source import (
 from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
+
+
+@dataclass
+class _Ready:
+    """Batch ``k`` prepared for hand-out, with what the loader's position becomes once it is handed out."""
+
+    k: int
+    batch: Batch | None  # None: all padding, not handed out
+    last: bool  # the epoch ends with it
+    tickets: int  # tickets taken up to the end of it
+    cursors: np.ndarray | None  # every row's cursor after it (None when last)
+    n_live: int  # rows holding a live original stream after it
+    n_valid: int
+    skips: list[Skip]
+    dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
 
 
 class StreamLoader:
@@ -172,6 +189,7 @@ class StreamLoader:
         self._bounds = split_rows(batch_size, producers)
         self._local: Producer | None = None
         self._pool: WorkerPool | None = None
+        self._ahead: Ahead[_Ready] | None = None  # the thread preparing batches (with workers)
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         # statistics
         self._t_created = time.perf_counter()
@@ -232,6 +250,7 @@ class StreamLoader:
     def __iter__(self) -> Iterator[Batch]:
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
+        self._stop_ahead()
         self._gen += 1
         resume, self._resume = self._resume, None
         if resume is None:
@@ -296,14 +315,78 @@ class StreamLoader:
                 self._active = False
 
     def _batches_of(self, torch: Any, gen: int, epoch: int, first: int) -> Iterator[Batch]:
-        k_next = first  # next batch to assign
-        k = first
+        """Hand out the prepared batches. With workers they are prepared by a thread (``Ahead``), so that waiting
+        for a batch and building its tensors happen while the consumer works; in-process, inside ``next()``."""
+        ready: Iterator[_Ready] = self._prepare(torch, gen, epoch, first)
+        if self._pool is not None:
+            self._ahead = Ahead(ready)
+            ready = self._ahead
         entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
+        if self._t_first_next is None:
+            self._t_first_next = entered
+        try:
+            while True:
+                if self._closed:
+                    raise RuntimeError("this StreamLoader was closed while iterating")
+                if gen != self._gen:
+                    raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+                rec = next(ready, None)
+                if rec is None:
+                    return
+                if rec.dropped:
+                    return  # "drop": the epoch ended before this batch
+                self._hand(rec, epoch)
+                if rec.batch is not None:
+                    batch, rec.batch = rec.batch, None
+                    self._batches += 1
+                    self._steps += rec.n_valid
+                    self._bytes += self._batch_bytes
+                    now = time.perf_counter()
+                    self._waits.append(now - entered)
+                    if self._first_batch_s is None:
+                        self._first_batch_s = now - self._t_created
+                    yield batch
+                    del batch
+                    entered = time.perf_counter()
+                if rec.last:
+                    return
+        except BaseException:
+            if self._ahead is not None and ready is self._ahead and self._ahead.failed:
+                self.close()  # a failure in the workers: nothing outlives it
+            raise
+        finally:
+            if self._ahead is not None and ready is self._ahead:
+                self._stop_ahead()
+
+    def _hand(self, rec: _Ready, epoch: int) -> None:
+        """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""
+        for skip in rec.skips:
+            if skip.kind == "length":
+                self._mismatches += 1
+                if self._mismatches == 1:
+                    warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
+                                  RuntimeWarning, stacklevel=4)  # fmt: skip
+                continue
+            self._skipped += 1
+            self._epoch_skips.append([skip.item, skip.step])
+            log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
+                        skip.error)  # fmt: skip
+        self._streams_done = max(0, min(rec.tickets, self._n_streams) - rec.n_live)
+        if rec.last:
+            self._set_position(epoch + 1, 0, 0, _cursor.fresh(self.batch_size), [])
+        else:
+            assert rec.cursors is not None
+            self._set_position(epoch, rec.k + 1, rec.tickets, rec.cursors, self._epoch_skips)
+
+    def _prepare(self, torch: Any, gen: int, epoch: int, first: int) -> Iterator[_Ready]:
+        """Batches of this epoch as they become whole, assembled: hands out slots ahead, waits for each batch,
+        reads its summary. Runs in the ``Ahead`` thread when there are workers."""
+        k_next = first  # next batch to hand out
+        k = first
+        tickets = self._tickets
         while True:
-            if self._closed:
-                raise RuntimeError("this StreamLoader was closed while iterating")
-            if gen != self._gen:
-                raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+            if self._closed or gen != self._gen:
+                raise Aborted
             self._k = k
             self._reclaim()
             while self._free and k_next < k + self._depth:
@@ -311,54 +394,33 @@ class StreamLoader:
                 self._inflight[k_next] = slot
                 self.ring.control.hand_out(k_next, slot)
                 k_next += 1
-            if self._t_first_next is None:
-                self._t_first_next = entered
             slot = self._inflight.pop(k)
-            self._wait_done(k, gen, slot)
+            self._wait_done(k)
             v = self.ring.slots[slot]
-            for skip in self._pending.pop(k, []):
-                if skip.kind == "length":
-                    self._mismatches += 1
-                    if self._mismatches == 1:
-                        warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
-                                      RuntimeWarning, stacklevel=3)  # fmt: skip
-                    continue
-                self._skipped += 1
-                self._epoch_skips.append([skip.item, skip.step])
-                log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
-                            skip.error)  # fmt: skip
+            skips = self._pending.pop(k, [])
             claims, dry, n_live, n_valid = v["summary"].sum(axis=0).tolist()
             target = self._epoch_target
             if self.epoch_end == "drop" and dry and not self._dropped:
                 if target is None:
                     self._free.append(slot)
+                    yield _Ready(k=k, batch=None, last=True, tickets=tickets, cursors=None, n_live=0, n_valid=0,
+                                 skips=skips, dropped=True)  # fmt: skip
                     return
                 self._dropped = True
             if self._dropped:  # a fixed-length epoch past its "drop" end: padding
                 pad_slot(v, self.fields)
                 n_valid = 0
-            tickets = self._tickets + claims
+            tickets += claims
             ended = tickets >= self._n_streams and n_live == 0
             last = ended if target is None else k + 1 >= target
-            self._streams_done = max(0, min(tickets, self._n_streams) - n_live)
-            if last:
-                self._set_position(epoch + 1, 0, 0, _cursor.fresh(self.batch_size), [])
-            else:
-                self._set_position(epoch, k + 1, tickets, v["cursor"], self._epoch_skips)
+            cursors = None if last else v["cursor"].copy()
+            batch = None
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self._assemble(torch, slot, epoch, k)
-                self._batches += 1
-                self._steps += n_valid
-                self._bytes += self._batch_bytes
-                now = time.perf_counter()
-                self._waits.append(now - entered)
-                if self._first_batch_s is None:
-                    self._first_batch_s = now - self._t_created
-                yield batch
-                del batch
-                entered = time.perf_counter()
             else:
                 self._free.append(slot)
+            yield _Ready(k=k, batch=batch, last=last, tickets=tickets, cursors=cursors, n_live=n_live,
+                         n_valid=n_valid, skips=skips)  # fmt: skip
             if last:
                 return
             k += 1
@@ -407,7 +469,7 @@ class StreamLoader:
             )
         return self._fingerprint_cache
 
-    def _wait_done(self, k: int, gen: int, slot: int) -> None:
+    def _wait_done(self, k: int) -> None:
         if self._local is not None:
             try:
                 fill(self._local, k)
@@ -416,8 +478,14 @@ class StreamLoader:
             self._sample_busy()
             return
         assert self._pool is not None
-        self._guarded(self._pool.wait_batch, k, self.timeout)
+        ahead = self._ahead
+        self._pool.wait_batch(k, self.timeout, ahead.stopping if ahead is not None else None)
         self._sample_busy()
+
+    def _stop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.stop()
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         """Run a pool call; on any failure the loader closes, so nothing outlives the error."""
@@ -559,6 +627,7 @@ class StreamLoader:
         if self._closed:
             return
         self._closed = True
+        self._stop_ahead()
         if self._local is not None:
             close_rows(self._local.rows.values())
         self._finalizer()

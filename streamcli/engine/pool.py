@@ -18,7 +18,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from streamcli.engine.produce import Skip
+from streamcli.engine.produce import Aborted, Skip
 from streamcli.engine.ring import Ring, SegmentLock
 from streamcli.engine.worker import WorkerSpec, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
@@ -77,12 +77,15 @@ class WorkerPool:
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
 
-    def wait_batch(self, k: int, timeout: float | None) -> None:
-        """Return once batch ``k`` is whole, with every message the workers sent before it handled."""
+    def wait_batch(self, k: int, timeout: float | None, stop: Callable[[], bool] | None = None) -> None:
+        """Return once batch ``k`` is whole, with every message the workers sent before it handled; raises
+        ``Aborted`` if ``stop()`` says the consumer has gone."""
         control = self.ring.control
         start = check = time.perf_counter()
         spins = 0
         while control.written_min() <= k:
+            if stop is not None and stop():
+                raise Aborted
             self.drain()
             spins += 1
             time.sleep(0 if spins < 20 else min(_NAP, 1e-5 * spins))

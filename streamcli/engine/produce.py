@@ -142,6 +142,19 @@ class _Slot:
 
 
 @dataclass
+class _Out:
+    """What one piece of work wrote into one slot besides the data, applied at its end by ``_flush``: the flags
+    of all its runs in a few vectorised writes, then each row's cursor and counts, then the rows it completed
+    or released (in that order: the loader and other producers read a row only once it is counted)."""
+
+    runs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)  # b t0 n item pos rep fresh
+    pads: list[tuple[int, int]] = field(default_factory=list)  # (row, first padded step)
+    records: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)  # row, cursor, counts
+    written: list[int] = field(default_factory=list)  # rows whose batch is complete
+    releases: list[tuple[int, int, int, tuple[int, int, int, int]]] = field(default_factory=list)
+
+
+@dataclass
 class Producer:
     """One producer's context: a worker process, or the main process when num_workers=0."""
 
@@ -159,6 +172,13 @@ class Producer:
     shared: bool = False  # other producers exist: publish claim keys as runs go (boundary "pack")
     steps: int = 0  # valid steps written, for the busy statistics
     slots: dict[int, _Slot] = field(default_factory=dict)
+    last: tuple[int, _Slot | None] = (-1, None)  # (batch, its _Slot): the batch being written
+    steps_t: np.ndarray = field(init=False)  # 0 .. T-1
+
+    def __post_init__(self) -> None:
+        self.steps_t = np.arange(self.plan.time_steps, dtype=np.int64)
+
+    out: _Out = field(default_factory=lambda: _Out())
 
 
 def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:
@@ -199,6 +219,7 @@ def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     close_rows(p.rows.values())
     p.gen = gen
     p.slots.clear()
+    p.last = (-1, None)
     control = p.ring.control
     q = control.first_batch * p.plan.time_steps
     rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment, q)
@@ -238,12 +259,15 @@ def work(p: Producer, limit: int) -> bool:
         with p.lock:  # the lock orders owners between processes
             held = control.take_row(b, p.w, key)
         if held is not None:
+            k_claim = key // (T * B)
             _take(p, b, held, key // B)
+            _flush(p, k_claim)
             return True
     if not runnable:
         return False
     for row in sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b):
         _run(p, row, k_run)
+    _flush(p, k_run)
     return True
 
 
@@ -256,6 +280,8 @@ def reading_of(p: Producer) -> tuple[int, int]:
 
 
 def _slot(p: Producer, k: int) -> _Slot:
+    if p.last[0] == k and p.last[1] is not None:
+        return p.last[1]
     slot = p.ring.control.slot_of(k)
     got = p.slots.get(slot)
     if got is None:
@@ -265,6 +291,7 @@ def _slot(p: Producer, k: int) -> _Slot:
                     stream=v["stream"], position=v["position"], replayed=v["replayed"], summary=v["summary"],
                     cursor=v["cursor"])  # fmt: skip
         p.slots[slot] = got
+    p.last = (k, got)
     return got
 
 
@@ -309,12 +336,12 @@ def _run(p: Producer, row: Row, k: int) -> None:
         _publish(p, row)
     while t < T:
         if row.done:
-            _pad(v, b, t)
+            _pad(v, b, t, p.out)
             t = T
             break
         if row.follow:
             if t and not pack:  # "pad": the item's next segment starts at the next batch
-                _pad(v, b, t)
+                _pad(v, b, t, p.out)
                 t = T
                 break
             row.follow, row.fresh, row.end = False, True, row.pos + p.plan.segment
@@ -364,33 +391,37 @@ def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
             if claims:
                 control.set_claim(b, (q0 + n + 1) * B + b)
     else:
-        data = v.data
+        # Each field's column of this row, indexed by batch step alone: the per-step path is the same
+        # next() and copy that a hand-written loop does, plus the shape and dtype check.
+        cols = [(name, shape, dtype, arr[:, b]) for name, shape, dtype, arr in v.data]
+        t, t_stop = t0, t0 + (stop - pos0)
         while True:
             try:
-                for name, shape, dtype, arr in data:
+                for name, shape, dtype, col in cols:
                     a = nxt[name]
-                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                        row.pos = pos0 + n
+                    if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                        row.pos = pos0 + t - t0
                         a = _checked(p, row, nxt, name, shape, dtype)
-                    arr[t0 + n, b] = a
+                    col[t] = a
             except (KeyError, TypeError, IndexError):
-                row.pos = pos0 + n
+                row.pos = pos0 + t - t0
                 _checked(p, row, nxt, name, shape, dtype)  # raises the precise error
                 raise
-            n += 1
-            if pos0 + n == stop:
+            t += 1
+            if t == t_stop:
                 break
             try:
                 nxt = next(it, _END)
             except Exception as exc:
-                row.pos = pos0 + n
+                row.pos = pos0 + t - t0
                 _fail(p, row, k, exc, "reading")
                 nxt, row.expect = _END, -1  # skipped, not short
             if nxt is _END:
                 break
             if claims:
-                control.set_claim(b, (q0 + n + 1) * B + b)
-    _flags(row, v, t0, n, pos0)
+                control.set_claim(b, (q0 + t - t0 + 1) * B + b)
+        n = t - t0
+    _flags(row, v, t0, n, pos0, p.out)
     pos = row.pos = pos0 + n
     row.tally[VALID_TALLY] += n
     p.steps += n
@@ -415,42 +446,25 @@ def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
 VALID_TALLY = 2  # index of the valid-step count in ``Row.tally``
 
 
-def _flags(row: Row, v: _Slot, t0: int, n: int, pos0: int) -> None:
-    """The flags of a run of ``n`` steps from batch step ``t0`` and stream position ``pos0``: a few array
-    writes, not one per step."""
-    b, t1 = row.b, t0 + n
-    v.valid[t0:t1, b] = True
-    v.stream[t0:t1, b] = row.item
-    np.add(_ARANGE[:n] if n <= len(_ARANGE) else np.arange(n), pos0, out=v.position[t0:t1, b])
-    v.replayed[t0:t1, b] = row.replay
-    v.first[t0:t1, b] = False
-    if row.fresh:
-        v.first[t0, b] = True
-        row.fresh = False
+def _flags(row: Row, v: _Slot, t0: int, n: int, pos0: int, out: _Out) -> None:
+    """Note a run of ``n`` steps from batch step ``t0`` and stream position ``pos0`` (flags are written later)."""
+    out.runs.append((row.b, t0, n, row.item, pos0, row.replay, row.fresh))
+    row.fresh = False
 
 
-_ARANGE = np.arange(1 << 16, dtype=np.int64)
-
-
-def _pad(v: _Slot, b: int, t: int) -> None:
+def _pad(v: _Slot, b: int, t: int, out: _Out) -> None:
     """Padding from batch step ``t`` to the end of row ``b``: zeros, not valid, stream and position -1."""
     for arr in v.arrays:
         arr[t:, b] = 0
-    v.first[t:, b] = False
-    v.valid[t:, b] = False
-    v.replayed[t:, b] = False
-    v.stream[t:, b] = -1
-    v.position[t:, b] = -1
+    out.pads.append((b, t))
 
 
 def _finish(p: Producer, row: Row, v: _Slot, k: int) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
-    b = row.b
-    v.cursor[b] = row.cursor()
     claims, dry, valid = row.tally
-    v.summary[b] = (claims, dry, row.it is not None and not row.replay, valid)
+    p.out.records.append((row.b, row.cursor(), (claims, dry, row.it is not None and not row.replay, valid)))
+    p.out.written.append(row.b)
     row.tally = [0, 0, 0]
-    p.ring.control.set_written(b, k + 1)  # last: the loader reads the slot once every row counts it done
 
 
 def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
@@ -459,17 +473,67 @@ def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
     T = p.plan.time_steps
     b = row.b
     if t and p.plan.boundary != "pack":
-        _pad(v, b, t)
+        _pad(v, b, t, p.out)
         t = T
     del p.rows[b]
-    if t == T:
-        _finish(p, row, v, k)
-        written = k + 1
-    else:
-        claims, dry, valid = row.tally  # the next owner carries on counting this batch
-        v.summary[b] = (claims, dry, 0, valid)
-        written = k
-    p.ring.control.release_row(b, (k * T + t) * p.plan.batch_size + b, written, row.cursor())
+    claims, dry, valid = row.tally  # mid-batch, the next owner carries on counting this batch
+    cursor = row.cursor()
+    p.out.records.append((b, cursor, (claims, dry, 0, valid)))
+    written = k + 1 if t == T else k
+    p.out.releases.append((b, (k * T + t) * p.plan.batch_size + b, written, cursor))
+
+
+def _flush(p: Producer, k: int) -> None:
+    """Apply what the last piece of work noted for batch ``k`` (see ``_Out``)."""
+    out, v, T = p.out, _slot(p, k), p.plan.time_steps
+    if out.runs:
+        whole = [r for r in out.runs if r[2] == T]  # the common case: a row's stream fills the batch
+        if whole:
+            b, _, _, item, pos0, rep, fresh = zip(*whole, strict=True)
+            cols = _columns(b)
+            v.valid[:, cols] = True
+            v.stream[:, cols] = item
+            v.position[:, cols] = np.add.outer(p.steps_t, np.array(pos0, np.int64))
+            v.replayed[:, cols] = rep
+            v.first[:, cols] = False
+            if any(fresh):
+                v.first[0, [c for c, f in zip(b, fresh, strict=True) if f]] = True
+        for b0, t0, n, item0, p0, rep0, fresh0 in out.runs if len(whole) < len(out.runs) else ():
+            if n == T:
+                continue
+            t1 = t0 + n
+            v.valid[t0:t1, b0] = True
+            v.stream[t0:t1, b0] = item0
+            np.add(p.steps_t[:n], p0, out=v.position[t0:t1, b0])
+            v.replayed[t0:t1, b0] = rep0
+            v.first[t0:t1, b0] = False
+            v.first[t0, b0] = fresh0
+        out.runs.clear()
+    for b0, t0 in out.pads:
+        for flag in (v.valid, v.first, v.replayed):
+            flag[t0:, b0] = False
+        v.stream[t0:, b0] = -1
+        v.position[t0:, b0] = -1
+    out.pads.clear()
+    if out.records:
+        bs = _columns([rec[0] for rec in out.records])
+        v.cursor[bs] = [rec[1] for rec in out.records]
+        v.summary[bs] = [rec[2] for rec in out.records]
+        out.records.clear()
+    control = p.ring.control
+    if out.written:
+        control.set_written(_columns(out.written), k + 1)
+        out.written.clear()
+    for release in out.releases:
+        control.release_row(*release)
+    out.releases.clear()
+
+
+def _columns(rows: Sequence[int]) -> slice | list[int]:
+    """Row indices as a slice when they are consecutive (the usual case): cheaper to write through."""
+    if rows[-1] - rows[0] + 1 == len(rows) and all(rows[i] < rows[i + 1] for i in range(len(rows) - 1)):
+        return slice(rows[0], rows[-1] + 1)
+    return list(rows)
 
 
 def _claim(p: Producer, row: Row, k: int) -> None:

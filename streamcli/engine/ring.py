@@ -204,7 +204,7 @@ class Control:
     # -- rows
     def next_claim(self) -> tuple[int, int]:
         """(row, key) of the earliest undecided claim of all rows; the row may be owned or waiting."""
-        b = int(self._claim.argmin())
+        b = int(np.argmin(self._claim))
         return b, int(self._claim[b])
 
     def waiting(self, b: int) -> bool:
@@ -229,12 +229,12 @@ class Control:
     def set_claim(self, b: int, key: int) -> None:
         self._claim[b] = key
 
-    def set_written(self, b: int, batches: int) -> None:
-        self._written[b] = batches
+    def set_written(self, rows: int | slice | list[int], batches: int) -> None:
+        self._written[rows] = batches
 
     def written_min(self) -> int:
         """Batches that every row has completed: batch k is whole once this exceeds k."""
-        return int(self._written.min())
+        return int(np.minimum.reduce(self._written))
 
     # -- per-producer counters
     def report(self, w: int, busy: float, steps: int, stream: int, pos: int) -> None:
