@@ -47,6 +47,7 @@ from streamcli.source import (
 from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
+AHEAD = 2  # batches the ``Ahead`` thread prepares before the consumer asks
 
 
 @dataclass
@@ -161,8 +162,10 @@ class StreamLoader:
         self.plan = Plan(plugin=self.plugin, fields=fields, config=config)
         producers = max(num_workers, 1)
         self._depth = prefetch
+        # Slots: ``prefetch`` being filled, plus the one the consumer holds and those prepared ahead of it.
         self.ring = Ring.create(
-            dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps, num_slots=prefetch + 2,
+            dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
+                 num_slots=prefetch + 2 + (AHEAD if num_workers else 0),
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout)
         )  # fmt: skip
         self._released: deque[int] = deque()  # slots whose batch the consumer dropped (from finalizers)
@@ -180,6 +183,7 @@ class StreamLoader:
         self._dropped = False
         self._fingerprint_cache: dict[str, Any] | None = None
         self._k = 0  # the batch being waited for or consumed
+        self._k_next = 0  # the next batch to hand out
         self._pin: bool | None = None
         self._pinned_ring = False
         self._epoch = -1
@@ -319,7 +323,7 @@ class StreamLoader:
         for a batch and building its tensors happen while the consumer works; in-process, inside ``next()``."""
         ready: Iterator[_Ready] = self._prepare(torch, gen, epoch, first)
         if self._pool is not None:
-            self._ahead = Ahead(ready)
+            self._ahead = Ahead(ready, AHEAD, self._hand_out)
             ready = self._ahead
         entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
         if self._t_first_next is None:
@@ -381,19 +385,14 @@ class StreamLoader:
     def _prepare(self, torch: Any, gen: int, epoch: int, first: int) -> Iterator[_Ready]:
         """Batches of this epoch as they become whole, assembled: hands out slots ahead, waits for each batch,
         reads its summary. Runs in the ``Ahead`` thread when there are workers."""
-        k_next = first  # next batch to hand out
+        self._k_next = first  # next batch to hand out
         k = first
         tickets = self._tickets
         while True:
             if self._closed or gen != self._gen:
                 raise Aborted
             self._k = k
-            self._reclaim()
-            while self._free and k_next < k + self._depth:
-                slot = self._free.pop()
-                self._inflight[k_next] = slot
-                self.ring.control.hand_out(k_next, slot)
-                k_next += 1
+            self._hand_out()
             slot = self._inflight.pop(k)
             self._wait_done(k)
             v = self.ring.slots[slot]
@@ -481,6 +480,16 @@ class StreamLoader:
         ahead = self._ahead
         self._pool.wait_batch(k, self.timeout, ahead.stopping if ahead is not None else None)
         self._sample_busy()
+
+    def _hand_out(self) -> None:
+        """Give producers every free slot, up to ``prefetch`` batches ahead of the one being prepared. Also called
+        by the ``Ahead`` thread while its queue is full, so producers never wait for the consumer to take one."""
+        self._reclaim()
+        while self._free and self._k_next < self._k + self._depth:
+            slot = self._free.pop()
+            self._inflight[self._k_next] = slot
+            self.ring.control.hand_out(self._k_next, slot)
+            self._k_next += 1
 
     def _stop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None

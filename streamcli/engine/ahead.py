@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from streamcli.engine.produce import Aborted
@@ -26,10 +26,12 @@ class _Failure:
 
 
 class Ahead(Generic[T]):
-    """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer."""
+    """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer; while the queue is
+    full the thread calls ``idle()`` every half millisecond (the loader hands freed slots out to its workers)."""
 
-    def __init__(self, items: Iterator[T], depth: int = 2) -> None:
+    def __init__(self, items: Iterator[T], depth: int = 2, idle: Callable[[], None] = lambda: None) -> None:
         self._items = items
+        self._idle = idle
         self._queue: queue.Queue[object] = queue.Queue(depth)
         self._stop = threading.Event()
         self.failed = False  # the thread raised: the consumer got (or will get) the exception
@@ -50,10 +52,10 @@ class Ahead(Generic[T]):
     def _put(self, item: object) -> bool:
         while not self._stop.is_set():
             try:
-                self._queue.put(item, timeout=0.05)
+                self._queue.put(item, timeout=5e-4)
                 return True
             except queue.Full:
-                continue
+                self._idle()
         return False
 
     def stopping(self) -> bool:

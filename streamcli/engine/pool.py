@@ -25,7 +25,8 @@ from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, Worker
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit"
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
-_NAP = 2e-4  # the longest sleep while waiting for a batch: how late a finished batch may be noticed
+_HUP = select.POLLHUP | select.POLLERR
+_WAKE_MS = 5  # the longest block between two checks of the batch (a lost wake-up costs at most this)
 
 
 class WorkerPool:
@@ -39,6 +40,7 @@ class WorkerPool:
         self.ring, self.describe = ring, describe
         self.procs: list[Any] = []
         self._pollers: list[select.poll] = []
+        self._poll_all = select.poll()  # every worker's pipe: a wake-up, a skip or an error from any
         self.conns: list[Connection] = []
         self.ready = [0] * len(specs)  # per worker: the generation it has acknowledged
         self.received = [0] * len(specs)  # per worker: messages read from its pipe
@@ -58,6 +60,7 @@ class WorkerPool:
             poller = select.poll()
             poller.register(parent.fileno(), select.POLLIN)
             self._pollers.append(poller)
+            self._poll_all.register(parent.fileno(), select.POLLIN)
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         """Make every worker drop what it was doing and begin generation ``gen`` (the loader has set it in the
@@ -79,21 +82,29 @@ class WorkerPool:
 
     def wait_batch(self, k: int, timeout: float | None, stop: Callable[[], bool] | None = None) -> None:
         """Return once batch ``k`` is whole, with every message the workers sent before it handled; raises
-        ``Aborted`` if ``stop()`` says the consumer has gone."""
+        ``Aborted`` if ``stop()`` says the consumer has gone.
+
+        It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
+        loader takes CPU from them): the worker that completes batch ``k`` sends one wake-up message."""
         control = self.ring.control
         start = check = time.perf_counter()
-        spins = 0
         while control.written_min() <= k:
             if stop is not None and stop():
                 raise Aborted
-            self.drain()
-            spins += 1
-            time.sleep(0 if spins < 20 else min(_NAP, 1e-5 * spins))
-            if spins % 64 == 0 and time.perf_counter() - check > _POLL_MS / 1000:
-                check = time.perf_counter()
+            control.await_batch(k)
+            if control.written_min() > k:  # completed before the mark was seen
+                control.await_batch(-1)
+                break
+            events = self._poll_all.poll(_WAKE_MS)
+            now = time.perf_counter()
+            # A dead worker's pipe reads as hung up at once: check liveness then, and a few times a second.
+            if not events or now - check > _POLL_MS / 1000 or any(ev & _HUP for _, ev in events):
+                check = now
                 self._check_alive()
-                if timeout is not None and check - start > timeout:
+                if timeout is not None and now - start > timeout:
                     raise WorkerError(f"no batch from the workers for {timeout:g} s (timeout={timeout})")
+            self.drain()
+        control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
 
     def drain(self) -> None:
@@ -144,6 +155,8 @@ class WorkerPool:
             self.ready[w] = gen
         elif kind == "skip":
             self.on_skip(msg[2])
+        elif kind == "wake":
+            pass
         elif kind == "error":
             cls = StepSpecError if msg[2] == "spec" else SourceError
             raise cls(msg[3]) from RemoteTraceback(msg[4])

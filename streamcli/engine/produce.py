@@ -174,9 +174,15 @@ class Producer:
     slots: dict[int, _Slot] = field(default_factory=dict)
     last: tuple[int, _Slot | None] = (-1, None)  # (batch, its _Slot): the batch being written
     steps_t: np.ndarray = field(init=False)  # 0 .. T-1
+    # The plan's numbers, read once: the per-run path reads them for every row of every batch.
+    T: int = field(init=False)
+    B: int = field(init=False)
+    pack: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.steps_t = np.arange(self.plan.time_steps, dtype=np.int64)
+        self.T, self.B = self.plan.time_steps, self.plan.batch_size
+        self.pack = self.plan.boundary == "pack"
+        self.steps_t = np.arange(self.T, dtype=np.int64)
 
     out: _Out = field(default_factory=lambda: _Out())
 
@@ -221,7 +227,7 @@ def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     p.slots.clear()
     p.last = (-1, None)
     control = p.ring.control
-    q = control.first_batch * p.plan.time_steps
+    q = control.first_batch * p.T
     rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment, q)
     p.rows = {r.b: r for r in rows if r.done or r.reopen}
 
@@ -248,7 +254,7 @@ def work(p: Producer, limit: int) -> bool:
     control = p.ring.control
     if control.generation != p.gen:
         raise Aborted
-    T, B = p.plan.time_steps, p.plan.batch_size
+    T, B = p.T, p.B
     top = min(control.handed, limit)  # batches below this may be written
     k_run = min((row.q for row in p.rows.values()), default=NEVER) // T
     runnable = k_run < top
@@ -300,7 +306,7 @@ def _take(p: Producer, b: int, held: np.ndarray, q: int) -> None:
     item, pos, _, flags = held.tolist()
     row = Row(b, item=item, pos=pos, q=q, replay=bool(flags & _cursor.REPLAYED))
     row.open_ended = bool(flags & _cursor.OPEN_ENDED)
-    T = p.plan.time_steps
+    T = p.T
     k = q // T
     if q % T:  # released mid-batch: the counts of this batch so far were left in the slot
         row.tally = [int(x) for x in _slot(p, k).summary[b, [CLAIMS, DRY, VALID]]]
@@ -315,20 +321,20 @@ def _publish(p: Producer, row: Row) -> None:
     if row.done:
         key = NEVER
     else:
-        T = p.plan.time_steps
-        q = row.q + 1 if p.plan.boundary == "pack" else (row.q // T + 1) * T
-        key = q * p.plan.batch_size + row.b
+        T = p.T
+        q = row.q + 1 if p.pack else (row.q // T + 1) * T
+        key = q * p.B + row.b
     p.ring.control.set_claim(row.b, key)
 
 
 def _run(p: Producer, row: Row, k: int) -> None:
     """Write ``row``'s steps of batch ``k`` from ``row.q`` on, until the batch ends or its stream does (then the
     row is released for its next claim)."""
-    T = p.plan.time_steps
+    T = p.T
     v = _slot(p, k)
     b = row.b
     t = row.q - k * T
-    pack = p.plan.boundary == "pack"
+    pack = p.pack
     if row.reopen:
         _reopen(p, row, k)
         if row.it is None:
@@ -358,7 +364,7 @@ def _run(p: Producer, row: Row, k: int) -> None:
 def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
     """Copy the row's steps from batch step ``t`` on until the batch, the stream, its segment or its promised
     length ends; look one step ahead, close the stream if it is over. Returns the next batch step."""
-    T = p.plan.time_steps
+    T = p.T
     b, pos0, t0 = row.b, row.pos, t
     stop = pos0 + (T - t)  # the batch end, the segment's end or the promised length: whichever comes first
     if row.end < stop:
@@ -367,8 +373,8 @@ def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
         stop = row.expect
     it = row.it
     assert it is not None
-    claims = p.shared and p.plan.boundary == "pack"  # let other rows' claims go as this run reads ahead
-    control, B, q0 = p.ring.control, p.plan.batch_size, k * T + t0
+    claims = p.shared and p.pack  # let other rows' claims go as this run reads ahead
+    control, B, q0 = p.ring.control, p.B, k * T + t0
     nxt: Any = row.nxt
     n = 0
     if p.blocks:
@@ -470,9 +476,9 @@ def _finish(p: Producer, row: Row, v: _Slot, k: int) -> None:
 def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
     """The row's stream is over at batch step ``t``: give the row up until its next claim, which is at the next
     step ("pack") or at the next batch ("pad", padding the rest of this one)."""
-    T = p.plan.time_steps
+    T = p.T
     b = row.b
-    if t and p.plan.boundary != "pack":
+    if t and not p.pack:
         _pad(v, b, t, p.out)
         t = T
     del p.rows[b]
@@ -480,12 +486,12 @@ def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
     cursor = row.cursor()
     p.out.records.append((b, cursor, (claims, dry, 0, valid)))
     written = k + 1 if t == T else k
-    p.out.releases.append((b, (k * T + t) * p.plan.batch_size + b, written, cursor))
+    p.out.releases.append((b, (k * T + t) * p.B + b, written, cursor))
 
 
 def _flush(p: Producer, k: int) -> None:
     """Apply what the last piece of work noted for batch ``k`` (see ``_Out``)."""
-    out, v, T = p.out, _slot(p, k), p.plan.time_steps
+    out, v, T = p.out, _slot(p, k), p.T
     if out.runs:
         whole = [r for r in out.runs if r[2] == T]  # the common case: a row's stream fills the batch
         if whole:

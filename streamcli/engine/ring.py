@@ -3,14 +3,15 @@
 The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
-- control: ``ctl`` int64[6] (generation, tickets handed out, the epoch's first batch, its number of streams,
-  batches handed out, the generation whose tables are ready), ``slot_of`` int64[S] (the slot of batch k, at
-  ``k % S``), ``rows`` int64[B, 3] (per row: its producer or -1 while it waits for a claim, the canonical key
-  of its next possible claim, the batches it has completed), ``held`` int64[B, 4] (the cursor of a row waiting
-  for a claim), ``wstat`` float64[W, 6] (per producer: busy seconds, steps, stream and position it is
-  reading, idle, messages sent), ``order`` int64[N, 4] (this epoch's streams in ticket order, as (item, first
-  step, open-ended, promised length): a segment is a stream of its own, see ``engine.epoch``), ``start``
-  int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a resumed state);
+- control: ``ctl`` int64[7] (generation, tickets handed out, the epoch's first batch, its number of streams,
+  batches handed out, the generation whose tables are ready, the batch the loader is blocked on),
+  ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer or -1
+  while it waits for a claim, the canonical key of its next possible claim, the batches it has completed),
+  ``held`` int64[B, 4] (the cursor of a row waiting for a claim), ``wstat`` float64[W, 6] (per producer: busy
+  seconds, steps, stream and position it is reading, idle, messages sent), ``order`` int64[N, 4] (this epoch's
+  streams in ticket order, as (item, first step, open-ended, promised length): a segment is a stream of its
+  own, see ``engine.epoch``), ``start`` int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a
+  resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
   cursor after the batch (``engine.cursor``).
@@ -35,7 +36,7 @@ from streamcli.batch import FLAG_DTYPES
 from streamcli.engine import cursor as _cursor
 from streamcli.source import Field
 
-_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY = range(6)  # indices into ctl
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED = range(7)  # indices into ctl
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT = range(6)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
@@ -73,7 +74,7 @@ class RingSpec:
 
         ctl: dict[str, Entry] = {}
         for name, shape, dt in (
-            ("ctl", (6,), "<i8"),
+            ("ctl", (7,), "<i8"),
             ("slot_of", (self.num_slots,), "<i8"),
             ("rows", (self.batch_size, 3), "<i8"),
             ("held", (self.batch_size, _cursor.WIDTH), "<i8"),
@@ -128,6 +129,7 @@ class Control:
             a[...] = 0
         self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
         self._ctl[_READY] = -1
+        self._ctl[_AWAITED] = -1
 
     def release(self) -> None:
         """Drop the views (the segment is about to be unmapped)."""
@@ -231,6 +233,19 @@ class Control:
 
     def set_written(self, rows: int | slice | list[int], batches: int) -> None:
         self._written[rows] = batches
+
+    def await_batch(self, k: int) -> None:
+        """The loader is about to block until batch ``k`` is whole (-1: it is not blocked)."""
+        self._ctl[_AWAITED] = k
+
+    def wake_due(self) -> bool:
+        """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark and
+        wakes the loader (a second wake-up is harmless)."""
+        k = int(self._ctl[_AWAITED])
+        if k < 0 or int(np.minimum.reduce(self._written)) <= k:
+            return False
+        self._ctl[_AWAITED] = -1
+        return True
 
     def written_min(self) -> int:
         """Batches that every row has completed: batch k is whole once this exceeds k."""
