@@ -100,6 +100,7 @@ class Row:
     blk: list[np.ndarray] | None = None  # block sources: the current block's arrays, in field order
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
+    hole: bool = False  # a promised stream had no first step: padding until the claim the row announced
     tally: list[int] = field(default_factory=lambda: [0, 0, 0])  # this batch: tickets, failed claims, valid steps
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -148,7 +149,7 @@ class _Out:
     or released (in that order: the loader and other producers read a row only once it is counted)."""
 
     runs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)  # b t0 n item pos rep fresh
-    pads: list[tuple[int, int]] = field(default_factory=list)  # (row, first padded step)
+    pads: list[tuple[int, int, int]] = field(default_factory=list)  # (row, first padded step, end)
     records: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)  # row, cursor, counts
     written: list[int] = field(default_factory=list)  # rows whose batch is complete
     releases: list[tuple[int, int, int, tuple[int, int, int, int]]] = field(default_factory=list)
@@ -335,6 +336,11 @@ def _run(p: Producer, row: Row, k: int) -> None:
     b = row.b
     t = row.q - k * T
     pack = p.pack
+    if row.hole:
+        row.hole = False
+        t_next = t + 1 if pack else T
+        _pad(v, b, t, p.out, t_next)
+        return _release(p, row, v, k, t_next)
     if row.reopen:
         _reopen(p, row, k)
         if row.it is None:
@@ -458,11 +464,12 @@ def _flags(row: Row, v: _Slot, t0: int, n: int, pos0: int, out: _Out) -> None:
     row.fresh = False
 
 
-def _pad(v: _Slot, b: int, t: int, out: _Out) -> None:
-    """Padding from batch step ``t`` to the end of row ``b``: zeros, not valid, stream and position -1."""
+def _pad(v: _Slot, b: int, t: int, out: _Out, t_end: int | None = None) -> None:
+    """Padding from batch step ``t`` to ``t_end`` (the end) of row ``b``: zeros, not valid, stream and position
+    -1."""
     for arr in v.arrays:
-        arr[t:, b] = 0
-    out.pads.append((b, t))
+        arr[t:t_end, b] = 0
+    out.pads.append((b, t, len(v.first) if t_end is None else t_end))
 
 
 def _finish(p: Producer, row: Row, v: _Slot, k: int) -> None:
@@ -515,11 +522,11 @@ def _flush(p: Producer, k: int) -> None:
             v.first[t0:t1, b0] = False
             v.first[t0, b0] = fresh0
         out.runs.clear()
-    for b0, t0 in out.pads:
+    for b0, t0, t1 in out.pads:
         for flag in (v.valid, v.first, v.replayed):
-            flag[t0:, b0] = False
-        v.stream[t0:, b0] = -1
-        v.position[t0:, b0] = -1
+            flag[t0:t1, b0] = False
+        v.stream[t0:t1, b0] = -1
+        v.position[t0:t1, b0] = -1
     out.pads.clear()
     if out.records:
         bs = _columns([rec[0] for rec in out.records])
@@ -543,7 +550,12 @@ def _columns(rows: Sequence[int]) -> slice | list[int]:
 
 
 def _claim(p: Producer, row: Row, k: int) -> None:
-    """Give ``row`` its next stream: its turn has come (no row can claim before it)."""
+    """Give ``row`` its next stream: its turn has come (no row can claim before it).
+
+    A stream whose item promised a length that covers its start has a first step, so the row announces its next
+    possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
+    seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
+    on_error="skip"), the row keeps that announcement: it is padding until then (``row.hole``)."""
     control = p.ring.control
     n = control.num_streams
     segment = p.plan.segment
@@ -562,12 +574,23 @@ def _claim(p: Producer, row: Row, k: int) -> None:
         row.end = start + segment if segment else _NO_END
         row.expect = start + length if length >= 0 and not segment else -1
         row.blk, row.j = None, 0
+        if 0 <= length <= start:  # promised empty: nothing to open, take the next ticket at the same position
+            empty_replays += replay
+            continue
+        promised = length > start
+        if promised:
+            _publish(p, row)
         row.it = _open(p, row, k)
         row.nxt = _END if row.it is None else _look(p, row, k)
         if row.nxt is not _END:
             return
-        _close(row)  # an empty (or skipped) stream: take the next ticket at the same position
-        empty_replays += replay
+        _close(row)
+        if promised:
+            if row.expect >= 0:  # not a skipped failure (that is reported already)
+                _mismatch(p, row, k, "ended after 0 steps")
+            row.hole = True
+            return
+        empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
 
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
@@ -575,6 +598,7 @@ def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
         it = iter(p.source.open(p.items[row.item], row.pos))
     except Exception as exc:
         _fail(p, row, k, exc, "opening")
+        row.expect = -1  # skipped, not short
         return None
     return it
 
