@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from streamcli.engine.produce import Aborted, Skip
 from streamcli.engine.ring import Ring, SegmentLock
-from streamcli.engine.worker import WorkerSpec, describe_exit, worker_main
+from streamcli.engine.worker import WorkerSpec, decode, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit"
@@ -128,7 +128,7 @@ class WorkerPool:
         """Read what a dead worker managed to send (a fatal error explains its death better than its exit)."""
         with contextlib.suppress(EOFError, OSError):
             while self.conns[w].poll(0):
-                self._handle(w, pickle.loads(self.conns[w].recv_bytes()))
+                self._handle(w, decode(self.conns[w].recv_bytes()))
 
     def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
         conn = self.conns[w]
@@ -138,7 +138,7 @@ class WorkerPool:
                 raise WorkerError(f"no answer from the workers for {timeout:g} s (timeout={timeout})")
             return
         try:
-            msg = pickle.loads(conn.recv_bytes())
+            msg = decode(conn.recv_bytes())
         except (EOFError, OSError):
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
@@ -150,13 +150,11 @@ class WorkerPool:
             raise WorkerError(f"worker {w} could not start: {msg[2]}") from RemoteTraceback(msg[3])
         self.received[w] += 1
         if gen != self.gen:
-            return  # from an abandoned epoch
+            return  # from an abandoned epoch, or a wake-up (its work is done by the caller's loop)
         if kind == "ready":
             self.ready[w] = gen
         elif kind == "skip":
             self.on_skip(msg[2])
-        elif kind == "wake":
-            pass
         elif kind == "error":
             cls = StepSpecError if msg[2] == "spec" else SourceError
             raise cls(msg[3]) from RemoteTraceback(msg[4])
