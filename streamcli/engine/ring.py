@@ -268,7 +268,7 @@ class Control:
         return bool(idle.sum() - idle[w] > 0)
 
     def sent(self, w: int) -> int:
-        """Messages producer ``w`` has sent over its pipe (it counts each after sending it)."""
+        """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
         return int(self._wstat[w, _SENT])
 
     def count_sent(self, w: int) -> None:

@@ -5,7 +5,8 @@ rows waiting for a claim, its own rows. Only rare messages travel over its pipe.
 ``("epoch", gen)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("skip", gen, Skip)``,
 ``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)`` when the worker cannot
 start (its source's ``setup_worker`` failed, or the segment is gone). The worker counts every message in the
-control block after sending it, so the loader reads its pipe only when something is there.
+control block just before sending it, so the loader reads its pipe only when something is (or is about to be)
+there.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) 
     )  # fmt: skip
 
     def send(msg: tuple[Any, ...]) -> None:
-        conn.send(msg)
+        # Count first: a writer descheduled between the two would leave the loader seeing a readable pipe it
+        # believes empty, and spinning; counted first, the loader blocks on the pipe until the message is there.
         ring.control.count_sent(spec.w)
+        conn.send(msg)
 
     p.on_skip = lambda s: send(("skip", p.gen, s))
     try:
@@ -107,8 +110,8 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tupl
             spins = 0
             control.report(p.w, time.perf_counter() - t0, p.steps - steps, *reading_of(p))
             if control.wake_due():
-                conn.send_bytes(WAKE)  # raw bytes: this one goes out for most batches
                 control.count_sent(p.w)
+                conn.send_bytes(WAKE)  # raw bytes: this one goes out for most batches
             continue
         if not idle:
             idle = True
