@@ -603,30 +603,34 @@ def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
     return it
 
 
-def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> int:
-    """The block's step count ``n``; raise ``StepSpecError`` if a field is missing, mis-shaped or of n != the rest."""
-    where = f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} block at step {row.pos}"
-    n = -1
+def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> list[np.ndarray]:
+    """The block's arrays in field order; raise ``StepSpecError`` if a field is missing, mis-shaped or of another
+    step count than the rest."""
+
+    def where() -> str:  # only on error: the item's name can cost more than the check
+        return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} block at step {row.pos}"
+
+    out: list[np.ndarray] = []
     for f in fields:
         try:
             a = block[f.name]
         except (KeyError, TypeError, IndexError):
             raise StepSpecError(
-                f"{where}: the block has no field {f.name!r} (got {type(block).__name__}); with block_steps=True "
+                f"{where()}: the block has no field {f.name!r} (got {type(block).__name__}); with block_steps=True "
                 "yield a dict of (n, *shape) arrays, one per declared field"
             ) from None
         if type(a) is not np.ndarray:
             a = np.asarray(a)
         if a.ndim != len(f.shape) + 1 or a.shape[1:] != f.shape or a.dtype != f.np_dtype or len(a) < 1:
             raise StepSpecError(
-                f"{where}: field {f.name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
+                f"{where()}: field {f.name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
                 f"{f.np_dtype.name}[n, {', '.join(map(str, f.shape))}]; make the block match fields()"
             )
-        if n >= 0 and len(a) != n:
-            raise StepSpecError(f"{where}: fields of one block must have the same n steps; {f.name!r} has {len(a)}, "
-                                f"another has {n}")  # fmt: skip
-        n = len(a)
-    return n
+        if out and len(a) != len(out[0]):
+            raise StepSpecError(f"{where()}: fields of one block must have the same n steps; {f.name!r} has "
+                                f"{len(a)}, another has {len(out[0])}")  # fmt: skip
+        out.append(a)
+    return out
 
 
 def _reopen(p: Producer, row: Row, k: int) -> None:
@@ -652,8 +656,7 @@ def _look(p: Producer, row: Row, k: int) -> Any:
             return _END
         if block is _END:
             return _END
-        _checked_block(p, row, block, p.plan.fields)
-        row.blk, row.j = [np.asarray(block[f.name]) for f in p.plan.fields], 0
+        row.blk, row.j = _checked_block(p, row, block, p.plan.fields), 0
         return _BLK
     try:
         return next(row.it, _END)
