@@ -14,11 +14,11 @@ Producers run ahead of the consumer through the hand-out counter: any batch hand
 producer whose rows are cheap fills later batches while another finishes an expensive one.
 
 A producer writes a row's steps of one batch as one run: the copy per step (or per block, for sources with
-``block_steps = True``) and a handful of array writes for the flags per run. After a row's last step in a batch
-it writes the row's cursor into the slot (``engine.cursor``), and an epoch, fresh or resumed, starts from a table
-of cursors (``begin_epoch``): a live row reopens its stream with ``open(item, start=pos)``, so resuming replays
-nothing. Everything here is a plain function over plain per-row facts (``Row``), shared by worker processes and
-the in-process path.
+``block_steps = True``); the flags, cursors and completion of a piece of work are written at its end
+(``engine.slots``). After a row's last step in a batch its cursor goes into the slot (``engine.cursor``), and an
+epoch, fresh or resumed, starts from a table of cursors (``begin_epoch``): a live row reopens its stream with
+``open(item, start=pos)``, so resuming replays nothing. Everything here is a plain function over plain per-row
+facts (``Row``), shared by worker processes and the in-process path.
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ import numpy as np
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine.ring import CLAIMS, DRY, NEVER, NO_OWNER, VALID, Ring
+from streamcli.engine.slots import Notes, SlotViews, flush, pad
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
 _END = object()
 _BLK = object()  # the look-ahead step lies in the row's current block
 _NO_END = 1 << 62
+VALID_TALLY = 2  # index of the valid-step count in ``Row.tally``
 
 
 class Aborted(Exception):
@@ -128,34 +130,6 @@ class Skip:
 
 
 @dataclass
-class _Slot:
-    """One slot's arrays as a producer writes them: time-major, fields in declared order."""
-
-    data: list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]
-    arrays: list[np.ndarray]
-    first: np.ndarray
-    valid: np.ndarray
-    stream: np.ndarray
-    position: np.ndarray
-    replayed: np.ndarray
-    summary: np.ndarray
-    cursor: np.ndarray
-
-
-@dataclass
-class _Out:
-    """What one piece of work wrote into one slot besides the data, applied at its end by ``_flush``: the flags
-    of all its runs in a few vectorised writes, then each row's cursor and counts, then the rows it completed
-    or released (in that order: the loader and other producers read a row only once it is counted)."""
-
-    runs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)  # b t0 n item pos rep fresh
-    pads: list[tuple[int, int, int]] = field(default_factory=list)  # (row, first padded step, end)
-    records: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)  # row, cursor, counts
-    written: list[int] = field(default_factory=list)  # rows whose batch is complete
-    releases: list[tuple[int, int, int, tuple[int, int, int, int]]] = field(default_factory=list)
-
-
-@dataclass
 class Producer:
     """One producer's context: a worker process, or the main process when num_workers=0."""
 
@@ -172,8 +146,9 @@ class Producer:
     blocks: bool = False  # the source yields blocks of steps (``block_steps = True``)
     shared: bool = False  # other producers exist: publish claim keys as runs go (boundary "pack")
     steps: int = 0  # valid steps written, for the busy statistics
-    slots: dict[int, _Slot] = field(default_factory=dict)
-    last: tuple[int, _Slot | None] = (-1, None)  # (batch, its _Slot): the batch being written
+    slots: dict[int, SlotViews] = field(default_factory=dict)
+    out: Notes = field(default_factory=Notes)  # what the current piece of work wrote, for ``flush``
+    last: tuple[int, SlotViews | None] = (-1, None)  # (batch, its SlotViews): the batch being written
     steps_t: np.ndarray = field(init=False)  # 0 .. T-1
     # The plan's numbers, read once: the per-run path reads them for every row of every batch.
     T: int = field(init=False)
@@ -184,8 +159,6 @@ class Producer:
         self.T, self.B = self.plan.time_steps, self.plan.batch_size
         self.pack = self.plan.boundary == "pack"
         self.steps_t = np.arange(self.T, dtype=np.int64)
-
-    out: _Out = field(default_factory=lambda: _Out())
 
 
 def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:
@@ -266,15 +239,14 @@ def work(p: Producer, limit: int) -> bool:
         with p.lock:  # the lock orders owners between processes
             held = control.take_row(b, p.w, key)
         if held is not None:
-            k_claim = key // (T * B)
             _take(p, b, held, key // B)
-            _flush(p, k_claim)
+            flush(p.out, _slot(p, k_claim), p.ring.control, k_claim, p.steps_t)
             return True
     if not runnable:
         return False
     for row in sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b):
         _run(p, row, k_run)
-    _flush(p, k_run)
+    flush(p.out, _slot(p, k_run), p.ring.control, k_run, p.steps_t)
     return True
 
 
@@ -286,17 +258,13 @@ def reading_of(p: Producer) -> tuple[int, int]:
     return -1, 0
 
 
-def _slot(p: Producer, k: int) -> _Slot:
+def _slot(p: Producer, k: int) -> SlotViews:
     if p.last[0] == k and p.last[1] is not None:
         return p.last[1]
     slot = p.ring.control.slot_of(k)
     got = p.slots.get(slot)
     if got is None:
-        v = p.ring.tb_slots[slot]
-        data = [(f.name, f.shape, f.np_dtype, v[f.name]) for f in p.plan.fields]
-        got = _Slot(data=data, arrays=[d[3] for d in data], first=v["is_first"], valid=v["valid"],
-                    stream=v["stream"], position=v["position"], replayed=v["replayed"], summary=v["summary"],
-                    cursor=v["cursor"])  # fmt: skip
+        got = SlotViews.of(p.ring.tb_slots[slot], p.plan.fields)
         p.slots[slot] = got
     p.last = (k, got)
     return got
@@ -339,7 +307,7 @@ def _run(p: Producer, row: Row, k: int) -> None:
     if row.hole:
         row.hole = False
         t_next = t + 1 if pack else T
-        _pad(v, b, t, p.out, t_next)
+        pad(v, b, t, p.out, t_next)
         return _release(p, row, v, k, t_next)
     if row.reopen:
         _reopen(p, row, k)
@@ -348,12 +316,12 @@ def _run(p: Producer, row: Row, k: int) -> None:
         _publish(p, row)
     while t < T:
         if row.done:
-            _pad(v, b, t, p.out)
+            pad(v, b, t, p.out)
             t = T
             break
         if row.follow:
             if t and not pack:  # "pad": the item's next segment starts at the next batch
-                _pad(v, b, t, p.out)
+                pad(v, b, t, p.out)
                 t = T
                 break
             row.follow, row.fresh, row.end = False, True, row.pos + p.plan.segment
@@ -367,7 +335,7 @@ def _run(p: Producer, row: Row, k: int) -> None:
     _finish(p, row, v, k)
 
 
-def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
+def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     """Copy the row's steps from batch step ``t`` on until the batch, the stream, its segment or its promised
     length ends; look one step ahead, close the stream if it is over. Returns the next batch step."""
     T = p.T
@@ -433,7 +401,8 @@ def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
             if claims:
                 control.set_claim(b, (q0 + t - t0 + 1) * B + b)
         n = t - t0
-    _flags(row, v, t0, n, pos0, p.out)
+    p.out.runs.append((b, t0, n, row.item, pos0, row.replay, row.fresh))  # flags are written by ``flush``
+    row.fresh = False
     pos = row.pos = pos0 + n
     row.tally[VALID_TALLY] += n
     p.steps += n
@@ -455,24 +424,7 @@ def _copy(p: Producer, row: Row, v: _Slot, k: int, t: int) -> int:
     return t0 + n
 
 
-VALID_TALLY = 2  # index of the valid-step count in ``Row.tally``
-
-
-def _flags(row: Row, v: _Slot, t0: int, n: int, pos0: int, out: _Out) -> None:
-    """Note a run of ``n`` steps from batch step ``t0`` and stream position ``pos0`` (flags are written later)."""
-    out.runs.append((row.b, t0, n, row.item, pos0, row.replay, row.fresh))
-    row.fresh = False
-
-
-def _pad(v: _Slot, b: int, t: int, out: _Out, t_end: int | None = None) -> None:
-    """Padding from batch step ``t`` to ``t_end`` (the end) of row ``b``: zeros, not valid, stream and position
-    -1."""
-    for arr in v.arrays:
-        arr[t:t_end, b] = 0
-    out.pads.append((b, t, len(v.first) if t_end is None else t_end))
-
-
-def _finish(p: Producer, row: Row, v: _Slot, k: int) -> None:
+def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
     claims, dry, valid = row.tally
     p.out.records.append((row.b, row.cursor(), (claims, dry, row.it is not None and not row.replay, valid)))
@@ -480,13 +432,13 @@ def _finish(p: Producer, row: Row, v: _Slot, k: int) -> None:
     row.tally = [0, 0, 0]
 
 
-def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
+def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
     """The row's stream is over at batch step ``t``: give the row up until its next claim, which is at the next
     step ("pack") or at the next batch ("pad", padding the rest of this one)."""
     T = p.T
     b = row.b
     if t and not p.pack:
-        _pad(v, b, t, p.out)
+        pad(v, b, t, p.out)
         t = T
     del p.rows[b]
     claims, dry, valid = row.tally  # mid-batch, the next owner carries on counting this batch
@@ -494,59 +446,6 @@ def _release(p: Producer, row: Row, v: _Slot, k: int, t: int) -> None:
     p.out.records.append((b, cursor, (claims, dry, 0, valid)))
     written = k + 1 if t == T else k
     p.out.releases.append((b, (k * T + t) * p.B + b, written, cursor))
-
-
-def _flush(p: Producer, k: int) -> None:
-    """Apply what the last piece of work noted for batch ``k`` (see ``_Out``)."""
-    out, v, T = p.out, _slot(p, k), p.T
-    if out.runs:
-        whole = [r for r in out.runs if r[2] == T]  # the common case: a row's stream fills the batch
-        if whole:
-            b, _, _, item, pos0, rep, fresh = zip(*whole, strict=True)
-            cols = _columns(b)
-            v.valid[:, cols] = True
-            v.stream[:, cols] = item
-            v.position[:, cols] = np.add.outer(p.steps_t, np.array(pos0, np.int64))
-            v.replayed[:, cols] = rep
-            v.first[:, cols] = False
-            if any(fresh):
-                v.first[0, [c for c, f in zip(b, fresh, strict=True) if f]] = True
-        for b0, t0, n, item0, p0, rep0, fresh0 in out.runs if len(whole) < len(out.runs) else ():
-            if n == T:
-                continue
-            t1 = t0 + n
-            v.valid[t0:t1, b0] = True
-            v.stream[t0:t1, b0] = item0
-            np.add(p.steps_t[:n], p0, out=v.position[t0:t1, b0])
-            v.replayed[t0:t1, b0] = rep0
-            v.first[t0:t1, b0] = False
-            v.first[t0, b0] = fresh0
-        out.runs.clear()
-    for b0, t0, t1 in out.pads:
-        for flag in (v.valid, v.first, v.replayed):
-            flag[t0:t1, b0] = False
-        v.stream[t0:t1, b0] = -1
-        v.position[t0:t1, b0] = -1
-    out.pads.clear()
-    if out.records:
-        bs = _columns([rec[0] for rec in out.records])
-        v.cursor[bs] = [rec[1] for rec in out.records]
-        v.summary[bs] = [rec[2] for rec in out.records]
-        out.records.clear()
-    control = p.ring.control
-    if out.written:
-        control.set_written(_columns(out.written), k + 1)
-        out.written.clear()
-    for release in out.releases:
-        control.release_row(*release)
-    out.releases.clear()
-
-
-def _columns(rows: Sequence[int]) -> slice | list[int]:
-    """Row indices as a slice when they are consecutive (the usual case): cheaper to write through."""
-    if rows[-1] - rows[0] + 1 == len(rows) and all(rows[i] < rows[i + 1] for i in range(len(rows) - 1)):
-        return slice(rows[0], rows[-1] + 1)
-    return list(rows)
 
 
 def _claim(p: Producer, row: Row, k: int) -> None:

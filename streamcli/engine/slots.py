@@ -1,0 +1,111 @@
+"""How a producer's work lands in a slot: the data straight away, everything else noted and written at once.
+
+A producer copies each step's (or block's) data into the slot as it reads it. The per-step flags, each row's
+cursor and counts, and the rows' completion are noted (``Notes``) and written at the end of a piece of work by
+``flush``: the flags of all its runs in a few vectorised writes rather than one small write per step, and the
+completion last, because the loader and the other producers read a row only once it is counted done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamcli.engine.ring import Control
+from streamcli.source import Field
+
+
+@dataclass
+class SlotViews:
+    """One slot's arrays as a producer writes them: time-major, fields in declared order."""
+
+    data: list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]
+    arrays: list[np.ndarray]
+    first: np.ndarray
+    valid: np.ndarray
+    stream: np.ndarray
+    position: np.ndarray
+    replayed: np.ndarray
+    summary: np.ndarray
+    cursor: np.ndarray
+
+    @classmethod
+    def of(cls, views: dict[str, np.ndarray], fields: Sequence[Field]) -> SlotViews:
+        data = [(f.name, f.shape, f.np_dtype, views[f.name]) for f in fields]
+        return cls(data=data, arrays=[d[3] for d in data], first=views["is_first"], valid=views["valid"],
+                   stream=views["stream"], position=views["position"], replayed=views["replayed"],
+                   summary=views["summary"], cursor=views["cursor"])  # fmt: skip
+
+
+@dataclass
+class Notes:
+    """What one piece of work wrote into one slot besides the data, applied at its end by ``flush``."""
+
+    runs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)  # b t0 n item pos rep fresh
+    pads: list[tuple[int, int, int]] = field(default_factory=list)  # (row, first padded step, end)
+    records: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)  # row, cursor, counts
+    written: list[int] = field(default_factory=list)  # rows whose batch is complete
+    releases: list[tuple[int, int, int, tuple[int, int, int, int]]] = field(default_factory=list)
+
+
+def pad(v: SlotViews, b: int, t: int, notes: Notes, t_end: int | None = None) -> None:
+    """Padding from batch step ``t`` to ``t_end`` (the end) of row ``b``: zeros, not valid, stream and position
+    -1."""
+    for arr in v.arrays:
+        arr[t:t_end, b] = 0
+    notes.pads.append((b, t, len(v.first) if t_end is None else t_end))
+
+
+def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndarray) -> None:
+    """Apply what a piece of work noted for batch ``k``; ``steps_t`` is ``0 .. T-1``."""
+    T = len(steps_t)
+    if notes.runs:
+        whole = [r for r in notes.runs if r[2] == T]  # the common case: a row's stream fills the batch
+        if whole:
+            b, _, _, item, pos0, rep, fresh = zip(*whole, strict=True)
+            cols = _columns(b)
+            v.valid[:, cols] = True
+            v.stream[:, cols] = item
+            v.position[:, cols] = np.add.outer(steps_t, np.array(pos0, np.int64))
+            v.replayed[:, cols] = rep
+            v.first[:, cols] = False
+            if any(fresh):
+                v.first[0, [c for c, f in zip(b, fresh, strict=True) if f]] = True
+        for b0, t0, n, item0, p0, rep0, fresh0 in notes.runs if len(whole) < len(notes.runs) else ():
+            if n == T:
+                continue
+            t1 = t0 + n
+            v.valid[t0:t1, b0] = True
+            v.stream[t0:t1, b0] = item0
+            np.add(steps_t[:n], p0, out=v.position[t0:t1, b0])
+            v.replayed[t0:t1, b0] = rep0
+            v.first[t0:t1, b0] = False
+            v.first[t0, b0] = fresh0
+        notes.runs.clear()
+    for b0, t0, t1 in notes.pads:
+        for flag in (v.valid, v.first, v.replayed):
+            flag[t0:t1, b0] = False
+        v.stream[t0:t1, b0] = -1
+        v.position[t0:t1, b0] = -1
+    notes.pads.clear()
+    if notes.records:
+        bs = _columns([rec[0] for rec in notes.records])
+        v.cursor[bs] = [rec[1] for rec in notes.records]
+        v.summary[bs] = [rec[2] for rec in notes.records]
+        notes.records.clear()
+    if notes.written:
+        control.set_written(_columns(notes.written), k + 1)
+        notes.written.clear()
+    for release in notes.releases:
+        control.release_row(*release)
+    notes.releases.clear()
+
+
+def _columns(rows: Sequence[int]) -> slice | list[int]:
+    """Row indices as a slice when they are consecutive (the usual case): cheaper to write through."""
+    if rows[-1] - rows[0] + 1 == len(rows) and all(rows[i] < rows[i + 1] for i in range(len(rows) - 1)):
+        return slice(rows[0], rows[-1] + 1)
+    return list(rows)
