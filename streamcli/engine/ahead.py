@@ -27,7 +27,7 @@ class _Failure:
 
 class Ahead(Generic[T]):
     """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer; while the queue is
-    full the thread calls ``idle()`` every half millisecond (the loader hands freed slots out to its workers)."""
+    full the thread calls ``idle()`` from time to time (the loader hands freed slots out to its workers)."""
 
     def __init__(self, items: Iterator[T], depth: int = 2, idle: Callable[[], None] = lambda: None) -> None:
         self._items = items
@@ -50,12 +50,14 @@ class Ahead(Generic[T]):
             self._put(_Failure(exc))
 
     def _put(self, item: object) -> bool:
+        wait = 5e-4
         while not self._stop.is_set():
             try:
-                self._queue.put(item, timeout=5e-4)
+                self._queue.put(item, timeout=wait)
                 return True
             except queue.Full:
                 self._idle()
+                wait = min(2 * wait, 0.02)  # a consumer that pauses (to evaluate, say) costs next to nothing
         return False
 
     def stopping(self) -> bool:

@@ -117,10 +117,11 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tupl
             idle = True
             control.set_idle(p.w, True)
         spins += 1
-        if spins % 1024 == 0:
-            _check_parent(p)
-        # Nap rather than spin: on a machine with as many cores as producers, spinning takes CPU from them.
-        time.sleep(min(_IDLE_SLEEP, 2e-5 * spins))
+        if spins % 64 == 0:
+            _check_parent(p)  # a cheap syscall: an orphaned worker exits within a second even when napping long
+        # Nap rather than spin: on a machine with as many cores as producers, spinning takes CPU from them. After
+        # a long idle spell (the consumer pauses to evaluate, say) the naps grow, so idling costs next to nothing.
+        time.sleep(min(_IDLE_SLEEP, 2e-5 * spins) if spins < 2000 else 1e-2 if spins > 6000 else 2e-3)
 
 
 def _check_parent(p: Producer) -> None:
