@@ -9,8 +9,8 @@ Failures travel through the queue and are raised by ``next()`` in the consumer's
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -27,12 +27,17 @@ class _Failure:
 
 class Ahead(Generic[T]):
     """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer; while the queue is
-    full the thread calls ``idle()`` from time to time (the loader hands freed slots out to its workers)."""
+    full the thread calls ``idle()`` from time to time (the loader hands freed slots out to its workers).
+
+    The queue is a deque: when an item is ready, ``next()`` takes it without a lock (``popleft`` is atomic); the
+    condition is used only to sleep when the queue is empty or full."""
 
     def __init__(self, items: Iterator[T], depth: int = 2, idle: Callable[[], None] = lambda: None) -> None:
         self._items = items
         self._idle = idle
-        self._queue: queue.Queue[object] = queue.Queue(depth)
+        self._depth = depth
+        self._queue: deque[object] = deque()
+        self._cv = threading.Condition()
         self._stop = threading.Event()
         self.failed = False  # the thread raised: the consumer got (or will get) the exception
         self._thread = threading.Thread(target=self._run, name="streamcli-ahead", daemon=True)
@@ -52,12 +57,14 @@ class Ahead(Generic[T]):
     def _put(self, item: object) -> bool:
         wait = 5e-4
         while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=wait)
-                return True
-            except queue.Full:
-                self._idle()
-                wait = min(2 * wait, 0.02)  # a consumer that pauses (to evaluate, say) costs next to nothing
+            with self._cv:
+                if len(self._queue) < self._depth:
+                    self._queue.append(item)
+                    self._cv.notify_all()
+                    return True
+                self._cv.wait(wait)  # woken when the consumer takes one
+            self._idle()
+            wait = min(2 * wait, 0.02)  # a consumer that pauses (to evaluate, say) costs next to nothing
         return False
 
     def stopping(self) -> bool:
@@ -70,13 +77,19 @@ class Ahead(Generic[T]):
     def __next__(self) -> T:
         while True:
             try:
-                item = self._queue.get(timeout=0.1)
+                item = self._queue.popleft()
                 break
-            except queue.Empty:
-                if self._stop.is_set() or (not self._thread.is_alive() and self._queue.empty()):
-                    raise RuntimeError("the thread preparing batches has stopped") from None
+            except IndexError:
+                with self._cv:
+                    if not self._queue:
+                        if self._stop.is_set() or not self._thread.is_alive():
+                            raise RuntimeError("the thread preparing batches has stopped") from None
+                        self._cv.wait(0.1)  # woken when the thread adds one
+        if len(self._queue) == self._depth - 1:  # it was full: the thread may be waiting for room
+            with self._cv:
+                self._cv.notify_all()
         if item is _DONE:
-            self._queue.put(_DONE)  # stay exhausted
+            self._queue.appendleft(_DONE)  # stay exhausted
             raise StopIteration
         if isinstance(item, _Failure):
             self.failed = True
@@ -86,9 +99,9 @@ class Ahead(Generic[T]):
     def stop(self) -> None:
         """Stop the thread and close the iterator it was running; safe to call twice."""
         self._stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                self._queue.get_nowait()  # unblock a put
+        with self._cv:
+            self._queue.clear()
+            self._cv.notify_all()  # unblock a put
         self._thread.join(timeout=5.0)
         if not self._thread.is_alive():
             close = getattr(self._items, "close", None)
