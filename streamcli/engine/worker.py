@@ -3,8 +3,9 @@
 A worker takes work from the control block (``produce.work``): batches handed out by the loader's counter,
 rows waiting for a claim, its own rows. Only rare messages travel over its pipe. Main -> worker:
 ``("epoch", gen)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("skip", gen, Skip)``,
-``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)`` when the worker cannot
-start (its source's ``setup_worker`` failed, or the segment is gone). The worker counts every message in the
+``("error", gen, kind, message, traceback)``, the raw record ``WAKE`` when the loader is blocked on the batch the
+worker just completed, and ``("fatal", -1, message, traceback)`` when the worker cannot start (its source's
+``setup_worker`` failed, or the segment is gone). The worker counts every message in the
 control block just before sending it, so the loader reads its pipe only when something is (or is about to be)
 there.
 """
@@ -74,7 +75,7 @@ def _setup(source: StreamSource) -> None:
     call_setup_worker(source)
 
 
-_IDLE_SLEEP = 1e-4  # the longest nap of an idle worker: it is how late it notices new work
+_IDLE_SLEEP = 1e-4  # the longest nap of a briefly idle worker: how late it notices new work (longer after 0.2 s)
 
 
 def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tuple[Any, ...]], None]) -> None:
