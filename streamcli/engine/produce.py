@@ -33,7 +33,7 @@ import numpy as np
 
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
-from streamcli.engine.ring import CLAIMS, DRY, NEVER, NO_OWNER, VALID, Ring
+from streamcli.engine.ring import CLAIMS, DRY, LIVE, NEVER, NO_OWNER, VALID, Ring
 from streamcli.engine.slots import Notes, SlotViews, flush, pad
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
@@ -41,7 +41,6 @@ from streamcli.source import Field, Step, StreamSource, item_name
 _END = object()
 _BLK = object()  # the look-ahead step lies in the row's current block
 _NO_END = 1 << 62
-VALID_TALLY = 2  # index of the valid-step count in ``Row.tally``
 
 
 class Aborted(Exception):
@@ -103,7 +102,7 @@ class Row:
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
     hole: bool = False  # a promised stream had no first step: padding until the claim the row announced
-    tally: list[int] = field(default_factory=lambda: [0, 0, 0])  # this batch: tickets, failed claims, valid steps
+    tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
     def cursor(self) -> tuple[int, int, int, int]:
         if self.done:
@@ -278,7 +277,7 @@ def _take(p: Producer, b: int, held: np.ndarray, q: int) -> None:
     T = p.T
     k = q // T
     if q % T:  # released mid-batch: the counts of this batch so far were left in the slot
-        row.tally = [int(x) for x in _slot(p, k).summary[b, [CLAIMS, DRY, VALID]]]
+        row.tally = _slot(p, k).summary[b].tolist()
     p.rows[b] = row
     _claim(p, row, k)
     _publish(p, row)
@@ -404,7 +403,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     p.out.runs.append((b, t0, n, row.item, pos0, row.replay, row.fresh))  # flags are written by ``flush``
     row.fresh = False
     pos = row.pos = pos0 + n
-    row.tally[VALID_TALLY] += n
+    row.tally[VALID] += n
     p.steps += n
     if pos == stop:  # the run ended at a limit, not at the stream's end: decide what comes next
         if pos == row.end and not row.open_ended:
@@ -426,10 +425,10 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
 
 def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
-    claims, dry, valid = row.tally
-    p.out.records.append((row.b, row.cursor(), (claims, dry, row.it is not None and not row.replay, valid)))
+    row.tally[LIVE] = row.it is not None and not row.replay
+    p.out.records.append((row.b, row.cursor(), tuple(row.tally)))
     p.out.written.append(row.b)
-    row.tally = [0, 0, 0]
+    row.tally = [0, 0, 0, 0]
 
 
 def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
@@ -441,9 +440,9 @@ def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
         pad(v, b, t, p.out)
         t = T
     del p.rows[b]
-    claims, dry, valid = row.tally  # mid-batch, the next owner carries on counting this batch
+    row.tally[LIVE] = 0  # mid-batch, the next owner carries on counting this batch
     cursor = row.cursor()
-    p.out.records.append((b, cursor, (claims, dry, 0, valid)))
+    p.out.records.append((b, cursor, tuple(row.tally)))
     written = k + 1 if t == T else k
     p.out.releases.append((b, (k * T + t) * p.B + b, written, cursor))
 
@@ -462,11 +461,11 @@ def _claim(p: Producer, row: Row, k: int) -> None:
     while True:
         with p.lock:  # the lock orders the ticket counter between processes
             ticket = control.take_ticket()
-        row.tally[0] += 1
+        row.tally[CLAIMS] += 1
         replay = ticket >= n
         if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
             row.done = True
-            row.tally[1] += 1
+            row.tally[DRY] += 1
             return
         item, start, open_ended, length = control.stream(ticket)
         row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
