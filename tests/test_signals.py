@@ -7,9 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 
 import psutil
 import pytest
+
+from streamcli import cli
 
 
 @pytest.mark.slow
@@ -17,7 +20,7 @@ import pytest
 def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
     env = {**os.environ, "STREAMCLI_LOAD_PLUGINS": "camera"}
     cmd = [sys.executable, "-m", "streamcli", "preview", "camera", "64", "-w", "2", "-b", "2", "-t", "2"]
-    cmd += ["--batches", "1000000", "-o", "size=32x32"]
+    cmd += ["--epochs", "0", "-o", "size=32x32"]  # keeps going: a fast machine must not finish before the signal
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 30
@@ -31,10 +34,38 @@ def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
         segments = [n for n in os.listdir("/dev/shm") if n.startswith(f"streamcli_{proc.pid}_")]
         assert segments
         proc.send_signal(sig)
-        assert proc.wait(timeout=10) == 130
+        rc = proc.wait(timeout=10)
+        assert rc == 130, proc.stderr.read() if proc.stderr else rc
         _gone, alive = psutil.wait_procs(workers, timeout=5)
         assert not alive, f"workers left running: {[p.pid for p in alive]}"
         assert not any(os.path.exists(f"/dev/shm/{n}") for n in segments)
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_signal_inside_a_finalizer_is_delivered_after_it() -> None:
+    """Python drops an exception raised in a finalizer; the CLI's handler must not lose the signal there."""
+
+    class Holder:
+        pass
+
+    def release() -> None:  # a slot's finalizer: the signal lands while it runs
+        signal.raise_signal(signal.SIGTERM)
+        for _ in range(1000):
+            pass
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGTERM, cli._interrupt)
+    signal.signal(signal.SIGHUP, cli._interrupt)
+    try:
+        holder = Holder()
+        weakref.finalize(holder, release)
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            del holder  # runs the finalizer
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)

@@ -5,9 +5,13 @@ Nothing here imports torch at module level, so ``streamcli --help`` and ``stream
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
+import threading
+import weakref
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -57,7 +61,7 @@ def main() -> None:
     """Console-script entry point."""
     # A closed terminal (SIGHUP) or `kill` (SIGTERM) would end the process without running any cleanup; turn
     # them into the same unwinding as Ctrl-C so workers stop and shared memory is freed.
-    for sig in _STOP_SIGNALS:
+    for sig in (*_STOP_SIGNALS, signal.SIGINT):
         signal.signal(sig, _interrupt)
     try:
         app()
@@ -66,12 +70,27 @@ def main() -> None:
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_FINALIZER_CODE = weakref.finalize.__call__.__code__
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    for sig in _STOP_SIGNALS:  # one is enough: let the cleanup that follows run to its end
-        signal.signal(sig, signal.SIG_IGN)
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    if _in_finalizer(frame):
+        # Python prints and drops an exception raised inside a finalizer (a batch returning its slot runs one
+        # per batch): the signal would be lost. Deliver it again once the finalizer has returned.
+        threading.Timer(0.01, _thread.interrupt_main, args=(signum,)).start()
+        return
+    if signum != signal.SIGINT:  # one is enough: let the cleanup that follows run to its end
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code is _FINALIZER_CODE or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 __all__ = ["app", "main"]
