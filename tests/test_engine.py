@@ -105,8 +105,14 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.report(1, busy=0.25, steps=4, stream=1, pos=7)
         assert c.steps() == (6, 4) and c.reading(1) == (1, 7)
         assert c.busy().tolist() == [0.5, 0.25]
-        c.set_idle(1, True)
-        assert c.others_idle(0) and not c.others_idle(1)
+        c.set_load(0, 0.2)
+        c.set_load(1, 0.1)
+        assert c.lighter_elsewhere(0) and not c.lighter_elsewhere(1)  # producer 1 carries less
+        c.set_idle(0, True)
+        assert c.lighter_elsewhere(1)  # producer 0 is idle
+        c.set_idle(0, False)
+        c.set_load(1, 0.2)
+        assert not c.lighter_elsewhere(0) and not c.lighter_elsewhere(1)  # a tie: either may claim
         c.count_sent(1)
         assert c.sent(1) == 1 and c.sent(0) == 0
         c.set_generation(3)

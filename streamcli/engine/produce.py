@@ -102,6 +102,7 @@ class Row:
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
     hole: bool = False  # a promised stream had no first step: padding until the claim the row announced
+    cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -153,9 +154,11 @@ class Producer:
     T: int = field(init=False)
     B: int = field(init=False)
     pack: bool = field(init=False)
+    spec: list[tuple[str, tuple[int, ...], np.dtype[Any]]] = field(init=False)  # (name, shape, dtype) per field
 
     def __post_init__(self) -> None:
         self.T, self.B = self.plan.time_steps, self.plan.batch_size
+        self.spec = [(f.name, f.shape, f.np_dtype) for f in self.plan.fields]
         self.pack = self.plan.boundary == "pack"
         self.steps_t = np.arange(self.T, dtype=np.int64)
 
@@ -222,8 +225,8 @@ def fill(p: Producer, k: int) -> None:
 
 def work(p: Producer, limit: int) -> bool:
     """Do the most urgent piece of work in batches below ``limit`` that are handed out: the earliest claim if
-    its turn has come (left to an idle producer when this one has runs to do), else this producer's rows of its
-    earliest batch. Returns False when there is nothing to do yet."""
+    its turn has come (left to an idle or less loaded producer when this one has runs to do), else this
+    producer's rows of its earliest batch. Returns False when there is nothing to do yet."""
     control = p.ring.control
     if control.generation != p.gen:
         raise Aborted
@@ -233,20 +236,58 @@ def work(p: Producer, limit: int) -> bool:
     runnable = k_run < top
     b, key = control.next_claim()
     k_claim = key // (T * B)
-    urgent = not runnable or (k_claim <= k_run and not (p.shared and control.others_idle(p.w)))
-    if k_claim < top and urgent and control.waiting(b):
+    if k_claim < top and control.waiting(b) and (not runnable or (k_claim <= k_run and not _lighter_elsewhere(p))):
         with p.lock:  # the lock orders owners between processes
             held = control.take_row(b, p.w, key)
         if held is not None:
+            t0, steps = time.perf_counter(), p.steps
             _take(p, b, held, key // B)
+            if p.shared:
+                if b in p.rows:
+                    _measure(p, p.rows[b], t0, steps)
+                _publish_load(p)
             flush(p.out, _slot(p, k_claim), p.ring.control, k_claim, p.steps_t)
             return True
     if not runnable:
         return False
     for row in sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b):
-        _run(p, row, k_run)
+        if p.shared:
+            t0, steps = time.perf_counter(), p.steps
+            _run(p, row, k_run)
+            _measure(p, row, t0, steps)
+        else:
+            _run(p, row, k_run)
+    if p.shared:
+        _publish_load(p)
     flush(p.out, _slot(p, k_run), p.ring.control, k_run, p.steps_t)
     return True
+
+
+def _lighter_elsewhere(p: Producer) -> bool:
+    """Whether a claim is better left to another producer: one that is idle, or whose rows cost less per batch.
+
+    Rows move between producers only when their streams end, so whoever takes a stream keeps it to its end, and
+    batches complete at the pace of the most loaded producer. Costs differ a hundredfold between streams (one
+    clip's frames can take 50 times another's to decode), so the load is measured, not counted in rows."""
+    return p.shared and p.ring.control.lighter_elsewhere(p.w)
+
+
+def _measure(p: Producer, row: Row, t0: float, steps: int) -> None:
+    """Fold a run's seconds per step into the row's cost (a moving average; a stream's open counts too)."""
+    n = p.steps - steps
+    if n:
+        per_step = (time.perf_counter() - t0) / n
+        row.cost = per_step if not row.cost else 0.5 * (row.cost + per_step)
+    elif row.done:
+        row.cost = 0.0  # dry: it only pads
+
+
+def _publish_load(p: Producer) -> None:
+    """This producer's load for the others' claim decisions: what its rows cost per batch."""
+    p.ring.control.set_load(p.w, _TIE * len(p.rows) + p.T * sum(r.cost for r in p.rows.values()))
+
+
+_TIE = 1e-9  # seconds per batch added per row held: with no costs measured yet, the fewer rows, the lighter
 
 
 def reading_of(p: Producer) -> tuple[int, int]:
@@ -504,6 +545,20 @@ def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
 def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> list[np.ndarray]:
     """The block's arrays in field order; raise ``StepSpecError`` if a field is missing, mis-shaped or of another
     step count than the rest."""
+    try:  # the usual block: exact arrays, checked in a few comparisons each
+        out = [block[name] for name, _, _ in p.spec]
+        n = len(out[0])
+        for a, (_, shape, dtype) in zip(out, p.spec, strict=True):
+            if type(a) is not np.ndarray or a.shape[1:] != shape or a.dtype != dtype or len(a) != n or not n:
+                break
+        else:
+            return out
+    except (KeyError, TypeError, IndexError):
+        pass
+    return _checked_block_slowly(p, row, block, fields)
+
+
+def _checked_block_slowly(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> list[np.ndarray]:
 
     def where() -> str:  # only on error: the item's name can cost more than the check
         return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} block at step {row.pos}"

@@ -7,11 +7,11 @@ name and write their rows straight into slots, so no array is ever pickled. Layo
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on),
   ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer or -1
   while it waits for a claim, the canonical key of its next possible claim, the batches it has completed),
-  ``held`` int64[B, 4] (the cursor of a row waiting for a claim), ``wstat`` float64[W, 6] (per producer: busy
-  seconds, steps, stream and position it is reading, idle, messages sent), ``order`` int64[N, 4] (this epoch's
-  streams in ticket order, as (item, first step, open-ended, promised length): a segment is a stream of its
-  own, see ``engine.epoch``), ``start`` int64[B, 4] (the row cursors an epoch starts from: fresh, or those of a
-  resumed state);
+  ``held`` int64[B, 4] (the cursor of a row waiting for a claim), ``wstat`` float64[W, 7] (per producer: busy
+  seconds, steps, stream and position it is reading, idle, messages sent, what its rows cost per batch),
+  ``order`` int64[N, 4] (this epoch's streams in ticket order, as (item, first step, open-ended, promised
+  length): a segment is a stream of its own, see ``engine.epoch``), ``start`` int64[B, 4] (the row cursors an
+  epoch starts from: fresh, or those of a resumed state);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
   cursor after the batch (``engine.cursor``).
@@ -37,7 +37,7 @@ from streamcli.engine import cursor as _cursor
 from streamcli.source import Field
 
 _GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED = range(7)  # indices into ctl
-_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT = range(6)  # columns of wstat
+_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD = range(7)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
@@ -78,7 +78,7 @@ class RingSpec:
             ("slot_of", (self.num_slots,), "<i8"),
             ("rows", (self.batch_size, 3), "<i8"),
             ("held", (self.batch_size, _cursor.WIDTH), "<i8"),
-            ("wstat", (self.num_workers, 6), "<f8"),
+            ("wstat", (self.num_workers, 7), "<f8"),
             ("order", (self.num_streams, 4), "<i8"),
             ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
         ):
@@ -262,10 +262,15 @@ class Control:
     def set_idle(self, w: int, idle: bool) -> None:
         self._wstat[w, _IDLE] = idle
 
-    def others_idle(self, w: int) -> bool:
-        """Whether another producer has nothing to do (then claims are left to it)."""
-        idle = self._wstat[:, _IDLE]
-        return bool(idle.sum() - idle[w] > 0)
+    def set_load(self, w: int, load: float) -> None:
+        """Producer ``w``'s load: the seconds per batch its rows cost it."""
+        self._wstat[w, _LOAD] = load
+
+    def lighter_elsewhere(self, w: int) -> bool:
+        """Whether another producer is idle or carries less load than ``w`` (then claims are left to it)."""
+        stat = self._wstat
+        idle, loads = stat[:, _IDLE], stat[:, _LOAD]
+        return bool(idle.sum() - idle[w] > 0 or loads.min() < loads[w])
 
     def sent(self, w: int) -> int:
         """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
@@ -328,7 +333,7 @@ class Ring:
 
     def holder(self, slot: int) -> Any:
         """A fresh buffer object over one slot. Arrays made from it keep it alive; when the last of them is
-        garbage-collected, a ``weakref.finalize`` on it tells the loader the slot can be reused."""
+        garbage-collected, a weak reference to it tells the loader the slot can be reused."""
         base = self._slot0 + slot * self._stride
         return (ctypes.c_ubyte * self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
 
