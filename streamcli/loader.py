@@ -168,7 +168,11 @@ class StreamLoader:
                  num_slots=prefetch + 2 + (AHEAD if num_workers else 0),
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout)
         )  # fmt: skip
-        self._released: deque[int] = deque()  # slots whose batch the consumer dropped (from finalizers)
+        # A dropped batch's holder dies and its weakref lands here: the callback is a deque's append, C code
+        # alone, so no exception (a Ctrl-C, say) can be raised and lost inside it.
+        self._released: deque[weakref.ref[Any]] = deque()
+        self._holders: dict[int, tuple[weakref.ref[Any], int]] = {}  # id(weakref) -> (weakref, its slot)
+        self._names = [f.name for f in self.fields] + list(FLAGS)  # the arrays of a batch, in slot order
         self._free: list[int] = list(range(self.ring.spec.num_slots))
         self._held_set: set[int] = set()  # slots the consumer may still be reading
         self._inflight: dict[int, int] = {}  # batch index -> slot being filled
@@ -506,12 +510,12 @@ class StreamLoader:
 
     def _reclaim(self) -> None:
         while self._released:
-            slot = self._released.popleft()
+            slot = self._holders.pop(id(self._released.popleft()))[1]
             self._held_set.discard(slot)
             self._free.append(slot)
 
     def _assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
-        names = [f.name for f in self.fields] + list(FLAGS)
+        names = self._names
         # Zero-copy unless the consumer is holding so many batches that producers would run out of slots.
         pin_copy = bool(self._pin) and not self._pinned_ring
         copy = pin_copy or len(self._held_set) >= self.ring.spec.num_slots - 2
@@ -523,7 +527,8 @@ class StreamLoader:
             self._free.append(slot)
             self._copies += not pin_copy
         else:
-            weakref.finalize(holder, self._released.append, slot)
+            ref = weakref.ref(holder, self._released.append)
+            self._holders[id(ref)] = (ref, slot)
             self._held_set.add(slot)
             tensors = {n: torch.from_numpy(a) for n, a in views.items()}
             del views, holder

@@ -75,8 +75,8 @@ _FINALIZER_CODE = weakref.finalize.__call__.__code__
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     if _in_finalizer(frame):
-        # Python prints and drops an exception raised inside a finalizer (a batch returning its slot runs one
-        # per batch): the signal would be lost. Deliver it again once the finalizer has returned.
+        # Python prints and drops an exception raised inside a finalizer or __del__ (a user's, or a library's):
+        # the signal would be lost. Deliver it again once the finalizer has returned.
         threading.Timer(0.01, _thread.interrupt_main, args=(signum,)).start()
         return
     if signum != signal.SIGINT:  # one is enough: let the cleanup that follows run to its end
