@@ -300,6 +300,7 @@ class Ring:
         self._unlock: Callable[[], Any] | None = None  # undoes page_lock()
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
+        self._record_dtypes: dict[tuple[str, ...], np.dtype[Any]] = {}  # the slot as one record (holder_views)
         buf = shm.buf
         names = ("ctl", "slot_of", "rows", "held", "wstat", "order", "start")
         self.control = Control(*(_view(buf, *ctl_e[n]) for n in names))
@@ -338,9 +339,17 @@ class Ring:
         return (ctypes.c_ubyte * self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
 
     def holder_views(self, holder: Any, names: Sequence[str]) -> dict[str, np.ndarray]:
-        """Arrays over ``holder``; each keeps it alive (np.ndarray with a buffer is the cheapest way, ~2 µs)."""
-        e = self._slot_entries
-        return {n: np.ndarray(e[n][1], e[n][2], buffer=holder, offset=e[n][0]) for n in names}
+        """Arrays over ``holder``; each keeps it alive. The slot is read once as one record of a structured dtype
+        whose fields are the arrays: one buffer export in all, rather than one per array (half the time)."""
+        key = tuple(names)
+        dtype = self._record_dtypes.get(key)
+        if dtype is None:
+            e = self._slot_entries
+            dtype = np.dtype({"names": list(key), "formats": [(np.dtype(e[n][2]), e[n][1]) for n in key],
+                              "offsets": [e[n][0] for n in key], "itemsize": self._stride})  # fmt: skip
+            self._record_dtypes[key] = dtype
+        record = np.frombuffer(holder, dtype)
+        return {n: record[n][0] for n in key}
 
     def page_lock(self, torch: Any) -> bool:
         """Register the whole segment with CUDA as page-locked memory, so every batch is a pinned view.
