@@ -413,7 +413,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     else:
         # Each field's column of this row, indexed by batch step alone: the per-step path is the same
         # next() and copy that a hand-written loop does, plus the shape and dtype check.
-        cols = [(name, shape, dtype, arr[:, b]) for name, shape, dtype, arr in v.data]
+        cols = v.columns[b]
         t, t_stop = t0, t0 + (stop - pos0)
         while True:
             try:

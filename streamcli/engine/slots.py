@@ -31,13 +31,16 @@ class SlotViews:
     replayed: np.ndarray
     summary: np.ndarray
     cursor: np.ndarray
+    columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]]  # per row: ``data``, its column
 
     @classmethod
     def of(cls, views: dict[str, np.ndarray], fields: Sequence[Field]) -> SlotViews:
         data = [(f.name, f.shape, f.np_dtype, views[f.name]) for f in fields]
+        B = views["valid"].shape[1]
+        columns = [[(name, shape, dtype, arr[:, b]) for name, shape, dtype, arr in data] for b in range(B)]
         return cls(data=data, arrays=[d[3] for d in data], first=views["is_first"], valid=views["valid"],
                    stream=views["stream"], position=views["position"], replayed=views["replayed"],
-                   summary=views["summary"], cursor=views["cursor"])  # fmt: skip
+                   summary=views["summary"], cursor=views["cursor"], columns=columns)  # fmt: skip
 
 
 @dataclass
