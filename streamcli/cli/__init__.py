@@ -77,7 +77,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     if _in_finalizer(frame):
         # Python prints and drops an exception raised inside a finalizer or __del__ (a user's, or a library's):
         # the signal would be lost. Deliver it again once the finalizer has returned.
-        threading.Timer(0.01, _thread.interrupt_main, args=(signum,)).start()
+        again = threading.Timer(0.01, _thread.interrupt_main, args=(signum,))
+        again.daemon = True  # a process that is exiting anyway need not wait for it
+        again.start()
         return
     if signum != signal.SIGINT:  # one is enough: let the cleanup that follows run to its end
         for sig in _STOP_SIGNALS:

@@ -559,6 +559,7 @@ def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -
 
 
 def _checked_block_slowly(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> list[np.ndarray]:
+    """The full check: converts array-likes, and names the field, the item and the step of what is wrong."""
 
     def where() -> str:  # only on error: the item's name can cost more than the check
         return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} block at step {row.pos}"
