@@ -415,14 +415,23 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         # next() and copy that a hand-written loop does, plus the shape and dtype check.
         cols = v.columns[b]
         t, t_stop = t0, t0 + (stop - pos0)
+        ndarray, single = np.ndarray, len(cols) == 1
+        name, shape, dtype, col = cols[0]
         while True:
             try:
-                for name, shape, dtype, col in cols:
+                if single:  # the common source of one field: no inner loop
                     a = nxt[name]
-                    if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                    if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                         row.pos = pos0 + t - t0
                         a = _checked(p, row, nxt, name, shape, dtype)
                     col[t] = a
+                else:
+                    for name, shape, dtype, col in cols:
+                        a = nxt[name]
+                        if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                            row.pos = pos0 + t - t0
+                            a = _checked(p, row, nxt, name, shape, dtype)
+                        col[t] = a
             except (KeyError, TypeError, IndexError):
                 row.pos = pos0 + t - t0
                 _checked(p, row, nxt, name, shape, dtype)  # raises the precise error
