@@ -109,6 +109,6 @@ def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndar
 
 def _columns(rows: Sequence[int]) -> slice | list[int]:
     """Row indices as a slice when they are consecutive (the usual case): cheaper to write through."""
-    if rows[-1] - rows[0] + 1 == len(rows) and all(rows[i] < rows[i + 1] for i in range(len(rows) - 1)):
+    if rows[-1] - rows[0] + 1 == len(rows) and list(rows) == list(range(rows[0], rows[-1] + 1)):
         return slice(rows[0], rows[-1] + 1)
     return list(rows)
