@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--time-steps", "-t", default="8,64", help="comma list of T (default 8,64)")
     args = ap.parse_args()
     print(f"B={B}, {N} timed batches, medians of 3\n")
-    print("| T | loader µs/batch | plain loop µs/batch | loader speed vs plain loop | loader's own µs per row and batch |")
+    print("| T | loader µs/batch | plain loop µs/batch | loader speed vs plain loop | loader's own µs per row, batch |")
     print("|---:|---:|---:|---:|---:|")
     for T in (int(x) for x in args.time_steps.split(",")):
         ours = statistics.median(loader(T) for _ in range(3))
