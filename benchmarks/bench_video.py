@@ -8,7 +8,9 @@ Every row decodes the same files (the usable clips under ../shared/data/video, o
 and does the same per-frame work: resize to 128x128 with INTER_LINEAR, BGR->RGB, HWC->CHW. Each row is
 the median of ``--repeats`` timed passes after one untimed warm-up pass (page cache, worker start-up).
 Frames/s counts real (valid) frames only. Ratios are against the bare loop with OpenCV's default threads
-(the "bare" row), and the worker rows against the 1-worker row.
+(the "bare" row), and the worker rows against the 1-worker row. After each 2-worker row, the "lockstep bound"
+row says how much any split of rows between 2 workers could gain on the same epochs (``lockstep_bound``), and
+what share of it was measured.
 """
 
 from __future__ import annotations
