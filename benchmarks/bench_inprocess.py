@@ -68,7 +68,7 @@ def plain(src: SyntheticFrames, slots: int = 0) -> float:
     its = [iter(src.open(i)) for i in items[:B]]
     queue = iter(items[B:])
     shape = (T, B, 3, 64, 64)
-    shm = shared_memory.SharedMemory(create=True, size=max(slots, 1) * int(np.prod(shape))) if slots else None
+    shm = shared_memory.SharedMemory(create=True, size=slots * int(np.prod(shape))) if slots else None
     outs = [np.zeros(shape, np.uint8)] if shm is None else [
         np.ndarray(shape, np.uint8, shm.buf, offset=i * int(np.prod(shape))) for i in range(slots)
     ]  # fmt: skip

@@ -157,8 +157,8 @@ def main() -> None:
         rows.append((name, rate, n, f"{rate / base:.2f}x {ref}"))
         print(f"{name:<75} {rate:8.0f} frames/s  {n} frames  {rate / base:.2f}x {ref}", flush=True)
 
-    def run_loader(loader: StreamLoader) -> Callable[[], int]:
-        return lambda: through_loader(loader)
+    def run_loader(loader: StreamLoader, layouts: list[Any] | None = None) -> Callable[[], int]:
+        return lambda: through_loader(loader, layouts)
 
     if not args.no_bare:
         add(BARE, lambda: bare(paths, False))
@@ -177,7 +177,7 @@ def main() -> None:
     def loader_row(name: str, src: VideoSource, workers: int, ref: str, layouts: list[Any] | None = None) -> None:
         # shuffle (the default): each timed pass is a new epoch with its own stream order
         with StreamLoader(src, args.batch, T, num_workers=workers, seed=0, boundary="pack") as loader:
-            add(f"{name} [{len(src.items())} streams]", lambda: through_loader(loader, layouts), ref)
+            add(f"{name} [{len(src.items())} streams]", run_loader(loader, layouts), ref)
 
     whole, seg = video(0), video(args.segment)
     s = f"segment={args.segment}"

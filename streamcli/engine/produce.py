@@ -251,12 +251,10 @@ def work(p: Producer, limit: int) -> bool:
     if not runnable:
         return False
     for row in sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b):
+        t0, steps = time.perf_counter(), p.steps
+        _run(p, row, k_run)
         if p.shared:
-            t0, steps = time.perf_counter(), p.steps
-            _run(p, row, k_run)
             _measure(p, row, t0, steps)
-        else:
-            _run(p, row, k_run)
     if p.shared:
         _publish_load(p)
     flush(p.out, _slot(p, k_run), p.ring.control, k_run, p.steps_t)
@@ -304,7 +302,7 @@ def _slot(p: Producer, k: int) -> SlotViews:
     slot = p.ring.control.slot_of(k)
     got = p.slots.get(slot)
     if got is None:
-        got = SlotViews.of(p.ring.tb_slots[slot], p.plan.fields)
+        got = SlotViews.of(p.ring.tb_slots[slot], p.spec)
         p.slots[slot] = got
     p.last = (k, got)
     return got

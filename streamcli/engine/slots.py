@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 
 from streamcli.engine.ring import Control
-from streamcli.source import Field
 
 
 @dataclass
 class SlotViews:
     """One slot's arrays as a producer writes them: time-major, fields in declared order."""
 
-    data: list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]
-    arrays: list[np.ndarray]
+    arrays: list[np.ndarray]  # the data fields
     first: np.ndarray
     valid: np.ndarray
     stream: np.ndarray
@@ -31,16 +29,18 @@ class SlotViews:
     replayed: np.ndarray
     summary: np.ndarray
     cursor: np.ndarray
-    columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]]  # per row: ``data``, its column
+    columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]]  # per row: (name, shape, dtype, column)
 
     @classmethod
-    def of(cls, views: dict[str, np.ndarray], fields: Sequence[Field]) -> SlotViews:
-        data = [(f.name, f.shape, f.np_dtype, views[f.name]) for f in fields]
+    def of(cls, views: dict[str, np.ndarray], spec: Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> SlotViews:
+        """The views of one slot; ``spec`` is (name, shape, dtype) per data field (``Producer.spec``)."""
+        arrays = [views[name] for name, _, _ in spec]
         B = views["valid"].shape[1]
-        columns = [[(name, shape, dtype, arr[:, b]) for name, shape, dtype, arr in data] for b in range(B)]
-        return cls(data=data, arrays=[d[3] for d in data], first=views["is_first"], valid=views["valid"],
-                   stream=views["stream"], position=views["position"], replayed=views["replayed"],
-                   summary=views["summary"], cursor=views["cursor"], columns=columns)  # fmt: skip
+        columns = [[(name, shape, dtype, arr[:, b]) for (name, shape, dtype), arr in zip(spec, arrays, strict=True)]
+                   for b in range(B)]  # fmt: skip
+        return cls(arrays=arrays, first=views["is_first"], valid=views["valid"], stream=views["stream"],
+                   position=views["position"], replayed=views["replayed"], summary=views["summary"],
+                   cursor=views["cursor"], columns=columns)  # fmt: skip
 
 
 @dataclass
