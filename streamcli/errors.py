@@ -27,6 +27,10 @@ class WorkerError(StreamcliError):
     """A worker process died or stopped answering."""
 
 
+class SharedMemoryError(StreamcliError, MemoryError):
+    """The batch ring does not fit in the shared memory there is (``/dev/shm``)."""
+
+
 class ShardError(StreamcliError):
     """An export directory or shard is missing, truncated, corrupted or unsafe."""
 

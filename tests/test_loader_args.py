@@ -8,7 +8,7 @@ import pytest
 import torch
 from _sources import CountingSource
 
-from streamcli import StreamLoader
+from streamcli import SharedMemoryError, StreamLoader
 
 HERE = Path(__file__).resolve().parent
 
@@ -80,3 +80,24 @@ def test_stats_snapshot() -> None:
     assert s.batches == 8 and s.steps == 80 and s.streams_done == 4 and s.streams_total == 4
     assert len(s.waits_s) == 8 and s.first_batch_s is not None and s.batches_per_s > 0
     assert s.bytes == 8 * 2 * 5 * 16
+
+
+def test_a_ring_larger_than_shared_memory_is_a_clear_error(no_leaks: None) -> None:
+    # A step of 2**40 bytes: no /dev/shm anywhere holds 6 slots of it. Refused before anything is created,
+    # naming the size and the fix (in a default Docker container, 64 MiB would already be too small).
+    with pytest.raises(SharedMemoryError, match=r"needs \d+ MiB of shared memory .* lower prefetch=.*--shm-size"):
+        StreamLoader(CountingSource([3], pad=2**40), 2, 2)
+
+
+def test_a_ring_that_cannot_be_backed_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    # /dev/shm filled up between the check and the reservation (another process took it): the reservation
+    # fails with ENOSPC, and the half-made segment is removed instead of crashing a worker with SIGBUS later.
+    import errno
+    import os
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(SharedMemoryError, match="MiB of shared memory"):
+        StreamLoader(CountingSource([3]), 2, 2, num_workers=1)

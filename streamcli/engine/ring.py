@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import math
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -34,6 +36,7 @@ import numpy as np
 
 from streamcli.batch import FLAG_DTYPES
 from streamcli.engine import cursor as _cursor
+from streamcli.errors import SharedMemoryError
 from streamcli.source import Field
 
 _GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED = range(7)  # indices into ctl
@@ -321,7 +324,15 @@ class Ring:
         sweep_stale()
         name = f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         spec = RingSpec(name=name, **spec_args)
+        if spec.nbytes > _shm_free():
+            raise SharedMemoryError(_space_message(spec))
         shm = _Segment(name=name, create=True, size=spec.nbytes)
+        try:
+            _reserve(shm, spec)
+        except BaseException:
+            shm.close()
+            shm.unlink()
+            raise
         ring = cls(spec, shm, owner=True)
         ring.control.clear()
         return ring
@@ -437,6 +448,40 @@ def sweep_stale(root: str = "/dev/shm") -> list[str]:
         except PermissionError:
             continue  # alive, someone else's
     return swept
+
+
+def _reserve(shm: shared_memory.SharedMemory, spec: RingSpec) -> None:
+    """Back the whole segment with memory now. A shared-memory file is sparse: without this, a full ``/dev/shm``
+    (64 MiB in a default Docker container) shows up later as a SIGBUS in whichever process first writes a page
+    that cannot be had, a crash with no message. Here it is one clear error before any worker starts."""
+    fd = getattr(shm, "_fd", -1)
+    if fd < 0 or not hasattr(os, "posix_fallocate"):
+        return  # not a POSIX file (or no fallocate): nothing to reserve
+    try:
+        os.posix_fallocate(fd, 0, spec.nbytes)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.ENOMEM):
+            return  # fallocate unsupported here (EOPNOTSUPP, EINVAL): the segment stays sparse, as before
+        raise SharedMemoryError(_space_message(spec)) from None
+
+
+def _shm_free(root: str = "/dev/shm") -> float:
+    """Bytes free for shared memory (infinite where there is no ``/dev/shm`` to ask, as on macOS)."""
+    try:
+        return shutil.disk_usage(root).free
+    except OSError:
+        return math.inf
+
+
+def _space_message(spec: RingSpec) -> str:
+    stride = spec.entries()[3]
+    free = _shm_free()
+    there = f"/dev/shm has {free / 2**20:.0f} MiB free" if free < math.inf else "there is not that much free"
+    return (
+        f"the loader needs {spec.nbytes / 2**20:.0f} MiB of shared memory ({spec.num_slots} batch slots of "
+        f"{stride / 2**20:.1f} MiB) but {there}; lower prefetch=, batch_size or time_steps, or give the machine "
+        "more (docker run --shm-size=2g)"
+    )
 
 
 class _Segment(shared_memory.SharedMemory):
