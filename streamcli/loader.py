@@ -633,6 +633,7 @@ class StreamLoader:
             length_mismatches=self._mismatches, batch_size=self.batch_size,
             worker_stream=tuple(self.ring.control.reading(w)[0] for w in range(len(self._bounds)))
             if not self._closed else (),
+            rows_moved=self.ring.control.moved if not self._closed else 0,
         )  # fmt: skip
 
     # ---------------------------------------------------------------------------------------- closing

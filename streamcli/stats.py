@@ -37,6 +37,7 @@ class LoaderStats:
     length_mismatches: int = 0  # streams whose length differed from what the source's length() said
     batch_size: int = 0
     worker_stream: tuple[int, ...] = ()  # the stream each producer was reading after its last batch
+    rows_moved: int = 0  # rows given mid-stream by a producer every batch waited for to an idle one
 
     @property
     def useful_share(self) -> float:

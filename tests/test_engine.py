@@ -115,6 +115,23 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert not c.lighter_elsewhere(0) and not c.lighter_elsewhere(1)  # a tie: either may claim
         c.count_sent(1)
         assert c.sent(1) == 1 and c.sent(0) == 0
+        # a live row given up mid-stream: it keeps its claim key, takes no ticket, and goes to whoever asks first
+        assert not c.idle_elsewhere(1)
+        c.set_idle(0, True)
+        assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
+        c.give_row(0, 0, written=6, cursor=(3, 11, cursor.LIVE, 0))
+        assert c.given == 1 and c.moved == 1 and not c.waiting(0) and c.next_claim() == (0, 30)
+        assert c.take_row(0, 1, 30) is None  # not a claim
+        assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
+        assert c.take_given(0, top=7, own=False) is None  # the giver takes it back only when it has nothing to do
+        got = c.take_given(1, top=7, own=False)
+        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, cursor.LIVE, 0]
+        assert c.given == 0 and c.moved == 1 and not c.waiting(0) and c.written_of(0) == 6
+        assert c.take_given(0, top=7, own=True) is None  # taken
+        c.give_row(0, 1, written=7, cursor=(3, 15, cursor.LIVE, 0))
+        got = c.take_given(1, top=8, own=True)
+        assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
+        assert c.promised_length(3, 0) == 9 and c.promised_length(1, 5) == -1 and c.promised_length(2, 0) == -1
         c.set_generation(3)
         assert c.generation == 3
     finally:

@@ -75,6 +75,21 @@ def test_resume_camera() -> None:
                  workers_after=2)  # fmt: skip
 
 
+class Overlong(CountingSource):
+    """Streams 0 and 3 run on past the lengths they promise (cut there, and reported as mismatches)."""
+
+    def length(self, item: int) -> int | None:
+        return self.lengths[item] - 5 if item in (0, 3) else self.lengths[item]
+
+
+@pytest.mark.parametrize("kw", [dict(boundary="pad"), dict(boundary="pack")], ids=["pad", "pack"])
+def test_resume_cuts_an_overlong_stream_at_its_promise(kw: dict[str, object]) -> None:
+    # A row resumed mid-stream checks the promised length as the row that opened the stream did: without it,
+    # the resumed run read on past the promise where the uninterrupted one had cut it.
+    with pytest.warns(RuntimeWarning, match="length"):
+        check_resume(lambda: Overlong([17, 9, 12, 21, 6]), 2, 3, cuts=[1, 2, 4], **kw)
+
+
 @pytest.mark.slow
 def test_resume_audio() -> None:
     folder = str(data_root("audio"))  # 48 kHz files at the top; 8 kHz ones below are skipped by mismatch=skip

@@ -206,6 +206,15 @@ def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     q = control.first_batch * p.T
     rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment, q)
     p.rows = {r.b: r for r in rows if r.done or r.reopen}
+    for row in p.rows.values():
+        _promise_again(p, row)
+
+
+def _promise_again(p: Producer, row: Row) -> None:
+    """A row that reopens its stream mid-way (resumed, or moved to another producer) checks the length that
+    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
+    if row.reopen and not p.plan.segment:
+        row.expect = p.ring.control.promised_length(row.item, 0)
 
 
 def close_rows(rows: Any) -> None:
@@ -232,6 +241,8 @@ def work(p: Producer, limit: int) -> bool:
         raise Aborted
     T, B = p.T, p.B
     top = min(control.handed, limit)  # batches below this may be written
+    if control.given and _adopt(p, top, own=False):
+        return True
     k_run = min((row.q for row in p.rows.values()), default=NEVER) // T
     runnable = k_run < top
     b, key = control.next_claim()
@@ -249,8 +260,11 @@ def work(p: Producer, limit: int) -> bool:
             flush(p.out, _slot(p, k_claim), p.ring.control, k_claim, p.steps_t)
             return True
     if not runnable:
-        return False
-    for row in sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b):
+        return bool(control.given) and _adopt(p, top, own=True)
+    todo = sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b)
+    if p.shared and len(todo) > 1:
+        todo = _give_one(p, todo, k_run)
+    for row in todo:
         t0, steps = time.perf_counter(), p.steps
         _run(p, row, k_run)
         if p.shared:
@@ -258,6 +272,57 @@ def work(p: Producer, limit: int) -> bool:
     if p.shared:
         _publish_load(p)
     flush(p.out, _slot(p, k_run), p.ring.control, k_run, p.steps_t)
+    return True
+
+
+def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
+    """Give one of this producer's rows up mid-stream if batch ``k`` is the one everything waits for and another
+    producer is idle; returns the rows left to run for batch ``k``.
+
+    Claims by load place new streams well, but a stream stays with whoever took it until it ends, and costs are
+    only known once it runs: at an epoch's start, or when one clip decodes 50 times slower than the rest, one
+    producer holds the row every batch waits for plus cheap ones, while the other has run as far ahead as it may
+    and idles. Then the cheapest row moves: the idle producer reopens its stream at the row's position
+    (``open(item, start)``, as a resumed row does), and this one keeps its costlier rows. Only a live row at a
+    batch boundary moves, and never the last one, so the expensive stream is not passed around. Who writes a row
+    never changes its content."""
+    control = p.ring.control
+    if control.written_min() < k or not control.idle_elsewhere(p.w):
+        return todo
+    start = k * p.T
+    movable = [r for r in todo if r.q == start and r.cursor()[_cursor.STATE] in (_cursor.LIVE, _cursor.FOLLOW)]
+    movable = [r for r in movable if r.cost and not r.hole]  # measured: never move a row of unknown cost
+    if len(movable) < 2:
+        return todo
+    row = min(movable, key=lambda r: (r.cost, r.b))
+    cursor = row.cursor()  # before closing: the stream goes on at ``row.pos``
+    _close(row)
+    del p.rows[row.b]
+    with p.lock:
+        control.give_row(row.b, p.w, k, cursor)
+    _publish_load(p)
+    return [r for r in todo if r is not row]
+
+
+def _adopt(p: Producer, top: int, own: bool) -> bool:
+    """Take a row another producer gave up mid-stream (``_give_one``), or with ``own`` one this producer gave up
+    itself, reopen its stream and write its batch."""
+    control = p.ring.control
+    with p.lock:
+        got = control.take_given(p.w, top, own)
+    if got is None:
+        return False
+    b, held = got
+    k = control.written_of(b)
+    row = rows_from(held[None, :], b, p.plan.segment, k * p.T)[0]
+    _promise_again(p, row)
+    p.rows[b] = row
+    t0, steps = time.perf_counter(), p.steps
+    _run(p, row, k)
+    if b in p.rows:
+        _measure(p, row, t0, steps)
+    _publish_load(p)
+    flush(p.out, _slot(p, k), control, k, p.steps_t)
     return True
 
 

@@ -3,8 +3,9 @@
 The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
-- control: ``ctl`` int64[7] (generation, tickets handed out, the epoch's first batch, its number of streams,
-  batches handed out, the generation whose tables are ready, the batch the loader is blocked on),
+- control: ``ctl`` int64[9] (generation, tickets handed out, the epoch's first batch, its number of streams,
+  batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
+  mid-stream and not yet taken, rows moved mid-stream in all),
   ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer or -1
   while it waits for a claim, the canonical key of its next possible claim, the batches it has completed),
   ``held`` int64[B, 4] (the cursor of a row waiting for a claim), ``wstat`` float64[W, 7] (per producer: busy
@@ -39,10 +40,16 @@ from streamcli.engine import cursor as _cursor
 from streamcli.errors import SharedMemoryError
 from streamcli.source import Field
 
-_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED = range(7)  # indices into ctl
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED = range(9)  # indices into ctl
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD = range(7)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
+
+
+def _given_by(w: int) -> int:
+    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
+    return -2 - w
+
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record per row
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
@@ -77,7 +84,7 @@ class RingSpec:
 
         ctl: dict[str, Entry] = {}
         for name, shape, dt in (
-            ("ctl", (7,), "<i8"),
+            ("ctl", (9,), "<i8"),
             ("slot_of", (self.num_slots,), "<i8"),
             ("rows", (self.batch_size, 3), "<i8"),
             ("held", (self.batch_size, _cursor.WIDTH), "<i8"),
@@ -162,6 +169,7 @@ class Control:
 
     def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
         self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
+        self._ctl[_GIVEN] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
@@ -230,6 +238,56 @@ class Control:
         self._written[b] = written
         self._claim[b] = claim
         self._owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
+
+    def give_row(self, b: int, w: int, written: int, cursor: tuple[int, int, int, int]) -> None:
+        """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary, for an idle producer to go on
+        with (hold the lock). Its claim key stays as announced: the row takes no ticket, it only changes hands."""
+        self._held[b] = cursor
+        self._written[b] = written
+        self._owner[b] = _given_by(w)  # not NO_OWNER: the row is not waiting for a claim
+        self._ctl[_GIVEN] += 1
+        self._ctl[_MOVED] += 1
+
+    @property
+    def given(self) -> int:
+        """Rows given up mid-stream that no producer has taken yet (a cheap check before ``take_given``)."""
+        return int(self._ctl[_GIVEN])
+
+    @property
+    def moved(self) -> int:
+        """Rows moved between producers mid-stream since the loader started."""
+        return int(self._ctl[_MOVED])
+
+    def take_given(self, w: int, top: int, own: bool) -> tuple[int, np.ndarray] | None:
+        """Make producer ``w`` the owner of the earliest row given up mid-stream whose next batch is below
+        ``top`` (hold the lock): (row, its cursor), or None. Rows ``w`` gave up itself only if ``own``: a giver
+        takes one back only when it has nothing else to do, never before the idle producer can."""
+        owner = self._owner
+        given = owner <= _given_by(0)
+        if not own:
+            given &= owner != _given_by(w)
+        rows = np.flatnonzero(given & (self._written < top))
+        if not len(rows):
+            return None
+        b = int(rows[np.argmin(self._written[rows])])
+        self._owner[b] = w
+        self._ctl[_GIVEN] -= 1
+        held: np.ndarray = self._held[b].copy()
+        return b, held
+
+    def written_of(self, b: int) -> int:
+        return int(self._written[b])
+
+    def promised_length(self, item: int, start: int) -> int:
+        """The length that ``length()`` promised for the stream of ``item`` starting at ``start``, or -1."""
+        order = self._order[: int(self._ctl[_NUM_STREAMS])]
+        at = np.flatnonzero((order[:, 0] == item) & (order[:, 1] == start))
+        return int(order[at[0], 3]) if len(at) else -1
+
+    def idle_elsewhere(self, w: int) -> bool:
+        """Whether a producer other than ``w`` has nothing to do."""
+        idle = self._wstat[:, _IDLE]
+        return bool(idle.sum() - idle[w] > 0)
 
     def set_claim(self, b: int, key: int) -> None:
         self._claim[b] = key
