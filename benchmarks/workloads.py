@@ -101,6 +101,22 @@ class SyntheticFrames(BaseSource):
         return f"synthetic#{item}"
 
 
+class SkewedFrames(SyntheticFrames):
+    """SyntheticFrames whose first ``heavy`` items cost ``heavy_factor`` times more per frame: a few expensive
+    streams among cheap ones, as one slow-to-decode clip in a folder (``bench_balance.py``)."""
+
+    def __init__(self, *args: Any, heavy: int = 3, heavy_factor: float = 20.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.heavy, self.heavy_factor = heavy, heavy_factor
+
+    def open(self, item: Any, start: int = 0) -> Iterator[dict[str, npt.NDArray[np.uint8]]]:
+        extra = self.frame_cost_s * (self.heavy_factor - 1) if int(item) < self.heavy else 0.0
+        for step in super().open(item, start):
+            if extra:
+                spin(extra)
+            yield step
+
+
 class ChunkedFrames(SyntheticFrames):
     """``SyntheticFrames`` that makes its frames ``CHUNK`` at a time (one numpy call each) and yields single steps."""
 
