@@ -50,6 +50,7 @@ def _given_by(w: int) -> int:
     """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
     return -2 - w
 
+
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record per row
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
