@@ -44,19 +44,17 @@ _GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD = range(7)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
-
-
-def _given_by(w: int) -> int:
-    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
-    return -2 - w
-
-
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record per row
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
 _ALIGN = 64
 PREFIX = "streamcli_"  # segment names: streamcli_<creator pid>_<random>
 Entry = tuple[int, tuple[int, ...], str]
+
+
+def _given_by(w: int) -> int:
+    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
+    return -2 - w
 
 
 @dataclass(frozen=True)
