@@ -1,13 +1,17 @@
 """Benchmark: 2 workers against 1 when a few streams cost far more than the rest.
 
     python benchmarks/bench_balance.py             # about a minute; prints a Markdown table
+    python benchmarks/bench_balance.py --sleep     # steps that sleep: the scheduling alone, free of CPU contention
     python benchmarks/bench_balance.py --repeats 1
 
-24 streams of 100-400 steps; the 3 heavy ones burn 1 ms of CPU per step, the others 50 µs (``SkewedFrames``).
-B=6, T=8, boundary "pack". Where the heavy streams land depends on the epoch's shuffle, so each pass is one
-epoch of its own seed, and the same seeds run with 1 and with 2 workers, interleaved. The table gives each
-seed's 2-worker / 1-worker ratio and the rows the 2-worker run moved between workers mid-stream
-(``stats.rows_moved``). The bound: an epoch takes at least its costliest stream, and at least half the work.
+24 streams of 100-400 steps; the 3 heavy ones cost 1 ms per step, the others 50 µs (``SkewedFrames``: CPU
+burnt, or with ``--sleep`` time slept, so that two workers never compete for the 2 cores). B=6, T=8, boundary
+"pack". Where the heavy streams land depends on the epoch's shuffle, so each seed is an epoch of its own, run
+with 1 and with 2 workers, interleaved. Per seed: the 2-worker / 1-worker ratio, the rows moved between
+workers mid-stream (``stats.rows_moved``), and two figures computed from the epoch's layout and the step costs:
+what 2 workers would gain in lockstep (every batch taking its costliest row, or half its rows' cost), and the
+row-chain bound (the epoch takes at least its costliest row's whole sequence of streams, and at least half of
+all the work).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+
+import numpy as np
 
 from benchmarks.workloads import SkewedFrames
 from streamcli import StreamLoader
@@ -32,15 +38,29 @@ def epoch(src: SkewedFrames, workers: int, seed: int) -> tuple[float, int, int]:
         return time.perf_counter() - t, steps, getattr(loader.stats, "rows_moved", 0)  # 0 before 2026-11-23
 
 
+def figures(src: SkewedFrames, seed: int) -> tuple[float, float]:
+    """(lockstep figure, row-chain bound) for 2 workers on this seed's epoch, from its layout and step costs."""
+    cost = np.array([src.step_cost(i) for i in range(src.n_items)])
+    rows, lockstep = np.zeros(B), 0.0
+    with StreamLoader(src, B, T, seed=seed, boundary="pack") as loader:
+        for batch in loader:
+            item = np.where(batch.valid.numpy(), batch.stream.numpy(), -1)
+            per_row = np.where(item >= 0, cost[np.maximum(item, 0)], 0.0).sum(axis=0)
+            rows += per_row
+            lockstep += max(per_row.max(), per_row.sum() / 2)
+    total = rows.sum()
+    return float(total / lockstep), float(total / max(rows.max(), total / 2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3, help="passes per seed and worker count")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--sleep", action="store_true", help="steps sleep instead of burning CPU")
     args = ap.parse_args()
-    src = SkewedFrames(24, 100, 400, frame_cost_s=50e-6)
-    costs = [src.length(i) * src.frame_cost_s * (src.heavy_factor if i < src.heavy else 1) for i in range(24)]
-    bound = sum(costs) / max(sum(costs) / 2, max(costs))
-    print("| seed | 1 worker, steps/s | 2 workers, steps/s | ratio | rows moved |\n|---:|---:|---:|---:|---:|")
+    src = SkewedFrames(24, 100, 400, frame_cost_s=50e-6, sleep=args.sleep)
+    print("| seed | 1 worker, steps/s | 2 workers, steps/s | ratio | lockstep | row-chain bound | rows moved |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     ratios = []
     for seed in range(args.seeds):
         one, two, moved = [], [], []
@@ -52,8 +72,10 @@ def main() -> None:
             moved.append(m)
         r1, r2 = statistics.median(one), statistics.median(two)
         ratios.append(r2 / r1)
-        print(f"| {seed} | {r1:.0f} | {r2:.0f} | {r2 / r1:.2f}x | {statistics.median(moved):.0f} |", flush=True)
-    print(f"\nmedian ratio over seeds {statistics.median(ratios):.2f}x; bound (costliest stream) {bound:.2f}x")
+        lockstep, chain = figures(src, seed)
+        print(f"| {seed} | {r1:.0f} | {r2:.0f} | {r2 / r1:.2f}x | {lockstep:.2f}x | {chain:.2f}x | "
+              f"{statistics.median(moved):.0f} |", flush=True)  # fmt: skip
+    print(f"\nmedian ratio over seeds {statistics.median(ratios):.2f}x ({'sleeping' if args.sleep else 'CPU'} steps)")
 
 
 if __name__ == "__main__":

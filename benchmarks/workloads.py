@@ -105,11 +105,21 @@ class SkewedFrames(SyntheticFrames):
     """SyntheticFrames whose first ``heavy`` items cost ``heavy_factor`` times more per frame: a few expensive
     streams among cheap ones, as one slow-to-decode clip in a folder (``bench_balance.py``)."""
 
-    def __init__(self, *args: Any, heavy: int = 3, heavy_factor: float = 20.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, heavy: int = 3, heavy_factor: float = 20.0, sleep: bool = False,
+                 **kwargs: Any) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)
-        self.heavy, self.heavy_factor = heavy, heavy_factor
+        self.heavy, self.heavy_factor, self.sleep = heavy, heavy_factor, sleep
+
+    def step_cost(self, item: int) -> float:
+        return self.frame_cost_s * (self.heavy_factor if item < self.heavy else 1.0)
 
     def open(self, item: Any, start: int = 0) -> Iterator[dict[str, npt.NDArray[np.uint8]]]:
+        if self.sleep:  # steps that wait instead of computing: workers never compete for cores (scheduling alone)
+            cost = self.step_cost(int(item))
+            for step in SyntheticFrames(self.n_items, self.min_len, self.max_len, seed=self.seed).open(item, start):
+                time.sleep(cost)
+                yield step
+            return
         extra = self.frame_cost_s * (self.heavy_factor - 1) if int(item) < self.heavy else 0.0
         for step in super().open(item, start):
             if extra:
