@@ -61,3 +61,29 @@ def test_a_row_moves_to_an_idle_worker_and_batches_do_not_change(boundary: str, 
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
     cut = [b["position"][b["stream"] == rows[1]] for b in want]
     assert max(int(c.max()) for c in cut if c.size) == 49  # cut at its promise, by whichever worker read it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(boundary="pack", epoch_end="pad"),
+        dict(boundary="pad", epoch_end="restream"),
+        dict(boundary="pack", epoch_end="drop", segment=7),
+        dict(boundary="pack", epoch_end="pad", layout="BT"),
+    ],
+    ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
+)
+def test_uneven_streams_give_the_same_batches_with_workers(kw: dict[str, object], no_leaks: None) -> None:
+    # Two slow streams among cheap ones, two epochs from a fresh start: rows move whenever a worker idles while
+    # the other holds the batch everything waits for; whatever moved, the batches are the in-process ones.
+    lengths = [23, 5, 31, 17, 9, 40, 12, 28, 3, 19]
+    runs = []
+    for workers in (0, 2):
+        src = UnevenSource(lengths, slow=5, delay=0.002, promised={2: 29})
+        with StreamLoader(src, 4, 3, num_workers=workers, **kw) as loader:  # type: ignore[arg-type]
+            runs.append([b for _ in range(2) for b in collect(loader)])
+    assert len(runs[0]) == len(runs[1])
+    for a, b in zip(*runs, strict=True):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
