@@ -6,10 +6,11 @@ name and write their rows straight into slots, so no array is ever pickled. Layo
 - control: ``ctl`` int64[9] (generation, tickets handed out, the epoch's first batch, its number of streams,
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
   mid-stream and not yet taken, rows moved mid-stream in all),
-  ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer or -1
-  while it waits for a claim, the canonical key of its next possible claim, the batches it has completed),
-  ``held`` int64[B, 4] (the cursor of a row waiting for a claim), ``wstat`` float64[W, 7] (per producer: busy
-  seconds, steps, stream and position it is reading, idle, messages sent, what its rows cost per batch),
+  ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer, or -1
+  while it waits for a claim, or -2-w while producer w has given it up mid-stream; the canonical key of its next
+  possible claim; the batches it has completed), ``held`` int64[B, 4] (the cursor of a row without a producer),
+  ``wstat`` float64[W, 7] (per producer: busy seconds, steps, stream and position it is reading, idle, messages
+  sent, what its rows cost per batch),
   ``order`` int64[N, 4] (this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length): a segment is a stream of its own, see ``engine.epoch``), ``start`` int64[B, 4] (the row cursors an
   epoch starts from: fresh, or those of a resumed state);
