@@ -44,6 +44,35 @@ def test_a_script_without_main_guard_is_told_the_fix(tmp_path: Path, guarded: bo
         assert "bootstrapping" not in r.stderr
 
 
+FUNCTION_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from _sources import CountingSource
+from streamcli import StreamLoader
+
+
+def count():
+    with StreamLoader(CountingSource([3, 4, 5]), 2, 2, num_workers=1) as loader:
+        return sum(int(b.valid.sum()) for b in loader)
+
+
+print(count())
+"""
+
+
+@pytest.mark.slow
+def test_an_unguarded_call_to_a_function_that_builds_the_loader_is_told_the_fix(tmp_path: Path) -> None:
+    # Built inside a function, but the function is called at the top level: a worker re-running the script calls it
+    # too. Unnoticed, that child dies while the parent blocks writing its start-up data (a larger source pickle
+    # than fits in a pipe), a hang with no message.
+    script = tmp_path / "bench.py"
+    script.write_text(FUNCTION_SCRIPT.format(tests=str(TESTS)))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert 'if __name__ == "__main__":' in r.stderr and "bench.py" in r.stderr
+    assert "WorkerError" not in r.stderr  # refused in the parent, before any worker starts
+
+
 class _Items(CountingSource):
     def items(self) -> list:  # type: ignore[type-arg]
         return [0, threading.Lock(), 2]

@@ -22,7 +22,9 @@ def check_main_guard() -> None:
     """Refuse, before any worker starts, a loader built at the top level of a script without a main guard.
 
     Spawned workers import the main module again; unguarded, the script would build a loader inside every
-    worker, which fails there with a message about bootstrapping that blames nobody.
+    worker, which fails there with a message about bootstrapping that blames nobody, or leaves the parent blocked
+    writing the worker's start-up data. That includes a loader built in a function the script calls at its top
+    level.
     """
 
     main = sys.modules.get("__main__")
@@ -32,11 +34,13 @@ def check_main_guard() -> None:
     spec = getattr(main, "__spec__", None)
     if os.path.basename(path) == "__main__.py" or (spec is not None and spec.name.endswith(".__main__")):
         return  # a package's __main__ (python -m pkg): spawn never re-runs it
-    frame = inspect.currentframe()
-    while frame is not None and frame.f_globals.get("__name__") != "__main__":
+    frame, outermost = inspect.currentframe(), None
+    while frame is not None:  # the main module's outermost frame: where the call chain that builds us started
+        if frame.f_globals.get("__name__") == "__main__":
+            outermost = frame
         frame = frame.f_back
-    if frame is None or frame.f_code.co_name != "<module>":
-        return  # built inside a function: fine as long as the call itself is guarded
+    if outermost is None or outermost.f_code.co_name != "<module>":
+        return  # called from a function of the main module (main(), say) that is not run at import
     try:
         with open(path, encoding="utf-8") as f:
             source = f.read()
@@ -44,7 +48,7 @@ def check_main_guard() -> None:
         return
     if "__main__" not in source:
         raise RuntimeError(
-            f"{path} builds a StreamLoader with worker processes at its top level without an "
+            f"{path} builds a StreamLoader with worker processes from its top level without an "
             '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
             'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'
         )
