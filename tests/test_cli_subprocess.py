@@ -165,8 +165,13 @@ def _wait_for(pred, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-d
 
 
 def _batches(base: list[str]) -> int:
-    m = re.search(r"batches (\d+)\s", _pane(base, False))
-    return int(m.group(1)) if m else -1
+    """The batch count the preview shows. A capture can land mid-redraw, without the stats line: try again."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        m = re.search(r"batches (\d+)\s", _pane(base, False))
+        if m or time.monotonic() > deadline:
+            return int(m.group(1)) if m else -1
+        time.sleep(0.05)
 
 
 def test_preview_in_tmux_stops_after_batches(tmux: tuple[list[str], Path]) -> None:
