@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from benchmarks.workloads import SkewedFrames
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable here and in spawn workers
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.workloads import SkewedFrames, scaling_figures
 from streamcli import StreamLoader
 
 B, T = 6, 8
@@ -41,15 +46,12 @@ def epoch(src: SkewedFrames, workers: int, seed: int) -> tuple[float, int, int]:
 def figures(src: SkewedFrames, seed: int) -> tuple[float, float]:
     """(lockstep figure, row-chain bound) for 2 workers on this seed's epoch, from its layout and step costs."""
     cost = np.array([src.step_cost(i) for i in range(src.n_items)])
-    rows, lockstep = np.zeros(B), 0.0
+    per_batch = []
     with StreamLoader(src, B, T, seed=seed, boundary="pack") as loader:
         for batch in loader:
             item = np.where(batch.valid.numpy(), batch.stream.numpy(), -1)
-            per_row = np.where(item >= 0, cost[np.maximum(item, 0)], 0.0).sum(axis=0)
-            rows += per_row
-            lockstep += max(per_row.max(), per_row.sum() / 2)
-    total = rows.sum()
-    return float(total / lockstep), float(total / max(rows.max(), total / 2))
+            per_batch.append(np.where(item >= 0, cost[np.maximum(item, 0)], 0.0).sum(axis=0))
+    return scaling_figures(per_batch)
 
 
 def main() -> None:

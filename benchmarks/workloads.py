@@ -17,7 +17,7 @@ The classes live in an importable module because spawn workers unpickle them by 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +125,22 @@ class SkewedFrames(SyntheticFrames):
             if extra:
                 spin(extra)
             yield step
+
+
+def scaling_figures(row_costs: Iterable[npt.NDArray[np.float64]], workers: int = 2) -> tuple[float, float]:
+    """From each batch's cost per row (seconds), what ``workers`` producers could gain over one: (the lockstep
+    figure, the row-chain bound). Lockstep: every batch takes at least its costliest row, or its rows' cost shared
+    evenly (no producer runs ahead of the batch being assembled). Row chain: the epoch takes at least the costliest
+    row's whole sequence of streams, and at least all the work shared evenly."""
+    chains: npt.NDArray[np.float64] | None = None
+    lockstep = 0.0
+    for rows in row_costs:
+        chains = rows.copy() if chains is None else chains + rows
+        lockstep += max(rows.max(), rows.sum() / workers)
+    if chains is None or not lockstep:
+        return 1.0, 1.0
+    total = chains.sum()
+    return float(total / lockstep), float(total / max(chains.max(), total / workers))
 
 
 class ChunkedFrames(SyntheticFrames):

@@ -119,7 +119,8 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert not c.idle_elsewhere(1)
         c.set_idle(0, True)
         assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
-        c.give_row(0, 0, written=6, cursor=(3, 11, cursor.LIVE, 0))
+        c.set_written(0, 6)
+        c.give_row(0, 0, cursor=(3, 11, cursor.LIVE, 0))
         assert c.given == 1 and c.moved == 1 and not c.waiting(0) and c.next_claim() == (0, 30)
         assert c.take_row(0, 1, 30) is None  # not a claim
         assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
@@ -128,7 +129,8 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, cursor.LIVE, 0]
         assert c.given == 0 and c.moved == 1 and not c.waiting(0) and c.written_of(0) == 6
         assert c.take_given(0, top=7, own=True) is None  # taken
-        c.give_row(0, 1, written=7, cursor=(3, 15, cursor.LIVE, 0))
+        c.set_written(0, 7)
+        c.give_row(0, 1, cursor=(3, 15, cursor.LIVE, 0))
         got = c.take_given(1, top=8, own=True)
         assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
         assert c.promised_length(3, 0) == 9 and c.promised_length(1, 5) == -1 and c.promised_length(2, 0) == -1

@@ -299,7 +299,7 @@ def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
     _close(row)
     del p.rows[row.b]
     with p.lock:
-        control.give_row(row.b, p.w, k, cursor)
+        control.give_row(row.b, p.w, cursor)
     _publish_load(p)
     return [r for r in todo if r is not row]
 

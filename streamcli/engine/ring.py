@@ -239,11 +239,11 @@ class Control:
         self._claim[b] = claim
         self._owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
 
-    def give_row(self, b: int, w: int, written: int, cursor: tuple[int, int, int, int]) -> None:
-        """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary, for an idle producer to go on
-        with (hold the lock). Its claim key stays as announced: the row takes no ticket, it only changes hands."""
+    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
+        """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary (its completed batches say which),
+        for an idle producer to go on with (hold the lock). Its claim key stays as announced: the row takes no
+        ticket, it only changes hands."""
         self._held[b] = cursor
-        self._written[b] = written
         self._owner[b] = _given_by(w)  # not NO_OWNER: the row is not waiting for a claim
         self._ctl[_GIVEN] += 1
         self._ctl[_MOVED] += 1
