@@ -302,7 +302,7 @@ class StreamLoader:
             if s not in self._free and s not in self._held_set:
                 self._free.append(s)
         state, flags = self._cursor[:, _cursor.STATE], self._cursor[:, _cursor.FLAGS]
-        n_live = int(((state == _cursor.LIVE) | (state == _cursor.FOLLOW)).sum() - (flags & _cursor.REPLAYED).sum())
+        n_live = int((((state == _cursor.LIVE) | (state == _cursor.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
         self._streams_done = max(0, min(self._tickets, self._n_streams) - n_live)
 
     def _run(self, gen: int, epoch: int, first: int) -> Iterator[Batch]:

@@ -91,6 +91,14 @@ def test_resume_cuts_an_overlong_stream_at_its_promise(kw: dict[str, object]) ->
 
 
 @pytest.mark.slow
+def test_resume_with_workers_cuts_an_overlong_stream_at_its_promise(no_leaks: None) -> None:
+    # Workers read the promised lengths of the epoch being resumed, not the (empty) table before it: they
+    # acknowledge a new epoch before the loader writes its streams.
+    with pytest.warns(RuntimeWarning, match="length"):
+        check_resume(lambda: Overlong([17, 9, 12, 21, 6]), 2, 3, cuts=[2], workers_before=0, workers_after=2)
+
+
+@pytest.mark.slow
 def test_resume_audio() -> None:
     folder = str(data_root("audio"))  # 48 kHz files at the top; 8 kHz ones below are skipped by mismatch=skip
     with pytest.warns(UserWarning):

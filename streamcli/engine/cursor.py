@@ -2,8 +2,8 @@
 
 Every producer writes the cursor of each of its rows into the slot it just filled, so for any batch handed out
 the loader knows, without asking a worker, what every row will do next: continue stream ``item`` at step
-``pos`` (``LIVE``), start the next segment of it at ``pos`` (``FOLLOW``), take the next ticket (``IDLE``), or
-nothing more this epoch (``DRY``). A producer starts an
+``pos`` (``LIVE``), start the next segment of it at ``pos`` (``FOLLOW``), pad where a short stream would have
+gone on (``SHORT``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``). A producer starts an
 epoch, fresh or resumed, from a table of the same records. This module alone knows the record's layout.
 """
 
@@ -17,10 +17,12 @@ import numpy as np
 ITEM, POS, STATE, FLAGS = 0, 1, 2, 3  # columns of a cursor record (int64 each)
 REPLAYED, OPEN_ENDED = 1, 2  # bits of FLAGS: a replayed stream; an item of unknown length cut into segments
 WIDTH = 4
-IDLE, LIVE, DRY, FOLLOW = 0, 1, 2, 3
-STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry", FOLLOW: "follow"}
+IDLE, LIVE, DRY, FOLLOW, SHORT = 0, 1, 2, 3, 4
+STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry", FOLLOW: "follow", SHORT: "short"}
 """``FOLLOW``: the row's segment ended at ``pos`` and its item goes on; the row's next step starts the next
-segment of the same item (segments of items whose length is unknown stay on their row)."""
+segment of the same item (segments of items whose length is unknown stay on their row). ``SHORT``: the stream
+ended before the length it promised (or failed under on_error="skip"); the row is padding, and ``pos`` counts on
+as if the stream did, up to its planned next claim (``engine.claims``)."""
 
 
 def fresh(batch_size: int) -> np.ndarray:
@@ -51,7 +53,7 @@ def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) ->
         item, pos, state, flags = row
         if state not in STATE_NAMES or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
             raise ValueError(f"row {b}'s cursor {row!r} is not a valid [item, pos, state, flags]")
-        if state in (LIVE, FOLLOW) and not 0 <= item < num_items:
+        if state in (LIVE, FOLLOW, SHORT) and not 0 <= item < num_items:
             raise ValueError(f"row {b}'s cursor names stream {item}, but the source has {num_items} streams")
         out[b] = row
     return out

@@ -7,6 +7,12 @@ next possible claim (``Control``), found by reading its stream one step ahead; a
 smallest. So the ticket a row gets, and hence every batch, depends only on the streams' contents, never on
 timing or on which producer fills a row.
 
+When every stream's length is known, the order of the claims follows from the lengths alone: each producer
+replays that schedule (``engine.claims``), and a row takes its next ticket as soon as its stream ends, whatever
+the other rows are doing. Then a slow stream holds up no other row's claims, and rows are coupled only by the
+hand-out window. A stream that breaks its promise cannot shift the schedule: it is cut at its length, or its row
+pads until then.
+
 Rows are not tied to producers. A producer owns the rows whose streams it is reading; when a stream ends it
 releases the row, and the next claim goes to whichever producer is free (an idle one first), which opens the
 stream and owns the row from then on. That is how the work of expensive streams spreads over the workers.
@@ -33,6 +39,7 @@ import numpy as np
 
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
+from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
 from streamcli.engine.ring import CLAIMS, DRY, LIVE, NEVER, NO_OWNER, VALID, Ring
 from streamcli.engine.slots import Notes, SlotViews, flush, pad
 from streamcli.errors import SourceError, StepSpecError
@@ -102,6 +109,8 @@ class Row:
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
     hole: bool = False  # a promised stream had no first step: padding until the claim the row announced
+    short: bool = False  # planned claims: the stream ended before its promise; padding until ``claim_q``
+    claim_q: int = -1  # planned claims: the epoch step of the row's next claim
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
@@ -110,6 +119,8 @@ class Row:
             state = _cursor.DRY
         elif self.follow:
             state = _cursor.FOLLOW
+        elif self.short:
+            state = _cursor.SHORT
         else:
             state = _cursor.LIVE if (self.it is not None or self.reopen) else _cursor.IDLE
         return _cursor.record(self.item, self.pos, state, self.replay, self.open_ended)
@@ -150,6 +161,9 @@ class Producer:
     out: Notes = field(default_factory=Notes)  # what the current piece of work wrote, for ``flush``
     last: tuple[int, SlotViews | None] = (-1, None)  # (batch, its SlotViews): the batch being written
     steps_t: np.ndarray = field(init=False)  # 0 .. T-1
+    block: tuple[int, int] = (0, 0)  # the rows this producer reopens when its epoch starts
+    setup: bool = False  # the epoch's rows are still to be read from the control block (``_set_up``)
+    claims: ClaimPlan | None = None  # the epoch's planned claims, when every stream's length is known
     # The plan's numbers, read once: the per-run path reads them for every row of every batch.
     T: int = field(init=False)
     B: int = field(init=False)
@@ -175,7 +189,8 @@ def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:
         row.done = state == _cursor.DRY
         row.reopen = state in (_cursor.LIVE, _cursor.FOLLOW)
         row.follow = state == _cursor.FOLLOW
-        if segment and state == _cursor.LIVE:
+        row.short = state == _cursor.SHORT
+        if segment and state in (_cursor.LIVE, _cursor.SHORT):
             row.end = ((pos - 1) // segment + 1) * segment
         rows.append(row)
     return rows
@@ -189,7 +204,7 @@ def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[i
     owner = np.full(B, NO_OWNER, np.int64)
     for w, (lo, hi) in enumerate(bounds):
         owner[lo:hi] = w
-    owner[state == _cursor.IDLE] = NO_OWNER
+    owner[state == _cursor.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
     claim = first * T * B + np.arange(B, dtype=np.int64)
     claim[state == _cursor.DRY] = NEVER
     return owner, claim, np.full(B, first, np.int64), cursors.copy()
@@ -197,23 +212,45 @@ def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[i
 
 def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     """Start (or resume) an epoch from the cursor table in the control block: the one way in-process and worker
-    producers begin. This producer takes the rows of its block ``[lo, hi)`` that hold a stream (or are dry)."""
+    producers begin. This producer takes the rows of its block ``[lo, hi)`` that hold a stream (or are dry),
+    once the loader has written the epoch's tables (``_set_up``, on the first piece of work)."""
     close_rows(p.rows.values())
     p.gen = gen
     p.slots.clear()
     p.last = (-1, None)
+    p.rows = {}
+    p.block, p.setup, p.claims = (lo, hi), True, None
+
+
+def _set_up(p: Producer) -> None:
+    """Read the epoch's start from the control block: this producer's rows, and the planned claims if every
+    stream's length is known. Not in ``begin_epoch``: a worker acknowledges the new epoch before the loader
+    writes its streams (a producer of the old one may read them until it has acknowledged)."""
     control = p.ring.control
-    q = control.first_batch * p.T
-    rows = rows_from(control.cursors(lo, hi), lo, p.plan.segment, q)
-    p.rows = {r.b: r for r in rows if r.done or r.reopen}
+    lo, hi = p.block
+    first, start, order = control.first_batch, control.cursors(0, p.B), control.order_table()
+    p.setup = False
+    if ClaimPlan.applies(order, start):
+        p.claims = ClaimPlan(order, start, first, control.tickets, T=p.T, pack=p.pack, segment=p.plan.segment,
+                             restream=p.plan.epoch_end == "restream")  # fmt: skip
+    q = first * p.T
+    rows = rows_from(start[lo:hi], lo, p.plan.segment, q)
+    p.rows = {r.b: r for r in rows if r.done or r.reopen or r.short}
     for row in p.rows.values():
         _promise_again(p, row)
 
 
 def _promise_again(p: Producer, row: Row) -> None:
     """A row that reopens its stream mid-way (resumed, or moved to another producer) checks the length that
-    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
-    if row.reopen and not p.plan.segment:
+    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way.
+    With planned claims it also learns where its next claim is."""
+    if not (row.reopen or row.short):
+        return
+    if p.claims is not None:
+        row.expect = p.claims.item_length[row.item]
+        end = stream_end(row.pos, row.expect, p.plan.segment)
+        row.claim_q = next_claim_step(row.q, end - row.pos, p.T, p.pack)
+    elif not p.plan.segment:
         row.expect = p.ring.control.promised_length(row.item, 0)
 
 
@@ -239,17 +276,21 @@ def work(p: Producer, limit: int) -> bool:
     control = p.ring.control
     if control.generation != p.gen:
         raise Aborted
+    if p.setup:
+        _set_up(p)
     T, B = p.T, p.B
     top = min(control.handed, limit)  # batches below this may be written
     if control.given and _adopt(p, top, own=False):
         return True
     k_run = min((row.q for row in p.rows.values()), default=NEVER) // T
     runnable = k_run < top
-    b, key = control.next_claim()
+    planned = p.claims is not None
+    # Planned: the earliest row waiting for its claim; else the earliest undecided claim of all rows.
+    b, key = control.next_waiting() if planned else control.next_claim()
     k_claim = key // (T * B)
     if k_claim < top and control.waiting(b) and (not runnable or (k_claim <= k_run and not _lighter_elsewhere(p))):
         with p.lock:  # the lock orders owners between processes
-            held = control.take_row(b, p.w, key)
+            held = control.take_row(b, p.w, key, planned)
         if held is not None:
             t0, steps = time.perf_counter(), p.steps
             _take(p, b, held, key // B)
@@ -392,6 +433,8 @@ def _publish(p: Producer, row: Row) -> None:
     """Announce the row's next possible claim: after the looked-ahead step, which exists and goes at ``row.q``."""
     if row.done:
         key = NEVER
+    elif p.claims is not None:
+        key = row.claim_q * p.B + row.b  # planned: only this row waits for it
     else:
         T = p.T
         q = row.q + 1 if p.pack else (row.q // T + 1) * T
@@ -412,10 +455,12 @@ def _run(p: Producer, row: Row, k: int) -> None:
         t_next = t + 1 if pack else T
         pad(v, b, t, p.out, t_next)
         return _release(p, row, v, k, t_next)
+    if row.short:
+        return _wait_out(p, row, v, k, t)
     if row.reopen:
         _reopen(p, row, k)
         if row.it is None:
-            return _release(p, row, v, k, t)
+            return _ended(p, row, v, k, t)
         _publish(p, row)
     while t < T:
         if row.done:
@@ -430,7 +475,7 @@ def _run(p: Producer, row: Row, k: int) -> None:
             row.follow, row.fresh, row.end = False, True, row.pos + p.plan.segment
         t = _copy(p, row, v, k, t)
         if row.it is None:
-            return _release(p, row, v, k, t)
+            return _ended(p, row, v, k, t)
         if not row.follow:
             break  # the batch is full
     row.q = (k + 1) * T
@@ -450,7 +495,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         stop = row.expect
     it = row.it
     assert it is not None
-    claims = p.shared and p.pack  # let other rows' claims go as this run reads ahead
+    claims = p.shared and p.pack and p.claims is None  # let other rows' claims go as this run reads ahead
     control, B, q0 = p.ring.control, p.B, k * T + t0
     nxt: Any = row.nxt
     n = 0
@@ -544,6 +589,32 @@ def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
     row.tally = [0, 0, 0, 0]
 
 
+def _ended(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
+    """The row's stream is over at batch step ``t``. Planned claims: if it ended before its promise (or failed
+    under on_error="skip"), the row pads until its planned claim, so that no other row's batches change."""
+    if p.claims is not None and k * p.T + t < row.claim_q:
+        row.short = True
+        return _wait_out(p, row, v, k, t)
+    _release(p, row, v, k, t)
+
+
+def _wait_out(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
+    """Pad a row whose stream ended short of its promise, from batch step ``t`` until its planned claim; its
+    position goes on as if the stream did, so the cursor says where the claim is."""
+    T = p.T
+    stop = min(T, row.claim_q - k * T)
+    pad(v, row.b, t, p.out, stop)
+    row.pos += stop - t
+    if stop < T:
+        row.short = False
+        return _release(p, row, v, k, stop)
+    row.q = (k + 1) * T
+    if row.claim_q == row.q:
+        row.short = False
+        return _release(p, row, v, k, T)
+    _finish(p, row, v, k)
+
+
 def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
     """The row's stream is over at batch step ``t``: give the row up until its next claim, which is at the next
     step ("pack") or at the next batch ("pad", padding the rest of this one)."""
@@ -567,6 +638,8 @@ def _claim(p: Producer, row: Row, k: int) -> None:
     possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
     seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
     on_error="skip"), the row keeps that announcement: it is padding until then (``row.hole``)."""
+    if p.claims is not None:
+        return _claim_planned(p, p.claims, row, k)
     control = p.ring.control
     n = control.num_streams
     segment = p.plan.segment
@@ -602,6 +675,31 @@ def _claim(p: Producer, row: Row, k: int) -> None:
             row.hole = True
             return
         empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
+
+
+def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
+    """``_claim`` when every length is known: the tickets and the next claim come from the plan, so the row may
+    claim whatever the other rows are doing. A stream that ends before its promise leaves the row padding."""
+    got = plan.claim(row.b, row.q * p.B + row.b, p.ring.control.written_min() * p.T * p.B)
+    row.tally[CLAIMS] += got.count
+    if got.dry:
+        row.done = True
+        row.tally[DRY] += 1
+        return
+    ticket = got.first + got.count - 1
+    item, start, _, length = p.ring.control.stream(ticket)
+    row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, ticket >= plan.n, True, False
+    row.end = start + p.plan.segment if p.plan.segment else _NO_END
+    row.expect = length
+    row.blk, row.j = None, 0
+    row.claim_q = next_claim_step(row.q, plan.steps_of(ticket), p.T, p.pack)
+    row.it = _open(p, row, k)
+    row.nxt = _END if row.it is None else _look(p, row, k)
+    if row.nxt is _END:
+        _close(row)
+        if row.expect >= 0:  # not a skipped failure (that is reported already)
+            _mismatch(p, row, k, f"ended after {row.pos} steps")
+        row.short = True
 
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:

@@ -123,7 +123,9 @@ class Control:
     Rows are not tied to producers. A row whose stream ends is released (owner -1, its cursor in ``held``) and
     whichever producer is free takes it for the next claim: that is how work moves to idle workers. Tickets
     stay in canonical order through one rule: a claim at key K is made only when K is the smallest ``claim``
-    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. Values
+    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. With
+    planned claims (``engine.claims``: every length known) each waiting row's key and tickets are fixed in
+    advance, and any row whose key is handed out may claim. Values
     in ``claim`` and ``written`` only grow within an epoch, and each row has one writer at a time (its owner,
     changed only under the lock), so readers need no lock: a stale read only makes them wait longer.
     """
@@ -203,6 +205,15 @@ class Control:
     def num_streams(self) -> int:
         return int(self._ctl[_NUM_STREAMS])
 
+    @property
+    def tickets(self) -> int:
+        """Tickets taken: those before the epoch's start until producers take more (unplanned claims)."""
+        return int(self._ctl[_TICKETS])
+
+    def order_table(self) -> np.ndarray:
+        """The epoch's streams in ticket order (a copy): (item, first step, open-ended, promised length)."""
+        return self._order[: int(self._ctl[_NUM_STREAMS])].copy()
+
     def take_ticket(self) -> int:
         """The next ticket (hold the lock): the epoch's tickets are handed out in canonical order."""
         ticket = int(self._ctl[_TICKETS])
@@ -220,13 +231,22 @@ class Control:
         b = int(np.argmin(self._claim))
         return b, int(self._claim[b])
 
+    def next_waiting(self) -> tuple[int, int]:
+        """(row, key) of the earliest claim of the rows waiting for one; key ``NEVER`` if none waits."""
+        keys = np.where(self._owner == NO_OWNER, self._claim, NEVER)
+        b = int(np.argmin(keys))
+        return b, int(keys[b])
+
     def waiting(self, b: int) -> bool:
         return int(self._owner[b]) == NO_OWNER
 
-    def take_row(self, b: int, w: int, key: int) -> np.ndarray | None:
+    def take_row(self, b: int, w: int, key: int, planned: bool = False) -> np.ndarray | None:
         """Make producer ``w`` the owner of waiting row ``b`` if its claim at ``key`` is still the earliest of
-        all (hold the lock); returns the row's held cursor, or None if another producer was first."""
-        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key or int(self._claim.min()) != key:
+        all, or with ``planned`` claims still due (hold the lock); returns the row's held cursor, or None if
+        another producer was first."""
+        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key:
+            return None
+        if not planned and int(self._claim.min()) != key:
             return None
         self._owner[b] = w
         held: np.ndarray = self._held[b].copy()

@@ -1,0 +1,124 @@
+"""Benchmark: how this host itself scales workload B from 1 to 2 processes, with no loader involved.
+
+    python benchmarks/bench_host.py               # about 30 s; 5 rounds, per-round figures and medians
+    python benchmarks/bench_host.py --repeats 1   # one round (a smoke run)
+    python benchmarks/bench_host.py --json        # the medians as one JSON object (per-round lines on stderr)
+
+The loader's B target asks 2 workers for >= 0.95 x (2 x the 1-worker rate) (``bench_loader.py``, ``report.py``).
+That figure can be no better than what the machine gives two plain processes burning the same CPU: on a small
+VM (2 vCPU KVM) the second core may be shared, throttled or stolen. This script measures that ceiling.
+
+The source is built as the loader benchmark builds it (``VARIANTS["B"].source()``: 64 streams of 200-2000 steps,
+100 us CPU per frame, 2 ms per open). Each process runs a hand-written loop: ``rows`` open streams, one
+preallocated ``(T, rows, 3, 64, 64)`` uint8 array refilled step by step, the next of its items opened when a
+stream ends. One process does all the work (120 batches of B=16, T=8) with 16 rows; two spawned processes each do
+half (8 rows, the other half of the items), released together by a barrier. Each process times only its loop
+(``time.perf_counter``, start-up excluded); the 2-process rate is all frames / the slower process's time. Rounds
+interleave 1 and 2 processes. The ratio 2-proc / (2 x 1-proc) is the host's ceiling for any loader's B scaling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable here and in spawn workers
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.workloads import VARIANTS, SyntheticFrames
+
+B, T = 16, 8  # as in runner.py
+BATCHES = VARIANTS["B"].batches  # 120: the loader benchmark's timed batches for B
+
+
+def fill(src: SyntheticFrames, items: list[int], rows: int, batches: int, barrier: Barrier) -> tuple[int, float]:
+    """Write ``batches`` batches of ``(T, rows)`` frames from ``items`` (cycled if they run out), as a plain loop
+    would; return (frames written, seconds of the loop). The clock starts when every process reaches ``barrier``."""
+    queue = itertools.cycle(items)
+    out = np.zeros((T, rows, 3, 64, 64), np.uint8)
+    out.fill(1)  # touch every page before timing
+    barrier.wait()
+    t0 = time.perf_counter()
+    its = [src.open(next(queue)) for _ in range(rows)]
+    for _ in range(batches):
+        for b in range(rows):
+            for t in range(T):
+                step = next(its[b], None)
+                if step is None:
+                    its[b] = src.open(next(queue))
+                    step = next(its[b])
+                out[t, b] = step["frame"]
+    return batches * rows * T, time.perf_counter() - t0
+
+
+def _child(
+    src: SyntheticFrames, items: list[int], rows: int, batches: int, barrier: Barrier, res: Queue[tuple[int, float]]
+) -> None:
+    res.put(fill(src, items, rows, batches, barrier))
+
+
+def run(src: SyntheticFrames, procs: int) -> tuple[float, list[float]]:
+    """(frames/s, each process's seconds) of ``procs`` spawned processes sharing the fixed amount of work."""
+    ctx = mp.get_context("spawn")
+    barrier, res = ctx.Barrier(procs), ctx.Queue()
+    items = list(src.items())
+    ps = [
+        ctx.Process(target=_child, args=(src, items[i::procs], B // procs, BATCHES, barrier, res)) for i in range(procs)
+    ]
+    for p in ps:
+        p.start()
+    got: list[tuple[int, float]] = [res.get(timeout=300) for _ in ps]
+    for p in ps:
+        p.join()
+        if p.exitcode:
+            raise RuntimeError(f"worker exited with {p.exitcode}")
+    secs = [s for _, s in got]
+    return sum(n for n, _ in got) / max(secs), secs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5, help="rounds, each one 1-process and one 2-process run")
+    ap.add_argument("--json", action="store_true", help="print the medians as one JSON object on stdout")
+    args = ap.parse_args()
+    src = VARIANTS["B"].source()
+    log = sys.stderr if args.json else sys.stdout
+    print(f"workload B, {BATCHES} batches of B={B}, T={T} ({BATCHES * B * T} frames); os.cpu_count()={os.cpu_count()}",
+          file=log)  # fmt: skip
+    print("| round | 1 proc, frames/s | 2 procs, frames/s | 2-proc / (2 x 1-proc) | 2-proc seconds |", file=log)
+    print("|---:|---:|---:|---:|---:|", file=log)
+    one, two, ratios = [], [], []
+    for r in range(args.repeats):
+        r1, _ = run(src, 1)
+        r2, secs = run(src, 2)
+        one.append(r1)
+        two.append(r2)
+        ratios.append(r2 / (2 * r1))
+        print(f"| {r} | {r1:.0f} | {r2:.0f} | {ratios[-1]:.3f} | {' / '.join(f'{s:.3f}' for s in secs)} |",
+              file=log, flush=True)  # fmt: skip
+    med = {
+        "repeats": args.repeats,
+        "one_proc_fps": statistics.median(one),
+        "two_proc_fps": statistics.median(two),
+        "ratio": statistics.median(ratios),
+    }
+    if args.json:
+        print(json.dumps(med))
+    else:
+        print(f"\nmedian: 1 proc {med['one_proc_fps']:.0f} frames/s, 2 procs {med['two_proc_fps']:.0f} frames/s, "
+              f"2-proc / (2 x 1-proc) {med['ratio']:.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

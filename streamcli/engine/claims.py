@@ -1,0 +1,121 @@
+"""An epoch's claims planned from the streams' promised lengths: which tickets each row takes, and where.
+
+Tickets go out in canonical key order (``engine.produce``). When every stream's length is known, that order
+follows from the lengths alone: a stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims
+again there ("pack") or at the next batch ("pad"), just as ``engine.plan.count_batches`` replays it. Each
+producer then replays the same schedule (``ClaimPlan``), so a row whose stream ends takes its next ticket at
+once, without waiting until every earlier claim of the other rows has been made; rows are coupled only by the
+hand-out window, and a slow stream no longer holds up the claims of rows that run ahead of it.
+
+The plan is the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
+leaves its row padding until its planned next claim (``cursor.SHORT``), and one that runs on is cut at it. So
+with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
+row's batches.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamcli.engine import cursor as _cursor
+
+
+def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
+    """The epoch step of a row's next claim when a stream of ``steps`` steps starts there at ``step``."""
+    if steps <= 0:
+        return step
+    last = step + steps - 1
+    return last + 1 if pack else (last // T + 1) * T
+
+
+def stream_end(pos: int, item_length: int, segment: int) -> int:
+    """Where the stream a row is reading at ``pos`` (at least one step in) ends in its item, as promised."""
+    if not segment:
+        return item_length
+    return min(((pos - 1) // segment + 1) * segment if pos else segment, item_length)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a row takes at one key: tickets ``first .. first + count - 1`` (all but the last are promised empty;
+    the last is the row's stream, or makes it dry)."""
+
+    first: int
+    count: int
+    dry: bool
+
+
+class ClaimPlan:
+    """The schedule of claims from an epoch's start (or a resumed position), advanced as far as it is asked.
+
+    ``order`` is the ring's order table (item, first step, open-ended, the item's promised length); ``start``
+    the row cursors at batch ``first``; ``tickets`` the tickets already taken there."""
+
+    def __init__(self, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
+                 segment: int, restream: bool) -> None:  # fmt: skip
+        self.T, self.pack, self.segment, self.restream = T, pack, segment, restream
+        self.B = B = len(start)
+        rows = order.tolist()
+        self.n = len(rows)
+        self.item_length = {int(r[0]): int(r[3]) for r in rows}
+        self._steps = [self._length(item, begin, length) for item, begin, _, length in rows]
+        self._ticket = tickets
+        self._heap: list[tuple[int, int]] = []
+        self._made: dict[tuple[int, int], Claim] = {}
+        q0 = first * T
+        for b, (item, pos, state, _) in enumerate(start.tolist()):
+            if state == _cursor.IDLE:
+                self._heap.append((q0 * B + b, b))
+            elif state in (_cursor.LIVE, _cursor.SHORT):
+                left = stream_end(pos, self.item_length[item], segment) - pos
+                self._heap.append((next_claim_step(q0, left, T, pack) * B + b, b))
+        heapq.heapify(self._heap)
+
+    @staticmethod
+    def applies(order: np.ndarray, start: np.ndarray) -> bool:
+        """Whether every stream's length is known (and no row follows an open-ended item's segments)."""
+        if not len(order):
+            return False
+        known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
+        return known and not (start[:, _cursor.STATE] == _cursor.FOLLOW).any()
+
+    def _length(self, item: int, begin: int, length: int) -> int:
+        end = min(begin + self.segment, length) if self.segment else length
+        return max(0, end - begin)
+
+    def steps_of(self, ticket: int) -> int:
+        """The promised steps of the stream that ``ticket`` names."""
+        return self._steps[ticket % self.n]
+
+    def claim(self, b: int, key: int, done_below: int) -> Claim:
+        """What row ``b`` takes at ``key``, which must be its next planned claim. Claims at keys below
+        ``done_below`` have been made by some producer: their entries are dropped as the schedule advances."""
+        while (b, key) not in self._made:
+            if not self._heap or self._heap[0][0] > key:
+                raise RuntimeError(f"internal error: row {b} has no planned claim at key {key}")
+            self._advance()
+            if len(self._made) > 4 * self.B:  # other producers' claims: keep only those not yet surely made
+                self._made = {rk: c for rk, c in self._made.items() if rk[1] >= done_below or rk == (b, key)}
+        return self._made.pop((b, key))
+
+    def _advance(self) -> None:
+        """Make the earliest claim of the schedule: the same rule as ``produce._claim``, on lengths alone."""
+        key, b = heapq.heappop(self._heap)
+        first, empty_replays = self._ticket, 0
+        while True:
+            ticket = self._ticket
+            self._ticket += 1
+            replay = ticket >= self.n
+            if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
+                self._made[(b, key)] = Claim(first, self._ticket - first, True)
+                return
+            steps = self._steps[ticket % self.n]
+            if steps:
+                break
+            empty_replays += replay
+        self._made[(b, key)] = Claim(first, self._ticket - first, False)
+        nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
+        heapq.heappush(self._heap, (nxt * self.B + b, b))

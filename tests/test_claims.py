@@ -1,0 +1,141 @@
+"""Planned claims (``engine.claims``): with every length known, rows claim from a schedule computed from the
+lengths, without waiting on one another. With honest lengths the batches are those of the unplanned order; a
+stream that falls short of its promise pads its row until then, and no other row's batches change."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytest
+from _invariants import collect
+from _resume import assert_same, check_resume, run_epochs
+from _sources import CountingSource, RaisingSource
+
+from streamcli import StreamLoader
+from streamcli.engine import cursor as _cursor
+
+LENGTHS = [9, 0, 23, 4, 17, 1, 30, 12, 0, 7, 26, 5, 14]
+
+
+class ShortSource(CountingSource):
+    """Stream ``short`` promises its ``lengths`` entry but has only ``real`` steps."""
+
+    def __init__(self, lengths: Sequence[int], short: int, real: int) -> None:
+        super().__init__(lengths)
+        self.short, self.real = short, real
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for step in super().open(item, start):
+            if item == self.short and int(step["x"][1]) >= self.real:
+                return
+            yield step
+
+
+def _epochs(src: CountingSource, epochs: int = 2, **kw: object) -> list[dict[str, np.ndarray]]:
+    with StreamLoader(src, 3, 4, **kw) as loader:  # type: ignore[arg-type]
+        return run_epochs(loader, epochs)
+
+
+SETTINGS = [
+    dict(boundary="pack", epoch_end="pad"),
+    dict(boundary="pad", epoch_end="pad"),
+    dict(boundary="pack", epoch_end="restream"),
+    dict(boundary="pad", epoch_end="drop"),
+    dict(boundary="pack", epoch_end="pad", shuffle=False),
+]
+
+
+@pytest.mark.parametrize("kw", SETTINGS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_planned_claims_give_the_batches_of_the_unplanned_order(kw: dict[str, object]) -> None:
+    # The same streams with and without length(): only the first can plan its claims.
+    planned = _epochs(CountingSource(LENGTHS), **kw)
+    unplanned = _epochs(CountingSource(LENGTHS, report_length=False), **kw)
+    assert_same(unplanned, planned, f"planned claims, {kw}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("boundary", ["pack", "pad"])
+def test_planned_claims_with_workers_give_the_in_process_batches(boundary: str, no_leaks: None) -> None:
+    want = _epochs(CountingSource(LENGTHS), boundary=boundary)
+    got = _epochs(CountingSource(LENGTHS), boundary=boundary, num_workers=2)
+    assert_same(want, got, f"2 workers, boundary={boundary}")
+
+
+@pytest.mark.parametrize("boundary", ["pack", "pad"])
+def test_a_short_stream_pads_its_row_until_its_promise_and_nothing_else_moves(boundary: str) -> None:
+    honest = _epochs(CountingSource(LENGTHS), 1, boundary=boundary)
+    with pytest.warns(RuntimeWarning, match="said 23 steps but it ended after 8"):
+        short = _epochs(ShortSource(LENGTHS, short=2, real=8), 1, boundary=boundary)
+    assert len(short) == len(honest)
+    for h, s in zip(honest, short, strict=True):
+        of_short = (h["stream"] == 2) & (h["position"] >= 8)  # where stream 2's missing steps would have gone
+        assert not s["valid"][of_short].any() and (s["stream"][of_short] == -1).all()
+        keep = ~of_short
+        for name in ("x", "valid", "stream", "position"):
+            assert np.array_equal(h[name][keep], s[name][keep]), name
+
+
+def test_a_stream_with_no_first_step_pads_until_its_promise() -> None:
+    honest = _epochs(CountingSource(LENGTHS), 1)
+    with pytest.warns(RuntimeWarning, match="said 30 steps but it ended after 0"):
+        short = _epochs(ShortSource(LENGTHS, short=6, real=0), 1)
+    # The epoch ends once no row has real steps left: here stream 6 would have been the last one live.
+    assert len(short) < len(honest)
+    for h, s in zip(honest, short, strict=False):
+        gone = h["stream"] == 6
+        assert not s["valid"][gone].any()
+        assert np.array_equal(h["x"][~gone], s["x"][~gone])
+
+
+def test_a_skipped_stream_pads_its_row_until_its_promise() -> None:
+    honest = _epochs(CountingSource(LENGTHS), 1)
+    with StreamLoader(RaisingSource(LENGTHS, bad=10, at=5), 3, 4, on_error="skip") as loader:
+        skipped = run_epochs(loader, 1)
+        assert loader.stats.skipped == 1
+    assert len(skipped) == len(honest)
+    for h, s in zip(honest, skipped, strict=True):
+        gone = (h["stream"] == 10) & (h["position"] >= 5)
+        assert not s["valid"][gone].any()
+        assert np.array_equal(h["x"][~gone], s["x"][~gone])
+
+
+def test_resume_in_the_middle_of_a_short_streams_padding() -> None:
+    def make() -> ShortSource:
+        return ShortSource(LENGTHS, short=6, real=0)
+
+    with pytest.warns(RuntimeWarning, match="length"):
+        with StreamLoader(make(), 3, 4) as loader:
+            states = []
+            for _ in loader:
+                states.append(json.loads(json.dumps(loader.state_dict())))
+    cuts = [i + 1 for i, st in enumerate(states) if any(r[_cursor.STATE] == _cursor.SHORT for r in st["rows"])]
+    assert cuts, "no state was saved while a row padded for its short stream"
+    with pytest.warns(RuntimeWarning, match="length"):
+        check_resume(make, 3, 4, cuts=cuts[:: max(1, len(cuts) // 4)])
+
+
+@pytest.mark.slow
+def test_resume_of_a_short_stream_with_workers(no_leaks: None) -> None:
+    def make() -> ShortSource:
+        return ShortSource(LENGTHS, short=6, real=0)
+
+    with pytest.warns(RuntimeWarning, match="length"):
+        check_resume(make, 3, 4, cuts=[3, 6], workers_before=2, workers_after=0)
+        check_resume(make, 3, 4, cuts=[5], workers_before=0, workers_after=2)
+
+
+class _Lengths(CountingSource):
+    """Many streams: the plan's bookkeeping stays bounded over a long epoch."""
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        return super().open(item, start)
+
+
+def test_many_streams_plan_like_count_batches() -> None:
+    lengths = [(i * 7919) % 23 for i in range(400)]
+    with StreamLoader(_Lengths(lengths), 5, 3, boundary="pack") as loader:
+        n = len(loader)
+        got = collect(loader)
+    assert len(got) == n
