@@ -8,10 +8,11 @@ Every row decodes the same files (the usable clips under ../shared/data/video, o
 and does the same per-frame work: resize to 128x128 with INTER_LINEAR, BGR->RGB, HWC->CHW. Each row is
 the median of ``--repeats`` timed passes after one untimed warm-up pass (page cache, worker start-up).
 Frames/s counts real (valid) frames only. Ratios are against the bare loop with OpenCV's default threads
-(the "bare" row), and the worker rows against the 1-worker row. After each 2-worker row, two estimates from
+(the "bare" row), and the worker rows against the 1-worker row. After each 2-worker row, three estimates from
 each clip's decode cost, and the share of each that was measured: what 2 workers would gain if no producer ran
-ahead of the batch being assembled (``lockstep_bound``), and the most any loader that reads each stream in order
-could gain (``stream_bound``: the epoch takes at least its costliest stream).
+ahead of the batch being assembled (lockstep), what an ideal scheduler could gain writing at most the loader's
+``prefetch`` batches ahead (``workloads.windowed_figure``), and the most any loader that reads each stream in
+order could gain (``stream_bound``: the epoch takes at least its costliest stream).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 from streamcli_sources.camera import CameraSource
 from streamcli_sources.video import VideoSource
 
-from benchmarks.workloads import scaling_figures
+from benchmarks.workloads import scaling_figures, windowed_figure
 from streamcli import StreamLoader
 
 SIZE = (128, 128)
@@ -125,19 +126,18 @@ def stream_bound(frames: np.ndarray, frame_s: np.ndarray, seek_s: np.ndarray, se
     return float(serial / max(serial / workers, max(costs)))
 
 
-def lockstep_bound(layout: list[np.ndarray], frame_s: np.ndarray, seek_s: np.ndarray, workers: int = 2) -> float:
-    """What ``workers`` producers could gain over one on this epoch if no producer ran ahead of the batch being
-    assembled: a batch would take at least its costliest row, however the rows were shared out (even moved at
-    every batch, for free). Not a bound on streamcli, whose producers run up to ``prefetch`` batches ahead: a
-    cheap row's later batches are written while an expensive row finishes this one. It shows how much of the
-    gain that run-ahead provides. Costs: each step's frame time, plus a seek where a stream starts mid-item."""
+def row_costs(layout: list[np.ndarray], frame_s: np.ndarray, seek_s: np.ndarray) -> list[np.ndarray]:
+    """Each batch's cost per row in seconds: each step's frame time, plus a seek where a stream starts mid-item.
+    From these, ``scaling_figures`` gives what 2 workers would gain if no producer ran ahead of the batch being
+    assembled (lockstep: a batch takes at least its costliest row; not a bound on streamcli, whose producers run
+    ahead), and ``windowed_figure`` what an ideal scheduler could gain with the loader's window."""
     per_batch = []
     for where in layout:  # (T, B): item per step, -1 padding, -2 - item for a mid-item start
         item = np.where(where <= -2, -2 - where, where)
         cost = np.where(item >= 0, frame_s[np.maximum(item, 0)], 0.0)
         cost += np.where(where <= -2, seek_s[np.maximum(item, 0)], 0.0)
         per_batch.append(cost.sum(axis=0))
-    return scaling_figures(per_batch, workers)[0]
+    return per_batch
 
 
 def timed(fn: Callable[[], int], repeats: int) -> tuple[float, int]:
@@ -192,10 +192,12 @@ def main() -> None:
             out.items()
         return out
 
-    def loader_row(name: str, src: VideoSource, workers: int, ref: str, layouts: list[Any] | None = None) -> None:
+    def loader_row(name: str, src: VideoSource, workers: int, ref: str, layouts: list[Any] | None = None) -> int:
+        """Add the row; returns the loader's prefetch."""
         # shuffle (the default): each timed pass is a new epoch with its own stream order
         with StreamLoader(src, args.batch, T, num_workers=workers, seed=0, boundary="pack") as loader:
             add(f"{name} [{len(src.items())} streams]", run_loader(loader, layouts), ref)
+            return getattr(loader, "prefetch", 4)  # 4 before 2026-11-24
 
     whole, seg = video(0), video(args.segment)
     s = f"segment={args.segment}"
@@ -203,18 +205,22 @@ def main() -> None:
         loader_row("StreamLoader, 0 workers (in-process), whole files", whole, 0, BARE)
         loader_row(f"StreamLoader, 0 workers (in-process), {s}", seg, 0, BARE)
     # The scaling target (issue 8): 2 workers against 1, whole files and segments, side by side in one run.
-    # Next to each, what 2 workers would gain without run-ahead (``lockstep_bound``) and the most any loader could
+    # Next to each, what 2 workers would gain without run-ahead, with the loader's window, and the most any loader could
     # (``stream_bound``), on the same epochs.
     frame_s, seek_s, frames = item_costs(args.segment)
     for (name, src_), cut in zip((("whole files", whole), (s, seg)), (0, args.segment), strict=True):
         one = f"StreamLoader, 1 worker, {name} [{len(src_.items())} streams]"
         layouts: list[Any] = []
         loader_row(f"StreamLoader, 1 worker, {name}", src_, 1, BARE, layouts)
-        loader_row(f"StreamLoader, 2 workers, {name}", src_, 2, one)
+        window = loader_row(f"StreamLoader, 2 workers, {name}", src_, 2, one)
         got = rows[-1][1] / rows[-2][1]
-        lockstep = statistics.median(lockstep_bound(lay, frame_s, seek_s) for lay in layouts[1:])  # timed epochs
+        timed = [row_costs(lay, frame_s, seek_s) for lay in layouts[1:]]  # the timed epochs
+        lockstep = statistics.median(scaling_figures(c)[0] for c in timed)
+        windowed = statistics.median(windowed_figure(c, window) for c in timed)
         bound = stream_bound(frames, frame_s, seek_s, cut)
-        for label, value in (("without run-ahead (lockstep)", lockstep), ("bound: costliest stream", bound)):
+        for label, value in (("without run-ahead (lockstep)", lockstep),
+                             (f"ideal scheduler, {window} batches ahead", windowed),
+                             ("bound: costliest stream", bound)):  # fmt: skip
             rows.append((f"{label}, 2 workers, {name}", 0.0, 0, f"{value:.2f}x (measured: {got / value:.0%} of it)"))
             print(f"{rows[-1][0]:<75} {rows[-1][3]}", flush=True)
     if args.threads:

@@ -143,6 +143,55 @@ def scaling_figures(row_costs: Iterable[npt.NDArray[np.float64]], workers: int =
     return float(total / lockstep), float(total / max(chains.max(), total / workers))
 
 
+def windowed_figure(row_costs: Iterable[npt.NDArray[np.float64]], window: int, workers: int = 2) -> float:
+    """What ``workers`` producers could gain over one if they may write at most ``window`` batches ahead of the
+    oldest one not yet whole (the loader's ``prefetch``): a schedule of every (batch, row) piece of work, each
+    row's pieces in order, given to whichever producer is free, earliest batch first, with rows moving between
+    producers at every batch for free. Not a bound (the greedy order is not always optimal), but no real loader
+    moves rows for free: it says how much of the row-chain bound a window of that depth leaves reachable."""
+    costs = np.stack(list(row_costs)) if row_costs else np.zeros((0, 0))
+    K, B = costs.shape
+    if not K or not costs.sum():
+        return 1.0
+    nxt = [0] * B  # each row's next batch to do
+    row_free = [0.0] * B  # when each row's last piece finished
+    left = [int((costs[k] > 0).sum()) for k in range(K)]  # pieces of batch k not yet finished
+    whole = [0.0] * K  # when batch k became whole
+    done_upto = 0  # batches 0 .. done_upto-1 are whole
+    busy: list[tuple[float, int, int]] = []  # (finish, batch, row) of running pieces
+    free_workers, now = workers, 0.0
+
+    def settle() -> None:
+        nonlocal done_upto
+        while done_upto < K and left[done_upto] == 0:
+            whole[done_upto] = now
+            done_upto += 1
+
+    for r in range(B):  # pieces that cost nothing (padding) are done as soon as reached
+        while nxt[r] < K and costs[nxt[r], r] == 0:
+            nxt[r] += 1
+    settle()
+    while done_upto < K:
+        running = {r for _, _, r in busy}
+        ready = [(nxt[r], -costs[nxt[r], r], r) for r in range(B)
+                 if nxt[r] < K and r not in running and nxt[r] < done_upto + window]  # fmt: skip
+        ready.sort()  # earliest batch first, its costliest piece first
+        while free_workers and ready:
+            k, _, r = ready.pop(0)
+            busy.append((max(now, row_free[r]) + float(costs[k, r]), k, r))
+            free_workers -= 1
+        busy.sort()
+        now, k, r = busy.pop(0)
+        free_workers += 1
+        row_free[r] = now
+        left[k] -= 1
+        nxt[r] += 1
+        while nxt[r] < K and costs[nxt[r], r] == 0:
+            nxt[r] += 1
+        settle()
+    return float(costs.sum() / now)
+
+
 class ChunkedFrames(SyntheticFrames):
     """``SyntheticFrames`` that makes its frames ``CHUNK`` at a time (one numpy call each) and yields single steps."""
 

@@ -43,7 +43,7 @@ class LoaderConfig:
     layout: str = "TB"
     on_error: str = "raise"
     pin_memory: bool = False
-    prefetch: int = 4
+    prefetch: int | None = None  # None: ``engine.ring.default_prefetch``
     timeout: float | None = None
     mp_context: str = "spawn"
     segment: int = 0
@@ -55,7 +55,8 @@ class LoaderConfig:
         _check_int("batch_size", self.batch_size, 1, "e.g. batch_size=16")
         _check_int("time_steps", self.time_steps, 1, "e.g. time_steps=8")
         _check_int("num_workers", self.num_workers, 0, "use 0 to run in-process")
-        _check_int("prefetch", self.prefetch, 1, "e.g. prefetch=4")
+        if self.prefetch is not None:
+            _check_int("prefetch", self.prefetch, 1, "e.g. prefetch=4, or None for the default")
         if self.num_workers > self.batch_size:
             raise ValueError(
                 f"num_workers={self.num_workers} exceeds batch_size={self.batch_size}; each worker owns whole "

@@ -32,7 +32,7 @@ from streamcli.engine.guards import check_fields, check_main_guard, short_repr
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, epoch_rows, fill
-from streamcli.engine.ring import Ring
+from streamcli.engine.ring import Ring, default_prefetch
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.source import (
@@ -85,7 +85,9 @@ class StreamLoader:
         on_error: "raise" (a source exception stops the epoch with a ``SourceError``) or "skip" (the item
             ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
-        prefetch: batches in flight ahead of the consumer.
+        prefetch: batches the workers may write ahead of the consumer. By default (None) as many as fit in
+            256 MiB and in a quarter of the free shared memory, from 4 to 16 (4 in-process): a deeper window lets
+            workers fill later batches while one expensive stream holds up the current one.
         timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live). Needs
             ``num_workers >= 1``: in-process a hung source cannot be stopped safely, so the pair is refused.
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
@@ -119,7 +121,7 @@ class StreamLoader:
         layout: str = "TB",
         on_error: str = "raise",
         pin_memory: bool = False,
-        prefetch: int = 4,
+        prefetch: int | None = None,
         timeout: float | None = None,
         mp_context: str = "spawn",
         segment: int = 0,
@@ -161,7 +163,9 @@ class StreamLoader:
             )
         self.plan = Plan(plugin=self.plugin, fields=fields, config=config)
         producers = max(num_workers, 1)
-        self._depth = prefetch
+        if prefetch is None:
+            prefetch = default_prefetch(fields, self.batch_size, self.time_steps, self.layout, num_workers)
+        self._depth = self.prefetch = prefetch
         # Slots: ``prefetch`` being filled, plus the one the consumer holds and those prepared ahead of it.
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from _sources import CountingSource
 
-from streamcli import SharedMemoryError, StreamLoader
+from streamcli import Field, SharedMemoryError, StreamLoader
 
 HERE = Path(__file__).resolve().parent
 
@@ -101,3 +101,17 @@ def test_a_ring_that_cannot_be_backed_is_a_clear_error(monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "posix_fallocate", full)
     with pytest.raises(SharedMemoryError, match="MiB of shared memory"):
         StreamLoader(CountingSource([3]), 2, 2, num_workers=1)
+
+
+def test_default_prefetch_runs_deep_where_shared_memory_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamcli.engine import ring
+
+    small, big = (Field("x", (2,), "int64"),), (Field("frame", (3, 512, 512), "uint8"),)
+    assert ring.default_prefetch(small, 4, 8, "TB", 0) == 4  # in-process nothing runs ahead
+    assert ring.default_prefetch(small, 4, 8, "TB", 2) == 16  # tiny slots: the deepest window
+    assert ring.default_prefetch(big, 32, 64, "TB", 2) == 4  # 1.5 GiB slots: never below the old default
+    monkeypatch.setattr(ring, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
+    assert ring.default_prefetch(small, 4, 8, "TB", 2) == 16
+    assert ring.default_prefetch((Field("f", (3, 128, 128), "uint8"),), 8, 16, "TB", 2) == 4
+    with StreamLoader(CountingSource([5, 3]), 2, 2) as loader:
+        assert loader.prefetch == 4 and loader.config.prefetch is None
