@@ -8,7 +8,8 @@ Every row decodes the same files (the usable clips under ../shared/data/video, o
 and does the same per-frame work: resize to 128x128 with INTER_LINEAR, BGR->RGB, HWC->CHW. Each row is
 the median of ``--repeats`` timed passes after one untimed warm-up pass (page cache, worker start-up).
 Frames/s counts real (valid) frames only. Ratios are against the bare loop with OpenCV's default threads
-(the "bare" row), and the worker rows against the 1-worker row. After each 2-worker row, three estimates from
+(the "bare" row). The scaling rows (issue 8's target) alternate a 1-worker pass and a 2-worker pass, round after
+round, so that the host's drift hits both alike, and give the median of the rounds' ratios. Then three estimates from
 each clip's decode cost, and the share of each that was measured: what 2 workers would gain if no producer ran
 ahead of the batch being assembled (lockstep), what an ideal scheduler could gain writing at most the loader's
 ``prefetch`` batches ahead (``workloads.windowed_figure``), and the most any loader that reads each stream in
@@ -192,39 +193,66 @@ def main() -> None:
             out.items()
         return out
 
-    def loader_row(name: str, src: VideoSource, workers: int, ref: str, layouts: list[Any] | None = None) -> int:
-        """Add the row; returns the loader's prefetch."""
+    def loader_row(name: str, src: VideoSource, workers: int, ref: str) -> None:
         # shuffle (the default): each timed pass is a new epoch with its own stream order
         with StreamLoader(src, args.batch, T, num_workers=workers, seed=0, boundary="pack") as loader:
-            add(f"{name} [{len(src.items())} streams]", run_loader(loader, layouts), ref)
-            return getattr(loader, "prefetch", 4)  # 4 before 2026-11-24
+            add(f"{name} [{len(src.items())} streams]", run_loader(loader), ref)
+
+    def scaling(name: str, src: VideoSource, cut: int, frame_s: np.ndarray, seek_s: np.ndarray,
+                frames: np.ndarray) -> None:  # fmt: skip
+        """1 worker against 2, their passes alternating, so that the host's drift (its speed moves by a third
+        within minutes) hits both alike; the ratio is the median of the rounds' ratios. Both loaders live
+        throughout: an idle worker naps, and both run the same epochs (a new shuffle each pass)."""
+        kw: dict[str, Any] = dict(seed=0, boundary="pack")
+        with StreamLoader(src, args.batch, T, num_workers=1, **kw) as one, \
+                StreamLoader(src, args.batch, T, num_workers=2, **kw) as two:  # fmt: skip
+            through_loader(one), through_loader(two)  # warm-up: worker start, page cache
+            rates: tuple[list[float], list[float]] = ([], [])
+            layouts: list[Any] = []
+            for _ in range(args.repeats):
+                for loader, got in ((one, rates[0]), (two, rates[1])):
+                    t = time.perf_counter()
+                    n = through_loader(loader, layouts if loader is one else None)
+                    got.append(n / (time.perf_counter() - t))
+            window = getattr(two, "prefetch", 4)  # 4 before 2026-11-24
+        ratio = statistics.median(b / a for a, b in zip(*rates, strict=True))
+        label = f"[{len(src.items())} items]"
+        for w, r in ((1, rates[0]), (2, rates[1])):
+            rate = statistics.median(r)
+            rows.append((f"StreamLoader, {w} worker{'s' * (w > 1)}, {name} {label}", rate, n, ""))
+            print(f"{rows[-1][0]:<75} {rate:8.0f} frames/s  (rounds: {', '.join(f'{x:.0f}' for x in r)})", flush=True)
+        rows.append(
+            (
+                f"2 workers / 1 worker, {name}, median of {args.repeats} alternating rounds",
+                0.0,
+                0,
+                f"{ratio:.2f}x (rounds: {', '.join(f'{b / a:.2f}' for a, b in zip(*rates, strict=True))})",
+            )
+        )
+        print(f"{rows[-1][0]:<75} {rows[-1][3]}", flush=True)
+        epochs = [row_costs(lay, frame_s, seek_s) for lay in layouts]
+        lockstep = statistics.median(scaling_figures(c)[0] for c in epochs)
+        windowed = statistics.median(windowed_figure(c, window) for c in epochs)
+        bound = stream_bound(frames, frame_s, seek_s, cut)
+        for what, value in (("without run-ahead (lockstep)", lockstep),
+                            (f"ideal scheduler, {window} batches ahead", windowed),
+                            ("bound: costliest stream", bound)):  # fmt: skip
+            rows.append((f"{what}, 2 workers, {name}", 0.0, 0, f"{value:.2f}x (measured: {ratio / value:.0%} of it)"))
+            print(f"{rows[-1][0]:<75} {rows[-1][3]}", flush=True)
 
     whole, seg = video(0), video(args.segment)
     s = f"segment={args.segment}"
     if not args.no_bare:
         loader_row("StreamLoader, 0 workers (in-process), whole files", whole, 0, BARE)
         loader_row(f"StreamLoader, 0 workers (in-process), {s}", seg, 0, BARE)
-    # The scaling target (issue 8): 2 workers against 1, whole files and segments, side by side in one run.
-    # Next to each, what 2 workers would gain without run-ahead, with the loader's window, and the most any loader could
+    # The scaling target (issue 8): 2 workers against 1, whole files and segments, in alternating rounds. Next to
+    # each, what 2 workers would gain without run-ahead, with the loader's window, and the most any loader could
     # (``stream_bound``), on the same epochs.
     frame_s, seek_s, frames = item_costs(args.segment)
     for (name, src_), cut in zip((("whole files", whole), (s, seg)), (0, args.segment), strict=True):
-        one = f"StreamLoader, 1 worker, {name} [{len(src_.items())} streams]"
-        layouts: list[Any] = []
-        loader_row(f"StreamLoader, 1 worker, {name}", src_, 1, BARE, layouts)
-        window = loader_row(f"StreamLoader, 2 workers, {name}", src_, 2, one)
-        got = rows[-1][1] / rows[-2][1]
-        timed = [row_costs(lay, frame_s, seek_s) for lay in layouts[1:]]  # the timed epochs
-        lockstep = statistics.median(scaling_figures(c)[0] for c in timed)
-        windowed = statistics.median(windowed_figure(c, window) for c in timed)
-        bound = stream_bound(frames, frame_s, seek_s, cut)
-        for label, value in (("without run-ahead (lockstep)", lockstep),
-                             (f"ideal scheduler, {window} batches ahead", windowed),
-                             ("bound: costliest stream", bound)):  # fmt: skip
-            rows.append((f"{label}, 2 workers, {name}", 0.0, 0, f"{value:.2f}x (measured: {got / value:.0%} of it)"))
-            print(f"{rows[-1][0]:<75} {rows[-1][3]}", flush=True)
+        scaling(name, src_, cut, frame_s, seek_s, frames)
     if args.threads:
-        one = f"StreamLoader, 1 worker, {s} [{len(seg.items())} streams]"
+        one = f"StreamLoader, 1 worker, {s} [{len(seg.items())} items]"
         loader_row(f"StreamLoader, 2 workers x threads=2 (FFmpeg), {s}", video(args.segment, threads=2), 2, one)
 
     cam = CameraSource(16, steps=256, size=SIZE)

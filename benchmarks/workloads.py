@@ -145,40 +145,49 @@ def scaling_figures(row_costs: Iterable[npt.NDArray[np.float64]], workers: int =
 
 def windowed_figure(row_costs: Iterable[npt.NDArray[np.float64]], window: int, workers: int = 2) -> float:
     """What ``workers`` producers could gain over one if they may write at most ``window`` batches ahead of the
-    oldest one not yet whole (the loader's ``prefetch``): a schedule of every (batch, row) piece of work, each
-    row's pieces in order, given to whichever producer is free, earliest batch first, with rows moving between
-    producers at every batch for free. Not a bound (the greedy order is not always optimal), but no real loader
-    moves rows for free: it says how much of the row-chain bound a window of that depth leaves reachable."""
+    oldest one not yet whole (the loader's ``prefetch``). Every (batch, row) piece of work is scheduled, each
+    row's pieces in order, to whichever producer is free, with rows moving between producers at every batch for
+    free; the better of two greedy orders is kept (earliest batch first, and the row with the most work left
+    first). Not a bound, since neither order is always optimal, but no real loader moves rows for free: it says
+    how much of the row-chain bound a window of that depth leaves within reach."""
     costs = np.stack(list(row_costs)) if row_costs else np.zeros((0, 0))
-    K, B = costs.shape
-    if not K or not costs.sum():
+    if not costs.size or not costs.sum():
         return 1.0
+    return float(costs.sum() / min(_schedule(costs, window, workers, rank) for rank in ("batch", "chain")))
+
+
+def _schedule(costs: npt.NDArray[np.float64], window: int, workers: int, rank: str) -> float:
+    """The makespan of one greedy schedule for ``windowed_figure``."""
+    K, B = costs.shape
+    left_in_row = costs[::-1].cumsum(axis=0)[::-1]  # [k, r]: row r's work from batch k on
     nxt = [0] * B  # each row's next batch to do
     row_free = [0.0] * B  # when each row's last piece finished
     left = [int((costs[k] > 0).sum()) for k in range(K)]  # pieces of batch k not yet finished
-    whole = [0.0] * K  # when batch k became whole
     done_upto = 0  # batches 0 .. done_upto-1 are whole
     busy: list[tuple[float, int, int]] = []  # (finish, batch, row) of running pieces
     free_workers, now = workers, 0.0
 
+    def skip_padding(r: int) -> None:  # pieces that cost nothing are done as soon as reached
+        while nxt[r] < K and costs[nxt[r], r] == 0:
+            nxt[r] += 1
+
     def settle() -> None:
         nonlocal done_upto
         while done_upto < K and left[done_upto] == 0:
-            whole[done_upto] = now
             done_upto += 1
 
-    for r in range(B):  # pieces that cost nothing (padding) are done as soon as reached
-        while nxt[r] < K and costs[nxt[r], r] == 0:
-            nxt[r] += 1
+    for r in range(B):
+        skip_padding(r)
     settle()
     while done_upto < K:
         running = {r for _, _, r in busy}
-        ready = [(nxt[r], -costs[nxt[r], r], r) for r in range(B)
-                 if nxt[r] < K and r not in running and nxt[r] < done_upto + window]  # fmt: skip
-        ready.sort()  # earliest batch first, its costliest piece first
-        while free_workers and ready:
-            k, _, r = ready.pop(0)
-            busy.append((max(now, row_free[r]) + float(costs[k, r]), k, r))
+        ready = [r for r in range(B) if nxt[r] < K and r not in running and nxt[r] < done_upto + window]
+        if rank == "batch":  # earliest batch first, its costliest piece first
+            ready.sort(key=lambda r: (nxt[r], -costs[nxt[r], r]))
+        else:  # the row with the most work left first
+            ready.sort(key=lambda r: -left_in_row[nxt[r], r])
+        for r in ready[:free_workers]:
+            busy.append((max(now, row_free[r]) + float(costs[nxt[r], r]), nxt[r], r))
             free_workers -= 1
         busy.sort()
         now, k, r = busy.pop(0)
@@ -186,10 +195,9 @@ def windowed_figure(row_costs: Iterable[npt.NDArray[np.float64]], window: int, w
         row_free[r] = now
         left[k] -= 1
         nxt[r] += 1
-        while nxt[r] < K and costs[nxt[r], r] == 0:
-            nxt[r] += 1
+        skip_padding(r)
         settle()
-    return float(costs.sum() / now)
+    return now
 
 
 class ChunkedFrames(SyntheticFrames):

@@ -157,6 +157,7 @@ class Producer:
     blocks: bool = False  # the source yields blocks of steps (``block_steps = True``)
     shared: bool = False  # other producers exist: publish claim keys as runs go (boundary "pack")
     steps: int = 0  # valid steps written, for the busy statistics
+    idle: bool = False  # as published in the control block (``set_idle``)
     slots: dict[int, SlotViews] = field(default_factory=dict)
     out: Notes = field(default_factory=Notes)  # what the current piece of work wrote, for ``flush``
     last: tuple[int, SlotViews | None] = (-1, None)  # (batch, its SlotViews): the batch being written
@@ -292,6 +293,7 @@ def work(p: Producer, limit: int) -> bool:
         with p.lock:  # the lock orders owners between processes
             held = control.take_row(b, p.w, key, planned)
         if held is not None:
+            set_idle(p, False)
             t0, steps = time.perf_counter(), p.steps
             _take(p, b, held, key // B)
             if p.shared:
@@ -302,8 +304,9 @@ def work(p: Producer, limit: int) -> bool:
             return True
     if not runnable:
         return bool(control.given) and _adopt(p, top, own=True)
+    set_idle(p, False)
     todo = sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b)
-    if p.shared and len(todo) > 1:
+    if p.shared and len(p.rows) > 1:
         todo = _give_one(p, todo, k_run)
     for row in todo:
         t0, steps = time.perf_counter(), p.steps
@@ -316,6 +319,14 @@ def work(p: Producer, limit: int) -> bool:
     return True
 
 
+def set_idle(p: Producer, idle: bool) -> None:
+    """Publish whether this producer has nothing to do. Cleared as soon as it takes on a piece of work, before
+    the work: the others must not count on it while it opens a stream (a seek can take a third of a second)."""
+    if p.idle != idle:
+        p.idle = idle
+        p.ring.control.set_idle(p.w, idle)
+
+
 def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
     """Give one of this producer's rows up mid-stream if batch ``k`` is the one everything waits for and another
     producer is idle; returns the rows left to run for batch ``k``.
@@ -324,14 +335,16 @@ def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
     only known once it runs: at an epoch's start, or when one clip decodes 50 times slower than the rest, one
     producer holds the row every batch waits for plus cheap ones, while the other has run as far ahead as it may
     and idles. Then the cheapest row moves: the idle producer reopens its stream at the row's position
-    (``open(item, start)``, as a resumed row does), and this one keeps its costlier rows. Only a live row at a
-    batch boundary moves, and never the last one, so the expensive stream is not passed around. Who writes a row
-    never changes its content."""
+    (``open(item, start)``, as a resumed row does), and this one keeps its costlier rows. Any of its rows may
+    move, not only those of batch ``k``: two expensive rows a few batches apart would otherwise stay together.
+    Only a live row at a batch boundary moves, and never the last one, so the expensive stream is not passed
+    around. Who writes a row never changes its content."""
     control = p.ring.control
     if control.written_min() < k or not control.idle_elsewhere(p.w):
         return todo
-    start = k * p.T
-    movable = [r for r in todo if r.q == start and r.cursor()[_cursor.STATE] in (_cursor.LIVE, _cursor.FOLLOW)]
+    T = p.T
+    live = (_cursor.LIVE, _cursor.FOLLOW)
+    movable = [r for r in p.rows.values() if r.q % T == 0 and r.cursor()[_cursor.STATE] in live]
     movable = [r for r in movable if r.cost and not r.hole]  # measured: never move a row of unknown cost
     if len(movable) < 2:
         return todo
@@ -353,6 +366,7 @@ def _adopt(p: Producer, top: int, own: bool) -> bool:
         got = control.take_given(p.w, top, own)
     if got is None:
         return False
+    set_idle(p, False)
     b, held = got
     k = control.written_of(b)
     row = rows_from(held[None, :], b, p.plan.segment, k * p.T)[0]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, reading_of, work
+from streamcli.engine.produce import Aborted, Plan, Producer, begin_epoch, close_rows, reading_of, set_idle, work
 from streamcli.engine.ring import NEVER, Ring, RingSpec
 from streamcli.errors import StepSpecError
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks
@@ -80,7 +80,7 @@ _IDLE_SLEEP = 1e-4  # the longest nap of a briefly idle worker: how late it noti
 
 def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tuple[Any, ...]], None]) -> None:
     control = p.ring.control
-    spins, idle = 0, False
+    spins = 0
     while True:
         if control.generation != p.gen:  # a new epoch, or closing: the pipe says which
             if not conn.poll(0.5):
@@ -105,18 +105,13 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tupl
             p.gen = -1  # produce nothing more until the next epoch
             continue
         if did:
-            if idle:
-                idle = False
-                control.set_idle(p.w, False)
             spins = 0
             control.report(p.w, time.perf_counter() - t0, p.steps - steps, *reading_of(p))
             if control.wake_due():
                 control.count_sent(p.w)
                 conn.send_bytes(WAKE)  # raw bytes: this one goes out for most batches
             continue
-        if not idle:
-            idle = True
-            control.set_idle(p.w, True)
+        set_idle(p, True)
         spins += 1
         if spins % 64 == 0:
             _check_parent(p)  # a cheap syscall: an orphaned worker exits within a second even when napping long
