@@ -16,6 +16,7 @@ row's batches.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,28 +52,39 @@ class Claim:
 class ClaimPlan:
     """The schedule of claims from an epoch's start (or a resumed position), advanced as far as it is asked.
 
-    ``order`` is the ring's order table (item, first step, open-ended, the item's promised length); ``start``
-    the row cursors at batch ``first``; ``tickets`` the tickets already taken there."""
+    ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays); ``due``
+    the (key, row) of every row's next claim; ``tickets`` the tickets already taken."""
 
-    def __init__(self, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
-                 segment: int, restream: bool) -> None:  # fmt: skip
-        self.T, self.pack, self.segment, self.restream = T, pack, segment, restream
-        self.B = B = len(start)
-        rows = order.tolist()
-        self.n = len(rows)
-        self.item_length = {int(r[0]): int(r[3]) for r in rows}
-        self._steps = [self._length(item, begin, length) for item, begin, _, length in rows]
+    def __init__(self, steps: Sequence[int], due: Sequence[tuple[int, int]], tickets: int, *, B: int, T: int,
+                 pack: bool, restream: bool) -> None:  # fmt: skip
+        self.B, self.T, self.pack, self.restream = B, T, pack, restream
+        self._steps = list(steps)
+        self.n = len(self._steps)
         self._ticket = tickets
-        self._heap: list[tuple[int, int]] = []
+        self._heap = list(due)
+        heapq.heapify(self._heap)
         self._made: dict[tuple[int, int], Claim] = {}
-        q0 = first * T
+        self.item_length: dict[int, int] = {}  # promised length per item, for rows that reopen (``of_ring``)
+
+    @classmethod
+    def of_ring(cls, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
+                segment: int, restream: bool) -> ClaimPlan:  # fmt: skip
+        """The plan from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
+        and the row cursors ``start`` at batch ``first``."""
+        B, q0 = len(start), first * T
+        rows = order.tolist()
+        item_length = {int(r[0]): int(r[3]) for r in rows}
+        steps = [max(0, (min(begin + segment, length) if segment else length) - begin) for _, begin, _, length in rows]
+        due = []
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == _cursor.IDLE:
-                self._heap.append((q0 * B + b, b))
+                due.append((q0 * B + b, b))
             elif state in (_cursor.LIVE, _cursor.SHORT):
-                left = stream_end(pos, self.item_length[item], segment) - pos
-                self._heap.append((next_claim_step(q0, left, T, pack) * B + b, b))
-        heapq.heapify(self._heap)
+                left = stream_end(pos, item_length[item], segment) - pos
+                due.append((next_claim_step(q0, left, T, pack) * B + b, b))
+        plan = cls(steps, due, tickets, B=B, T=T, pack=pack, restream=restream)
+        plan.item_length = item_length
+        return plan
 
     @staticmethod
     def applies(order: np.ndarray, start: np.ndarray) -> bool:
@@ -81,10 +93,6 @@ class ClaimPlan:
             return False
         known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
         return known and not (start[:, _cursor.STATE] == _cursor.FOLLOW).any()
-
-    def _length(self, item: int, begin: int, length: int) -> int:
-        end = min(begin + self.segment, length) if self.segment else length
-        return max(0, end - begin)
 
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""
@@ -96,13 +104,20 @@ class ClaimPlan:
         while (b, key) not in self._made:
             if not self._heap or self._heap[0][0] > key:
                 raise RuntimeError(f"internal error: row {b} has no planned claim at key {key}")
-            self._advance()
+            key_b, b_, claim = self.advance()
+            self._made[(b_, key_b)] = claim
             if len(self._made) > 4 * self.B:  # other producers' claims: keep only those not yet surely made
                 self._made = {rk: c for rk, c in self._made.items() if rk[1] >= done_below or rk == (b, key)}
         return self._made.pop((b, key))
 
-    def _advance(self) -> None:
-        """Make the earliest claim of the schedule: the same rule as ``produce._claim``, on lengths alone."""
+    def pending(self) -> bool:
+        """Whether any row will claim again."""
+        return bool(self._heap)
+
+    def advance(self) -> tuple[int, int, Claim]:
+        """Make the earliest claim of the schedule, (key, row, what it takes): the rule of ``produce._claim``,
+        on lengths alone. Empty streams are taken at the same key; a row whose tickets run out is dry (or, with
+        ``restream``, replays them)."""
         key, b = heapq.heappop(self._heap)
         first, empty_replays = self._ticket, 0
         while True:
@@ -110,12 +125,11 @@ class ClaimPlan:
             self._ticket += 1
             replay = ticket >= self.n
             if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
-                self._made[(b, key)] = Claim(first, self._ticket - first, True)
-                return
+                return key, b, Claim(first, self._ticket - first, True)
             steps = self._steps[ticket % self.n]
             if steps:
                 break
             empty_replays += replay
-        self._made[(b, key)] = Claim(first, self._ticket - first, False)
         nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
         heapq.heappush(self._heap, (nxt * self.B + b, b))
+        return key, b, Claim(first, self._ticket - first, False)

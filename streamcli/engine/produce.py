@@ -232,8 +232,8 @@ def _set_up(p: Producer) -> None:
     first, start, order = control.first_batch, control.cursors(0, p.B), control.order_table()
     p.setup = False
     if ClaimPlan.applies(order, start):
-        p.claims = ClaimPlan(order, start, first, control.tickets, T=p.T, pack=p.pack, segment=p.plan.segment,
-                             restream=p.plan.epoch_end == "restream")  # fmt: skip
+        p.claims = ClaimPlan.of_ring(order, start, first, control.tickets, T=p.T, pack=p.pack,
+                                     segment=p.plan.segment, restream=p.plan.epoch_end == "restream")  # fmt: skip
     q = first * p.T
     rows = rows_from(start[lo:hi], lo, p.plan.segment, q)
     p.rows = {r.b: r for r in rows if r.done or r.reopen or r.short}
