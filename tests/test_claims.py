@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
-from _invariants import collect
+from _invariants import collect, to_numpy
 from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource, RaisingSource
 
@@ -49,10 +49,21 @@ SETTINGS = [
 
 @pytest.mark.parametrize("kw", SETTINGS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
 def test_planned_claims_give_the_batches_of_the_unplanned_order(kw: dict[str, object]) -> None:
-    # The same streams with and without length(): only the first can plan its claims.
-    planned = _epochs(CountingSource(LENGTHS), **kw)
-    unplanned = _epochs(CountingSource(LENGTHS, report_length=False), **kw)
+    # The same streams with and without length(): only the first can plan its claims. The states after every
+    # batch (row cursors, tickets) agree as well.
+    runs = []
+    for src in (CountingSource(LENGTHS), CountingSource(LENGTHS, report_length=False)):
+        with StreamLoader(src, 3, 4, **kw) as loader:  # type: ignore[arg-type]
+            batches, states = [], []
+            for _ in range(2):
+                for batch in loader:
+                    batches.append(to_numpy(batch))
+                    state = loader.state_dict()
+                    states.append((state["epoch"], state["batch"], state["tickets"], state["rows"]))
+            runs.append((batches, states))
+    (planned, planned_states), (unplanned, unplanned_states) = runs
     assert_same(unplanned, planned, f"planned claims, {kw}")
+    assert planned_states == unplanned_states
 
 
 @pytest.mark.slow

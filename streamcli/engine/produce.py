@@ -613,19 +613,15 @@ def _ended(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
 
 
 def _wait_out(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
-    """Pad a row whose stream ended short of its promise, from batch step ``t`` until its planned claim; its
-    position goes on as if the stream did, so the cursor says where the claim is."""
+    """Pad a row whose stream ended short of its promise, from batch step ``t`` until its planned claim."""
     T = p.T
     stop = min(T, row.claim_q - k * T)
     pad(v, row.b, t, p.out, stop)
-    row.pos += stop - t
-    if stop < T:
+    if k * T + stop == row.claim_q:  # the claim is due: the row is free
         row.short = False
         return _release(p, row, v, k, stop)
+    row.pos += stop - t  # still padding: the position counts on, so a resumed row knows where its claim is
     row.q = (k + 1) * T
-    if row.claim_q == row.q:
-        row.short = False
-        return _release(p, row, v, k, T)
     _finish(p, row, v, k)
 
 
@@ -696,13 +692,14 @@ def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
     claim whatever the other rows are doing. A stream that ends before its promise leaves the row padding."""
     got = plan.claim(row.b, row.q * p.B + row.b, p.ring.control.written_min() * p.T * p.B)
     row.tally[CLAIMS] += got.count
+    ticket = got.first + got.count - 1 - got.dry  # the stream it takes (dry: the last empty one it passed)
+    if ticket >= got.first:
+        item, start, _, length = p.ring.control.stream(ticket)
+        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, ticket >= plan.n, True, False
     if got.dry:
         row.done = True
         row.tally[DRY] += 1
         return
-    ticket = got.first + got.count - 1
-    item, start, _, length = p.ring.control.stream(ticket)
-    row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, ticket >= plan.n, True, False
     row.end = start + p.plan.segment if p.plan.segment else _NO_END
     row.expect = length
     row.blk, row.j = None, 0
