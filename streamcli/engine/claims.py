@@ -2,10 +2,11 @@
 
 Tickets go out in canonical key order (``engine.produce``). When every stream's length is known, that order
 follows from the lengths alone: a stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims
-again there ("pack") or at the next batch ("pad"), just as ``engine.plan.count_batches`` replays it. Each
-producer then replays the same schedule (``ClaimPlan``), so a row whose stream ends takes its next ticket at
-once, without waiting until every earlier claim of the other rows has been made; rows are coupled only by the
-hand-out window, and a slow stream no longer holds up the claims of rows that run ahead of it.
+again there ("pack") or at the next batch ("pad"); ``engine.plan.count_batches`` replays the same schedule to
+count an epoch's batches. Each producer replays it (``ClaimPlan``) as far as it needs, so a row whose stream ends
+takes its next ticket at once, without waiting until every earlier claim of the other rows has been made; rows
+are coupled only by the hand-out window, and a slow stream no longer holds up the claims of rows that run ahead
+of it.
 
 The plan is the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
 leaves its row padding until its planned next claim (``cursor.SHORT``), and one that runs on is cut at it. So
