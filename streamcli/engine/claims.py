@@ -56,16 +56,16 @@ class ClaimPlan:
     ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays); ``due``
     the (key, row) of every row's next claim; ``tickets`` the tickets already taken."""
 
-    def __init__(self, steps: Sequence[int], due: Sequence[tuple[int, int]], tickets: int, *, B: int, T: int,
-                 pack: bool, restream: bool) -> None:  # fmt: skip
+    def __init__(self, steps: Sequence[int] | np.ndarray, due: Sequence[tuple[int, int]], tickets: int, *,
+                 B: int, T: int, pack: bool, restream: bool) -> None:  # fmt: skip
         self.B, self.T, self.pack, self.restream = B, T, pack, restream
-        self._steps = list(steps)
+        self._steps = np.asarray(steps, np.int64)  # an array, not a list: an epoch may hold 10^5 streams and more
         self.n = len(self._steps)
         self._ticket = tickets
         self._heap = list(due)
         heapq.heapify(self._heap)
         self._made: dict[tuple[int, int], Claim] = {}
-        self.item_length: dict[int, int] = {}  # promised length per item, for rows that reopen (``of_ring``)
+        self._item_length = np.zeros(0, np.int64)  # promised length per item, for rows that reopen (``of_ring``)
 
     @classmethod
     def of_ring(cls, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
@@ -73,19 +73,24 @@ class ClaimPlan:
         """The plan from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
         and the row cursors ``start`` at batch ``first``."""
         B, q0 = len(start), first * T
-        rows = order.tolist()
-        item_length = {int(r[0]): int(r[3]) for r in rows}
-        steps = [max(0, (min(begin + segment, length) if segment else length) - begin) for _, begin, _, length in rows]
+        items, begin, length = order[:, 0], order[:, 1], order[:, 3]
+        item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
+        item_length[items] = length
+        end = np.minimum(begin + segment, length) if segment else length
         due = []
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == _cursor.IDLE:
                 due.append((q0 * B + b, b))
             elif state in (_cursor.LIVE, _cursor.SHORT):
-                left = stream_end(pos, item_length[item], segment) - pos
+                left = stream_end(pos, int(item_length[item]), segment) - pos
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
-        plan = cls(steps, due, tickets, B=B, T=T, pack=pack, restream=restream)
-        plan.item_length = item_length
+        plan = cls(np.maximum(end - begin, 0), due, tickets, B=B, T=T, pack=pack, restream=restream)
+        plan._item_length = item_length
         return plan
+
+    def item_length(self, item: int) -> int:
+        """The length ``length()`` promised for ``item`` (a row that reopens its stream checks it)."""
+        return int(self._item_length[item])
 
     @staticmethod
     def applies(order: np.ndarray, start: np.ndarray) -> bool:
@@ -97,7 +102,7 @@ class ClaimPlan:
 
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""
-        return self._steps[ticket % self.n]
+        return int(self._steps[ticket % self.n])
 
     def claim(self, b: int, key: int, done_below: int) -> Claim:
         """What row ``b`` takes at ``key``, which must be its next planned claim. Claims at keys below
@@ -127,7 +132,7 @@ class ClaimPlan:
             replay = ticket >= self.n
             if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
                 return key, b, Claim(first, self._ticket - first, True)
-            steps = self._steps[ticket % self.n]
+            steps = int(self._steps[ticket % self.n])
             if steps:
                 break
             empty_replays += replay

@@ -248,7 +248,7 @@ def _promise_again(p: Producer, row: Row) -> None:
     if not (row.reopen or row.short):
         return
     if p.claims is not None:
-        row.expect = p.claims.item_length[row.item]
+        row.expect = p.claims.item_length(row.item)
         end = stream_end(row.pos, row.expect, p.plan.segment)
         row.claim_q = next_claim_step(row.q, end - row.pos, p.T, p.pack)
     elif not p.plan.segment:
