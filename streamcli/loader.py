@@ -165,7 +165,7 @@ class StreamLoader:
         producers = max(num_workers, 1)
         if prefetch is None:
             prefetch = default_prefetch(fields, self.batch_size, self.time_steps, self.layout, num_workers)
-        self._depth = self.prefetch = prefetch
+        self.prefetch = prefetch
         # Slots: ``prefetch`` being filled, plus the one the consumer holds and those prepared ahead of it.
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
@@ -493,7 +493,7 @@ class StreamLoader:
         """Give producers every free slot, up to ``prefetch`` batches ahead of the one being prepared. Also called
         by the ``Ahead`` thread while its queue is full, so producers never wait for the consumer to take one."""
         self._reclaim()
-        while self._free and self._k_next < self._k + self._depth:
+        while self._free and self._k_next < self._k + self.prefetch:
             slot = self._free.pop()
             self._inflight[self._k_next] = slot
             self.ring.control.hand_out(self._k_next, slot)

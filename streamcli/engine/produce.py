@@ -108,9 +108,8 @@ class Row:
     blk: list[np.ndarray] | None = None  # block sources: the current block's arrays, in field order
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
-    hole: bool = False  # a promised stream had no first step: padding until the claim the row announced
-    short: bool = False  # planned claims: the stream ended before its promise; padding until ``claim_q``
-    claim_q: int = -1  # planned claims: the epoch step of the row's next claim
+    short: bool = False  # the stream ended before its promise: padding until ``claim_q``
+    claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``_claim``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
@@ -345,7 +344,7 @@ def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
     T = p.T
     live = (_cursor.LIVE, _cursor.FOLLOW)
     movable = [r for r in p.rows.values() if r.q % T == 0 and r.cursor()[_cursor.STATE] in live]
-    movable = [r for r in movable if r.cost and not r.hole]  # measured: never move a row of unknown cost
+    movable = [r for r in movable if r.cost]  # measured: never move a row of unknown cost
     if len(movable) < 2:
         return todo
     row = min(movable, key=lambda r: (r.cost, r.b))
@@ -450,10 +449,13 @@ def _publish(p: Producer, row: Row) -> None:
     elif p.claims is not None:
         key = row.claim_q * p.B + row.b  # planned: only this row waits for it
     else:
-        T = p.T
-        q = row.q + 1 if p.pack else (row.q // T + 1) * T
-        key = q * p.B + row.b
+        key = _after_next_step(p, row) * p.B + row.b
     p.ring.control.set_claim(row.b, key)
+
+
+def _after_next_step(p: Producer, row: Row) -> int:
+    """Unplanned claims: the earliest epoch step of the row's next claim, after its step at ``row.q``."""
+    return row.q + 1 if p.pack else (row.q // p.T + 1) * p.T
 
 
 def _run(p: Producer, row: Row, k: int) -> None:
@@ -464,11 +466,6 @@ def _run(p: Producer, row: Row, k: int) -> None:
     b = row.b
     t = row.q - k * T
     pack = p.pack
-    if row.hole:
-        row.hole = False
-        t_next = t + 1 if pack else T
-        pad(v, b, t, p.out, t_next)
-        return _release(p, row, v, k, t_next)
     if row.short:
         return _wait_out(p, row, v, k, t)
     if row.reopen:
@@ -613,7 +610,7 @@ def _ended(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
 
 
 def _wait_out(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
-    """Pad a row whose stream ended short of its promise, from batch step ``t`` until its planned claim."""
+    """Pad a row whose stream ended short of its promise, from batch step ``t`` until its next claim."""
     T = p.T
     stop = min(T, row.claim_q - k * T)
     pad(v, row.b, t, p.out, stop)
@@ -647,7 +644,7 @@ def _claim(p: Producer, row: Row, k: int) -> None:
     A stream whose item promised a length that covers its start has a first step, so the row announces its next
     possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
     seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
-    on_error="skip"), the row keeps that announcement: it is padding until then (``row.hole``)."""
+    on_error="skip"), the row keeps that announcement: it is padding until then (``row.short``)."""
     if p.claims is not None:
         return _claim_planned(p, p.claims, row, k)
     control = p.ring.control
@@ -682,7 +679,7 @@ def _claim(p: Producer, row: Row, k: int) -> None:
         if promised:
             if row.expect >= 0:  # not a skipped failure (that is reported already)
                 _mismatch(p, row, k, "ended after 0 steps")
-            row.hole = True
+            row.short, row.claim_q = True, _after_next_step(p, row)
             return
         empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
 
