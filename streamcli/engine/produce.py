@@ -41,7 +41,7 @@ from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
 from streamcli.engine.ring import CLAIMS, DRY, LIVE, NEVER, NO_OWNER, VALID, Ring
-from streamcli.engine.slots import Notes, SlotViews, flush, pad
+from streamcli.engine.slots import Notes, SlotViews, flush, pad, record
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, StreamSource, item_name
 
@@ -110,6 +110,7 @@ class Row:
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
     short: bool = False  # the stream ended before its promise: padding until ``claim_q``
     claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``_claim``)
+    key: int = -1  # the claim key this producer last published for the row (``_publish``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
@@ -450,7 +451,9 @@ def _publish(p: Producer, row: Row) -> None:
         key = row.claim_q * p.B + row.b  # planned: only this row waits for it
     else:
         key = _after_next_step(p, row) * p.B + row.b
-    p.ring.control.set_claim(row.b, key)
+    if key != row.key:  # planned, a live row's key stays put from batch to batch
+        row.key = key
+        p.ring.control.set_claim(row.b, key)
 
 
 def _after_next_step(p: Producer, row: Row) -> int:
@@ -534,7 +537,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         # next() and copy that a hand-written loop does, plus the shape and dtype check.
         cols = v.columns[b]
         t, t_stop = t0, t0 + (stop - pos0)
-        ndarray, single = np.ndarray, len(cols) == 1
+        ndarray, single, cells = np.ndarray, len(cols) == 1, v.cells
         name, shape, dtype, col = cols[0]
         while True:
             try:
@@ -543,14 +546,20 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
                     if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                         row.pos = pos0 + t - t0
                         a = _checked(p, row, nxt, name, shape, dtype)
-                    col[t] = a
+                    if cells:
+                        col[t][...] = a
+                    else:
+                        col[t] = a
                 else:
                     for name, shape, dtype, col in cols:
                         a = nxt[name]
                         if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                             row.pos = pos0 + t - t0
                             a = _checked(p, row, nxt, name, shape, dtype)
-                        col[t] = a
+                        if cells:
+                            col[t][...] = a
+                        else:
+                            col[t] = a
             except (KeyError, TypeError, IndexError):
                 row.pos = pos0 + t - t0
                 _checked(p, row, nxt, name, shape, dtype)  # raises the precise error
@@ -569,6 +578,8 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
             if claims:
                 control.set_claim(b, (q0 + t - t0 + 1) * B + b)
         n = t - t0
+    if claims:
+        row.key = -1  # published above, behind ``_publish``'s back
     p.out.runs.append((b, t0, n, row.item, pos0, row.replay, row.fresh))  # flags are written by ``flush``
     row.fresh = False
     pos = row.pos = pos0 + n
@@ -595,7 +606,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
 def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
     row.tally[LIVE] = row.it is not None and not row.replay
-    p.out.records.append((row.b, row.cursor(), tuple(row.tally)))
+    record(p.out, row.b, row.cursor(), row.tally)
     p.out.written.append(row.b)
     row.tally = [0, 0, 0, 0]
 
@@ -633,7 +644,7 @@ def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
     del p.rows[b]
     row.tally[LIVE] = 0  # mid-batch, the next owner carries on counting this batch
     cursor = row.cursor()
-    p.out.records.append((b, cursor, tuple(row.tally)))
+    record(p.out, b, cursor, row.tally)
     written = k + 1 if t == T else k
     p.out.releases.append((b, (k * T + t) * p.B + b, written, cursor))
 

@@ -14,7 +14,22 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine.ring import Control
+from streamcli.engine import cursor as _cursor
+from streamcli.engine.ring import SUMMARY, Control
+
+_RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
+# Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs half of indexing the
+# row's column (``column[t] = step``) for small steps. The views take about 150 bytes each, so only slots of up
+# to this many (field, step, row) cells keep them.
+_CELLS = 1024
+
+
+def _steps(column: np.ndarray) -> list[np.ndarray]:
+    return [column[t, ...] for t in range(len(column))]  # (``...``: a view even where a step is a scalar)
+
+
+def _same(column: np.ndarray) -> np.ndarray:
+    return column
 
 
 @dataclass
@@ -29,18 +44,21 @@ class SlotViews:
     replayed: np.ndarray
     summary: np.ndarray
     cursor: np.ndarray
-    columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], np.ndarray]]]  # per row: (name, shape, dtype, column)
+    columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], Any]]]  # per row: (name, shape, dtype, where)
+    cells: bool  # ``where`` is a list of the steps' views (write ``where[t][...] = a``), else the row's column
 
     @classmethod
     def of(cls, views: dict[str, np.ndarray], spec: Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> SlotViews:
         """The views of one slot; ``spec`` is (name, shape, dtype) per data field (``Producer.spec``)."""
         arrays = [views[name] for name, _, _ in spec]
-        B = views["valid"].shape[1]
-        columns = [[(name, shape, dtype, arr[:, b]) for (name, shape, dtype), arr in zip(spec, arrays, strict=True)]
+        T, B = views["valid"].shape
+        cells = T * B * len(arrays) <= _CELLS
+        where = _steps if cells else _same
+        columns = [[(name, shape, dtype, where(a[:, b])) for (name, shape, dtype), a in zip(spec, arrays, strict=True)]
                    for b in range(B)]  # fmt: skip
         return cls(arrays=arrays, first=views["is_first"], valid=views["valid"], stream=views["stream"],
                    position=views["position"], replayed=views["replayed"], summary=views["summary"],
-                   cursor=views["cursor"], columns=columns)  # fmt: skip
+                   cursor=views["cursor"], columns=columns, cells=cells)  # fmt: skip
 
 
 @dataclass
@@ -49,9 +67,17 @@ class Notes:
 
     runs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)  # b t0 n item pos rep fresh
     pads: list[tuple[int, int, int]] = field(default_factory=list)  # (row, first padded step, end)
-    records: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)  # row, cursor, counts
+    records: list[int] = field(default_factory=list)  # per row, flat: the row, its cursor, its counts (``record``)
     written: list[int] = field(default_factory=list)  # rows whose batch is complete
     releases: list[tuple[int, int, int, tuple[int, int, int, int]]] = field(default_factory=list)
+
+
+def record(notes: Notes, b: int, cursor: tuple[int, ...], counts: Sequence[int]) -> None:
+    """Note row ``b``'s cursor and counts for the slot; one flat list, so ``flush`` converts it in one call."""
+    rec = notes.records
+    rec.append(b)
+    rec.extend(cursor)
+    rec.extend(counts)
 
 
 def pad(v: SlotViews, b: int, t: int, notes: Notes, t_end: int | None = None) -> None:
@@ -95,9 +121,10 @@ def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndar
         v.position[t0:t1, b0] = -1
     notes.pads.clear()
     if notes.records:
-        bs = _columns([rec[0] for rec in notes.records])
-        v.cursor[bs] = [rec[1] for rec in notes.records]
-        v.summary[bs] = [rec[2] for rec in notes.records]
+        recs = np.array(notes.records, np.int64).reshape(-1, _RECORD)
+        bs = _columns(recs[:, 0].tolist())
+        v.cursor[bs] = recs[:, 1 : 1 + _cursor.WIDTH]
+        v.summary[bs] = recs[:, 1 + _cursor.WIDTH :]
         notes.records.clear()
     if notes.written:
         control.set_written(_columns(notes.written), k + 1)
