@@ -406,7 +406,7 @@ class StreamLoader:
             self._wait_done(k)
             v = self.ring.slots[slot]
             skips = self._pending.pop(k, [])
-            claims, dry, n_live, n_valid = v["summary"].sum(axis=0).tolist()
+            claims, dry, n_live, n_valid = np.add.reduce(v["summary"], axis=0).tolist()
             target = self._epoch_target
             if self.epoch_end == "drop" and dry and not self._dropped:
                 if target is None:

@@ -98,7 +98,10 @@ def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndar
             cols = _columns(b)
             v.valid[:, cols] = True
             v.stream[:, cols] = item
-            v.position[:, cols] = np.add.outer(steps_t, np.array(pos0, np.int64))
+            if type(cols) is slice:
+                np.add(steps_t[:, None], np.array(pos0, np.int64), out=v.position[:, cols])
+            else:
+                v.position[:, cols] = np.add.outer(steps_t, np.array(pos0, np.int64))
             v.replayed[:, cols] = rep
             v.first[:, cols] = False
             if any(fresh):
@@ -136,6 +139,6 @@ def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndar
 
 def _columns(rows: Sequence[int]) -> slice | list[int]:
     """Row indices as a slice when they are consecutive (the usual case): cheaper to write through."""
-    if rows[-1] - rows[0] + 1 == len(rows) and list(rows) == list(range(rows[0], rows[-1] + 1)):
-        return slice(rows[0], rows[-1] + 1)
-    return list(rows)
+    rows = list(rows)
+    lo, hi = rows[0], rows[-1] + 1
+    return slice(lo, hi) if hi - lo == len(rows) and rows == list(range(lo, hi)) else rows
