@@ -164,13 +164,15 @@ class StreamLoader:
             )
         self.plan = Plan(plugin=self.plugin, fields=fields, config=config)
         producers = max(num_workers, 1)
+        # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
+        # prepared ahead of it.
+        extra = 2 + (AHEAD if num_workers else 0)
         if prefetch is None:
-            prefetch = default_prefetch(fields, self.batch_size, self.time_steps, self.layout, num_workers)
+            prefetch = default_prefetch(fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         self.prefetch = prefetch
-        # Slots: ``prefetch`` being filled, plus the one the consumer holds and those prepared ahead of it.
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
-                 num_slots=prefetch + 2 + (AHEAD if num_workers else 0),
+                 num_slots=prefetch + extra,
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout)
         )  # fmt: skip
         # A dropped batch's holder dies and its weakref lands here: the callback is a deque's append, C code

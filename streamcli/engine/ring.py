@@ -552,16 +552,19 @@ def _reserve(shm: shared_memory.SharedMemory, spec: RingSpec) -> None:
 PREFETCH_MIN, PREFETCH_MAX, PREFETCH_BUDGET = 4, 16, 256 * 2**20
 
 
-def default_prefetch(fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int) -> int:
+def default_prefetch(
+    fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4
+) -> int:
     """Batches workers may write ahead by default: as many slots as fit in ``PREFETCH_BUDGET`` and in a quarter of
-    the free shared memory, between 4 and 16; 4 in-process, where nothing runs ahead. The window matters when
-    streams cost unevenly: rows of cheap streams fill later batches while an expensive one finishes this one."""
+    the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and 16; 4 in-process,
+    where nothing runs ahead. The window matters when streams cost unevenly: rows of cheap streams fill later
+    batches while an expensive one finishes this one."""
     if not workers:
         return PREFETCH_MIN
     spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
                     num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
     fit = int(min(PREFETCH_BUDGET, _shm_free() / 4) // spec.entries()[3])
-    return max(PREFETCH_MIN, min(PREFETCH_MAX, fit - 4))  # the loader has 4 slots beyond the window
+    return max(PREFETCH_MIN, min(PREFETCH_MAX, fit - extra))
 
 
 def _shm_free(root: str = "/dev/shm") -> float:
