@@ -514,14 +514,16 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     nxt: Any = row.nxt
     n = 0
     if p.blocks:
-        arrays = v.arrays
+        fields = v.rows[b]
         while True:
             blk = row.blk
             assert blk is not None
             j = row.j
-            m = min(stop - pos0 - n, len(blk[0]) - j)
-            for arr, src in zip(arrays, blk, strict=True):
-                arr[t0 + n : t0 + n + m, b] = src[j : j + m]
+            size = len(blk[0])
+            m = min(stop - pos0 - n, size - j)
+            t = t0 + n
+            for col, src in zip(fields, blk, strict=True):
+                col[t : t + m] = src if m == size else src[j : j + m]
             n += m
             row.j = j + m
             if pos0 + n == stop:
@@ -738,7 +740,8 @@ def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -
         out = [block[name] for name, _, _ in p.spec]
         n = len(out[0])
         for a, (_, shape, dtype) in zip(out, p.spec, strict=True):
-            if type(a) is not np.ndarray or a.shape[1:] != shape or a.dtype != dtype or len(a) != n or not n:
+            if (type(a) is not np.ndarray or a.shape[1:] != shape or (a.dtype is not dtype and a.dtype != dtype)
+                    or len(a) != n or not n):  # fmt: skip
                 break
         else:
             return out

@@ -46,6 +46,7 @@ class SlotViews:
     cursor: np.ndarray
     columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], Any]]]  # per row: (name, shape, dtype, where)
     cells: bool  # ``where`` is a list of the steps' views (write ``where[t][...] = a``), else the row's column
+    rows: list[list[np.ndarray]]  # per row, each field's column: ``(T, *shape)``
 
     @classmethod
     def of(cls, views: dict[str, np.ndarray], spec: Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> SlotViews:
@@ -54,11 +55,12 @@ class SlotViews:
         T, B = views["valid"].shape
         cells = T * B * len(arrays) <= _CELLS
         where = _steps if cells else _same
-        columns = [[(name, shape, dtype, where(a[:, b])) for (name, shape, dtype), a in zip(spec, arrays, strict=True)]
-                   for b in range(B)]  # fmt: skip
+        rows = [[a[:, b] for a in arrays] for b in range(B)]
+        columns = [[(name, shape, dtype, where(col)) for (name, shape, dtype), col in zip(spec, row, strict=True)]
+                   for row in rows]  # fmt: skip
         return cls(arrays=arrays, first=views["is_first"], valid=views["valid"], stream=views["stream"],
                    position=views["position"], replayed=views["replayed"], summary=views["summary"],
-                   cursor=views["cursor"], columns=columns, cells=cells)  # fmt: skip
+                   cursor=views["cursor"], columns=columns, cells=cells, rows=rows)  # fmt: skip
 
 
 @dataclass
