@@ -737,6 +737,12 @@ def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -
     """The block's arrays in field order; raise ``StepSpecError`` if a field is missing, mis-shaped or of another
     step count than the rest."""
     try:  # the usual block: exact arrays, checked in a few comparisons each
+        if len(p.spec) == 1:  # the common source of one field: no loops
+            name, shape, dtype = p.spec[0]
+            a = block[name]
+            if type(a) is np.ndarray and a.shape[1:] == shape and (a.dtype is dtype or a.dtype == dtype) and len(a):
+                return [a]
+            return _checked_block_slowly(p, row, block, fields)
         out = [block[name] for name, _, _ in p.spec]
         n = len(out[0])
         for a, (_, shape, dtype) in zip(out, p.spec, strict=True):
