@@ -183,3 +183,31 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
             pool.wait_batch(1, timeout=60)
     finally:
         shutdown(pool, ring)
+
+
+# ---------------------------------------------------------------------------------------- slot writes
+
+
+@pytest.mark.parametrize(("pad", "T"), [(0, 4), (0, 300), (3, 4), (3, 160)])  # fields x T x B=4: cells <= 1024?
+@pytest.mark.parametrize("workers", [0, 1])
+def test_steps_land_where_their_flags_say_in_small_and_large_slots(pad: int, T: int, workers: int,
+                                                                   no_leaks: None) -> None:  # fmt: skip
+    """Producers write a step through a view of its own when the slot is small (``slots._CELLS``) and by
+    indexing the row's column otherwise, for one field or several; every field of every step must land where
+    the flags say."""
+    from streamcli import StreamLoader
+
+    source = CountingSource([37, 650, 5, 330, 64, 9], pad=pad)
+    seen = 0
+    with StreamLoader(source, 4, T, num_workers=workers, boundary="pack") as loader:
+        for batch in loader:
+            x, valid = batch.data["x"].numpy(), batch.valid.numpy()
+            stream, pos = batch.stream.numpy(), batch.position.numpy()
+            assert (x[valid][:, 0] == stream[valid]).all() and (x[valid][:, 1] == pos[valid]).all()
+            assert not x[~valid].any()  # padding is zeros
+            if pad:
+                blob = batch.data["blob"].numpy()
+                assert (blob[valid] == ((stream[valid] * 31 + pos[valid]) % 251)[:, None]).all()
+                assert not blob[~valid].any()
+            seen += int(valid.sum())
+    assert seen == sum(source.lengths)
