@@ -5,7 +5,9 @@ stream that falls short of its promise pads its row until then, and no other row
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -147,3 +149,45 @@ def test_a_long_planned_epoch_with_workers_matches_the_unplanned_order(no_leaks:
         assert len(loader) == len(want)
         got = collect(loader)
     assert_same(want, got, "400 streams, 2 workers, planned")
+
+
+def _states(make: Callable[[], CountingSource], **kw: Any) -> list[dict[str, Any]]:
+    """The state after each batch of one epoch, as saved to JSON."""
+    with StreamLoader(make(), 3, 4, **kw) as loader:
+        return [json.loads(json.dumps(loader.state_dict())) for _ in loader]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_resume_inside_a_broken_streams_padding_reports_it_once(workers: int, no_leaks: None) -> None:
+    """A stream that failed under on_error="skip", or ended short of its promise, was reported before the state
+    was saved; the resumed loader pads on (cursor ``short``) without reopening the stream, so it neither fails
+    nor reports it again."""
+
+    def failing() -> CountingSource:
+        return RaisingSource(LENGTHS, bad=6, at=5)
+
+    def short() -> CountingSource:
+        return ShortSource(LENGTHS, short=6, real=3)
+
+    def padding(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        inside = [st for st in states if any(r[_cursor.STATE] == _cursor.SHORT for r in st["rows"])]
+        assert len(inside) >= 2, "no state was saved while a row padded for its broken stream"
+        return [inside[0], inside[-1]]
+
+    for state in padding(_states(failing, on_error="skip")):
+        assert len(state["skipped"]) == 1
+        with StreamLoader(failing(), 3, 4, on_error="skip", num_workers=workers) as loader:
+            loader.load_state_dict(state)
+            for _ in loader:
+                pass
+            assert loader.stats.skipped == 1  # the one the state carries, and no second failure
+    with pytest.warns(RuntimeWarning, match="length"):
+        states = _states(short)
+    for state in padding(states):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a second report would warn again
+            with StreamLoader(short(), 3, 4, num_workers=workers) as loader:
+                loader.load_state_dict(state)
+                for _ in loader:
+                    pass
+                assert loader.stats.length_mismatches == 0
