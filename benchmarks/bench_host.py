@@ -3,6 +3,7 @@
     python benchmarks/bench_host.py               # about 30 s; 5 rounds, per-round figures and medians
     python benchmarks/bench_host.py --repeats 1   # one round (a smoke run)
     python benchmarks/bench_host.py --json        # the medians as one JSON object (per-round lines on stderr)
+    python benchmarks/bench_host.py --ring 20     # each process writes its batches into 20 arrays in turn
 
 The loader's B target asks 2 workers for >= 0.95 x (2 x the 1-worker rate) (``bench_loader.py``, ``report.py``).
 That figure can be no better than what the machine gives two plain processes burning the same CPU: on a small
@@ -42,16 +43,20 @@ B, T = 16, 8  # as in runner.py
 BATCHES = VARIANTS["B"].batches  # 120: the loader benchmark's timed batches for B
 
 
-def fill(src: SyntheticFrames, items: list[int], rows: int, batches: int, barrier: Barrier) -> tuple[int, float]:
+def fill(
+    src: SyntheticFrames, items: list[int], rows: int, batches: int, barrier: Barrier, ring: int = 1
+) -> tuple[int, float]:
     """Write ``batches`` batches of ``(T, rows)`` frames from ``items`` (cycled if they run out), as a plain loop
-    would; return (frames written, seconds of the loop). The clock starts when every process reaches ``barrier``."""
+    would, batch ``i`` into array ``i % ring``; return (frames written, seconds of the loop). The clock starts when
+    every process reaches ``barrier``."""
     queue = itertools.cycle(items)
-    out = np.zeros((T, rows, 3, 64, 64), np.uint8)
-    out.fill(1)  # touch every page before timing
+    arrays = np.zeros((ring, T, rows, 3, 64, 64), np.uint8)
+    arrays.fill(1)  # touch every page before timing
     barrier.wait()
     t0 = time.perf_counter()
     its = [src.open(next(queue)) for _ in range(rows)]
-    for _ in range(batches):
+    for i in range(batches):
+        out = arrays[i % ring]
         for b in range(rows):
             for t in range(T):
                 step = next(its[b], None)
@@ -63,18 +68,25 @@ def fill(src: SyntheticFrames, items: list[int], rows: int, batches: int, barrie
 
 
 def _child(
-    src: SyntheticFrames, items: list[int], rows: int, batches: int, barrier: Barrier, res: Queue[tuple[int, float]]
+    src: SyntheticFrames,
+    items: list[int],
+    rows: int,
+    batches: int,
+    barrier: Barrier,
+    res: Queue[tuple[int, float]],
+    ring: int,
 ) -> None:
-    res.put(fill(src, items, rows, batches, barrier))
+    res.put(fill(src, items, rows, batches, barrier, ring))
 
 
-def run(src: SyntheticFrames, procs: int) -> tuple[float, list[float]]:
+def run(src: SyntheticFrames, procs: int, ring: int = 1) -> tuple[float, list[float]]:
     """(frames/s, each process's seconds) of ``procs`` spawned processes sharing the fixed amount of work."""
     ctx = mp.get_context("spawn")
     barrier, res = ctx.Barrier(procs), ctx.Queue()
     items = list(src.items())
     ps = [
-        ctx.Process(target=_child, args=(src, items[i::procs], B // procs, BATCHES, barrier, res)) for i in range(procs)
+        ctx.Process(target=_child, args=(src, items[i::procs], B // procs, BATCHES, barrier, res, ring))
+        for i in range(procs)
     ]
     for p in ps:
         p.start()
@@ -91,17 +103,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="rounds, each one 1-process and one 2-process run")
     ap.add_argument("--json", action="store_true", help="print the medians as one JSON object on stdout")
+    ap.add_argument("--ring", type=int, default=1,
+                    help="write successive batches into this many arrays in turn, as a loader fills its slots "
+                         "(its B runs have 20); default 1: one array, which stays in the caches")  # fmt: skip
     args = ap.parse_args()
     src = VARIANTS["B"].source()
     log = sys.stderr if args.json else sys.stdout
-    print(f"workload B, {BATCHES} batches of B={B}, T={T} ({BATCHES * B * T} frames); os.cpu_count()={os.cpu_count()}",
-          file=log)  # fmt: skip
+    print(f"workload B, {BATCHES} batches of B={B}, T={T} ({BATCHES * B * T} frames) into {args.ring} array(s) in "
+          f"turn; os.cpu_count()={os.cpu_count()}", file=log)  # fmt: skip
     print("| round | 1 proc, frames/s | 2 procs, frames/s | 2-proc / (2 x 1-proc) | 2-proc seconds |", file=log)
     print("|---:|---:|---:|---:|---:|", file=log)
     one, two, ratios = [], [], []
     for r in range(args.repeats):
-        r1, _ = run(src, 1)
-        r2, secs = run(src, 2)
+        r1, _ = run(src, 1, args.ring)
+        r2, secs = run(src, 2, args.ring)
         one.append(r1)
         two.append(r2)
         ratios.append(r2 / (2 * r1))
@@ -109,6 +124,7 @@ def main() -> None:
               file=log, flush=True)  # fmt: skip
     med = {
         "repeats": args.repeats,
+        "ring": args.ring,
         "one_proc_fps": statistics.median(one),
         "two_proc_fps": statistics.median(two),
         "ratio": statistics.median(ratios),

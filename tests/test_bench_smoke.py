@@ -75,3 +75,13 @@ def test_harness_torch_peer_is_the_library_baseline_and_coherent(workers: int) -
         cand.close()
     assert check.finish() == []
     assert cand.stats is not None and cand.stats.steps == source.total_steps()
+
+
+def test_host_ceiling_loop_writes_every_frame_into_its_ring() -> None:
+    import threading
+
+    from benchmarks import bench_host
+
+    source = SyntheticFrames(3, 2, 5)
+    frames, seconds = bench_host.fill(source, [0, 1, 2], 2, 3, threading.Barrier(1), ring=2)  # type: ignore[arg-type]
+    assert frames == 3 * 2 * bench_host.T and seconds > 0

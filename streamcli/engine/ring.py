@@ -328,7 +328,7 @@ class Control:
         """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark and
         wakes the loader (a second wake-up is harmless)."""
         k = int(self._ctl[_AWAITED])
-        if k < 0 or int(np.minimum.reduce(self._written)) <= k:
+        if k < 0 or self.written_min() <= k:
             return False
         self._ctl[_AWAITED] = -1
         return True
