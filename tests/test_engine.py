@@ -188,7 +188,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
 # ---------------------------------------------------------------------------------------- slot writes
 
 
-@pytest.mark.parametrize(("pad", "T"), [(0, 4), (0, 300), (3, 4), (3, 160)])  # fields x T x B=4: cells <= 1024?
+@pytest.mark.parametrize(("pad", "T"), [(0, 4), (0, 600), (3, 4), (3, 300)])  # T=4: views; else the column
 @pytest.mark.parametrize("workers", [0, 1])
 def test_steps_land_where_their_flags_say_in_small_and_large_slots(pad: int, T: int, workers: int,
                                                                    no_leaks: None) -> None:  # fmt: skip
@@ -196,8 +196,10 @@ def test_steps_land_where_their_flags_say_in_small_and_large_slots(pad: int, T: 
     indexing the row's column otherwise, for one field or several; every field of every step must land where
     the flags say."""
     from streamcli import StreamLoader
+    from streamcli.engine import slots
 
-    source = CountingSource([37, 650, 5, 330, 64, 9], pad=pad)
+    assert 4 * 4 * 2 <= slots._CELLS < min(4 * 600 * 1, 4 * 300 * 2)  # B x T x fields: views, then the column
+    source = CountingSource([37, 1250, 5, 630, 64, 9], pad=pad)
     seen = 0
     with StreamLoader(source, 4, T, num_workers=workers, boundary="pack") as loader:
         for batch in loader:
