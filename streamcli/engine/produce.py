@@ -742,15 +742,15 @@ def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -
             a = block[name]
             if type(a) is np.ndarray and a.shape[1:] == shape and (a.dtype is dtype or a.dtype == dtype) and len(a):
                 return [a]
-            return _checked_block_slowly(p, row, block, fields)
-        out = [block[name] for name, _, _ in p.spec]
-        n = len(out[0])
-        for a, (_, shape, dtype) in zip(out, p.spec, strict=True):
-            if (type(a) is not np.ndarray or a.shape[1:] != shape or (a.dtype is not dtype and a.dtype != dtype)
-                    or len(a) != n or not n):  # fmt: skip
-                break
         else:
-            return out
+            out = [block[name] for name, _, _ in p.spec]
+            n = len(out[0])
+            for a, (_, shape, dtype) in zip(out, p.spec, strict=True):
+                if (type(a) is not np.ndarray or a.shape[1:] != shape or (a.dtype is not dtype and a.dtype != dtype)
+                        or len(a) != n or not n):  # fmt: skip
+                    break
+            else:
+                return out
     except (KeyError, TypeError, IndexError):
         pass
     return _checked_block_slowly(p, row, block, fields)
