@@ -110,7 +110,6 @@ class Row:
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
     short: bool = False  # the stream ended before its promise: padding until ``claim_q``
     claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``_claim``)
-    key: int = -1  # the claim key this producer last published for the row (``_publish``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
@@ -451,9 +450,7 @@ def _publish(p: Producer, row: Row) -> None:
         key = row.claim_q * p.B + row.b  # planned: only this row waits for it
     else:
         key = _after_next_step(p, row) * p.B + row.b
-    if key != row.key:  # planned, a live row's key stays put from batch to batch
-        row.key = key
-        p.ring.control.set_claim(row.b, key)
+    p.ring.control.set_claim(row.b, key)
 
 
 def _after_next_step(p: Producer, row: Row) -> int:
@@ -580,8 +577,6 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
             if claims:
                 control.set_claim(b, (q0 + t - t0 + 1) * B + b)
         n = t - t0
-    if claims:
-        row.key = -1  # published above, behind ``_publish``'s back
     p.out.runs.append((b, t0, n, row.item, pos0, row.replay, row.fresh))  # flags are written by ``flush``
     row.fresh = False
     pos = row.pos = pos0 + n
