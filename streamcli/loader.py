@@ -195,6 +195,7 @@ class StreamLoader:
         self._fingerprint_cache: dict[str, Any] | None = None
         self._k = 0  # the batch being waited for or consumed
         self._k_next = 0  # the next batch to hand out
+        self._waited = False  # preparing the last batch waited for the workers (read by ``Ahead``)
         self._pin: bool | None = None
         self._pinned_ring = False
         self._epoch = -1
@@ -331,10 +332,11 @@ class StreamLoader:
 
     def _batches_of(self, torch: Any, gen: int, epoch: int, first: int) -> Iterator[Batch]:
         """Hand out the prepared batches. With workers they are prepared by a thread (``Ahead``), so that waiting
-        for a batch and building its tensors happen while the consumer works; in-process, inside ``next()``."""
+        for a batch and building its tensors happen while the consumer works, or inside ``next()`` while the
+        consumer waits for the workers anyway; in-process, inside ``next()``."""
         ready: Iterator[_Ready] = self._prepare(torch, gen, epoch, first)
         if self._pool is not None:
-            self._ahead = Ahead(ready, AHEAD, self._hand_out)
+            self._ahead = Ahead(ready, AHEAD, self._hand_out, lambda: self._waited)
             ready = self._ahead
         entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
         if self._t_first_next is None:
@@ -489,7 +491,7 @@ class StreamLoader:
             return
         assert self._pool is not None
         ahead = self._ahead
-        self._pool.wait_batch(k, self.timeout, ahead.stopping if ahead is not None else None)
+        self._waited = self._pool.wait_batch(k, self.timeout, ahead.stopping if ahead is not None else None)
         self._sample_busy()
 
     def _hand_out(self) -> None:

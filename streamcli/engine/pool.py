@@ -83,14 +83,15 @@ class WorkerPool:
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
 
-    def wait_batch(self, k: int, timeout: float | None, stop: Callable[[], bool] | None = None) -> None:
-        """Return once batch ``k`` is whole, with every message the workers sent before it handled; raises
-        ``Aborted`` if ``stop()`` says the consumer has gone.
+    def wait_batch(self, k: int, timeout: float | None, stop: Callable[[], bool] | None = None) -> bool:
+        """Return once batch ``k`` is whole, with every message the workers sent before it handled, and whether
+        that meant waiting; raises ``Aborted`` if ``stop()`` says the consumer has gone.
 
         It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
         loader takes CPU from them): the worker that completes batch ``k`` sends one wake-up message."""
         control = self.ring.control
         start = check = time.perf_counter()
+        waited = control.written_min() <= k
         while control.written_min() <= k:
             if stop is not None and stop():
                 raise Aborted
@@ -109,6 +110,7 @@ class WorkerPool:
             self.drain()
         control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
+        return waited
 
     def drain(self) -> None:
         """Read every message a worker has counted as sent (errors raise here)."""
