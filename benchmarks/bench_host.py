@@ -4,6 +4,7 @@
     python benchmarks/bench_host.py --repeats 1   # one round (a smoke run)
     python benchmarks/bench_host.py --json        # the medians as one JSON object (per-round lines on stderr)
     python benchmarks/bench_host.py --ring 20     # each process writes its batches into 20 arrays in turn
+    python benchmarks/bench_host.py --disturb 2,120   # a third process wakes twice a batch for 120 us of CPU
 
 The loader's B target asks 2 workers for >= 0.95 x (2 x the 1-worker rate) (``bench_loader.py``, ``report.py``).
 That figure can be no better than what the machine gives two plain processes burning the same CPU: on a small
@@ -16,6 +17,10 @@ stream ends. One process does all the work (120 batches of B=16, T=8) with 16 ro
 half (8 rows, the other half of the items), released together by a barrier. Each process times only its loop
 (``time.perf_counter``, start-up excluded); the 2-process rate is all frames / the slower process's time. Rounds
 interleave 1 and 2 processes. The ratio 2-proc / (2 x 1-proc) is the host's ceiling for any loader's B scaling.
+
+A loader also has a main process, which wakes for every batch. ``--disturb W,US`` adds a stand-in for it: a third
+process that wakes W times per batch (at the pace the processes would keep with perfect scaling, from a first
+undisturbed 1-process run) and burns US microseconds of CPU each time, in both the 1- and the 2-process runs.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import statistics
 import sys
 import time
 from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Barrier
+from multiprocessing.synchronize import Barrier, Event
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +42,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable here and in spawn workers
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.workloads import VARIANTS, SyntheticFrames
+from benchmarks.workloads import VARIANTS, SyntheticFrames, spin
 
 B, T = 16, 8  # as in runner.py
 BATCHES = VARIANTS["B"].batches  # 120: the loader benchmark's timed batches for B
@@ -79,24 +84,51 @@ def _child(
     res.put(fill(src, items, rows, batches, barrier, ring))
 
 
-def run(src: SyntheticFrames, procs: int, ring: int = 1) -> tuple[float, list[float]]:
-    """(frames/s, each process's seconds) of ``procs`` spawned processes sharing the fixed amount of work."""
+def _disturb(stop: Event, period: float, burn: float) -> None:
+    """The stand-in for a loader's main process: wake every ``period`` seconds, burn ``burn`` seconds of CPU."""
+    due = time.perf_counter()
+    while not stop.is_set():
+        due += period
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        spin(burn)
+
+
+def run(
+    src: SyntheticFrames, procs: int, ring: int = 1, disturb: tuple[float, float] | None = None
+) -> tuple[float, list[float]]:
+    """(frames/s, each process's seconds) of ``procs`` spawned processes sharing the fixed amount of work;
+    ``disturb`` = (seconds between wake-ups, CPU seconds per wake-up) of a third process running alongside."""
     ctx = mp.get_context("spawn")
-    barrier, res = ctx.Barrier(procs), ctx.Queue()
+    barrier, res, stop = ctx.Barrier(procs), ctx.Queue(), ctx.Event()
     items = list(src.items())
     ps = [
         ctx.Process(target=_child, args=(src, items[i::procs], B // procs, BATCHES, barrier, res, ring))
         for i in range(procs)
     ]
+    if disturb is not None:
+        ps.append(ctx.Process(target=_disturb, args=(stop, *disturb), daemon=True))
     for p in ps:
         p.start()
-    got: list[tuple[int, float]] = [res.get(timeout=300) for _ in ps]
+    got: list[tuple[int, float]] = [res.get(timeout=300) for _ in range(procs)]
+    stop.set()
     for p in ps:
         p.join()
         if p.exitcode:
             raise RuntimeError(f"worker exited with {p.exitcode}")
     secs = [s for _, s in got]
     return sum(n for n, _ in got) / max(secs), secs
+
+
+def _wakes(text: str) -> tuple[float, float]:
+    try:
+        wakes, us = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not W,US (e.g. 2,120)") from None
+    if wakes <= 0 or us < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: W must be > 0 and US >= 0")
+    return wakes, us * 1e-6
 
 
 def main() -> None:
@@ -106,17 +138,27 @@ def main() -> None:
     ap.add_argument("--ring", type=int, default=1,
                     help="write successive batches into this many arrays in turn, as a loader fills its slots "
                          "(its B runs have 20); default 1: one array, which stays in the caches")  # fmt: skip
+    ap.add_argument("--disturb", metavar="W,US", type=_wakes,
+                    help="run a third process alongside that wakes W times per batch for US microseconds of CPU, "
+                         "as a loader's main process does (e.g. 2,120)")  # fmt: skip
     args = ap.parse_args()
     src = VARIANTS["B"].source()
     log = sys.stderr if args.json else sys.stdout
+    pace: dict[int, tuple[float, float] | None] = {1: None, 2: None}
+    if args.disturb is not None:
+        wakes, burn = args.disturb
+        batches_s = run(src, 1, args.ring)[0] / (B * T)  # undisturbed, not counted
+        pace = {n: (1 / (n * batches_s * wakes), burn) for n in (1, 2)}
+        print(f"disturber: {wakes:g} wake-ups per batch, {burn * 1e6:.0f} us of CPU each, at {batches_s:.0f} "
+              "batches/s per process", file=log)  # fmt: skip
     print(f"workload B, {BATCHES} batches of B={B}, T={T} ({BATCHES * B * T} frames) into {args.ring} array(s) in "
           f"turn; os.cpu_count()={os.cpu_count()}", file=log)  # fmt: skip
     print("| round | 1 proc, frames/s | 2 procs, frames/s | 2-proc / (2 x 1-proc) | 2-proc seconds |", file=log)
     print("|---:|---:|---:|---:|---:|", file=log)
     one, two, ratios = [], [], []
     for r in range(args.repeats):
-        r1, _ = run(src, 1, args.ring)
-        r2, secs = run(src, 2, args.ring)
+        r1, _ = run(src, 1, args.ring, pace[1])
+        r2, secs = run(src, 2, args.ring, pace[2])
         one.append(r1)
         two.append(r2)
         ratios.append(r2 / (2 * r1))
@@ -125,6 +167,7 @@ def main() -> None:
     med = {
         "repeats": args.repeats,
         "ring": args.ring,
+        "disturb": args.disturb and [args.disturb[0], round(args.disturb[1] * 1e6, 3)],
         "one_proc_fps": statistics.median(one),
         "two_proc_fps": statistics.median(two),
         "ratio": statistics.median(ratios),

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from streamcli.engine.produce import Aborted, Skip
 from streamcli.engine.ring import Ring, SegmentLock
-from streamcli.engine.worker import WorkerSpec, decode, describe_exit, worker_main
+from streamcli.engine.worker import WorkerSpec, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit"
@@ -43,7 +43,11 @@ class WorkerPool:
         self.ring, self.describe = ring, describe
         self.procs: list[Any] = []
         self._pollers: list[select.poll] = []
-        self._poll_all = select.poll()  # every worker's pipe: a wake-up, a skip or an error from any
+        self._poll_all = select.poll()  # the wake-up pipe and every worker's own pipe (a skip or an error)
+        self._wake, wake = ctx.Pipe(duplex=False)  # every worker writes a byte here when the awaited batch is whole
+        self._wake_fd = self._wake.fileno()
+        os.set_blocking(self._wake_fd, False)
+        self._poll_all.register(self._wake_fd, select.POLLIN)
         self.conns: list[Connection] = []
         self.ready = [0] * len(specs)  # per worker: the generation it has acknowledged
         self.received = [0] * len(specs)  # per worker: messages read from its pipe
@@ -52,7 +56,7 @@ class WorkerPool:
         for spec in specs:
             parent, child = ctx.Pipe()
             proc = ctx.Process(
-                target=worker_main, args=(spec, child, self._lock, os.getpid()),
+                target=worker_main, args=(spec, child, wake, self._lock, os.getpid()),
                 name=f"streamcli-worker-{spec.w}", daemon=True,
             )  # fmt: skip
             proc.start()
@@ -64,6 +68,7 @@ class WorkerPool:
             poller.register(parent.fileno(), select.POLLIN)
             self._pollers.append(poller)
             self._poll_all.register(parent.fileno(), select.POLLIN)
+        wake.close()  # only workers write: once all are gone, the pipe reads as hung up
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         """Make every worker drop what it was doing and begin generation ``gen`` (the loader has set it in the
@@ -88,7 +93,7 @@ class WorkerPool:
         that meant waiting; raises ``Aborted`` if ``stop()`` says the consumer has gone.
 
         It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
-        loader takes CPU from them): the worker that completes batch ``k`` sends one wake-up message."""
+        loader takes CPU from them): the worker that completes batch ``k`` writes one byte to the wake-up pipe."""
         control = self.ring.control
         start = check = time.perf_counter()
         waited = control.written_min() <= k
@@ -100,6 +105,10 @@ class WorkerPool:
                 control.await_batch(-1)
                 break
             events = self._poll_all.poll(_WAKE_MS)
+            for fd, _ in events:
+                if fd == self._wake_fd:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(fd, 4096)  # every wake-up byte so far: the loop checks the batch itself
             now = time.perf_counter()
             # A dead worker's pipe reads as hung up at once: check liveness then, and a few times a second.
             if not events or now - check > _POLL_MS / 1000 or any(ev & _HUP for _, ev in events):
@@ -133,7 +142,7 @@ class WorkerPool:
         """Read what a dead worker managed to send (a fatal error explains its death better than its exit)."""
         with contextlib.suppress(EOFError, OSError):
             while self.conns[w].poll(0):
-                self._handle(w, decode(self.conns[w].recv_bytes()))
+                self._handle(w, pickle.loads(self.conns[w].recv_bytes()))
 
     def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
         conn = self.conns[w]
@@ -143,7 +152,7 @@ class WorkerPool:
                 raise WorkerError(f"no answer from the workers for {timeout:g} s (timeout={timeout})")
             return
         try:
-            msg = decode(conn.recv_bytes())
+            msg = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             self.procs[w].join(timeout=1.0)
             self._raise_dead(w)
@@ -155,7 +164,7 @@ class WorkerPool:
             raise WorkerError(f"worker {w} could not start: {msg[2]}") from RemoteTraceback(msg[3])
         self.received[w] += 1
         if gen != self.gen:
-            return  # from an abandoned epoch, or a wake-up (its work is done by the caller's loop)
+            return  # from an abandoned epoch
         if kind == "ready":
             self.ready[w] = gen
         elif kind == "skip":
@@ -194,7 +203,7 @@ def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=2.0)
-        for conn in pool.conns:
+        for conn in (*pool.conns, pool._wake):
             with contextlib.suppress(Exception):
                 conn.close()
     ring.close()

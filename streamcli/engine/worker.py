@@ -3,15 +3,17 @@
 A worker takes work from the control block (``produce.work``): batches handed out by the loader's counter,
 rows waiting for a claim, its own rows. Only rare messages travel over its pipe. Main -> worker:
 ``("epoch", gen)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("skip", gen, Skip)``,
-``("error", gen, kind, message, traceback)``, the raw record ``WAKE`` when the loader is blocked on the batch the
-worker just completed, and ``("fatal", -1, message, traceback)`` when the worker cannot start (its source's
-``setup_worker`` failed, or the segment is gone). The worker counts every message in the
+``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)`` when the worker cannot
+start (its source's ``setup_worker`` failed, or the segment is gone). The worker counts every message in the
 control block just before sending it, so the loader reads its pipe only when something is (or is about to be)
-there.
+there. When the loader is blocked on the batch a worker just completed, the worker writes one byte to the wake-up
+pipe that all workers share: one ``write`` for the worker and one ``read`` for the loader, with no framing and no
+pickle, for most batches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -41,7 +43,7 @@ class WorkerSpec:
     items: list[Any]
 
 
-def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) -> None:
+def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int) -> None:
     # Ctrl-C reaches the whole process group; the loader in the main process decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -63,7 +65,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, lock: Any, parent_pid: int) 
 
     p.on_skip = lambda s: send(("skip", p.gen, s))
     try:
-        _serve(p, spec, conn, send)
+        _serve(p, spec, conn, wake.fileno(), send)
     except (EOFError, OSError, SystemExit):
         pass  # the loader went away; exit quietly
     finally:
@@ -78,8 +80,9 @@ def _setup(source: StreamSource) -> None:
 _IDLE_SLEEP = 1e-4  # the longest nap of a briefly idle worker: how late it notices new work (longer after 0.2 s)
 
 
-def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tuple[Any, ...]], None]) -> None:
+def _serve(p: Producer, spec: WorkerSpec, conn: Connection, wake: int, send: Callable[[tuple[Any, ...]], None]) -> None:
     control = p.ring.control
+    os.set_blocking(wake, False)
     spins = 0
     while True:
         if control.generation != p.gen:  # a new epoch, or closing: the pipe says which
@@ -108,8 +111,8 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tupl
             spins = 0
             control.report(p.w, time.perf_counter() - t0, p.steps - steps, *reading_of(p))
             if control.wake_due():
-                control.count_sent(p.w)
-                conn.send_bytes(WAKE)  # raw bytes: this one goes out for most batches
+                with contextlib.suppress(BlockingIOError):  # a full pipe wakes the loader already
+                    os.write(wake, b"w")
             continue
         set_idle(p, True)
         spins += 1
@@ -123,17 +126,6 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, send: Callable[[tupl
 def _check_parent(p: Producer) -> None:
     if p.parent_pid is not None and os.getppid() != p.parent_pid:
         raise SystemExit(0)  # orphaned: the loader is gone
-
-
-WAKE = b"wake"  # the one unpickled message; a pickle starts with b"\x80", so the two never look alike
-
-
-def decode(data: bytes) -> tuple[Any, ...]:
-    """A message from a worker: the wake-up record or a pickled tuple."""
-    if data == WAKE:
-        return ("wake", None)
-    msg: tuple[Any, ...] = pickle.loads(data)
-    return msg
 
 
 def describe_exit(exitcode: int | None) -> str:
