@@ -85,3 +85,14 @@ def test_host_ceiling_loop_writes_every_frame_into_its_ring() -> None:
     source = SyntheticFrames(3, 2, 5)
     frames, seconds = bench_host.fill(source, [0, 1, 2], 2, 3, threading.Barrier(1), ring=2)  # type: ignore[arg-type]
     assert frames == 3 * 2 * bench_host.T and seconds > 0
+
+
+def test_host_ceiling_disturber_option_parses_and_rejects_bad_values() -> None:
+    import argparse
+
+    from benchmarks import bench_host
+
+    assert bench_host._wakes("2,120") == pytest.approx((2.0, 120e-6))
+    for bad in ("2", "x,1", "0,120", "2,-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="W"):
+            bench_host._wakes(bad)
