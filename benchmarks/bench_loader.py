@@ -42,10 +42,34 @@ def supports_blocks() -> bool:
     return bool(getattr(StreamLoader, "supports_blocks", False))
 
 
+def joined_variants(names: list[str], peers: list[str]) -> dict[str, Variant]:
+    """Variants compared with another's peers (A8b with A8's), by that variant, when it runs before them with the
+    same configurations: they run interleaved with it, round by round, so that their ratio is measured side by
+    side, not minutes apart on a host whose speed drifts by a third."""
+    out = {}
+    for i, name in enumerate(names):
+        v = VARIANTS[name]
+        base = v.peers_from
+        if base is None or base not in names[:i] or "streamcli" not in peers:
+            continue
+        if v.needs_blocks and not supports_blocks():
+            continue
+        if (v.workers, v.consumers) == (VARIANTS[base].workers, VARIANTS[base].consumers):
+            out[base] = v
+    return out
+
+
 def run_variant(
-    v: Variant, peers: list[str], args: argparse.Namespace, repeats: int, warmup: int, k: int
+    v: Variant,
+    peers: list[str],
+    args: argparse.Namespace,
+    repeats: int,
+    warmup: int,
+    k: int,
+    companion: Variant | None = None,
 ) -> dict[tuple[int, str], dict[str, dict[str, object]]]:
-    """Every (workers, consumer) configuration of ``v``, each loader interleaved with the others."""
+    """Every (workers, consumer) configuration of ``v``, each loader interleaved with the others; with a
+    ``companion`` (a variant compared with ``v``'s peers), its streamcli runs too, as ``"<name>/streamcli"``."""
     from benchmarks import runner
 
     n_batches = v.batches // 4 if args.quick else v.batches
@@ -58,6 +82,9 @@ def run_variant(
             for p in peers
             if not (p == "psd" and w == 0)  # pytorch-stream-dataloader has no in-process mode
         }
+        if companion is not None:
+            factories[f"{companion.name}/streamcli"] = functools.partial(runner.make, "streamcli", companion.source(),
+                                                                         w, k)  # fmt: skip
         out[w, consumer] = runner.repeated(factories, repeats, warmup, n_batches, not args.quick, consumer=consumer)
         for p, r in out[w, consumer].items():
             print(f"  {v.name} W={w} consumer={consumer} {p}: {json.dumps(r)}", flush=True)
@@ -108,18 +135,32 @@ def main(argv: list[str] | None = None) -> int:
     def k_for(v: Variant) -> int:
         return int(args.seqtools_k or (8 if v.costs else 1))
 
-    for name in [v for v in args.variants.split(",") if v]:
+    names = [v for v in args.variants.split(",") if v]
+    joined = joined_variants(names, peers)
+    ran_with: dict[str, dict[tuple[int, str], dict[str, dict[str, object]]]] = {}
+    for name in names:
         v = VARIANTS[name]
         log(f"\n### Variant {v.name}: {v.title}\n")
         if v.needs_blocks and not supports_blocks():
             log("n/a: this StreamLoader does not support block sources (`StreamLoader.supports_blocks` is not set)")
             continue
         run_peers = [p for p in peers if p == "streamcli"] if v.peers_from else peers
-        res[v.name] = run_variant(v, run_peers, args, repeats, warmup, k_for(v))
+        if name in ran_with:
+            res[v.name] = ran_with.pop(name)
+        else:
+            both = run_variant(v, run_peers, args, repeats, warmup, k_for(v), joined.get(name))
+            res[v.name] = {c: {p: r for p, r in rs.items() if "/" not in p} for c, rs in both.items()}
+            if name in joined:
+                other = joined[name].name
+                ran_with[other] = {c: {p.split("/", 1)[1]: r for p, r in rs.items() if p.startswith(f"{other}/")}
+                                   for c, rs in both.items()}  # fmt: skip
         consumers = ("free", "sleep") if args.quick else v.consumers
         log(report.variant_table(res, v.name, run_peers, v.workers, consumers, v.peers_from, k_for(v)))
         if v.peers_from:
-            log(f'\n("vs best peer" compares with the peers\' figures on {v.peers_from}, the same frames.)')
+            log(
+                f'\n("vs best peer" compares with the peers\' figures on {v.peers_from}, the same frames, measured in '
+                f"the same rounds when {v.peers_from} runs too.)"
+            )
 
     verdicts = [x for t in report.TARGETS if (x := report.evaluate(t, res, {n: VARIANTS[n].peers_from for n in res}))]
     if not args.no_extras:
