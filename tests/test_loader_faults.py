@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 from _invariants import collect
-from _sources import BadShapeSource, CountingSource, PidSource, RaisingSource
+from _sources import BadShapeSource, CountingSource, PidSource, RaisingSource, SlowSource
 from conftest import assert_no_leaks
 
 from streamcli import SourceError, StepSpecError, StreamLoader, WorkerError
@@ -79,6 +79,24 @@ def test_killed_worker_is_reported_within_seconds(no_leaks: None) -> None:
         os.kill(victim, signal.SIGKILL)
         start = time.monotonic()
         with pytest.raises(WorkerError, match=rf"worker [01] \(pid {victim}\) died with signal SIGKILL"):
+            for _ in it:
+                pass
+        assert time.monotonic() - start < 5.0
+
+
+@pytest.mark.slow
+def test_killed_worker_is_reported_while_the_consumer_prepares_batches_itself(no_leaks: None) -> None:
+    """A consumer that waits for every batch prepares them in its own thread (the ``Ahead`` thread parks): a
+    worker's death must reach it as fast."""
+    with StreamLoader(SlowSource([10**5] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream") as loader:
+        it = iter(loader)
+        for _ in range(10):
+            next(it)
+        assert loader._ahead is not None and loader._ahead._parked  # the path under test
+        victim = loader._pool.procs[1].pid if loader._pool is not None else -1
+        os.kill(victim, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=rf"worker 1 \(pid {victim}\) died with signal SIGKILL"):
             for _ in it:
                 pass
         assert time.monotonic() - start < 5.0
