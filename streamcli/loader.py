@@ -397,7 +397,8 @@ class StreamLoader:
 
     def _prepare(self, torch: Any, gen: int, epoch: int, first: int) -> Iterator[_Ready]:
         """Batches of this epoch as they become whole, assembled: hands out slots ahead, waits for each batch,
-        reads its summary. Runs in the ``Ahead`` thread when there are workers."""
+        reads its summary. With workers it runs in the ``Ahead`` thread, or in the consumer's while that thread is
+        parked."""
         self._k_next = first  # next batch to hand out
         k = first
         tickets = self._tickets
