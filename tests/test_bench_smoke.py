@@ -4,6 +4,7 @@ StreamLoader with workers, and its runner measures streamcli and the torch basel
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -96,3 +97,13 @@ def test_host_ceiling_disturber_option_parses_and_rejects_bad_values() -> None:
     for bad in ("2", "x,1", "0,120", "2,-1"):
         with pytest.raises(argparse.ArgumentTypeError, match="W"):
             bench_host._wakes(bad)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads /proc (Linux)")
+def test_wakeup_counter_reads_the_main_process_and_its_workers() -> None:
+    from benchmarks import bench_wakeups
+
+    got = bench_wakeups.one_run("A8", 2, 10)
+    assert got["batches_s"] > 0 and got["main_cpu_us"] > 0
+    assert got["main_sleeps"] >= 0 and got["worker_preemptions"] >= 0
+    assert bench_wakeups.switches(os.getpid())  # at least this thread
