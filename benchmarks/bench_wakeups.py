@@ -24,10 +24,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable here and in spawn workers
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.runner import B, T
 from benchmarks.workloads import VARIANTS
 from streamcli import StreamLoader
-
-B, T = 16, 8  # as in runner.py
 
 
 def switches(pid: int) -> dict[str, tuple[int, int]]:

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -76,12 +78,7 @@ def test_killed_worker_is_reported_within_seconds(no_leaks: None) -> None:
         victim = int(batch["x"][0, -1, 0])  # the worker reading the last row (rows go to whichever is free)
         assert victim != os.getpid() and psutil.pid_exists(victim)
         del batch
-        os.kill(victim, signal.SIGKILL)
-        start = time.monotonic()
-        with pytest.raises(WorkerError, match=rf"worker [01] \(pid {victim}\) died with signal SIGKILL"):
-            for _ in it:
-                pass
-        assert time.monotonic() - start < 5.0
+        _kill_and_expect_report(it, victim, "[01]")
 
 
 @pytest.mark.slow
@@ -94,12 +91,18 @@ def test_killed_worker_is_reported_while_the_consumer_prepares_batches_itself(no
             next(it)
         assert loader._ahead is not None and loader._ahead._parked  # the path under test
         victim = loader._pool.procs[1].pid if loader._pool is not None else -1
-        os.kill(victim, signal.SIGKILL)
-        start = time.monotonic()
-        with pytest.raises(WorkerError, match=rf"worker 1 \(pid {victim}\) died with signal SIGKILL"):
-            for _ in it:
-                pass
-        assert time.monotonic() - start < 5.0
+        _kill_and_expect_report(it, victim, "1")
+
+
+def _kill_and_expect_report(it: Iterator[Any], victim: int, worker: str) -> None:
+    """SIGKILL ``victim``; iterating on must raise a ``WorkerError`` naming it (worker index pattern ``worker``)
+    within seconds."""
+    os.kill(victim, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=rf"worker {worker} \(pid {victim}\) died with signal SIGKILL"):
+        for _ in it:
+            pass
+    assert time.monotonic() - start < 5.0
 
 
 _SCRIPT = textwrap.dedent(
