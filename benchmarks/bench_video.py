@@ -214,7 +214,7 @@ def main() -> None:
                     t = time.perf_counter()
                     n = through_loader(loader, layouts if loader is one else None)
                     got.append(n / (time.perf_counter() - t))
-            window = getattr(two, "prefetch", 4)  # 4 before 2026-11-24
+            window = getattr(two, "window", getattr(two, "prefetch", 4))  # 4 before 2026-11-24, then prefetch
         ratio = statistics.median(b / a for a, b in zip(*rates, strict=True))
         label = f"[{len(src.items())} items]"
         for w, r in ((1, rates[0]), (2, rates[1])):

@@ -29,10 +29,11 @@ from streamcli.engine import state as _state
 from streamcli.engine.ahead import Ahead
 from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
 from streamcli.engine.guards import check_fields, check_main_guard, short_repr
+from streamcli.engine.heavy import HEAVIER
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, epoch_rows, fill
-from streamcli.engine.ring import Ring, default_prefetch
+from streamcli.engine.ring import DEEP_MAX, Ring, default_prefetch
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.source import (
@@ -86,9 +87,10 @@ class StreamLoader:
             ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
         prefetch: batches the workers may write ahead of the consumer. By default (None) as many as fit in
-            256 MiB and in a quarter of the free shared memory, from 4 to 16: a deeper window lets workers fill
-            later batches while one expensive stream holds up the current one. In-process (4 by default) it only
-            sets how many batches the consumer may keep before later ones are copies.
+            256 MiB and in a quarter of the free shared memory, from 4 to 16, and with 2 or more workers up to 64
+            once they have measured streams whose cost per step differs fourfold: a deeper window lets workers
+            fill later batches while one expensive stream holds up the current one. In-process (4 by default) it
+            only sets how many batches the consumer may keep before later ones are copies.
         timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live). Needs
             ``num_workers >= 1``: in-process a hung source cannot be stopped safely, so the pair is refused.
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
@@ -167,13 +169,24 @@ class StreamLoader:
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
         extra = 2 + (AHEAD if num_workers else 0)
+        # By default the window deepens, up to ``_deep`` batches, once the workers have measured streams of uneven
+        # cost (``_hand_out``): then rows of cheap streams can fill later batches while an expensive stream
+        # finishes this one. Streams of even cost keep the shallow window, which keeps fewer slots in the caches.
+        shape = (fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         if prefetch is None:
-            prefetch = default_prefetch(fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
+            prefetch = default_prefetch(*shape)
+            deep = default_prefetch(*shape, most=DEEP_MAX) if num_workers > 1 else prefetch
+        else:
+            deep = prefetch  # as given
         self.prefetch = prefetch
+        self._deep = deep
+        self._uneven = False  # the workers measured streams of uneven cost: hand out up to ``_deep`` batches
+        self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
-                 num_slots=prefetch + extra,
-                 num_workers=producers, num_streams=len(self._all_streams), layout=self.layout)
+                 num_slots=deep + extra,
+                 num_workers=producers, num_streams=len(self._all_streams), layout=self.layout,
+                 num_items=len(self.items))
         )  # fmt: skip
         # A dropped batch's holder dies and its weakref lands here: the callback is a deque's append, C code
         # alone, so no exception (a Ctrl-C, say) can be raised and lost inside it.
@@ -406,6 +419,8 @@ class StreamLoader:
             if self._closed or gen != self._gen:
                 raise Aborted
             self._k = k
+            if self._deep > self.prefetch and k % self._check_every == 0:
+                self._uneven = self.ring.control.uneven(HEAVIER)
             self._hand_out()
             slot = self._inflight.pop(k)
             self._wait_done(k)
@@ -503,7 +518,7 @@ class StreamLoader:
         list is a stack), which is still in the CPU's caches. Cycling through all the slots instead cost 4-8 %
         of the in-process rate with 1.5 MB batches (workloads A8 and A8b of ``benchmarks/bench_loader.py``)."""
         self._reclaim()
-        ahead = self.prefetch if self._pool is not None else 1
+        ahead = self.window if self._pool is not None else 1
         while self._free and self._k_next < self._k + ahead:
             slot = self._free.pop()
             self._inflight[self._k_next] = slot
@@ -566,6 +581,12 @@ class StreamLoader:
         epoch to epoch with the shuffle (with several ranks it is the same on every rank).
         """
         return self.batches_in_epoch(self._next_epoch())
+
+    @property
+    def window(self) -> int:
+        """Batches the workers may write ahead of the consumer now: ``prefetch``, or deeper (up to the ring's room)
+        once they have measured streams of uneven cost."""
+        return self._deep if self._uneven else self.prefetch
 
     def batches_in_epoch(self, epoch: int) -> int:
         """The batches epoch ``epoch`` yields, from the streams' lengths alone (see ``len()``)."""

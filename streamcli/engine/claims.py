@@ -65,6 +65,7 @@ class ClaimPlan:
         self._heap = list(due)
         heapq.heapify(self._heap)
         self._made: dict[tuple[int, int], Claim] = {}
+        self._keep = 4 * B  # entries in ``_made`` that trigger dropping those surely made
         self._item_length = np.zeros(0, np.int64)  # promised length per item, for rows that reopen (``of_ring``)
 
     @classmethod
@@ -107,14 +108,20 @@ class ClaimPlan:
     def claim(self, b: int, key: int, done_below: int) -> Claim:
         """What row ``b`` takes at ``key``, which must be its next planned claim. Claims at keys below
         ``done_below`` have been made by some producer: their entries are dropped as the schedule advances."""
+        self.peek(b, key, done_below)
+        return self._made.pop((b, key))
+
+    def peek(self, b: int, key: int, done_below: int) -> Claim:
+        """What row ``b`` will take at ``key`` (its next planned claim), leaving the claim to be made."""
         while (b, key) not in self._made:
             if not self._heap or self._heap[0][0] > key:
                 raise RuntimeError(f"internal error: row {b} has no planned claim at key {key}")
             key_b, b_, claim = self.advance()
             self._made[(b_, key_b)] = claim
-            if len(self._made) > 4 * self.B:  # other producers' claims: keep only those not yet surely made
+            if len(self._made) > self._keep:  # other producers' claims: keep only those not yet surely made
                 self._made = {rk: c for rk, c in self._made.items() if rk[1] >= done_below or rk == (b, key)}
-        return self._made.pop((b, key))
+                self._keep = max(4 * self.B, 2 * len(self._made))  # peeked claims stay: prune when it doubles
+        return self._made[(b, key)]
 
     def pending(self) -> bool:
         """Whether any row will claim again."""

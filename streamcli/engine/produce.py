@@ -15,7 +15,8 @@ pads until then.
 
 Rows are not tied to producers. A producer owns the rows whose streams it is reading; when a stream ends it
 releases the row, and the next claim goes to whichever producer is free (an idle one first), which opens the
-stream and owns the row from then on. That is how the work of expensive streams spreads over the workers.
+stream and owns the row from then on. That is how the work of expensive streams spreads over the workers. With
+planned claims, a stream known to cost far more per step than the rest goes first (``engine.heavy``).
 Producers run ahead of the consumer through the hand-out counter: any batch handed out may be written, so a
 producer whose rows are cheap fills later batches while another finishes an expensive one.
 
@@ -39,6 +40,7 @@ import numpy as np
 
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
+from streamcli.engine import heavy
 from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
 from streamcli.engine.ring import CLAIMS, DRY, LIVE, NEVER, NO_OWNER, VALID, Ring
 from streamcli.engine.slots import Notes, SlotViews, flush, pad, record
@@ -111,6 +113,8 @@ class Row:
     short: bool = False  # the stream ended before its promise: padding until ``claim_q``
     claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``_claim``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
+    rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
+    next_item: int = -1  # planned claims: the item of the stream it claims next (-1: none, or unknown)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -285,10 +289,14 @@ def work(p: Producer, limit: int) -> bool:
     k_run = min((row.q for row in p.rows.values()), default=NEVER) // T
     runnable = k_run < top
     planned = p.claims is not None
-    # Planned: the earliest row waiting for its claim; else the earliest undecided claim of all rows.
+    # Planned: the earliest row waiting for its claim (or the costliest); else the earliest undecided claim of all.
     b, key = control.next_waiting() if planned else control.next_claim()
+    costly = False
+    if planned and p.shared and key < NEVER:
+        b, key, costly = heavy.costliest_claim(p, b, key, top)
     k_claim = key // (T * B)
-    if k_claim < top and control.waiting(b) and (not runnable or (k_claim <= k_run and not _lighter_elsewhere(p))):
+    early = k_claim <= k_run or costly
+    if k_claim < top and control.waiting(b) and (not runnable or (early and not _lighter_elsewhere(p))):
         with p.lock:  # the lock orders owners between processes
             held = control.take_row(b, p.w, key, planned)
         if held is not None:
@@ -304,6 +312,15 @@ def work(p: Producer, limit: int) -> bool:
     if not runnable:
         return bool(control.given) and _adopt(p, top, own=True)
     set_idle(p, False)
+    lead = heavy.lead_row(p, k_run, top) if planned and p.shared else None
+    if lead is not None:
+        k = lead.q // T
+        t0, steps = time.perf_counter(), p.steps
+        _run(p, lead, k)
+        _measure(p, lead, t0, steps)
+        _publish_load(p)
+        flush(p.out, _slot(p, k), p.ring.control, k, p.steps_t)
+        return True
     todo = sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b)
     if p.shared and len(p.rows) > 1:
         todo = _give_one(p, todo, k_run)
@@ -394,6 +411,14 @@ def _measure(p: Producer, row: Row, t0: float, steps: int) -> None:
     n = p.steps - steps
     if n:
         per_step = (time.perf_counter() - t0) / n
+        # The item's cost per step, from the pieces that read as many steps as they wrote: not the one that
+        # opened the stream, nor the one that ended it (its first step was read ahead by the piece before).
+        if row.cost and row.it is not None:
+            if row.rate:  # two pieces or more: the least of them (a preempted piece only looks slower)
+                row.rate = min(row.rate, per_step)
+                p.ring.control.note_cost(row.item, row.rate)
+            else:
+                row.rate = per_step
         row.cost = per_step if not row.cost else 0.5 * (row.cost + per_step)
     elif row.done:
         row.cost = 0.0  # dry: it only pads
@@ -709,6 +734,8 @@ def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
     row.expect = length
     row.blk, row.j = None, 0
     row.claim_q = next_claim_step(row.q, plan.steps_of(ticket), p.T, p.pack)
+    if p.shared:
+        row.next_item = heavy.next_item(p, row)
     row.it = _open(p, row, k)
     row.nxt = _END if row.it is None else _look(p, row, k)
     if row.nxt is _END:

@@ -13,7 +13,8 @@ name and write their rows straight into slots, so no array is ever pickled. Layo
   sent, what its rows cost per batch),
   ``order`` int64[N, 4] (this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length): a segment is a stream of its own, see ``engine.epoch``), ``start`` int64[B, 4] (the row cursors an
-  epoch starts from: fresh, or those of a resumed state);
+  epoch starts from: fresh, or those of a resumed state), ``cost`` float64[I] (per item, the seconds per step
+  producers measured reading it, 0 until then; kept across epochs);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
   cursor after the batch (``engine.cursor``).
@@ -72,6 +73,7 @@ class RingSpec:
     num_workers: int  # >= 1 (the in-process producer counts as one)
     num_streams: int  # capacity of the order table: the most streams an epoch can have
     layout: str  # "TB" or "BT"
+    num_items: int = 1  # the source's items: the size of the cost table
 
     def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
         """(control entries, per-slot entries, first slot's offset, slot stride); entry = (offset, shape, dtype),
@@ -93,6 +95,7 @@ class RingSpec:
             ("wstat", (self.num_workers, 7), "<f8"),
             ("order", (self.num_streams, 4), "<i8"),
             ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
+            ("cost", (max(self.num_items, 1),), "<f8"),
         ):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)
         slot0 = off
@@ -133,13 +136,14 @@ class Control:
     """
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
-                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray):  # fmt: skip
+                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
-        self._wstat, self._order, self._start = wstat, order, start
+        self._wstat, self._order, self._start, self._cost = wstat, order, start, cost
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
-        for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start):
+        for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
+                  self._cost):  # fmt: skip
             a[...] = 0
         self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
         self._ctl[_READY] = -1
@@ -149,6 +153,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
+        self._cost = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -241,6 +246,24 @@ class Control:
         keys = np.where(owner == NO_OWNER, self._claim, NEVER)
         b = int(np.argmin(keys))
         return b, int(keys[b])
+
+    def waiting_below(self, key: int) -> list[tuple[int, int]]:
+        """(key, row) of every row waiting for a claim at a key below ``key``, earliest first."""
+        rows = np.flatnonzero((self._owner == NO_OWNER) & (self._claim < key))
+        return sorted(zip(self._claim[rows].tolist(), rows.tolist(), strict=True))
+
+    def note_cost(self, item: int, per_step: float) -> None:
+        """What reading ``item`` costs, in seconds per step, as one producer measured it last."""
+        self._cost[item] = per_step
+
+    def item_cost(self, item: int) -> float:
+        """Seconds per step of ``item`` as last measured (0.0: never read by any producer of this loader)."""
+        return float(self._cost[item])
+
+    def uneven(self, factor: float) -> bool:
+        """Whether some item measured costs at least ``factor`` times as much per step as the median item."""
+        known = self._cost[self._cost > 0]
+        return bool(len(known) > 1 and known.max() >= factor * np.median(known))
 
     def waiting(self, b: int) -> bool:
         return int(self._owner[b]) == NO_OWNER
@@ -389,7 +412,7 @@ class Ring:
         self._slot_entries = slot_e
         self._record_dtypes: dict[tuple[str, ...], np.dtype[Any]] = {}  # the slot as one record (holder_views)
         buf = shm.buf
-        names = ("ctl", "slot_of", "rows", "held", "wstat", "order", "start")
+        names = ("ctl", "slot_of", "rows", "held", "wstat", "order", "start", "cost")
         self.control = Control(*(_view(buf, *ctl_e[n]) for n in names))
         # Slot views in physical layout, and the same memory seen time-major for producers.
         self.slots: list[dict[str, np.ndarray]] = []
@@ -550,21 +573,23 @@ def _reserve(shm: shared_memory.SharedMemory, spec: RingSpec) -> None:
 
 
 PREFETCH_MIN, PREFETCH_MAX, PREFETCH_BUDGET = 4, 16, 256 * 2**20
+DEEP_MAX = 64  # the deepest default window, for streams of uneven cost
 
 
 def default_prefetch(
-    fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4
-) -> int:
+    fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4,
+    most: int = PREFETCH_MAX,
+) -> int:  # fmt: skip
     """Batches workers may write ahead by default: as many slots as fit in ``PREFETCH_BUDGET`` and in a quarter of
-    the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and 16; 4 in-process,
-    where nothing runs ahead. The window matters when streams cost unevenly: rows of cheap streams fill later
-    batches while an expensive one finishes this one."""
+    the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and ``most`` (16); 4
+    in-process, where nothing runs ahead. The window matters when streams cost unevenly: rows of cheap streams
+    fill later batches while an expensive one finishes this one."""
     if not workers:
         return PREFETCH_MIN
     spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
                     num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
     fit = int(min(PREFETCH_BUDGET, _shm_free() / 4) // spec.entries()[3])
-    return max(PREFETCH_MIN, min(PREFETCH_MAX, fit - extra))
+    return max(PREFETCH_MIN, min(most, fit - extra))
 
 
 def _shm_free(root: str = "/dev/shm") -> float:
