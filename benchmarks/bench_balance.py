@@ -10,7 +10,7 @@ burnt, or with ``--sleep`` time slept, so that two workers never compete for the
 with 1 and with 2 workers, interleaved. Per seed: the 2-worker / 1-worker ratio, the rows moved between
 workers mid-stream (``stats.rows_moved``), and three figures computed from the epoch's layout and the step
 costs: what 2 workers would gain in lockstep (every batch taking its costliest row, or half its rows' cost),
-what an ideal scheduler could gain writing at most the loader's ``prefetch`` batches ahead (in brackets;
+what an ideal scheduler could gain writing at most the loader's ``window`` of batches ahead (in brackets;
 ``workloads.windowed_figure``), and the row-chain bound (the epoch takes at least its costliest row's whole
 sequence of streams, and at least half of all the work).
 """
@@ -35,15 +35,16 @@ B, T = 6, 8
 
 
 def epoch(src: SkewedFrames, workers: int, seed: int) -> tuple[float, int, int, int]:
-    """(seconds, valid steps, rows moved, prefetch) of one epoch; the loader is built and warmed before the
-    clock."""
+    """(seconds, valid steps, rows moved, window at the end) of one epoch; the loader is built and warmed before
+    the clock."""
     with StreamLoader(src, B, T, num_workers=workers, seed=seed, boundary="pack") as loader:
         it = iter(loader)
         steps = int(next(it).valid.sum())
         t = time.perf_counter()
         steps += sum(int(b.valid.sum()) for b in it)
         moved = getattr(loader.stats, "rows_moved", 0)  # 0 before 2026-11-23
-        return time.perf_counter() - t, steps, moved, getattr(loader, "prefetch", 4)  # 4 before 2026-11-24
+        window = getattr(loader, "window", getattr(loader, "prefetch", 4))  # 4 before 2026-11-24, then prefetch
+        return time.perf_counter() - t, steps, moved, window
 
 
 def figures(src: SkewedFrames, seed: int, window: int) -> tuple[float, float, float]:

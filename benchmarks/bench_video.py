@@ -12,7 +12,7 @@ Frames/s counts real (valid) frames only. Ratios are against the bare loop with 
 round, so that the host's drift hits both alike, and give the median of the rounds' ratios. Then three estimates from
 each clip's decode cost, and the share of each that was measured: what 2 workers would gain if no producer ran
 ahead of the batch being assembled (lockstep), what an ideal scheduler could gain writing at most the loader's
-``prefetch`` batches ahead (``workloads.windowed_figure``), and the most any loader that reads each stream in
+``window`` of batches ahead (``workloads.windowed_figure``), and the most any loader that reads each stream in
 order could gain (``stream_bound``: the epoch takes at least its costliest stream).
 """
 
