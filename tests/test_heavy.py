@@ -84,6 +84,15 @@ def test_a_claim_beyond_the_hand_out_window_waits() -> None:
     assert heavy.costliest_claim(p, 0, 0, top=1) == (0, 0, False)
 
 
+def test_a_stale_waiting_claim_is_skipped() -> None:
+    control, plan = _control(8, {0: CHEAP, 1: HEAVY}), _plan(8)
+    for b in range(B):
+        plan.claim(b, b, 0)  # made (by another producer, say): those rows have moved on
+    _waiting(control, [0, 1])  # but a stale read still shows rows 0 and 1 waiting at keys 0 and 1
+    p = _producer(control, plan, {3: Row(3, item=3, rate=CHEAP)})
+    assert heavy.costliest_claim(p, 0, 0, top=1) == (0, 0, False)  # take_row will find row 0 taken
+
+
 def test_a_row_whose_next_stream_is_heavy_runs_ahead() -> None:
     control = _control(8, {5: HEAVY, 6: CHEAP})
     rows = {b: Row(b, item=b, q=2 * T, rate=CHEAP) for b in range(3)}

@@ -64,7 +64,10 @@ def costliest_claim(p: Producer, b: int, key: int, top: int) -> tuple[int, int, 
     best: tuple[float, int, int] | None = None
     done_below = control.written_min() * p.T * p.B
     for key_, b_ in control.waiting_below(top * p.T * p.B):
-        got = plan.peek(b_, key_, done_below)
+        try:
+            got = plan.peek(b_, key_, done_below)
+        except RuntimeError:  # stale: another producer made that claim and the row moved on
+            continue
         if got.dry:
             continue
         ticket = got.first + got.count - 1

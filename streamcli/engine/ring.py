@@ -248,9 +248,11 @@ class Control:
         return b, int(keys[b])
 
     def waiting_below(self, key: int) -> list[tuple[int, int]]:
-        """(key, row) of every row waiting for a claim at a key below ``key``, earliest first."""
-        rows = np.flatnonzero((self._owner == NO_OWNER) & (self._claim < key))
-        return sorted(zip(self._claim[rows].tolist(), rows.tolist(), strict=True))
+        """(key, row) of every row waiting for a claim at a key below ``key``, earliest first. Other producers
+        may take or release rows meanwhile, so an entry can be stale by the time it is used (``take_row`` says)."""
+        claim = self._claim.copy()  # one read: the two columns change under us
+        rows = np.flatnonzero((self._owner == NO_OWNER) & (claim < key))
+        return sorted(zip(claim[rows].tolist(), rows.tolist(), strict=True))
 
     def note_cost(self, item: int, per_step: float) -> None:
         """What reading ``item`` costs, in seconds per step, as one producer measured it last."""
