@@ -180,7 +180,8 @@ class StreamLoader:
             deep = prefetch  # as given
         self.prefetch = prefetch
         self._deep = deep
-        self._uneven = False  # the workers measured streams of uneven cost: hand out up to ``_deep`` batches
+        self._weigh = num_workers > 1  # workers measure what each item costs them (``engine.heavy``)
+        self._uneven = False  # they measured streams of uneven cost: hand out up to ``_deep`` batches
         self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
@@ -419,8 +420,9 @@ class StreamLoader:
             if self._closed or gen != self._gen:
                 raise Aborted
             self._k = k
-            if self._deep > self.prefetch and k % self._check_every == 0:
+            if self._weigh and k % self._check_every == 0:  # the workers' measured costs: weigh them?
                 self._uneven = self.ring.control.uneven(HEAVIER)
+                self.ring.control.set_costs_uneven(self._uneven)
             self._hand_out()
             slot = self._inflight.pop(k)
             self._wait_done(k)

@@ -291,8 +291,9 @@ def work(p: Producer, limit: int) -> bool:
     planned = p.claims is not None
     # Planned: the earliest row waiting for its claim (or the costliest); else the earliest undecided claim of all.
     b, key = control.next_waiting() if planned else control.next_claim()
+    weigh = planned and p.shared and control.costs_uneven  # heavy streams first (``engine.heavy``)
     costly = False
-    if planned and p.shared and key < NEVER:
+    if weigh and key < NEVER:
         b, key, costly = heavy.costliest_claim(p, b, key, top)
     k_claim = key // (T * B)
     early = k_claim <= k_run or costly
@@ -312,7 +313,7 @@ def work(p: Producer, limit: int) -> bool:
     if not runnable:
         return bool(control.given) and _adopt(p, top, own=True)
     set_idle(p, False)
-    lead = heavy.lead_row(p, k_run, top) if planned and p.shared else None
+    lead = heavy.lead_row(p, k_run, top) if weigh else None
     if lead is not None:
         k = lead.q // T
         t0, steps = time.perf_counter(), p.steps

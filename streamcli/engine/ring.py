@@ -3,9 +3,9 @@
 The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
 name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
 
-- control: ``ctl`` int64[9] (generation, tickets handed out, the epoch's first batch, its number of streams,
+- control: ``ctl`` int64[10] (generation, tickets handed out, the epoch's first batch, its number of streams,
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
-  mid-stream and not yet taken, rows moved mid-stream in all),
+  mid-stream and not yet taken, rows moved mid-stream in all, whether the items' costs are uneven),
   ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer, or -1
   while it waits for a claim, or -2-w while producer w has given it up mid-stream; the canonical key of its next
   possible claim; the batches it has completed), ``held`` int64[B, 4] (the cursor of a row without a producer),
@@ -42,7 +42,7 @@ from streamcli.engine import cursor as _cursor
 from streamcli.errors import SharedMemoryError
 from streamcli.source import Field
 
-_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED = range(9)  # indices into ctl
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN = range(10)  # ctl
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD = range(7)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
@@ -88,7 +88,7 @@ class RingSpec:
 
         ctl: dict[str, Entry] = {}
         for name, shape, dt in (
-            ("ctl", (9,), "<i8"),
+            ("ctl", (10,), "<i8"),
             ("slot_of", (self.num_slots,), "<i8"),
             ("rows", (self.batch_size, 3), "<i8"),
             ("held", (self.batch_size, _cursor.WIDTH), "<i8"),
@@ -266,6 +266,14 @@ class Control:
         """Whether some item measured costs at least ``factor`` times as much per step as the median item."""
         known = self._cost[self._cost > 0]
         return bool(len(known) > 1 and known.max() >= factor * np.median(known))
+
+    @property
+    def costs_uneven(self) -> bool:
+        """What the loader last found ``uneven``: producers weigh costs only then (``engine.heavy``)."""
+        return bool(self._ctl[_UNEVEN])
+
+    def set_costs_uneven(self, uneven: bool) -> None:
+        self._ctl[_UNEVEN] = uneven
 
     def waiting(self, b: int) -> bool:
         return int(self._owner[b]) == NO_OWNER
