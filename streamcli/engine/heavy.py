@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from streamcli.engine.produce import Producer, Row
 
 HEAVIER = 4.0  # times the costliest held row's seconds per step that make a stream heavy
+UNKNOWN = -2  # ``Row.next_item`` not looked up yet (done when first needed, so even costs never pay for it)
 
 
 def bar(p: Producer) -> float:
@@ -93,7 +94,11 @@ def lead_row(p: Producer, k_run: int, top: int) -> Row | None:
     lead: Row | None = None
     for row in p.rows.values():
         k = row.q // T
-        heavy = row.next_item >= 0 and k_run <= k < top and control.item_cost(row.next_item) >= limit
+        if not k_run <= k < top:
+            continue
+        if row.next_item == UNKNOWN:
+            row.next_item = next_item(p, row)
+        heavy = row.next_item >= 0 and control.item_cost(row.next_item) >= limit
         if heavy and (lead is None or row.q < lead.q):
             lead = row
     return lead

@@ -114,7 +114,8 @@ class Row:
     claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``_claim``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
-    next_item: int = -1  # planned claims: the item of the stream it claims next (-1: none, or unknown)
+    noted: bool = False  # ``rate`` is in the items' cost table
+    next_item: int = heavy.UNKNOWN  # planned claims: the item of the stream it claims next (-1: none)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -415,11 +416,11 @@ def _measure(p: Producer, row: Row, t0: float, steps: int) -> None:
         # The item's cost per step, from the pieces that read as many steps as they wrote: not the one that
         # opened the stream, nor the one that ended it (its first step was read ahead by the piece before).
         if row.cost and row.it is not None:
-            if row.rate:  # two pieces or more: the least of them (a preempted piece only looks slower)
-                row.rate = min(row.rate, per_step)
-                p.ring.control.note_cost(row.item, row.rate)
-            else:
+            if not row.rate:
                 row.rate = per_step
+            elif per_step < row.rate or not row.noted:  # from two pieces on, the least (preemption only slows)
+                row.rate, row.noted = min(row.rate, per_step), True
+                p.ring.control.note_cost(row.item, row.rate)
         row.cost = per_step if not row.cost else 0.5 * (row.cost + per_step)
     elif row.done:
         row.cost = 0.0  # dry: it only pads
@@ -735,8 +736,6 @@ def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
     row.expect = length
     row.blk, row.j = None, 0
     row.claim_q = next_claim_step(row.q, plan.steps_of(ticket), p.T, p.pack)
-    if p.shared:
-        row.next_item = heavy.next_item(p, row)
     row.it = _open(p, row, k)
     row.nxt = _END if row.it is None else _look(p, row, k)
     if row.nxt is _END:
