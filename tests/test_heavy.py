@@ -30,7 +30,7 @@ def _control(items: int, costs: dict[int, float]) -> Control:
     cost = np.zeros(items)
     for item, c in costs.items():
         cost[item] = c
-    ctl = Control(np.zeros(9, np.int64), np.zeros(4, np.int64), np.zeros((B, 3), np.int64),
+    ctl = Control(np.zeros(10, np.int64), np.zeros(4, np.int64), np.zeros((B, 3), np.int64),
                   np.zeros((B, 4), np.int64), np.zeros((2, 7)), order, np.zeros((B, 4), np.int64), cost)  # fmt: skip
     ctl.set_streams(order, 0)
     return ctl
