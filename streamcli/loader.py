@@ -672,6 +672,7 @@ class StreamLoader:
             worker_stream=tuple(self.ring.control.reading(w)[0] for w in range(len(self._bounds)))
             if not self._closed else (),
             rows_moved=self.ring.control.moved if not self._closed else 0,
+            heavy_first=self.ring.control.heavy_first if not self._closed else 0,
         )  # fmt: skip
 
     # ---------------------------------------------------------------------------------------- closing

@@ -38,6 +38,7 @@ class LoaderStats:
     batch_size: int = 0
     worker_stream: tuple[int, ...] = ()  # the stream each producer was reading after its last batch
     rows_moved: int = 0  # rows given mid-stream by a producer every batch waited for to an idle one
+    heavy_first: int = 0  # pieces of work done out of the usual order so that heavy streams start early
 
     @property
     def useful_share(self) -> float:

@@ -31,7 +31,7 @@ def _control(items: int, costs: dict[int, float]) -> Control:
     for item, c in costs.items():
         cost[item] = c
     ctl = Control(np.zeros(10, np.int64), np.zeros(4, np.int64), np.zeros((B, 3), np.int64),
-                  np.zeros((B, 4), np.int64), np.zeros((2, 7)), order, np.zeros((B, 4), np.int64), cost)  # fmt: skip
+                  np.zeros((B, 4), np.int64), np.zeros((2, 8)), order, np.zeros((B, 4), np.int64), cost)  # fmt: skip
     ctl.set_streams(order, 0)
     return ctl
 
@@ -143,13 +143,14 @@ def test_heavy_streams_first_leaves_the_batches_unchanged(boundary: str, no_leak
     slow = {5, 17}
     kw: dict[str, Any] = dict(batch_size=4, time_steps=4, boundary=boundary, segment=24)
     with StreamLoader(HeavySource(lengths, slow), **kw) as loader:
-        want = [collect(loader) for _ in range(2)]
+        want = [collect(loader) for _ in range(3)]
     with StreamLoader(HeavySource(lengths, slow), num_workers=2, **kw) as loader:
-        got = [collect(loader) for _ in range(2)]  # the second epoch knows every item's cost
+        got = [collect(loader) for _ in range(3)]  # the later epochs know every item's cost
         control = loader.ring.control
         cheap = max(control.item_cost(i) for i in range(len(lengths)) if i not in slow)
         assert min(control.item_cost(i) for i in slow) > heavy.HEAVIER * cheap  # the rule had costs to act on
         assert loader.window > loader.prefetch  # uneven costs: the workers may run further ahead
+        assert loader.stats.heavy_first > 0  # and the heavy streams went first
     for epoch_got, epoch_want in zip(got, want, strict=True):
         assert len(epoch_got) == len(epoch_want)
         for a, b in zip(epoch_got, epoch_want, strict=True):

@@ -303,6 +303,8 @@ def work(p: Producer, limit: int) -> bool:
             held = control.take_row(b, p.w, key, planned)
         if held is not None:
             set_idle(p, False)
+            if costly:
+                control.count_heavy(p.w)
             t0, steps = time.perf_counter(), p.steps
             _take(p, b, held, key // B)
             if p.shared:
@@ -316,6 +318,7 @@ def work(p: Producer, limit: int) -> bool:
     set_idle(p, False)
     lead = heavy.lead_row(p, k_run, top) if weigh else None
     if lead is not None:
+        control.count_heavy(p.w)
         k = lead.q // T
         t0, steps = time.perf_counter(), p.steps
         _run(p, lead, k)

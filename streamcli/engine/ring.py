@@ -9,8 +9,8 @@ name and write their rows straight into slots, so no array is ever pickled. Layo
   ``slot_of`` int64[S] (the slot of batch k, at ``k % S``), ``rows`` int64[B, 3] (per row: its producer, or -1
   while it waits for a claim, or -2-w while producer w has given it up mid-stream; the canonical key of its next
   possible claim; the batches it has completed), ``held`` int64[B, 4] (the cursor of a row without a producer),
-  ``wstat`` float64[W, 7] (per producer: busy seconds, steps, stream and position it is reading, idle, messages
-  sent, what its rows cost per batch),
+  ``wstat`` float64[W, 8] (per producer: busy seconds, steps, stream and position it is reading, idle, messages
+  sent, what its rows cost per batch, pieces of work done early for heavy streams),
   ``order`` int64[N, 4] (this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length): a segment is a stream of its own, see ``engine.epoch``), ``start`` int64[B, 4] (the row cursors an
   epoch starts from: fresh, or those of a resumed state), ``cost`` float64[I] (per item, the seconds per step
@@ -43,7 +43,7 @@ from streamcli.errors import SharedMemoryError
 from streamcli.source import Field
 
 _GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN = range(10)  # ctl
-_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD = range(7)  # columns of wstat
+_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD, _HEAVY = range(8)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
@@ -92,7 +92,7 @@ class RingSpec:
             ("slot_of", (self.num_slots,), "<i8"),
             ("rows", (self.batch_size, 3), "<i8"),
             ("held", (self.batch_size, _cursor.WIDTH), "<i8"),
-            ("wstat", (self.num_workers, 7), "<f8"),
+            ("wstat", (self.num_workers, 8), "<f8"),
             ("order", (self.num_streams, 4), "<i8"),
             ("start", (self.batch_size, _cursor.WIDTH), "<i8"),
             ("cost", (max(self.num_items, 1),), "<f8"),
@@ -398,6 +398,14 @@ class Control:
 
     def count_sent(self, w: int) -> None:
         self._wstat[w, _SENT] += 1
+
+    def count_heavy(self, w: int) -> None:
+        """Producer ``w`` did a piece of work out of the usual order for a heavy stream (``engine.heavy``)."""
+        self._wstat[w, _HEAVY] += 1
+
+    @property
+    def heavy_first(self) -> int:
+        return int(self._wstat[:, _HEAVY].sum())
 
     # -- read by the loader
     def busy(self) -> np.ndarray:
