@@ -14,26 +14,36 @@ import pytest
 from _invariants import collect
 from _sources import CountingSource
 
-from streamcli import StreamLoader
+from streamcli import Field, StreamLoader
 from streamcli.engine import heavy
 from streamcli.engine.claims import ClaimPlan
 from streamcli.engine.produce import Row
-from streamcli.engine.ring import Control
+from streamcli.engine.ring import Control, Ring
 
 B, T = 4, 4
 CHEAP, HEAVY = 1e-3, 1e-2  # seconds per step
 
 
+_rings: list[Ring] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_rings() -> Iterator[None]:
+    yield
+    while _rings:
+        _rings.pop().close()
+
+
 def _control(items: int, costs: dict[int, float]) -> Control:
-    """A control block over plain arrays: ticket j names item j, a whole stream of 8 steps."""
-    order = np.array([[j, 0, 0, 8] for j in range(items)], np.int64)
-    cost = np.zeros(items)
+    """A real control block (``Ring.create``): ticket j names item j, a whole stream of 8 steps."""
+    ring = Ring.create(dict(fields=(Field("x", (1,), "uint8"),), batch_size=B, time_steps=T, num_slots=2,
+                            num_workers=2, num_streams=items, layout="TB", num_items=items))  # fmt: skip
+    _rings.append(ring)
+    control = ring.control
+    control.set_streams(np.array([[j, 0, 0, 8] for j in range(items)], np.int64), 0)
     for item, c in costs.items():
-        cost[item] = c
-    ctl = Control(np.zeros(10, np.int64), np.zeros(4, np.int64), np.zeros((B, 3), np.int64),
-                  np.zeros((B, 4), np.int64), np.zeros((2, 8)), order, np.zeros((B, 4), np.int64), cost)  # fmt: skip
-    ctl.set_streams(order, 0)
-    return ctl
+        control.note_cost(item, c)
+    return control
 
 
 def _plan(items: int) -> ClaimPlan:

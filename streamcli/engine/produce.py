@@ -319,13 +319,7 @@ def work(p: Producer, limit: int) -> bool:
     lead = heavy.lead_row(p, k_run, top) if weigh else None
     if lead is not None:
         control.count_heavy(p.w)
-        k = lead.q // T
-        t0, steps = time.perf_counter(), p.steps
-        _run(p, lead, k)
-        _measure(p, lead, t0, steps)
-        _publish_load(p)
-        flush(p.out, _slot(p, k), p.ring.control, k, p.steps_t)
-        return True
+        return _run_alone(p, lead, lead.q // T)
     todo = sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b)
     if p.shared and len(p.rows) > 1:
         todo = _give_one(p, todo, k_run)
@@ -393,12 +387,17 @@ def _adopt(p: Producer, top: int, own: bool) -> bool:
     row = rows_from(held[None, :], b, p.plan.segment, k * p.T)[0]
     _promise_again(p, row)
     p.rows[b] = row
+    return _run_alone(p, row, k)
+
+
+def _run_alone(p: Producer, row: Row, k: int) -> bool:
+    """A piece of work of one row: its steps of batch ``k`` (a row just adopted, or one running ahead)."""
     t0, steps = time.perf_counter(), p.steps
     _run(p, row, k)
-    if b in p.rows:
+    if row.b in p.rows:  # not released: its cost still counts
         _measure(p, row, t0, steps)
     _publish_load(p)
-    flush(p.out, _slot(p, k), control, k, p.steps_t)
+    flush(p.out, _slot(p, k), p.ring.control, k, p.steps_t)
     return True
 
 
