@@ -32,10 +32,12 @@ from streamcli.engine.guards import check_fields, check_main_guard, short_repr
 from streamcli.engine.heavy import HEAVIER
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
-from streamcli.engine.produce import Aborted, Plan, Producer, Skip, begin_epoch, close_rows, epoch_rows, fill
+from streamcli.engine.produce import begin_epoch, fill
+from streamcli.engine.producer import Aborted, Plan, Producer, Skip, epoch_rows
 from streamcli.engine.ring import DEEP_MAX, Ring, default_prefetch
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
+from streamcli.engine.write import close_rows
 from streamcli.source import (
     Field,
     StreamSource,

@@ -13,7 +13,7 @@ from streamcli.engine import cursor
 from streamcli.engine.epoch import all_streams, epoch_streams, rank_of_streams
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
-from streamcli.engine.produce import Plan, epoch_rows
+from streamcli.engine.producer import Plan, epoch_rows
 from streamcli.engine.ring import Ring, sweep_stale
 from streamcli.engine.worker import WorkerSpec
 from streamcli.errors import WorkerError

@@ -17,7 +17,7 @@ from _sources import CountingSource
 from streamcli import Field, StreamLoader
 from streamcli.engine import heavy
 from streamcli.engine.claims import ClaimPlan
-from streamcli.engine.produce import Row
+from streamcli.engine.producer import Row
 from streamcli.engine.ring import Control, Ring
 
 B, T = 4, 4

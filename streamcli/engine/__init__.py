@@ -5,8 +5,13 @@
 - ``cursor``: the record of where a batch row stands between two batches; ``state``: those records and the
   tickets as a resumable, fingerprinted ``state_dict``; ``seek``: the state at any batch, from lengths alone.
 - ``ring``: the shared-memory segment of batch slots and its control block (one owner, the loader).
-- ``produce``: producers step their rows' streams into a slot, in canonical order (born).
-- ``worker`` and ``pool``: the two sides of the worker processes (carried).
+- ``producer``: a producer's facts: the plan every producer shares, the rows it owns and what each is doing.
+- ``produce``: what a producer does next: claims in canonical order, rows that move, balanced work (born).
+  ``claims``: the claims planned from known lengths; ``heavy``: streams that cost far more per step go first.
+- ``write``: a row's claim of its next stream and its runs of checked steps into a slot; ``slots``: how a
+  piece of work lands in the slot (data at once; flags, cursors and completion at its end).
+- ``worker`` and ``pool``: the two sides of the worker processes (carried); ``ahead``: the thread that prepares
+  the next batches while the consumer works.
 - ``guards``: checks on what the user gives (fields, a script's main guard); ``torchio``: the signal-safe torch
   import, pinned memory and slot chores of the loader.
 """

@@ -128,7 +128,7 @@ class ClaimPlan:
         return bool(self._heap)
 
     def advance(self) -> tuple[int, int, Claim]:
-        """Make the earliest claim of the schedule, (key, row, what it takes): the rule of ``produce._claim``,
+        """Make the earliest claim of the schedule, (key, row, what it takes): the rule of ``write._claim``,
         on lengths alone. Empty streams are taken at the same key; a row whose tickets run out is dry (or, with
         ``restream``, replays them)."""
         key, b = heapq.heappop(self._heap)

@@ -30,7 +30,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from streamcli.engine.produce import Producer, Row
+    from streamcli.engine.producer import Producer, Row
 
 HEAVIER = 4.0  # times the costliest held row's seconds per step that make a stream heavy
 UNKNOWN = -2  # ``Row.next_item`` not looked up yet (done when first needed, so even costs never pay for it)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from streamcli.engine.produce import Aborted, Skip
+from streamcli.engine.producer import Aborted, Skip
 from streamcli.engine.ring import Ring, SegmentLock
 from streamcli.engine.worker import WorkerSpec, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError

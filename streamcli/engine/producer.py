@@ -1,0 +1,189 @@
+"""A producer's facts: the plan every producer shares, the rows it owns and what each row is doing.
+
+A producer is a worker process, or the main process when ``num_workers=0``. It owns the rows whose streams it
+is reading (``Producer.rows``); a row's state is a plain ``Row``, and its cursor (``Row.cursor``) is all that
+a resumed or moved row needs to go on (``rows_from``). What a producer does next is ``engine.produce``; how it
+writes a row's steps is ``engine.write``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamcli.config import LoaderConfig
+from streamcli.engine import cursor as _cursor
+from streamcli.engine import heavy
+from streamcli.engine.claims import ClaimPlan
+from streamcli.engine.ring import NEVER, NO_OWNER, Ring
+from streamcli.engine.slots import Notes, SlotViews
+from streamcli.source import Field, Step, StreamSource
+
+NO_END = 1 << 62  # ``Row.end`` of a stream that is not cut into segments
+
+
+class Aborted(Exception):
+    """The loader moved to a new generation (new epoch, or closing); drop the current work."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The static facts every producer shares: the plugin's name, its fields and the loader's one configuration.
+    Picklable. The settings are read from ``config``, never copied."""
+
+    plugin: str
+    fields: tuple[Field, ...]
+    config: LoaderConfig
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    @property
+    def time_steps(self) -> int:
+        return self.config.time_steps
+
+    @property
+    def boundary(self) -> str:
+        return self.config.boundary
+
+    @property
+    def epoch_end(self) -> str:
+        return self.config.epoch_end
+
+    @property
+    def on_error(self) -> str:
+        return self.config.on_error
+
+    @property
+    def segment(self) -> int:
+        return self.config.segment
+
+
+@dataclass
+class Row:
+    """What one batch row is doing. ``it``/``nxt`` are derived: resume reopens ``item`` at ``pos``."""
+
+    b: int
+    item: int = -1  # index into items(), -1 before the first claim
+    pos: int = 0  # index within the stream of the next step to write
+    q: int = 0  # the epoch position of the next step to write: batch ``q // T``, step ``q % T``
+    replay: bool = False
+    fresh: bool = False  # the next step written is the first of a claim
+    done: bool = False  # a claim failed: no more streams this epoch
+    it: Iterator[Step] | None = None
+    nxt: Any = None  # the looked-ahead step
+    reopen: bool = False  # resumed mid-stream: open ``item`` at ``pos`` before the next step
+    end: int = NO_END  # the position at which the current stream (segment) ends
+    follow: bool = False  # the segment ended, the item goes on: the next step starts its next segment
+    expect: int = -1  # the position at which the item ends, if ``length()`` said so (checked, not trusted)
+    blk: list[np.ndarray] | None = None  # block sources: the current block's arrays, in field order
+    j: int = 0  # the next step's index in ``blk``
+    open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
+    short: bool = False  # the stream ended before its promise: padding until ``claim_q``
+    claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``write._claim``)
+    cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
+    rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
+    noted: bool = False  # ``rate`` is in the items' cost table
+    next_item: int = heavy.UNKNOWN  # planned claims: the item of the stream it claims next (-1: none)
+    tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
+
+    def cursor(self) -> tuple[int, int, int, int]:
+        if self.done:
+            state = _cursor.DRY
+        elif self.follow:
+            state = _cursor.FOLLOW
+        elif self.short:
+            state = _cursor.SHORT
+        else:
+            state = _cursor.LIVE if (self.it is not None or self.reopen) else _cursor.IDLE
+        return _cursor.record(self.item, self.pos, state, self.replay, self.open_ended)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An item skipped under on_error="skip" (``kind="skip"``), or a stream whose length differs from what
+    ``length()`` promised (``kind="length"``; ``error`` says both numbers), reported with the batch in which it
+    happened."""
+
+    batch: int
+    item: int
+    name: str
+    step: int
+    error: str
+    kind: str = "skip"
+
+
+@dataclass
+class Producer:
+    """One producer's context: a worker process, or the main process when num_workers=0."""
+
+    plan: Plan
+    source: StreamSource
+    items: Sequence[Any]
+    ring: Ring
+    w: int  # this producer's index in the control block
+    lock: AbstractContextManager[Any]
+    rows: dict[int, Row] = field(default_factory=dict)  # the rows this producer owns, by index
+    gen: int = 0
+    on_skip: Callable[[Skip], None] = lambda s: None
+    parent_pid: int | None = None  # workers: exit if the parent is gone
+    blocks: bool = False  # the source yields blocks of steps (``block_steps = True``)
+    shared: bool = False  # other producers exist: publish claim keys as runs go (boundary "pack")
+    steps: int = 0  # valid steps written, for the busy statistics
+    idle: bool = False  # as published in the control block (``set_idle``)
+    slots: dict[int, SlotViews] = field(default_factory=dict)
+    out: Notes = field(default_factory=Notes)  # what the current piece of work wrote, for ``flush``
+    last: tuple[int, SlotViews | None] = (-1, None)  # (batch, its SlotViews): the batch being written
+    steps_t: np.ndarray = field(init=False)  # 0 .. T-1
+    block: tuple[int, int] = (0, 0)  # the rows this producer reopens when its epoch starts
+    setup: bool = False  # the epoch's rows are still to be read from the control block (``_set_up``)
+    claims: ClaimPlan | None = None  # the epoch's planned claims, when every stream's length is known
+    # The plan's numbers, read once: the per-run path reads them for every row of every batch.
+    T: int = field(init=False)
+    B: int = field(init=False)
+    pack: bool = field(init=False)
+    spec: list[tuple[str, tuple[int, ...], np.dtype[Any]]] = field(init=False)  # (name, shape, dtype) per field
+
+    def __post_init__(self) -> None:
+        self.T, self.B = self.plan.time_steps, self.plan.batch_size
+        self.spec = [(f.name, f.shape, f.np_dtype) for f in self.plan.fields]
+        self.pack = self.plan.boundary == "pack"
+        self.steps_t = np.arange(self.T, dtype=np.int64)
+
+
+def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:
+    """Rows ``lo, lo+1, ...`` as the cursor records say, at epoch position ``q``; live ones reopen lazily.
+
+    Segments start at multiples of ``segment`` in their item, so a live row at ``pos`` ends its segment at the
+    next multiple (it has written at least one step of it, hence the ``pos - 1``)."""
+    rows = []
+    for i, (item, pos, state, flags) in enumerate(cursors.tolist()):
+        row = Row(lo + i, item=item, pos=pos, q=q, replay=bool(flags & _cursor.REPLAYED))
+        row.open_ended = bool(flags & _cursor.OPEN_ENDED)
+        row.done = state == _cursor.DRY
+        row.reopen = state in (_cursor.LIVE, _cursor.FOLLOW)
+        row.follow = state == _cursor.FOLLOW
+        row.short = state == _cursor.SHORT
+        if segment and state in (_cursor.LIVE, _cursor.SHORT):
+            row.end = ((pos - 1) // segment + 1) * segment
+        rows.append(row)
+    return rows
+
+
+def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
+    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
+    B = len(cursors)
+    state = cursors[:, _cursor.STATE]
+    owner = np.full(B, NO_OWNER, np.int64)
+    for w, (lo, hi) in enumerate(bounds):
+        owner[lo:hi] = w
+    owner[state == _cursor.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
+    claim = first * T * B + np.arange(B, dtype=np.int64)
+    claim[state == _cursor.DRY] = NEVER
+    return owner, claim, np.full(B, first, np.int64), cursors.copy()
