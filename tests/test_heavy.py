@@ -17,8 +17,9 @@ from _sources import CountingSource
 from streamcli import Field, StreamLoader
 from streamcli.engine import heavy
 from streamcli.engine.claims import ClaimPlan
+from streamcli.engine.control import Control
 from streamcli.engine.producer import Row
-from streamcli.engine.ring import Control, Ring
+from streamcli.engine.ring import Ring
 
 B, T = 4, 4
 CHEAP, HEAVY = 1e-3, 1e-2  # seconds per step

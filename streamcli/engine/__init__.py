@@ -4,7 +4,8 @@
 - ``plan``: how many batches an epoch holds, from the streams' lengths alone.
 - ``cursor``: the record of where a batch row stands between two batches; ``state``: those records and the
   tickets as a resumable, fingerprinted ``state_dict``; ``seek``: the state at any batch, from lengths alone.
-- ``ring``: the shared-memory segment of batch slots and its control block (one owner, the loader).
+- ``ring``: the shared-memory segment of batch slots and its control block (one owner, the loader);
+  ``control``: the control block's layout and methods, the shared state of the loader and the producers.
 - ``producer``: a producer's facts: the plan every producer shares, the rows it owns and what each is doing.
 - ``produce``: what a producer does next: claims in canonical order, rows that move, balanced work (born).
   ``claims``: the claims planned from known lengths; ``heavy``: streams that cost far more per step go first.

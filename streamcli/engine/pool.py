@@ -1,6 +1,6 @@
 """The loader's side of the worker processes: start them, wait for batches, collect their rare messages.
 
-Work is handed out through shared memory (``ring.Control``): the pool only watches the batches completed,
+Work is handed out through shared memory (``control.Control``): the pool only watches the batches completed,
 reads a worker's pipe when the worker has counted a message there, and checks every worker's liveness
 about four times a second while it waits, so a death anywhere (which can stall the living workers too) is
 reported within a second, as a ``WorkerError`` naming the worker, its exit and what it was reading.

@@ -32,8 +32,8 @@ import time
 from streamcli.engine import cursor as _cursor
 from streamcli.engine import heavy, write
 from streamcli.engine.claims import ClaimPlan
+from streamcli.engine.control import NEVER
 from streamcli.engine.producer import Aborted, Producer, Row, rows_from
-from streamcli.engine.ring import NEVER
 from streamcli.engine.slots import flush
 
 

@@ -19,7 +19,8 @@ from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
 from streamcli.engine import heavy
 from streamcli.engine.claims import ClaimPlan
-from streamcli.engine.ring import NEVER, NO_OWNER, Ring
+from streamcli.engine.control import NEVER, NO_OWNER
+from streamcli.engine.ring import Ring
 from streamcli.engine.slots import Notes, SlotViews
 from streamcli.source import Field, Step, StreamSource
 

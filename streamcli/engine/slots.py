@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from streamcli.engine import cursor as _cursor
-from streamcli.engine.ring import SUMMARY, Control
+from streamcli.engine.control import Control
+from streamcli.engine.ring import SUMMARY
 
 _RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
 # Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs half of indexing the

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from streamcli.engine.control import NEVER
 from streamcli.engine.produce import begin_epoch, reading_of, set_idle, work
 from streamcli.engine.producer import Aborted, Plan, Producer
-from streamcli.engine.ring import NEVER, Ring, RingSpec
+from streamcli.engine.ring import Ring, RingSpec
 from streamcli.engine.write import close_rows
 from streamcli.errors import StepSpecError
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks

@@ -19,8 +19,9 @@ import numpy as np
 
 from streamcli.engine import cursor as _cursor
 from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
+from streamcli.engine.control import NEVER
 from streamcli.engine.producer import NO_END, Producer, Row, Skip
-from streamcli.engine.ring import CLAIMS, DRY, LIVE, NEVER, VALID
+from streamcli.engine.ring import CLAIMS, DRY, LIVE, VALID
 from streamcli.engine.slots import SlotViews, pad, record
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, item_name

@@ -1,0 +1,352 @@
+"""The ring's control block: the shared state through which the loader and the producers coordinate, and the
+only code that knows its layout (``Control``; the loader and the producers call its methods, never index it).
+
+Its arrays (``arrays``), in the segment before the batch slots (``engine.ring``):
+
+- ``ctl`` int64[10]: the generation, tickets handed out, the epoch's first batch, its number of streams,
+  batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
+  mid-stream and not yet taken, rows moved mid-stream in all, whether the items' costs are uneven;
+- ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
+- ``rows`` int64[B, 3]: per row, its producer (or -1 while it waits for a claim, or -2-w while producer w has
+  given it up mid-stream), the canonical key of its next possible claim, and the batches it has completed;
+- ``held`` int64[B, 4]: the cursor of a row without a producer;
+- ``wstat`` float64[W, 8]: per producer, busy seconds, steps, the stream and position it is reading, idle,
+  messages sent, what its rows cost per batch, pieces of work done early for heavy streams;
+- ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
+  length); a segment is a stream of its own (``engine.epoch``);
+- ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
+- ``cost`` float64[I]: per item, the seconds per step producers measured reading it, 0 until then (kept across
+  epochs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streamcli.engine import cursor as _cursor
+
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN = range(10)  # ctl
+_BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD, _HEAVY = range(8)  # columns of wstat
+OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
+NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
+NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
+_SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
+
+
+def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
+           num_items: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:  # fmt: skip
+    """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
+    B = batch_size
+    return (
+        ("ctl", (10,), "<i8"),
+        ("slot_of", (num_slots,), "<i8"),
+        ("rows", (B, 3), "<i8"),
+        ("held", (B, _cursor.WIDTH), "<i8"),
+        ("wstat", (num_workers, 8), "<f8"),
+        ("order", (num_streams, 4), "<i8"),
+        ("start", (B, _cursor.WIDTH), "<i8"),
+        ("cost", (max(num_items, 1),), "<f8"),
+    )
+
+
+def _given_by(w: int) -> int:
+    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
+    return -2 - w
+
+
+class Control:
+    """The control block's arrays behind methods: the loader and the producers call these, never index it.
+
+    Rows are not tied to producers. A row whose stream ends is released (owner -1, its cursor in ``held``) and
+    whichever producer is free takes it for the next claim: that is how work moves to idle workers. Tickets
+    stay in canonical order through one rule: a claim at key K is made only when K is the smallest ``claim``
+    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. With
+    planned claims (``engine.claims``: every length known) each waiting row's key and tickets are fixed in
+    advance, and any row whose key is handed out may claim. Values in ``claim`` and ``written`` only grow
+    within an epoch, and each row has one writer at a time (its owner, changed only under the lock), so readers
+    need no lock: a stale read only makes them wait longer.
+    """
+
+    def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
+                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray):  # fmt: skip
+        self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
+        self._wstat, self._order, self._start, self._cost = wstat, order, start, cost
+        self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
+
+    def clear(self) -> None:
+        for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
+                  self._cost):  # fmt: skip
+            a[...] = 0
+        self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
+        self._ctl[_READY] = -1
+        self._ctl[_AWAITED] = -1
+
+    def release(self) -> None:
+        """Drop the views (the segment is about to be unmapped)."""
+        empty = np.zeros(0)
+        self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
+        self._cost = empty
+        self._owner = self._claim = self._written = empty
+
+    # -- generation: a new epoch (or closing) makes producers drop what they are doing
+    @property
+    def generation(self) -> int:
+        return int(self._ctl[_GEN])
+
+    def set_generation(self, gen: int) -> None:
+        self._ctl[_GEN] = gen
+
+    # -- an epoch's set-up, written by the loader
+    def stage(self, cursors: np.ndarray, first_batch: int) -> None:
+        """The row cursors the next epoch starts from, and the batch it starts at."""
+        self._start[:] = cursors
+        self._ctl[_FIRST_BATCH] = first_batch
+
+    def set_streams(self, table: np.ndarray, tickets: int) -> None:
+        """The epoch's streams in ticket order and the tickets already taken."""
+        self._order[: len(table)] = table
+        self._ctl[_NUM_STREAMS] = len(table)
+        self._ctl[_TICKETS] = tickets
+
+    def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
+        self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
+        self._ctl[_GIVEN] = 0
+
+    def open_epoch(self, gen: int, first_batch: int) -> None:
+        """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
+        self._ctl[_HANDED] = first_batch
+        self._ctl[_READY] = gen
+
+    # -- the hand-out counter: batch k may be written once ``handed > k``
+    def hand_out(self, k: int, slot: int) -> None:
+        self._slot_of[k % len(self._slot_of)] = slot
+        self._ctl[_HANDED] = k + 1  # after the slot: a producer that sees the count sees the slot
+
+    @property
+    def handed(self) -> int:
+        return int(self._ctl[_HANDED])
+
+    def slot_of(self, k: int) -> int:
+        return int(self._slot_of[k % len(self._slot_of)])
+
+    def ready(self, gen: int) -> bool:
+        return int(self._ctl[_READY]) == gen
+
+    # -- read by producers
+    @property
+    def first_batch(self) -> int:
+        return int(self._ctl[_FIRST_BATCH])
+
+    def cursors(self, lo: int, hi: int) -> np.ndarray:
+        return self._start[lo:hi]
+
+    @property
+    def num_streams(self) -> int:
+        return int(self._ctl[_NUM_STREAMS])
+
+    @property
+    def tickets(self) -> int:
+        """Tickets taken: those before the epoch's start until producers take more (unplanned claims)."""
+        return int(self._ctl[_TICKETS])
+
+    def order_table(self) -> np.ndarray:
+        """The epoch's streams in ticket order (a copy): (item, first step, open-ended, promised length)."""
+        return self._order[: int(self._ctl[_NUM_STREAMS])].copy()
+
+    def take_ticket(self) -> int:
+        """The next ticket (hold the lock): the epoch's tickets are handed out in canonical order."""
+        ticket = int(self._ctl[_TICKETS])
+        self._ctl[_TICKETS] = ticket + 1
+        return ticket
+
+    def stream(self, ticket: int) -> tuple[int, int, bool, int]:
+        """(item, first step, open-ended, promised length or -1) of the stream ticket ``ticket`` names."""
+        item, start, open_ended, length = self._order[ticket % int(self._ctl[_NUM_STREAMS])].tolist()
+        return item, start, bool(open_ended), length
+
+    # -- rows
+    def next_claim(self) -> tuple[int, int]:
+        """(row, key) of the earliest undecided claim of all rows; the row may be owned or waiting."""
+        b = int(np.argmin(self._claim))
+        return b, int(self._claim[b])
+
+    def next_waiting(self) -> tuple[int, int]:
+        """(row, key) of the earliest claim of the rows waiting for one; key ``NEVER`` if none waits."""
+        owner = self._owner
+        if len(owner) <= _SMALL and NO_OWNER not in owner.tolist():  # the usual case, 20 times faster
+            return 0, NEVER
+        keys = np.where(owner == NO_OWNER, self._claim, NEVER)
+        b = int(np.argmin(keys))
+        return b, int(keys[b])
+
+    def waiting_below(self, key: int) -> list[tuple[int, int]]:
+        """(key, row) of every row waiting for a claim at a key below ``key``, earliest first. Other producers
+        may take or release rows meanwhile, so an entry can be stale by the time it is used (``take_row`` says)."""
+        claim = self._claim.copy()  # one read: the two columns change under us
+        rows = np.flatnonzero((self._owner == NO_OWNER) & (claim < key))
+        return sorted(zip(claim[rows].tolist(), rows.tolist(), strict=True))
+
+    def note_cost(self, item: int, per_step: float) -> None:
+        """What reading ``item`` costs, in seconds per step, as one producer measured it last."""
+        self._cost[item] = per_step
+
+    def item_cost(self, item: int) -> float:
+        """Seconds per step of ``item`` as last measured (0.0: never read by any producer of this loader)."""
+        return float(self._cost[item])
+
+    def uneven(self, factor: float) -> bool:
+        """Whether some item measured costs at least ``factor`` times as much per step as the median item."""
+        known = self._cost[self._cost > 0]
+        return bool(len(known) > 1 and known.max() >= factor * np.median(known))
+
+    @property
+    def costs_uneven(self) -> bool:
+        """What the loader last found ``uneven``: producers weigh costs only then (``engine.heavy``)."""
+        return bool(self._ctl[_UNEVEN])
+
+    def set_costs_uneven(self, uneven: bool) -> None:
+        self._ctl[_UNEVEN] = uneven
+
+    def waiting(self, b: int) -> bool:
+        return int(self._owner[b]) == NO_OWNER
+
+    def take_row(self, b: int, w: int, key: int, planned: bool = False) -> np.ndarray | None:
+        """Make producer ``w`` the owner of waiting row ``b`` if its claim at ``key`` is still the earliest of
+        all, or with ``planned`` claims still due (hold the lock); returns the row's held cursor, or None if
+        another producer was first."""
+        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key:
+            return None
+        if not planned and int(self._claim.min()) != key:
+            return None
+        self._owner[b] = w
+        held: np.ndarray = self._held[b].copy()
+        return held
+
+    def release_row(self, b: int, claim: int, written: int, cursor: tuple[int, int, int, int]) -> None:
+        """Give row ``b`` up until its next claim at key ``claim`` (the owner calls this)."""
+        self._held[b] = cursor
+        self._written[b] = written
+        self._claim[b] = claim
+        self._owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
+
+    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
+        """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary (its completed batches say which),
+        for an idle producer to go on with (hold the lock). Its claim key stays as announced: the row takes no
+        ticket, it only changes hands."""
+        self._held[b] = cursor
+        self._owner[b] = _given_by(w)  # not NO_OWNER: the row is not waiting for a claim
+        self._ctl[_GIVEN] += 1
+        self._ctl[_MOVED] += 1
+
+    @property
+    def given(self) -> int:
+        """Rows given up mid-stream that no producer has taken yet (a cheap check before ``take_given``)."""
+        return int(self._ctl[_GIVEN])
+
+    @property
+    def moved(self) -> int:
+        """Rows moved between producers mid-stream since the loader started."""
+        return int(self._ctl[_MOVED])
+
+    def take_given(self, w: int, top: int, own: bool) -> tuple[int, np.ndarray] | None:
+        """Make producer ``w`` the owner of the earliest row given up mid-stream whose next batch is below
+        ``top`` (hold the lock): (row, its cursor), or None. Rows ``w`` gave up itself only if ``own``: a giver
+        takes one back only when it has nothing else to do, never before the idle producer can."""
+        owner = self._owner
+        given = owner <= _given_by(0)
+        if not own:
+            given &= owner != _given_by(w)
+        rows = np.flatnonzero(given & (self._written < top))
+        if not len(rows):
+            return None
+        b = int(rows[np.argmin(self._written[rows])])
+        self._owner[b] = w
+        self._ctl[_GIVEN] -= 1
+        held: np.ndarray = self._held[b].copy()
+        return b, held
+
+    def written_of(self, b: int) -> int:
+        return int(self._written[b])
+
+    def promised_length(self, item: int, start: int) -> int:
+        """The length that ``length()`` promised for the stream of ``item`` starting at ``start``, or -1."""
+        order = self._order[: int(self._ctl[_NUM_STREAMS])]
+        at = np.flatnonzero((order[:, 0] == item) & (order[:, 1] == start))
+        return int(order[at[0], 3]) if len(at) else -1
+
+    def idle_elsewhere(self, w: int) -> bool:
+        """Whether a producer other than ``w`` has nothing to do."""
+        idle = self._wstat[:, _IDLE]
+        return bool(idle.sum() - idle[w] > 0)
+
+    def set_claim(self, b: int, key: int) -> None:
+        self._claim[b] = key
+
+    def set_written(self, rows: int | slice | list[int], batches: int) -> None:
+        self._written[rows] = batches
+
+    def await_batch(self, k: int) -> None:
+        """The loader is about to block until batch ``k`` is whole (-1: it is not blocked)."""
+        self._ctl[_AWAITED] = k
+
+    def wake_due(self) -> bool:
+        """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark and
+        wakes the loader (a second wake-up is harmless)."""
+        k = int(self._ctl[_AWAITED])
+        if k < 0 or self.written_min() <= k:
+            return False
+        self._ctl[_AWAITED] = -1
+        return True
+
+    def written_min(self) -> int:
+        """Batches that every row has completed: batch k is whole once this exceeds k."""
+        written = self._written
+        return min(written.tolist()) if len(written) <= _SMALL else int(np.minimum.reduce(written))
+
+    # -- per-producer counters
+    def report(self, w: int, busy: float, steps: int, stream: int, pos: int) -> None:
+        """A producer's counters after a piece of work: busy seconds and steps (added), where it is reading."""
+        stat = self._wstat[w]
+        stat[_BUSY] += busy
+        stat[_STEPS] += steps
+        stat[_CUR_STREAM], stat[_CUR_POS] = stream, pos
+
+    def set_idle(self, w: int, idle: bool) -> None:
+        self._wstat[w, _IDLE] = idle
+
+    def set_load(self, w: int, load: float) -> None:
+        """Producer ``w``'s load: the seconds per batch its rows cost it."""
+        self._wstat[w, _LOAD] = load
+
+    def lighter_elsewhere(self, w: int) -> bool:
+        """Whether another producer is idle or carries less load than ``w`` (then claims are left to it)."""
+        stat = self._wstat
+        idle, loads = stat[:, _IDLE], stat[:, _LOAD]
+        return bool(idle.sum() - idle[w] > 0 or loads.min() < loads[w])
+
+    def sent(self, w: int) -> int:
+        """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
+        return int(self._wstat[w, _SENT])
+
+    def count_sent(self, w: int) -> None:
+        self._wstat[w, _SENT] += 1
+
+    def count_heavy(self, w: int) -> None:
+        """Producer ``w`` did a piece of work out of the usual order for a heavy stream (``engine.heavy``)."""
+        self._wstat[w, _HEAVY] += 1
+
+    @property
+    def heavy_first(self) -> int:
+        return int(self._wstat[:, _HEAVY].sum())
+
+    # -- read by the loader
+    def busy(self) -> np.ndarray:
+        return self._wstat[:, _BUSY].copy()
+
+    def steps(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self._wstat[:, _STEPS])
+
+    def reading(self, w: int) -> tuple[int, int]:
+        """(stream, position) producer ``w`` was reading last; stream -1 before any."""
+        stat = self._wstat[w]
+        return int(stat[_CUR_STREAM]), int(stat[_CUR_POS])
