@@ -26,13 +26,12 @@ from streamcli.engine.slots import SlotViews, pad, record
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Field, Step, item_name
 
-_END = object()
-
-
+_END = object()  # the look-ahead found the stream over
 _BLK = object()  # the look-ahead step lies in the row's current block
 
 
 def close_rows(rows: Any) -> None:
+    """Close the streams of ``rows`` (an epoch ends, or the producer stops)."""
     for row in list(rows):
         close(row)
 
@@ -52,6 +51,7 @@ def promise_again(p: Producer, row: Row) -> None:
 
 
 def slot_views(p: Producer, k: int) -> SlotViews:
+    """The views of batch ``k``'s slot (handed out), made once per slot and kept."""
     if p.last[0] == k and p.last[1] is not None:
         return p.last[1]
     slot = p.ring.control.slot_of(k)
