@@ -30,6 +30,7 @@ from streamcli.engine.ahead import Ahead
 from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
 from streamcli.engine.guards import check_fields, check_main_guard, short_repr
 from streamcli.engine.heavy import HEAVIER
+from streamcli.engine.leases import Leases
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import begin_epoch, fill
@@ -191,14 +192,8 @@ class StreamLoader:
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout,
                  num_items=len(self.items))
         )  # fmt: skip
-        # A dropped batch's holder dies and its weakref lands here: the callback is a deque's append, C code
-        # alone, so no exception (a Ctrl-C, say) can be raised and lost inside it.
-        self._released: deque[weakref.ref[Any]] = deque()
-        self._holders: dict[int, tuple[weakref.ref[Any], int]] = {}  # id(weakref) -> (weakref, its slot)
+        self._leases = Leases(self.ring.spec.num_slots)  # which slot holds which batch (the lifetime guarantee)
         self._names = [f.name for f in self.fields] + list(FLAGS)  # the arrays of a batch, in slot order
-        self._free: list[int] = list(range(self.ring.spec.num_slots))
-        self._held_set: set[int] = set()  # slots the consumer may still be reading
-        self._inflight: dict[int, int] = {}  # batch index -> slot being filled
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self._tickets = 0  # tickets taken up to the position below
         self._cursor = _cursor.fresh(batch_size)  # every row's cursor after the last batch handed out
@@ -309,7 +304,6 @@ class StreamLoader:
         control.stage(self._cursor, first)
         control.set_generation(gen)  # producers of an older generation abandon their batch
         self._pending.clear()
-        self._inflight.clear()
         if self._pool is not None:
             self._guarded(self._pool.start_epoch, gen, self.timeout)
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
@@ -322,9 +316,7 @@ class StreamLoader:
         if self._local is not None:
             begin_epoch(self._local, gen, 0, self.batch_size)
         control.open_epoch(gen, first)
-        for s in range(ring.spec.num_slots):  # slots not held by the consumer are free again
-            if s not in self._free and s not in self._held_set:
-                self._free.append(s)
+        self._leases.new_epoch()  # only now: no producer writes the old epoch's slots any more
         state, flags = self._cursor[:, _cursor.STATE], self._cursor[:, _cursor.FLAGS]
         n_live = int((((state == _cursor.LIVE) | (state == _cursor.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
         self._streams_done = max(0, min(self._tickets, self._n_streams) - n_live)
@@ -426,7 +418,7 @@ class StreamLoader:
                 self._uneven = self.ring.control.uneven(HEAVIER)
                 self.ring.control.set_costs_uneven(self._uneven)
             self._hand_out()
-            slot = self._inflight.pop(k)
+            slot = self._leases.take(k)
             self._wait_done(k)
             v = self.ring.slots[slot]
             skips = self._pending.pop(k, [])
@@ -434,7 +426,7 @@ class StreamLoader:
             target = self._epoch_target
             if self.epoch_end == "drop" and dry and not self._dropped:
                 if target is None:
-                    self._free.append(slot)
+                    self._leases.give_back(slot)
                     yield _Ready(k=k, batch=None, last=True, tickets=tickets, cursors=None, n_live=0, n_valid=0,
                                  skips=skips, dropped=True)  # fmt: skip
                     return
@@ -450,7 +442,7 @@ class StreamLoader:
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self._assemble(torch, slot, epoch, k)
             else:
-                self._free.append(slot)
+                self._leases.give_back(slot)
             yield _Ready(k=k, batch=batch, last=last, tickets=tickets, cursors=cursors, n_live=n_live,
                          n_valid=n_valid, skips=skips)  # fmt: skip
             if last:
@@ -518,16 +510,11 @@ class StreamLoader:
         """Give producers every free slot, up to ``prefetch`` batches ahead of the one being prepared. Also called
         by the ``Ahead`` thread while its queue is full, so producers never wait for the consumer to take one.
 
-        In-process nothing runs ahead: only the batch being made is handed out, into the slot freed last (the
-        list is a stack), which is still in the CPU's caches. Cycling through all the slots instead cost 4-8 %
-        of the in-process rate with 1.5 MB batches (workloads A8 and A8b of ``benchmarks/bench_loader.py``)."""
-        self._reclaim()
+        In-process nothing runs ahead: only the batch being made is handed out, into the slot freed last (free
+        slots are a stack, ``Leases``), which is still in the CPU's caches. Cycling through all the slots instead
+        cost 4-8 % of the in-process rate with 1.5 MB batches (workloads A8 and A8b of ``bench_loader.py``)."""
         ahead = self.window if self._pool is not None else 1
-        while self._free and self._k_next < self._k + ahead:
-            slot = self._free.pop()
-            self._inflight[self._k_next] = slot
-            self.ring.control.hand_out(self._k_next, slot)
-            self._k_next += 1
+        self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
 
     def _stop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
@@ -542,28 +529,20 @@ class StreamLoader:
             self.close()
             raise
 
-    def _reclaim(self) -> None:
-        while self._released:
-            slot = self._holders.pop(id(self._released.popleft()))[1]
-            self._held_set.discard(slot)
-            self._free.append(slot)
-
     def _assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
         names = self._names
         # Zero-copy unless the consumer is holding so many batches that producers would run out of slots.
         pin_copy = bool(self._pin) and not self._pinned_ring
-        copy = pin_copy or len(self._held_set) >= self.ring.spec.num_slots - 2
+        copy = pin_copy or self._leases.crowded()
         holder = self.ring.holder(slot)
         views = self.ring.holder_views(holder, names)
         if copy:
             tensors = {n: torch.from_numpy(a.copy()) for n, a in views.items()}
             del views, holder
-            self._free.append(slot)
+            self._leases.give_back(slot)
             self._copies += not pin_copy
         else:
-            ref = weakref.ref(holder, self._released.append)
-            self._holders[id(ref)] = (ref, slot)
-            self._held_set.add(slot)
+            self._leases.lend(holder, slot)
             tensors = {n: torch.from_numpy(a) for n, a in views.items()}
             del views, holder
         if pin_copy:

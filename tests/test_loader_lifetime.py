@@ -56,3 +56,40 @@ def test_iterating_after_close_is_an_error() -> None:
     loader.close()
     with pytest.raises(RuntimeError, match="closed while iterating"):
         next(it)
+
+
+class _Handed:
+    """A stand-in for the control block: records the slot published for each batch."""
+
+    def __init__(self) -> None:
+        self.slots: dict[int, int] = {}
+
+    def hand_out(self, k: int, slot: int) -> None:
+        self.slots[k] = slot
+
+
+def test_leases_keep_a_lent_slot_until_every_view_is_gone() -> None:
+    import ctypes
+    import gc
+
+    from streamcli.engine.leases import Leases
+
+    control, leases = _Handed(), Leases(4)
+    assert leases.hand_out(control, 0, 3) == 3  # batches 0-2 get a slot each; one slot stays free
+    holders = [(ctypes.c_ubyte * 8)() for _ in range(2)]  # what ``Ring.holder`` makes for each batch
+    lent = []
+    for k in range(2):
+        lent.append(leases.take(k))
+        leases.lend(holders[k], lent[-1])
+    assert leases.crowded()  # two of four slots lent: one more would leave the producers fewer than two
+    view = np.frombuffer(holders[0], np.uint8)[2:]  # an array over a holder keeps it alive, as tensors do
+    del holders
+    gc.collect()  # holder 1 died: its slot is free again; holder 0 lives on through ``view``
+    leases.new_epoch()  # batch 2's slot comes back too
+    assert leases.hand_out(control, 0, 10) == 3
+    assert lent[0] not in control.slots.values() and lent[1] in control.slots.values()
+    assert not leases.crowded()
+    del view
+    gc.collect()
+    leases.new_epoch()
+    assert leases.hand_out(control, 0, 10) == 4  # the consumer let go of everything: all four slots

@@ -13,6 +13,7 @@
   piece of work lands in the slot (data at once; flags, cursors and completion at its end).
 - ``worker`` and ``pool``: the two sides of the worker processes (carried); ``ahead``: the thread that prepares
   the next batches while the consumer works.
+- ``leases``: which slot holds which batch; a slot lent to the consumer returns only when its last view dies.
 - ``guards``: checks on what the user gives (fields, a script's main guard); ``torchio``: the signal-safe torch
   import, pinned memory and slot chores of the loader.
 """

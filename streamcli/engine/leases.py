@@ -1,0 +1,77 @@
+"""Which slot holds which batch, and when a slot may be written again: the lifetime guarantee.
+
+A slot is free, handed out to the producers (batch k is being made in it), or lent to the consumer (the batch's
+tensors are views of it). A lent slot comes back only when every array over it is gone. The loader makes a
+batch's arrays from one fresh buffer object (``Ring.holder``); arrays and tensors made from them keep it alive,
+and a weak reference to it says when the last of them has died. So a batch the consumer holds is never
+overwritten, however long it is held, and nothing is copied unless the consumer holds so many batches that the
+producers would run out of slots (``crowded``).
+
+Only the loader's threads use this (the consumer's and ``Ahead``), one at a time.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from typing import Any
+
+from streamcli.engine.control import Control
+
+
+class Leases:
+    """The slots of one ring: free, handed out (by batch index) and lent to the consumer."""
+
+    def __init__(self, num_slots: int) -> None:
+        self.num_slots = num_slots
+        self._free = list(range(num_slots))  # a stack: the slot freed last is still in the CPU's caches
+        self._made: dict[int, int] = {}  # batch index -> the slot it is being made in
+        self._lent: dict[int, tuple[weakref.ref[Any], int]] = {}  # id(weakref) -> (weakref, its slot)
+        self._lent_slots: set[int] = set()
+        # A dropped batch's holder dies and its weakref lands here: the callback is a deque's append, C code
+        # alone, so no exception (a Ctrl-C, say) can be raised and lost inside it.
+        self._released: deque[weakref.ref[Any]] = deque()
+
+    def hand_out(self, control: Control, k: int, stop: int) -> int:
+        """Give batches ``k, k+1, ...`` below ``stop`` a free slot each, as long as there are free slots, and
+        publish them to the producers; returns the next batch still to hand out."""
+        self._reclaim()
+        while self._free and k < stop:
+            slot = self._free.pop()
+            self._made[k] = slot
+            control.hand_out(k, slot)
+            k += 1
+        return k
+
+    def take(self, k: int) -> int:
+        """The slot batch ``k`` was made in (it is whole): the caller lends it or gives it back."""
+        return self._made.pop(k)
+
+    def give_back(self, slot: int) -> None:
+        """A slot whose batch is not lent (skipped, copied, or dropped as the epoch ended) is free again."""
+        self._free.append(slot)
+
+    def lend(self, holder: Any, slot: int) -> None:
+        """The consumer gets arrays over ``holder``: the slot stays out until ``holder`` dies."""
+        ref = weakref.ref(holder, self._released.append)
+        self._lent[id(ref)] = (ref, slot)
+        self._lent_slots.add(slot)
+
+    def crowded(self) -> bool:
+        """Whether the consumer holds so many batches that the next one should be a copy: lending it too would
+        leave the producers fewer than two slots."""
+        return len(self._lent_slots) >= self.num_slots - 2
+
+    def new_epoch(self) -> None:
+        """Every slot not lent to the consumer is free again (call once no producer writes the old epoch)."""
+        self._made.clear()
+        self._reclaim()
+        for s in range(self.num_slots):
+            if s not in self._free and s not in self._lent_slots:
+                self._free.append(s)
+
+    def _reclaim(self) -> None:
+        while self._released:
+            slot = self._lent.pop(id(self._released.popleft()))[1]
+            self._lent_slots.discard(slot)
+            self._free.append(slot)
