@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--no-bare", action="store_true", help="skip the bare-loop and in-process rows")
     ap.add_argument("--no-camera", action="store_true", help="skip the camera rows")
     ap.add_argument("--threads", action="store_true", help="add a 2-worker row with 2 FFmpeg threads per worker")
+    ap.add_argument("--prefetch", type=int, default=None, help="prefetch= of the scaling runs (default: the loader's)")
     args = ap.parse_args()
     default_threads = cv2.getNumThreads()
 
@@ -203,7 +204,7 @@ def main() -> None:
         """1 worker against 2, their passes alternating, so that the host's drift (its speed moves by a third
         within minutes) hits both alike; the ratio is the median of the rounds' ratios. Both loaders live
         throughout: an idle worker naps, and both run the same epochs (a new shuffle each pass)."""
-        kw: dict[str, Any] = dict(seed=0, boundary="pack")
+        kw: dict[str, Any] = dict(seed=0, boundary="pack", prefetch=args.prefetch)
         with StreamLoader(src, args.batch, T, num_workers=1, **kw) as one, \
                 StreamLoader(src, args.batch, T, num_workers=2, **kw) as two:  # fmt: skip
             through_loader(one), through_loader(two)  # warm-up: worker start, page cache

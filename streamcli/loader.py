@@ -35,7 +35,7 @@ from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import begin_epoch, fill
 from streamcli.engine.producer import Aborted, Plan, Producer, Skip, epoch_rows
-from streamcli.engine.ring import DEEP_MAX, Ring, default_prefetch
+from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Ring, default_prefetch
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
@@ -174,11 +174,12 @@ class StreamLoader:
         extra = 2 + (AHEAD if num_workers else 0)
         # By default the window deepens, up to ``_deep`` batches, once the workers have measured streams of uneven
         # cost (``_hand_out``): then rows of cheap streams can fill later batches while an expensive stream
-        # finishes this one. Streams of even cost keep the shallow window, which keeps fewer slots in the caches.
+        # finishes this one. Streams of even cost keep the shallow window, which keeps fewer slots in the caches,
+        # and the deep window's slots are backed with memory only when it opens (``_back_slots``).
         shape = (fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         if prefetch is None:
             prefetch = default_prefetch(*shape)
-            deep = default_prefetch(*shape, most=DEEP_MAX) if num_workers > 1 else prefetch
+            deep = default_prefetch(*shape, most=DEEP_MAX, budget=DEEP_BUDGET) if num_workers > 1 else prefetch
         else:
             deep = prefetch  # as given
         self.prefetch = prefetch
@@ -190,9 +191,10 @@ class StreamLoader:
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
                  num_slots=deep + extra,
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout,
-                 num_items=len(self.items))
+                 num_items=len(self.items)),
+            reserve=prefetch + extra,
         )  # fmt: skip
-        self._leases = Leases(self.ring.spec.num_slots)  # which slot holds which batch (the lifetime guarantee)
+        self._leases = Leases(self.ring.reserved)  # which slot holds which batch (the lifetime guarantee)
         self._names = [f.name for f in self.fields] + list(FLAGS)  # the arrays of a batch, in slot order
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self._tickets = 0  # tickets taken up to the position below
@@ -327,7 +329,8 @@ class StreamLoader:
         if self._pin is None:
             self._pin = pin_available(torch) if self.pin_memory else False
             # Page-lock the whole ring once: batches are then pinned views, with no copy per batch.
-            self._pinned_ring = bool(self._pin) and self.ring.page_lock(torch)
+            whole = bool(self._pin) and self._back_slots(self.ring.spec.num_slots)  # page-locking touches all
+            self._pinned_ring = whole and self.ring.page_lock(torch)
         self._begin_epoch(gen, epoch, first)
         self._active = True
         try:
@@ -415,8 +418,9 @@ class StreamLoader:
                 raise Aborted
             self._k = k
             if self._weigh and k % self._check_every == 0:  # the workers' measured costs: weigh them?
-                self._uneven = self.ring.control.uneven(HEAVIER)
-                self.ring.control.set_costs_uneven(self._uneven)
+                uneven = self.ring.control.uneven(HEAVIER)
+                self.ring.control.set_costs_uneven(uneven)
+                self._uneven = uneven and self._back_slots(self.ring.spec.num_slots)
             self._hand_out()
             slot = self._leases.take(k)
             self._wait_done(k)
@@ -515,6 +519,17 @@ class StreamLoader:
         cost 4-8 % of the in-process rate with 1.5 MB batches (workloads A8 and A8b of ``bench_loader.py``)."""
         ahead = self.window if self._pool is not None else 1
         self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
+
+    def _back_slots(self, n: int) -> bool:
+        """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
+        room for them now. Then the window stays at ``prefetch`` for the loader's life: nothing fails."""
+        if self._leases.num_slots >= n:
+            return True
+        if self._deep > self.prefetch and self.ring.reserve(n):
+            self._leases.grow(n)
+            return True
+        self._deep = self.prefetch
+        return False
 
     def _stop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
@@ -646,7 +661,7 @@ class StreamLoader:
         return LoaderStats(
             batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
             first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
-            worker_steps=steps, ready_slots=ready, num_slots=self.ring.spec.num_slots,
+            worker_steps=steps, ready_slots=ready, num_slots=self._leases.num_slots,
             epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=self._n_streams,
             skipped=self._skipped, copies=self._copies, steps_per_batch=self.batch_size * self.time_steps,
             length_mismatches=self._mismatches, batch_size=self.batch_size,

@@ -156,12 +156,45 @@ def test_heavy_streams_first_leaves_the_batches_unchanged(boundary: str, no_leak
     with StreamLoader(HeavySource(lengths, slow), **kw) as loader:
         want = [collect(loader) for _ in range(3)]
     with StreamLoader(HeavySource(lengths, slow), num_workers=2, **kw) as loader:
+        ring = loader.ring
+        assert ring.reserved < ring.spec.num_slots  # the deep window's slots are not backed with memory yet
         got = [collect(loader) for _ in range(3)]  # the later epochs know every item's cost
-        control = loader.ring.control
+        control = ring.control
         cheap = max(control.item_cost(i) for i in range(len(lengths)) if i not in slow)
         assert min(control.item_cost(i) for i in slow) > heavy.HEAVIER * cheap  # the rule had costs to act on
         assert loader.window > loader.prefetch  # uneven costs: the workers may run further ahead
+        assert ring.reserved == ring.spec.num_slots == loader.stats.num_slots  # in slots now backed
         assert loader.stats.heavy_first > 0  # and the heavy streams went first
+    for epoch_got, epoch_want in zip(got, want, strict=True):
+        assert len(epoch_got) == len(epoch_want)
+        for a, b in zip(epoch_got, epoch_want, strict=True):
+            for name in a:
+                np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_no_room_for_the_deep_window_keeps_the_shallow_one(monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    # /dev/shm has no room left when the costs turn out uneven: the window stays at ``prefetch`` and nothing
+    # fails; the heavy streams still go first, and the batches are the same.
+    import errno
+    import os
+
+    backed = os.posix_fallocate
+
+    def full_later(fd: int, offset: int, length: int) -> None:
+        if offset:  # the ring's start is backed when it is made; nothing after that
+            raise OSError(errno.ENOSPC, "No space left on device")
+        backed(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", full_later)
+    lengths = [int(n) for n in np.random.default_rng(3).integers(20, 70, 24)]
+    kw: dict[str, Any] = dict(batch_size=4, time_steps=4, segment=24)
+    with StreamLoader(HeavySource(lengths, {5, 17}), **kw) as loader:
+        want = [collect(loader) for _ in range(2)]
+    with StreamLoader(HeavySource(lengths, {5, 17}), num_workers=2, **kw) as loader:
+        got = [collect(loader) for _ in range(2)]
+        assert loader.window == loader.prefetch and loader.ring.reserved < loader.ring.spec.num_slots
+        assert loader.stats.num_slots == loader.ring.reserved and loader.stats.heavy_first > 0
     for epoch_got, epoch_want in zip(got, want, strict=True):
         assert len(epoch_got) == len(epoch_want)
         for a, b in zip(epoch_got, epoch_want, strict=True):

@@ -20,7 +20,8 @@ from streamcli.engine.control import Control
 
 
 class Leases:
-    """The slots of one ring: free, handed out (by batch index) and lent to the consumer."""
+    """The slots of one ring that are backed with memory: free, handed out (by batch index) and lent to the
+    consumer. The ring may back more of its slots later (``grow``)."""
 
     def __init__(self, num_slots: int) -> None:
         self.num_slots = num_slots
@@ -61,6 +62,11 @@ class Leases:
         """Whether the consumer holds so many batches that the next one should be a copy: lending it too would
         leave the producers fewer than two slots."""
         return len(self._lent_slots) >= self.num_slots - 2
+
+    def grow(self, num_slots: int) -> None:
+        """Slots up to ``num_slots`` are backed with memory now: they join the free ones."""
+        self._free[:0] = range(self.num_slots, num_slots)  # under the others: used once those are out
+        self.num_slots = max(self.num_slots, num_slots)
 
     def new_epoch(self) -> None:
         """Every slot not lent to the consumer is free again (call once no producer writes the old epoch)."""

@@ -99,6 +99,7 @@ class Ring:
 
     def __init__(self, spec: RingSpec, shm: shared_memory.SharedMemory, owner: bool) -> None:
         self.spec, self.shm, self.owner = spec, shm, owner
+        self.reserved = spec.num_slots  # slots backed by memory: the owner may back fewer at first (``reserve``)
         self._unlock: Callable[[], Any] | None = None  # undoes page_lock()
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
@@ -118,22 +119,39 @@ class Ring:
                 self.tb_slots.append({k: v if k in _PER_ROW else v.swapaxes(0, 1) for k, v in views.items()})
 
     @classmethod
-    def create(cls, spec_args: dict[str, Any]) -> Ring:
+    def create(cls, spec_args: dict[str, Any], reserve: int | None = None) -> Ring:
+        """Create the segment and back its control block and first ``reserve`` slots (all by default) with
+        memory now; ``Ring.reserve`` backs more of them later."""
         sweep_stale()
         name = f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         spec = RingSpec(name=name, **spec_args)
-        if spec.nbytes > _shm_free():
-            raise SharedMemoryError(_space_message(spec))
+        n = spec.num_slots if reserve is None else min(reserve, spec.num_slots)
+        _, _, slot0, stride = spec.entries()
+        if slot0 + n * stride > _shm_free():
+            raise SharedMemoryError(_space_message(spec, n))
         shm = _Segment(name=name, create=True, size=spec.nbytes)
         try:
-            _reserve(shm, spec)
+            if not _back(shm, 0, slot0 + n * stride):
+                raise SharedMemoryError(_space_message(spec, n))
         except BaseException:
             shm.close()
             shm.unlink()
             raise
         ring = cls(spec, shm, owner=True)
+        ring.reserved = n
         ring.control.clear()
         return ring
+
+    def reserve(self, n: int) -> bool:
+        """Back slots up to ``n`` with memory (the owner only), so that writing them cannot SIGBUS. Returns False,
+        changing nothing, if shared memory has no room for them now."""
+        if n <= self.reserved:
+            return True
+        start = self._slot0 + self.reserved * self._stride
+        if not _back(self.shm, start, (n - self.reserved) * self._stride):
+            return False
+        self.reserved = n
+        return True
 
     @classmethod
     def attach(cls, spec: RingSpec) -> Ring:
@@ -248,38 +266,42 @@ def sweep_stale(root: str = "/dev/shm") -> list[str]:
     return swept
 
 
-def _reserve(shm: shared_memory.SharedMemory, spec: RingSpec) -> None:
-    """Back the whole segment with memory now. A shared-memory file is sparse: without this, a full ``/dev/shm``
-    (64 MiB in a default Docker container) shows up later as a SIGBUS in whichever process first writes a page
-    that cannot be had, a crash with no message. Here it is one clear error before any worker starts."""
+def _back(shm: shared_memory.SharedMemory, offset: int, length: int) -> bool:
+    """Back ``length`` bytes of the segment from ``offset`` with memory now; False if there is no room. A
+    shared-memory file is sparse: without this, a full ``/dev/shm`` (64 MiB in a default Docker container) shows
+    up later as a SIGBUS in whichever process first writes a page that cannot be had, a crash with no message.
+    Here it is one clear error before any worker starts (or, for ``Ring.reserve``, a window that stays shallow)."""
     fd = getattr(shm, "_fd", -1)
-    if fd < 0 or not hasattr(os, "posix_fallocate"):
-        return  # not a POSIX file (or no fallocate): nothing to reserve
+    if fd < 0 or not hasattr(os, "posix_fallocate") or length <= 0:
+        return True  # not a POSIX file (or no fallocate): nothing to reserve
     try:
-        os.posix_fallocate(fd, 0, spec.nbytes)
+        os.posix_fallocate(fd, offset, length)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.ENOMEM):
-            return  # fallocate unsupported here (EOPNOTSUPP, EINVAL): the segment stays sparse, as before
-        raise SharedMemoryError(_space_message(spec)) from None
+        # ENOSPC, ENOMEM: no room. Anything else (EOPNOTSUPP, EINVAL): fallocate is unsupported here, and the
+        # segment stays sparse, as before.
+        return exc.errno not in (errno.ENOSPC, errno.ENOMEM)
+    return True
 
 
 PREFETCH_MIN, PREFETCH_MAX, PREFETCH_BUDGET = 4, 16, 256 * 2**20
-DEEP_MAX = 64  # the deepest default window, for streams of uneven cost
+# The deepest default window, for streams of uneven cost. Its slots are backed with memory only once the loader
+# needs them (``Ring.reserve``), so streams of even cost never pay for them.
+DEEP_MAX, DEEP_BUDGET = 256, 2**30
 
 
 def default_prefetch(
     fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4,
-    most: int = PREFETCH_MAX,
+    most: int = PREFETCH_MAX, budget: int = PREFETCH_BUDGET,
 ) -> int:  # fmt: skip
-    """Batches workers may write ahead by default: as many slots as fit in ``PREFETCH_BUDGET`` and in a quarter of
-    the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and ``most`` (16); 4
-    in-process, where nothing runs ahead. The window matters when streams cost unevenly: rows of cheap streams
+    """Batches workers may write ahead by default: as many slots as fit in ``budget`` (256 MiB) and in a quarter
+    of the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and ``most`` (16);
+    4 in-process, where nothing runs ahead. The window matters when streams cost unevenly: rows of cheap streams
     fill later batches while an expensive one finishes this one."""
     if not workers:
         return PREFETCH_MIN
     spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
                     num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
-    fit = int(min(PREFETCH_BUDGET, _shm_free() / 4) // spec.entries()[3])
+    fit = int(min(budget, _shm_free() / 4) // spec.entries()[3])
     return max(PREFETCH_MIN, min(most, fit - extra))
 
 
@@ -291,12 +313,12 @@ def _shm_free(root: str = "/dev/shm") -> float:
         return math.inf
 
 
-def _space_message(spec: RingSpec) -> str:
-    stride = spec.entries()[3]
+def _space_message(spec: RingSpec, slots: int) -> str:
+    _, _, slot0, stride = spec.entries()
     free = _shm_free()
     there = f"/dev/shm has {free / 2**20:.0f} MiB free" if free < math.inf else "there is not that much free"
     return (
-        f"the loader needs {spec.nbytes / 2**20:.0f} MiB of shared memory ({spec.num_slots} batch slots of "
+        f"the loader needs {(slot0 + slots * stride) / 2**20:.0f} MiB of shared memory ({slots} batch slots of "
         f"{stride / 2**20:.1f} MiB) but {there}; lower prefetch=, batch_size or time_steps, or give the machine "
         "more (docker run --shm-size=2g)"
     )
