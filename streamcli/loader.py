@@ -172,8 +172,8 @@ class StreamLoader:
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
         extra = 2 + (AHEAD if num_workers else 0)
-        # By default the window deepens, up to ``_deep`` batches, once the workers have measured streams of uneven
-        # cost (``_hand_out``): then rows of cheap streams can fill later batches while an expensive stream
+        # By default the window deepens, up to ``_room`` batches, once the workers have measured streams of uneven
+        # cost (``_deepen``): then rows of cheap streams can fill later batches while an expensive stream
         # finishes this one. Streams of even cost keep the shallow window, which keeps fewer slots in the caches,
         # and the deep window's slots are backed with memory only when it opens (``_back_slots``).
         shape = (fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
@@ -183,9 +183,11 @@ class StreamLoader:
         else:
             deep = prefetch  # as given
         self.prefetch = prefetch
-        self._deep = deep
+        self._room = deep  # the deepest window the ring has room for
+        self._deep = prefetch  # the window while costs are uneven (``_deepen``)
+        self._extra = extra
         self._weigh = num_workers > 1  # workers measure what each item costs them (``engine.heavy``)
-        self._uneven = False  # they measured streams of uneven cost: hand out up to ``_deep`` batches
+        self._uneven = False  # they measured streams of uneven cost: hand out ``_deep`` batches
         self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
@@ -420,7 +422,9 @@ class StreamLoader:
             if self._weigh and k % self._check_every == 0:  # the workers' measured costs: weigh them?
                 uneven = self.ring.control.uneven(HEAVIER)
                 self.ring.control.set_costs_uneven(uneven)
-                self._uneven = uneven and self._back_slots(self.ring.spec.num_slots)
+                self._uneven = uneven
+                if uneven and self._deep < self._room:
+                    self._deepen()
             self._hand_out()
             slot = self._leases.take(k)
             self._wait_done(k)
@@ -520,16 +524,36 @@ class StreamLoader:
         ahead = self.window if self._pool is not None else 1
         self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
 
+    def _deepen(self) -> None:
+        """Costs are uneven: let the window span the longest heavy item, in batches, as far as the ring has room.
+
+        While a heavy stream runs, the other rows may run ahead of its row by at most the window; a window that
+        spans the heavy stream lets them. Deeper gains nothing, and cost 3-4 % where the heavy streams are short
+        (``benchmarks/bench_balance.py``: a window of 128 or 256 against 64 for streams of 100-400 steps at T=8).
+        With an item of unknown length, all the room. If shared memory cannot back the slots now, the window
+        stays as it is, and nothing fails."""
+        heavy = self.ring.control.heavy_items(HEAVIER)
+        lengths = self._item_lengths()
+        spans = [lengths[i] for i in heavy]
+        want = self._room if any(n is None for n in spans) else max((-(-n // self.time_steps) for n in spans
+                                                                     if n is not None), default=0)  # fmt: skip
+        want = min(self._room, want)
+        if want <= self._deep:
+            return
+        if self._back_slots(want + self._extra):
+            self._deep = want
+        else:
+            self._room = self._deep  # no room in shared memory: stop trying
+
     def _back_slots(self, n: int) -> bool:
         """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
-        room for them now. Then the window stays at ``prefetch`` for the loader's life: nothing fails."""
+        room for them now."""
         if self._leases.num_slots >= n:
             return True
-        if self._deep > self.prefetch and self.ring.reserve(n):
-            self._leases.grow(n)
-            return True
-        self._deep = self.prefetch
-        return False
+        if not self.ring.reserve(n):
+            return False
+        self._leases.grow(n)
+        return True
 
     def _stop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
