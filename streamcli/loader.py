@@ -525,23 +525,10 @@ class StreamLoader:
         self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
 
     def _deepen(self) -> None:
-        """Costs are uneven: let the window span the longest heavy item, in batches, as far as the ring has room.
-
-        While a heavy stream runs, the other rows may run ahead of its row by at most the window; a window that
-        spans the heavy stream lets them. Deeper gains nothing, and cost 3-4 % where the heavy streams are short
-        (``benchmarks/bench_balance.py``: a window of 128 or 256 against 64 for streams of 100-400 steps at T=8).
-        With an item of unknown length, all the room. If shared memory cannot back the slots now, the window
-        stays as it is, and nothing fails."""
-        heavy = self.ring.control.heavy_items(HEAVIER)
-        lengths = self._item_lengths()
-        spans = [lengths[i] for i in heavy]
-        want = self._room if any(n is None for n in spans) else max((-(-n // self.time_steps) for n in spans
-                                                                     if n is not None), default=0)  # fmt: skip
-        want = min(self._room, want)
-        if want <= self._deep:
-            return
-        if self._back_slots(want + self._extra):
-            self._deep = want
+        """Costs are uneven: open the deep window, all the room the ring has, once shared memory can back its
+        slots. If it cannot now, the window stays at ``prefetch`` for the loader's life, and nothing fails."""
+        if self._back_slots(self._room + self._extra):
+            self._deep = self._room
         else:
             self._room = self._deep  # no room in shared memory: stop trying
 

@@ -199,13 +199,6 @@ class Control:
         known = self._cost[self._cost > 0]
         return bool(len(known) > 1 and known.max() >= factor * np.median(known))
 
-    def heavy_items(self, factor: float) -> list[int]:
-        """The items measured to cost at least ``factor`` times as much per step as the median item."""
-        known = self._cost[self._cost > 0]
-        if len(known) < 2:
-            return []
-        return np.flatnonzero(self._cost >= factor * np.median(known)).tolist()
-
     @property
     def costs_uneven(self) -> bool:
         """What the loader last found ``uneven``: producers weigh costs only then (``engine.heavy``)."""
