@@ -90,10 +90,11 @@ class StreamLoader:
             ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
         prefetch: batches the workers may write ahead of the consumer. By default (None) as many as fit in
-            256 MiB and in a quarter of the free shared memory, from 4 to 16, and with 2 or more workers up to 64
-            once they have measured streams whose cost per step differs fourfold: a deeper window lets workers
-            fill later batches while one expensive stream holds up the current one. In-process (4 by default) it
-            only sets how many batches the consumer may keep before later ones are copies.
+            256 MiB and in a quarter of the free shared memory, from 4 to 16, and with 2 or more workers up to 256
+            (within 1 GiB, reserved only then) once they have measured streams whose cost per step differs
+            fourfold: a deeper window lets workers fill later batches while one expensive stream holds up the
+            current one. In-process (4 by default) it only sets how many batches the consumer may keep before
+            later ones are copies.
         timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live). Needs
             ``num_workers >= 1``: in-process a hung source cannot be stopped safely, so the pair is refused.
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
