@@ -536,11 +536,9 @@ class StreamLoader:
     def _back_slots(self, n: int) -> bool:
         """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
         room for them now."""
-        if self._leases.num_slots >= n:
-            return True
-        if not self.ring.reserve(n):
+        if not self.ring.reserve(n):  # the ring knows what is backed already
             return False
-        self._leases.grow(n)
+        self._leases.grow(self.ring.reserved)
         return True
 
     def _stop_ahead(self) -> None:

@@ -64,7 +64,7 @@ class Leases:
         return len(self._lent_slots) >= self.num_slots - 2
 
     def grow(self, num_slots: int) -> None:
-        """Slots up to ``num_slots`` are backed with memory now: they join the free ones."""
+        """Slots up to ``num_slots`` are backed with memory now: those not yet usable join the free ones."""
         self._free[:0] = range(self.num_slots, num_slots)  # under the others: used once those are out
         self.num_slots = max(self.num_slots, num_slots)
 
