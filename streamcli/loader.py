@@ -454,6 +454,7 @@ class StreamLoader:
                 self._leases.give_back(slot)
             yield _Ready(k=k, batch=batch, last=last, tickets=tickets, cursors=cursors, n_live=n_live,
                          n_valid=n_valid, skips=skips)  # fmt: skip
+            del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``_hand_out``)
             if last:
                 return
             k += 1

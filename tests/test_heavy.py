@@ -15,7 +15,7 @@ from _invariants import collect
 from _sources import CountingSource
 
 from streamcli import Field, StreamLoader
-from streamcli.engine import heavy
+from streamcli.engine import heavy, produce
 from streamcli.engine.claims import ClaimPlan
 from streamcli.engine.control import Control
 from streamcli.engine.producer import Row
@@ -121,6 +121,40 @@ def test_costs_are_uneven_when_one_item_costs_fourfold_the_median() -> None:
     assert not _control(8, {0: CHEAP, 1: 3 * CHEAP, 2: CHEAP}).uneven(heavy.HEAVIER)
     assert _control(8, {0: CHEAP, 1: HEAVY, 2: CHEAP}).uneven(heavy.HEAVIER)
     assert not _control(8, {0: CHEAP, 1: HEAVY, 2: HEAVY}).uneven(heavy.HEAVIER)  # the median item is heavy
+
+
+def test_the_cost_table_keeps_the_least_measurement() -> None:
+    # A busy host only slows a measurement: a slowed re-measurement of a cheap item must not make it heavy.
+    control = _control(8, {0: CHEAP, 1: CHEAP, 2: CHEAP})
+    control.note_cost(1, 10 * CHEAP)
+    assert control.item_cost(1) == CHEAP and not control.uneven(heavy.HEAVIER)
+    control.note_cost(1, CHEAP / 2)
+    assert control.item_cost(1) == CHEAP / 2
+
+
+def test_a_stream_cost_is_noted_after_its_steady_pieces() -> None:
+    # The piece that opened the stream is not counted; from then on the least of the pieces, noted for every
+    # producer only once there are ``_STEADY_PIECES`` of them, so that a few preempted pieces cannot make a
+    # cheap item look heavy.
+    control = _control(8, {})
+    p = SimpleNamespace(steps=0, ring=SimpleNamespace(control=control))
+    row = Row(0, item=3, it=iter(()))
+
+    def piece(seconds_per_step: float, steps: int = 4) -> None:
+        p.steps += steps
+        produce._measure(p, row, time.perf_counter() - seconds_per_step * steps, p.steps - steps)  # type: ignore[arg-type]
+
+    piece(HEAVY)  # the open
+    assert row.cost > 0 and row.pieces == 0
+    for slow in (5 * HEAVY, 3 * HEAVY, 2 * HEAVY):
+        piece(slow)
+        assert control.item_cost(3) == 0  # not yet noted
+    piece(4 * HEAVY)
+    assert control.item_cost(3) == pytest.approx(2 * HEAVY, rel=0.2)  # the least of the four
+    piece(HEAVY)
+    assert control.item_cost(3) == pytest.approx(HEAVY, rel=0.2)
+    piece(9 * HEAVY)
+    assert control.item_cost(3) == pytest.approx(HEAVY, rel=0.2)
 
 
 def test_next_item_peeks_the_plan_without_changing_it() -> None:

@@ -41,6 +41,15 @@ def test_zero_copy_views_when_batches_are_released() -> None:
         assert loader.stats.copies == 0 and loader.stats.batches == 25
 
 
+def test_the_loader_keeps_no_reference_to_a_batch_it_handed_out() -> None:
+    # In-process, a batch dropped before the next ``next()`` frees its slot for that next batch, which is then
+    # written into memory still in the CPU's caches (``StreamLoader._hand_out``).
+    with StreamLoader(CountingSource([50] * 4), 4, 2) as loader:
+        it = iter(loader)
+        where = {next(it).valid.data_ptr() for _ in range(10)}
+        assert len(where) == 1
+
+
 def test_close_is_idempotent_and_final(no_leaks: None) -> None:
     loader = StreamLoader(CountingSource([4]), 1, 2)
     loader.close()

@@ -187,11 +187,15 @@ class Control:
         return sorted(zip(claim[rows].tolist(), rows.tolist(), strict=True))
 
     def note_cost(self, item: int, per_step: float) -> None:
-        """What reading ``item`` costs, in seconds per step, as one producer measured it last."""
-        self._cost[item] = per_step
+        """What reading ``item`` costs, in seconds per step, as a producer measured it: the table keeps the least
+        (a busy host only slows a measurement, and a slowed one must not make an item look heavy for good).
+        Producers may race here: either value is a measurement, and the next one lowers it again."""
+        old = self._cost[item]
+        if old == 0 or per_step < old:
+            self._cost[item] = per_step
 
     def item_cost(self, item: int) -> float:
-        """Seconds per step of ``item`` as last measured (0.0: never read by any producer of this loader)."""
+        """Seconds per step of ``item``, the least measured (0.0: never read by any producer of this loader)."""
         return float(self._cost[item])
 
     def uneven(self, factor: float) -> bool:

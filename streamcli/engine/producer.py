@@ -89,7 +89,7 @@ class Row:
     claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``write._claim``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
-    noted: bool = False  # ``rate`` is in the items' cost table
+    pieces: int = 0  # the pieces ``rate`` is the least of (noted in the items' cost table from ``_STEADY_PIECES``)
     next_item: int = heavy.UNKNOWN  # planned claims: the item of the stream it claims next (-1: none)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
