@@ -52,6 +52,7 @@ from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
 AHEAD = 2  # batches the ``Ahead`` thread prepares before the consumer asks
+_UNEVEN_LOOKS = 3  # consecutive looks at the items' costs that must find them uneven (``_prepare``)
 
 
 @dataclass
@@ -189,6 +190,7 @@ class StreamLoader:
         self._extra = extra
         self._weigh = num_workers > 1  # workers measure what each item costs them (``engine.heavy``)
         self._uneven = False  # they measured streams of uneven cost: hand out ``_deep`` batches
+        self._uneven_seen = 0  # consecutive looks that found the costs uneven
         self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
@@ -421,7 +423,10 @@ class StreamLoader:
                 raise Aborted
             self._k = k
             if self._weigh and k % self._check_every == 0:  # the workers' measured costs: weigh them?
-                uneven = self.ring.control.uneven(HEAVIER)
+                # Uneven only when seen at _UNEVEN_LOOKS looks in a row: a measurement slowed for a while (the
+                # first writes into fresh slots fault their pages in) must not open the deep window by itself.
+                self._uneven_seen = self._uneven_seen + 1 if self.ring.control.uneven(HEAVIER) else 0
+                uneven = self._uneven_seen >= _UNEVEN_LOOKS
                 self.ring.control.set_costs_uneven(uneven)
                 self._uneven = uneven
                 if uneven and self._deep < self._room:
