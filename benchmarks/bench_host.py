@@ -1,6 +1,7 @@
-"""Benchmark: how this host itself scales workload B from 1 to 2 processes, with no loader involved.
+"""Benchmark: how this host itself scales a workload from 1 to 2 processes, with no loader involved.
 
     python benchmarks/bench_host.py               # about 30 s; 5 rounds, per-round figures and medians
+    python benchmarks/bench_host.py --variant A8  # the frames of workload A8 (cheap frames: copies and Python)
     python benchmarks/bench_host.py --repeats 1   # one round (a smoke run)
     python benchmarks/bench_host.py --json        # the medians as one JSON object (per-round lines on stderr)
     python benchmarks/bench_host.py --ring 20     # each process writes its batches into 20 arrays in turn
@@ -13,8 +14,9 @@ VM (2 vCPU KVM) the second core may be shared, throttled or stolen. This script 
 The source is built as the loader benchmark builds it (``VARIANTS["B"].source()``: 64 streams of 200-2000 steps,
 100 us CPU per frame, 2 ms per open). Each process runs a hand-written loop: ``rows`` open streams, one
 preallocated ``(T, rows, 3, 64, 64)`` uint8 array refilled step by step, the next of its items opened when a
-stream ends. One process does all the work (120 batches of B=16, T=8) with 16 rows; two spawned processes each do
-half (8 rows, the other half of the items), released together by a barrier. Each process times only its loop
+stream ends. One process does all the work (120 batches of B=16, T=8; with ``--variant``, that workload's source
+and its number of timed batches) with 16 rows; two spawned processes each do half (8 rows, the other half of the
+items), released together by a barrier. Each process times only its loop
 (``time.perf_counter``, start-up excluded); the 2-process rate is all frames / the slower process's time. Rounds
 interleave 1 and 2 processes. The ratio 2-proc / (2 x 1-proc) is the host's ceiling for any loader's B scaling.
 
@@ -45,7 +47,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 from benchmarks.workloads import VARIANTS, SyntheticFrames, spin
 
 B, T = 16, 8  # as in runner.py
-BATCHES = VARIANTS["B"].batches  # 120: the loader benchmark's timed batches for B
+STEP_VARIANTS = [name for name, v in VARIANTS.items() if not v.needs_blocks]  # ``fill`` reads single steps
 
 
 def fill(
@@ -96,7 +98,11 @@ def _disturb(stop: Event, period: float, burn: float) -> None:
 
 
 def run(
-    src: SyntheticFrames, procs: int, ring: int = 1, disturb: tuple[float, float] | None = None
+    src: SyntheticFrames,
+    procs: int,
+    ring: int = 1,
+    disturb: tuple[float, float] | None = None,
+    batches: int = VARIANTS["B"].batches,
 ) -> tuple[float, list[float]]:
     """(frames/s, each process's seconds) of ``procs`` spawned processes sharing the fixed amount of work;
     ``disturb`` = (seconds between wake-ups, CPU seconds per wake-up) of a third process running alongside."""
@@ -104,7 +110,7 @@ def run(
     barrier, res, stop = ctx.Barrier(procs), ctx.Queue(), ctx.Event()
     items = list(src.items())
     ps = [
-        ctx.Process(target=_child, args=(src, items[i::procs], B // procs, BATCHES, barrier, res, ring))
+        ctx.Process(target=_child, args=(src, items[i::procs], B // procs, batches, barrier, res, ring))
         for i in range(procs)
     ]
     if disturb is not None:
@@ -134,6 +140,8 @@ def _wakes(text: str) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="rounds, each one 1-process and one 2-process run")
+    ap.add_argument("--variant", choices=STEP_VARIANTS, default="B",
+                    help="the workload whose frames the processes make (default B, as the B target)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print the medians as one JSON object on stdout")
     ap.add_argument("--ring", type=int, default=1,
                     help="write successive batches into this many arrays in turn, as a loader fills its slots "
@@ -142,29 +150,31 @@ def main() -> None:
                     help="run a third process alongside that wakes W times per batch for US microseconds of CPU, "
                          "as a loader's main process does (e.g. 2,120)")  # fmt: skip
     args = ap.parse_args()
-    src = VARIANTS["B"].source()
+    variant = VARIANTS[args.variant]
+    src, n = variant.source(), variant.batches
     log = sys.stderr if args.json else sys.stdout
     pace: dict[int, tuple[float, float] | None] = {1: None, 2: None}
     if args.disturb is not None:
         wakes, burn = args.disturb
-        batches_s = run(src, 1, args.ring)[0] / (B * T)  # undisturbed, not counted
+        batches_s = run(src, 1, args.ring, batches=n)[0] / (B * T)  # undisturbed, not counted
         pace = {n: (1 / (n * batches_s * wakes), burn) for n in (1, 2)}
         print(f"disturber: {wakes:g} wake-ups per batch, {burn * 1e6:.0f} us of CPU each, at {batches_s:.0f} "
               "batches/s per process", file=log)  # fmt: skip
-    print(f"workload B, {BATCHES} batches of B={B}, T={T} ({BATCHES * B * T} frames) into {args.ring} array(s) in "
+    print(f"workload {variant.name}, {n} batches of B={B}, T={T} ({n * B * T} frames) into {args.ring} array(s) in "
           f"turn; os.cpu_count()={os.cpu_count()}", file=log)  # fmt: skip
     print("| round | 1 proc, frames/s | 2 procs, frames/s | 2-proc / (2 x 1-proc) | 2-proc seconds |", file=log)
     print("|---:|---:|---:|---:|---:|", file=log)
     one, two, ratios = [], [], []
     for r in range(args.repeats):
-        r1, _ = run(src, 1, args.ring, pace[1])
-        r2, secs = run(src, 2, args.ring, pace[2])
+        r1, _ = run(src, 1, args.ring, pace[1], n)
+        r2, secs = run(src, 2, args.ring, pace[2], n)
         one.append(r1)
         two.append(r2)
         ratios.append(r2 / (2 * r1))
         print(f"| {r} | {r1:.0f} | {r2:.0f} | {ratios[-1]:.3f} | {' / '.join(f'{s:.3f}' for s in secs)} |",
               file=log, flush=True)  # fmt: skip
     med = {
+        "variant": variant.name,
         "repeats": args.repeats,
         "ring": args.ring,
         "disturb": args.disturb and [args.disturb[0], round(args.disturb[1] * 1e6, 3)],
