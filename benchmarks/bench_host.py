@@ -1,7 +1,7 @@
 """Benchmark: how this host itself scales a workload from 1 to 2 processes, with no loader involved.
 
     python benchmarks/bench_host.py               # about 30 s; 5 rounds, per-round figures and medians
-    python benchmarks/bench_host.py --variant A8  # the frames of workload A8 (cheap frames: copies and Python)
+    python benchmarks/bench_host.py --variant A8 --batches 4000  # A8's cheap frames: copies and Python alone
     python benchmarks/bench_host.py --repeats 1   # one round (a smoke run)
     python benchmarks/bench_host.py --json        # the medians as one JSON object (per-round lines on stderr)
     python benchmarks/bench_host.py --ring 20     # each process writes its batches into 20 arrays in turn
@@ -142,6 +142,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="rounds, each one 1-process and one 2-process run")
     ap.add_argument("--variant", choices=STEP_VARIANTS, default="B",
                     help="the workload whose frames the processes make (default B, as the B target)")  # fmt: skip
+    ap.add_argument("--batches", type=int, default=0,
+                    help="batches per round (default: the workload's timed batches in bench_loader.py)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print the medians as one JSON object on stdout")
     ap.add_argument("--ring", type=int, default=1,
                     help="write successive batches into this many arrays in turn, as a loader fills its slots "
@@ -151,7 +153,7 @@ def main() -> None:
                          "as a loader's main process does (e.g. 2,120)")  # fmt: skip
     args = ap.parse_args()
     variant = VARIANTS[args.variant]
-    src, n = variant.source(), variant.batches
+    src, n = variant.source(), args.batches or variant.batches
     log = sys.stderr if args.json else sys.stdout
     pace: dict[int, tuple[float, float] | None] = {1: None, 2: None}
     if args.disturb is not None:
