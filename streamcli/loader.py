@@ -35,7 +35,7 @@ from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import begin_epoch, fill
 from streamcli.engine.producer import Aborted, Plan, Producer, Skip, epoch_rows
-from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Ring, default_prefetch
+from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Reservation, Ring, default_prefetch
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
@@ -191,6 +191,7 @@ class StreamLoader:
         self._weigh = num_workers > 1  # workers measure what each item costs them (``engine.heavy``)
         self._uneven = False  # they measured streams of uneven cost: hand out ``_deep`` batches
         self._uneven_seen = 0  # consecutive looks that found the costs uneven
+        self._reserving: Reservation | None = None  # the deep window's slots being backed (``_deepen``)
         self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
@@ -532,9 +533,18 @@ class StreamLoader:
         self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
 
     def _deepen(self) -> None:
-        """Costs are uneven: open the deep window, all the room the ring has, once shared memory can back its
-        slots. If it cannot now, the window stays at ``prefetch`` for the loader's life, and nothing fails."""
-        if self._back_slots(self._room + self._extra):
+        """Costs are uneven: open the deep window, all the room the ring has, once shared memory backs its slots.
+        A thread backs them (up to 1 GiB: about half a second) while batches go on through the shallow window; a
+        later look opens the deep one. If shared memory has no room, the window stays at ``prefetch`` for the
+        loader's life, and nothing fails."""
+        if self._reserving is None:
+            self._reserving = self.ring.reserve_in_background(self._room + self._extra)
+        ok = self._reserving.result()
+        if ok is None:
+            return  # still backing them
+        self._reserving = None
+        if ok:
+            self._leases.grow(self.ring.reserved)
             self._deep = self._room
         else:
             self._room = self._deep  # no room in shared memory: stop trying
@@ -542,6 +552,8 @@ class StreamLoader:
     def _back_slots(self, n: int) -> bool:
         """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
         room for them now."""
+        if self._reserving is not None:
+            self._reserving.join()  # one reservation at a time (``_deepen`` still takes its result)
         if not self.ring.reserve(n):  # the ring knows what is backed already
             return False
         self._leases.grow(self.ring.reserved)
@@ -694,6 +706,8 @@ class StreamLoader:
             return
         self._closed = True
         self._stop_ahead()
+        if self._reserving is not None:
+            self._reserving.join()  # no thread may work on the segment once it is gone
         if self._local is not None:
             close_rows(self._local.rows.values())
         self._finalizer()

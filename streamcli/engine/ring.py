@@ -20,6 +20,7 @@ import math
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -153,6 +154,11 @@ class Ring:
         self.reserved = n
         return True
 
+    def reserve_in_background(self, n: int) -> Reservation:
+        """``reserve(n)`` in a thread: backing 1 GiB takes about half a second, which the consumer should not
+        wait for. Nothing else may reserve until it is done (``Reservation.join``)."""
+        return Reservation(self, n)
+
     @classmethod
     def attach(cls, spec: RingSpec) -> Ring:
         # Spawned workers share the loader's resource tracker, so attaching re-registers the same name (a
@@ -264,6 +270,30 @@ def sweep_stale(root: str = "/dev/shm") -> list[str]:
         except PermissionError:
             continue  # alive, someone else's
     return swept
+
+
+class Reservation:
+    """A ``Ring.reserve`` running in a thread (the system call releases the GIL, so batches keep flowing)."""
+
+    def __init__(self, ring: Ring, n: int) -> None:
+        self._ok: list[bool] = []  # filled once the thread is done; empty if it failed unexpectedly
+        self._thread = threading.Thread(target=_reserve, args=(ring, n, self._ok), name="streamcli-reserve",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def result(self) -> bool | None:
+        """None while the slots are being backed; then whether they are."""
+        if self._thread.is_alive():
+            return None
+        self._thread.join()
+        return bool(self._ok and self._ok[0])
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+def _reserve(ring: Ring, n: int, out: list[bool]) -> None:
+    out.append(ring.reserve(n))
 
 
 def _back(shm: shared_memory.SharedMemory, offset: int, length: int) -> bool:
