@@ -177,7 +177,7 @@ class StreamLoader:
         # By default the window deepens, up to ``_room`` batches, once the workers have measured streams of uneven
         # cost (``_deepen``): then rows of cheap streams can fill later batches while an expensive stream
         # finishes this one. Streams of even cost keep the shallow window, which keeps fewer slots in the caches,
-        # and the deep window's slots are backed with memory only when it opens (``_back_slots``).
+        # and the deep window's slots are backed with memory only when it opens (``_deepen``).
         shape = (fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         if prefetch is None:
             prefetch = default_prefetch(*shape)
