@@ -158,6 +158,31 @@ def test_a_stream_cost_is_noted_after_its_steady_pieces() -> None:
     assert control.item_cost(3) == pytest.approx(HEAVY, rel=0.2)
 
 
+def test_a_short_stream_cost_is_noted_when_it_ends() -> None:
+    # A stream of a few batches (a short segment) has fewer than ``_STEADY_PIECES`` steady pieces: its cost is
+    # the least of them, noted when it ends, from two pieces on.
+    control = _control(8, {})
+    p = SimpleNamespace(steps=0, ring=SimpleNamespace(control=control))
+
+    def piece(row: Row, seconds_per_step: float, ends: bool = False) -> None:
+        p.steps += 4
+        if ends:
+            row.it = None
+        produce._measure(p, row, time.perf_counter() - seconds_per_step * 4, p.steps - 4)  # type: ignore[arg-type]
+
+    one, two = Row(0, item=1, it=iter(())), Row(1, item=2, it=iter(()))
+    for row in (one, two):
+        piece(row, HEAVY)  # the open
+    piece(one, 3 * HEAVY)
+    piece(one, 9 * HEAVY, ends=True)
+    assert control.item_cost(1) == 0  # one steady piece: nothing to go on
+    piece(two, 3 * HEAVY)
+    piece(two, 2 * HEAVY)
+    assert control.item_cost(2) == 0
+    piece(two, 9 * HEAVY, ends=True)
+    assert control.item_cost(2) == pytest.approx(2 * HEAVY, rel=0.2)
+
+
 def test_next_item_peeks_the_plan_without_changing_it() -> None:
     control, plan = _control(8, {}), _plan(8)
     row = Row(1, item=1, claim_q=8)  # ticket 1's 8 steps from step 0: row 1 claims again at step 8

@@ -17,13 +17,13 @@ claims next, and a waiting row may claim whatever the other rows are doing. So a
 "Heavy" means at least ``HEAVIER`` times the steady cost per step of every row the producer holds. Costs are what
 the producers measured (``Control.note_cost``: the least seconds per step of a stream's pieces between its first,
 which pays the open or seek, and its last, whose first step was read ahead; noted from the fourth such piece on,
-and the least over every stream of the item), so the rules act once an item has been read, in an earlier segment
-or epoch. The loader looks at the costs every few batches and sets one flag in the control block once some item
-costs ``HEAVIER`` times the median item at three looks in a row (``Control.uneven``); only then do producers
-weigh costs, and the hand-out window deepens. A busy host only slows a measurement: taking the least, and
-looking three times, keeps it from making streams of even cost look uneven. Where streams cost about the same
-per step, as in most text, audio and shard sources, the claims go in key order and nothing here runs. Who writes
-a row, and when, never changes its content.
+or at the end of a shorter stream, and the least over every stream of the item), so the rules act once an item
+has been read, in an earlier segment or epoch. The loader looks at the costs every few batches and sets one flag
+in the control block once some item costs ``HEAVIER`` times the median item at three looks in a row
+(``Control.uneven``); only then do producers weigh costs, and the hand-out window deepens. A busy host only
+slows a measurement: taking the least, and looking three times, keeps it from making streams of even cost look
+uneven. Where streams cost about the same per step, as in most text, audio and shard sources, the claims go in
+key order and nothing here runs. Who writes a row, and when, never changes its content.
 """
 
 from __future__ import annotations
