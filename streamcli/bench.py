@@ -69,6 +69,9 @@ class Run:
     room: int  # steps the timed batches had room for (B x T each); 0 when unknown
     peak_rss_mb: float
     short: bool  # the loader ran out before ``batches`` were timed
+    window: int = 0  # batches the workers could write ahead at the end (``StreamLoader.window``); 0 when unknown
+    rows_moved: int = 0  # rows given mid-stream to an idle worker, over the loader's life
+    heavy_first: int = 0  # pieces of work done early for heavy streams, over the loader's life
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,9 @@ class BenchResult:
     busy_per_worker: tuple[float, ...] = ()  # per worker, median over the repeats; () when unknown
     stream_per_worker: tuple[str, ...] = ()  # stream each worker read at the end of the last run, if known
     useful_share: float = NAN  # share of the delivered steps that are real data (not padding); NaN if unknown
+    window: int = 0  # batches the workers could write ahead at the end of the last run; 0 when unknown
+    rows_moved: int = 0  # median over the runs
+    heavy_first: int = 0  # median over the runs
 
     def to_json(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -209,6 +215,7 @@ def time_run(
             probe.stop(loader)
         if sample_rss:
             peak = max(peak, _rss_mb())
+        window = int(getattr(loader, "window", 0))
         del it
     finally:
         loader.close()
@@ -227,6 +234,9 @@ def time_run(
         room=(n * s1.steps_per_batch) if s1 is not None else 0,
         peak_rss_mb=peak,
         short=short or n < batches,
+        window=window,
+        rows_moved=s_busy.rows_moved if s_busy is not None else 0,
+        heavy_first=s_busy.heavy_first if s_busy is not None else 0,
     )
 
 
@@ -263,6 +273,9 @@ def summarize(name: str, workers: int, runs: Sequence[Run]) -> BenchResult:
         busy_per_worker=per_worker,
         stream_per_worker=runs[-1].stream_per_worker,
         useful_share=med(lambda r: r.steps / r.room if r.room else NAN),
+        window=runs[-1].window,
+        rows_moved=int(med(lambda r: r.rows_moved)),
+        heavy_first=int(med(lambda r: r.heavy_first)),
     )
 
 
@@ -286,6 +299,15 @@ def run_benchmark(
             runs.append(time_run(functools.partial(make_loader, w), batches, warmup))
         out.append(summarize(name, w, runs))
     return out
+
+
+def scheduling(r: BenchResult) -> str | None:
+    """How the workers shared the streams (2 or more workers): the window they wrote ahead in, the rows that
+    moved between them and the work done early for heavy streams; None in-process or when unknown."""
+    if r.workers < 2 or not r.window:
+        return None
+    return (f"window {r.window} batches ahead; {r.rows_moved} rows moved to an idle worker; "
+            f"{r.heavy_first} pieces of work done early for heavy streams")  # fmt: skip
 
 
 def _pct(x: float) -> str:

@@ -156,7 +156,7 @@ def bench(
     opts: LoaderOptions,
 ) -> None:
     """Measure throughput at each worker count: batches/s, steps/s, MB/s, waits, worker load, start-up, RSS."""
-    from streamcli.bench import bottleneck, run_baseline, run_benchmark
+    from streamcli.bench import bottleneck, run_baseline, run_benchmark, scheduling
 
     counts = parse_workers(workers)
     opts.num_workers = counts[0]
@@ -196,6 +196,7 @@ def bench(
             "time_steps": time_steps,
             "results": [r.to_json() for r in results + base],
             "bottleneck": bottleneck(best),
+            "scheduling": scheduling(best),
             "best_workers": best.workers,
             "useful_share": None if best.useful_share != best.useful_share else best.useful_share,
         }
@@ -208,6 +209,11 @@ def bench(
         else:
             typer.echo(results_text(results + base, title))
             typer.echo(f"bottleneck (workers={best.workers}): {bottleneck(best)}")
+        sched = scheduling(best)
+        if sched and console.is_terminal:
+            console.print(f"[bold]scheduling[/] (workers={best.workers}): {sched}", highlight=False)
+        elif sched:
+            typer.echo(f"scheduling (workers={best.workers}): {sched}")
         assert spec.source is not None
         hint = padding_hint(best.useful_share, len(spec.source.items()), batch_size)
         if hint:
