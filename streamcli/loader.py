@@ -189,8 +189,7 @@ class StreamLoader:
         self._deep = prefetch  # the window while costs are uneven (``_deepen``)
         self._extra = extra
         self._weigh = num_workers > 1  # workers measure what each item costs them (``engine.heavy``)
-        self._uneven = False  # they measured streams of uneven cost: hand out ``_deep`` batches
-        self._uneven_seen = 0  # consecutive looks that found the costs uneven
+        self._uneven_seen = 0  # consecutive looks that found the costs uneven (``_uneven``)
         self._reserving: Reservation | None = None  # the deep window's slots being backed (``_deepen``)
         self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
@@ -427,10 +426,8 @@ class StreamLoader:
                 # Uneven only when seen at _UNEVEN_LOOKS looks in a row: a measurement slowed for a while (the
                 # first writes into fresh slots fault their pages in) must not open the deep window by itself.
                 self._uneven_seen = self._uneven_seen + 1 if self.ring.control.uneven(HEAVIER) else 0
-                uneven = self._uneven_seen >= _UNEVEN_LOOKS
-                self.ring.control.set_costs_uneven(uneven)
-                self._uneven = uneven
-                if uneven and self._deep < self._room:
+                self.ring.control.set_costs_uneven(self._uneven)
+                if self._uneven and self._deep < self._room:
                     self._deepen()
             self._hand_out()
             slot = self._leases.take(k)
@@ -551,9 +548,7 @@ class StreamLoader:
 
     def _back_slots(self, n: int) -> bool:
         """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
-        room for them now."""
-        if self._reserving is not None:
-            self._reserving.join()  # one reservation at a time (``_deepen`` still takes its result)
+        room for them now. Called before the first batch (pin_memory), so no ``_deepen`` reservation runs yet."""
         if not self.ring.reserve(n):  # the ring knows what is backed already
             return False
         self._leases.grow(self.ring.reserved)
@@ -607,6 +602,11 @@ class StreamLoader:
         epoch to epoch with the shuffle (with several ranks it is the same on every rank).
         """
         return self.batches_in_epoch(self._next_epoch())
+
+    @property
+    def _uneven(self) -> bool:
+        """The workers measured streams of uneven cost: hand out ``_deep`` batches, and weigh costs."""
+        return self._uneven_seen >= _UNEVEN_LOOKS
 
     @property
     def window(self) -> int:

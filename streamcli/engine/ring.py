@@ -156,7 +156,7 @@ class Ring:
 
     def reserve_in_background(self, n: int) -> Reservation:
         """``reserve(n)`` in a thread: backing 1 GiB takes about half a second, which the consumer should not
-        wait for. Nothing else may reserve until it is done (``Reservation.join``)."""
+        wait for. Nothing else may reserve until it is done (``Reservation.result`` or ``join``)."""
         return Reservation(self, n)
 
     @classmethod
@@ -285,7 +285,6 @@ class Reservation:
         """None while the slots are being backed; then whether they are."""
         if self._thread.is_alive():
             return None
-        self._thread.join()
         return bool(self._ok and self._ok[0])
 
     def join(self) -> None:
