@@ -10,7 +10,8 @@
 - ``produce``: what a producer does next: claims in canonical order, rows that move, balanced work (born).
   ``claims``: the claims planned from known lengths; ``heavy``: streams that cost far more per step go first.
 - ``write``: a row's claim of its next stream and its runs of checked steps into a slot; ``slots``: how a
-  piece of work lands in the slot (data at once; flags, cursors and completion at its end).
+  piece of work lands in the slot (data at once; flags, cursors and completion at its end); ``checks``: each step
+  or block against the declared fields (the plugin contract).
 - ``worker`` and ``pool``: the two sides of the worker processes (carried); ``ahead``: the thread that prepares
   the next batches while the consumer works.
 - ``leases``: which slot holds which batch; a slot lent to the consumer returns only when its last view dies.

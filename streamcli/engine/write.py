@@ -1,22 +1,24 @@
 """How a producer writes a row: a claim of its next stream, then runs of steps into the batch's slot.
 
 A row's steps of one batch are one run: the copy per step (or per block, for sources with
-``block_steps = True``) with its shape and dtype check; the flags, cursors and completion of a piece of work are
-written at its end (``engine.slots``). The row reads its stream one step ahead, so it knows before the batch
-ends whether the stream goes on, and can announce its next possible claim (``Control.set_claim``). After a row's
-last step in a batch its cursor goes into the slot (``engine.cursor``). A row resumed or moved mid-stream reopens
-its stream with ``open(item, start=pos)`` (``promise_again`` restores what the row that opened it knew), so
-nothing is replayed. A length that ``length()`` promised is checked, never trusted: a stream that runs past it is
-cut there, one that ends early leaves its row padding until its planned claim, and either is reported (``Skip``).
+``block_steps = True``) with its shape and dtype check (its slow path and errors: ``engine.checks``); the flags,
+cursors and completion of a piece of work are written at its end (``engine.slots``). The row reads its stream one
+step ahead, so it knows before the batch ends whether the stream goes on, and can announce its next possible claim
+(``Control.set_claim``). After a row's last step in a batch its cursor goes into the slot (``engine.cursor``). A
+row resumed or moved mid-stream reopens its stream with ``open(item, start=pos)`` (``promise_again`` restores
+what the row that opened it knew), so nothing is replayed. A length that ``length()`` promised is checked, never
+trusted: a stream that runs past it is cut there, one that ends early leaves its row padding until its planned
+claim, and either is reported (``Skip``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from streamcli.engine import checks
 from streamcli.engine import cursor as _cursor
 from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
 from streamcli.engine.control import NEVER
@@ -24,7 +26,7 @@ from streamcli.engine.producer import NO_END, Producer, Row, Skip
 from streamcli.engine.ring import CLAIMS, DRY, LIVE, VALID
 from streamcli.engine.slots import SlotViews, pad, record
 from streamcli.errors import SourceError, StepSpecError
-from streamcli.source import Field, Step, item_name
+from streamcli.source import Step, item_name
 
 _END = object()  # the look-ahead found the stream over
 _BLK = object()  # the look-ahead step lies in the row's current block
@@ -180,7 +182,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
                     a = nxt[name]
                     if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                         row.pos = pos0 + t - t0
-                        a = _checked(p, row, nxt, name, shape, dtype)
+                        a = _step_field(p, row, nxt, name, shape, dtype)
                     if cells:
                         col[t][...] = a
                     else:
@@ -190,14 +192,14 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
                         a = nxt[name]
                         if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                             row.pos = pos0 + t - t0
-                            a = _checked(p, row, nxt, name, shape, dtype)
+                            a = _step_field(p, row, nxt, name, shape, dtype)
                         if cells:
                             col[t][...] = a
                         else:
                             col[t] = a
             except (KeyError, TypeError, IndexError):
                 row.pos = pos0 + t - t0
-                _checked(p, row, nxt, name, shape, dtype)  # raises the precise error
+                _step_field(p, row, nxt, name, shape, dtype)  # raises the precise error
                 raise
             t += 1
             if t == t_stop:
@@ -364,58 +366,6 @@ def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
     return it
 
 
-def _checked_block(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> list[np.ndarray]:
-    """The block's arrays in field order; raise ``StepSpecError`` if a field is missing, mis-shaped or of another
-    step count than the rest."""
-    try:  # the usual block: exact arrays, checked in a few comparisons each
-        if len(p.spec) == 1:  # the common source of one field: no loops
-            name, shape, dtype = p.spec[0]
-            a = block[name]
-            if type(a) is np.ndarray and a.shape[1:] == shape and (a.dtype is dtype or a.dtype == dtype) and len(a):
-                return [a]
-        else:
-            out = [block[name] for name, _, _ in p.spec]
-            n = len(out[0])
-            for a, (_, shape, dtype) in zip(out, p.spec, strict=True):
-                if (type(a) is not np.ndarray or a.shape[1:] != shape or (a.dtype is not dtype and a.dtype != dtype)
-                        or len(a) != n or not n):  # fmt: skip
-                    break
-            else:
-                return out
-    except (KeyError, TypeError, IndexError):
-        pass
-    return _checked_block_slowly(p, row, block, fields)
-
-
-def _checked_block_slowly(p: Producer, row: Row, block: Any, fields: Sequence[Field]) -> list[np.ndarray]:
-    """The full check: converts array-likes, and names the field, the item and the step of what is wrong."""
-
-    def where() -> str:  # only on error: the item's name can cost more than the check
-        return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} block at step {row.pos}"
-
-    out: list[np.ndarray] = []
-    for f in fields:
-        try:
-            a = block[f.name]
-        except (KeyError, TypeError, IndexError):
-            raise StepSpecError(
-                f"{where()}: the block has no field {f.name!r} (got {type(block).__name__}); with block_steps=True "
-                "yield a dict of (n, *shape) arrays, one per declared field"
-            ) from None
-        if type(a) is not np.ndarray:
-            a = np.asarray(a)
-        if a.ndim != len(f.shape) + 1 or a.shape[1:] != f.shape or a.dtype != f.np_dtype or len(a) < 1:
-            raise StepSpecError(
-                f"{where()}: field {f.name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
-                f"{f.np_dtype.name}[n, {', '.join(map(str, f.shape))}]; make the block match fields()"
-            )
-        if out and len(a) != len(out[0]):
-            raise StepSpecError(f"{where()}: fields of one block must have the same n steps; {f.name!r} has "
-                                f"{len(a)}, another has {len(out[0])}")  # fmt: skip
-        out.append(a)
-    return out
-
-
 def _reopen(p: Producer, row: Row, k: int) -> None:
     """Continue a resumed row's stream at ``row.pos``: ``open(item, start=pos)``, nothing replayed."""
     row.reopen = False
@@ -439,7 +389,7 @@ def _look(p: Producer, row: Row, k: int) -> Any:
             return _END
         if block is _END:
             return _END
-        row.blk, row.j = _checked_block(p, row, block, p.plan.fields), 0
+        row.blk, row.j = checks.block_arrays(block, p.spec, p.plan.fields, lambda: _where(p, row, "block at step")), 0
         return _BLK
     try:
         return next(row.it, _END)
@@ -470,24 +420,14 @@ def _mismatch(p: Producer, row: Row, k: int, what: str) -> None:
     p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=msg, kind="length"))
 
 
-def _checked(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
-    """The slow path of the per-step check: convert scalars and lists, or raise naming what is wrong."""
-    try:
-        a = step[name]
-    except (KeyError, TypeError, IndexError):
-        raise StepSpecError(
-            f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} step {row.pos}: "
-            f"the step has no field {name!r} (got {type(step).__name__}); yield a dict with every declared field"
-        ) from None
-    if type(a) is not np.ndarray:
-        a = np.asarray(a)
-    if a.shape != shape or a.dtype != dtype:
-        raise StepSpecError(
-            f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} step {row.pos}: field "
-            f"{name!r} is {a.dtype.name}{list(a.shape)} but the source declared {dtype.name}{list(shape)}; "
-            "make the step match fields() (e.g. resize or .astype)"
-        )
-    return a
+def _step_field(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    """The slow path of the per-step check (``checks.step_field``): convert scalars and lists, or raise."""
+    return checks.step_field(step, name, shape, dtype, lambda: _where(p, row, "step"))
+
+
+def _where(p: Producer, row: Row, what: str) -> str:
+    """Where a step broke the contract, for its error: "plugin ... item ... step N" (or "block at step N")."""
+    return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} {what} {row.pos}"
 
 
 def close(row: Row) -> None:
