@@ -568,31 +568,29 @@ class StreamLoader:
             raise
 
     def _assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
-        names = self._names
         # Zero-copy unless the consumer is holding so many batches that producers would run out of slots.
         pin_copy = bool(self._pin) and not self._pinned_ring
         copy = pin_copy or self._leases.crowded()
         holder = self.ring.holder(slot)
-        views = self.ring.holder_views(holder, names)
+        arrays = self.ring.holder_views(holder, self._names)  # the fields, then the flags (``FLAGS`` order)
+        from_numpy = torch.from_numpy
         if copy:
-            tensors = {n: torch.from_numpy(a.copy()) for n, a in views.items()}
-            del views, holder
+            tensors = [from_numpy(a.copy()) for a in arrays]
+            del arrays, holder
             self._leases.give_back(slot)
             self._copies += not pin_copy
         else:
             self._leases.lend(holder, slot)
-            tensors = {n: torch.from_numpy(a) for n, a in views.items()}
-            del views, holder
+            tensors = [from_numpy(a) for a in arrays]
+            del arrays, holder
         if pin_copy:
-            tensors = {n: t.pin_memory() for n, t in tensors.items()}
-        first = tensors["is_first"]
+            tensors = [t.pin_memory() for t in tensors]
+        n = len(self.fields)
+        flags = dict(zip(FLAGS, tensors[n:], strict=True))
+        first = flags["is_first"]
         reset = first[0] if self.layout == "TB" else first[:, 0]
-        return Batch(
-            data={f.name: tensors[f.name] for f in self.fields},
-            is_first=first, reset=reset, valid=tensors["valid"], stream=tensors["stream"],
-            position=tensors["position"], replayed=tensors["replayed"], epoch=epoch, index=k,
-            layout=self.layout,
-        )  # fmt: skip
+        return Batch(data=dict(zip(self._names[:n], tensors[:n], strict=True)), reset=reset, epoch=epoch, index=k,
+                     layout=self.layout, **flags)  # fmt: skip
 
     # ------------------------------------------------------------------------------------ information
     def __len__(self) -> int:

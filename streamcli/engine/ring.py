@@ -171,9 +171,10 @@ class Ring:
         base = self._slot0 + slot * self._stride
         return (ctypes.c_ubyte * self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
 
-    def holder_views(self, holder: Any, names: Sequence[str]) -> dict[str, np.ndarray]:
-        """Arrays over ``holder``; each keeps it alive. The slot is read once as one record of a structured dtype
-        whose fields are the arrays: one buffer export in all, rather than one per array (half the time)."""
+    def holder_views(self, holder: Any, names: Sequence[str]) -> list[np.ndarray]:
+        """Arrays over ``holder``, in the order of ``names``; each keeps it alive. The slot is read once as one
+        record of a structured dtype whose fields are the arrays: one buffer export in all, rather than one per
+        array (half the time)."""
         key = tuple(names)
         dtype = self._record_dtypes.get(key)
         if dtype is None:
@@ -182,7 +183,7 @@ class Ring:
                               "offsets": [e[n][0] for n in key], "itemsize": self._stride})  # fmt: skip
             self._record_dtypes[key] = dtype
         record = np.frombuffer(holder, dtype)
-        return {n: record[n][0] for n in key}
+        return [record[n][0] for n in key]
 
     def page_lock(self, torch: Any) -> bool:
         """Register the whole segment with CUDA as page-locked memory, so every batch is a pinned view.

@@ -128,8 +128,8 @@ def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndar
         v.position[t0:t1, b0] = -1
     notes.pads.clear()
     if notes.records:
+        bs = _columns(notes.records[::_RECORD])
         recs = np.array(notes.records, np.int64).reshape(-1, _RECORD)
-        bs = _columns(recs[:, 0].tolist())
         v.cursor[bs] = recs[:, 1 : 1 + _cursor.WIDTH]
         v.summary[bs] = recs[:, 1 + _cursor.WIDTH :]
         notes.records.clear()

@@ -88,7 +88,9 @@ def _publish(p: Producer, row: Row) -> None:
         key = row.claim_q * p.B + row.b  # planned: only this row waits for it
     else:
         key = _after_next_step(p, row) * p.B + row.b
-    p.ring.control.set_claim(row.b, key)
+    if key != row.published:  # planned, a row's key stays the same for its whole stream
+        row.published = key
+        p.ring.control.set_claim(row.b, key)
 
 
 def _after_next_step(p: Producer, row: Row) -> int:
@@ -240,9 +242,11 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
 
 def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
-    row.tally[LIVE] = row.it is not None and not row.replay
-    record(p.out, row.b, row.cursor(), row.tally)
-    p.out.written.append(row.b)
+    tally = row.tally
+    tally[LIVE] = row.it is not None and not row.replay
+    out = p.out
+    record(out, row.b, row.cursor(), tally)
+    out.written.append(row.b)
     row.tally = [0, 0, 0, 0]
 
 
