@@ -90,7 +90,6 @@ class Row:
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
     pieces: int = 0  # the pieces ``rate`` is the least of (noted in the items' cost table from ``_STEADY_PIECES``)
-    published: int = -1  # the claim key this row last set in the control block (``write._publish``)
     next_item: int = heavy.UNKNOWN  # planned claims: the item of the stream it claims next (-1: none)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 

@@ -88,9 +88,7 @@ def _publish(p: Producer, row: Row) -> None:
         key = row.claim_q * p.B + row.b  # planned: only this row waits for it
     else:
         key = _after_next_step(p, row) * p.B + row.b
-    if key != row.published:  # planned, a row's key stays the same for its whole stream
-        row.published = key
-        p.ring.control.set_claim(row.b, key)
+    p.ring.control.set_claim(row.b, key)
 
 
 def _after_next_step(p: Producer, row: Row) -> int:
