@@ -6,6 +6,7 @@
     python benchmarks/bench_host.py --json        # the medians as one JSON object (per-round lines on stderr)
     python benchmarks/bench_host.py --ring 20     # each process writes its batches into 20 arrays in turn
     python benchmarks/bench_host.py --disturb 2,120   # a third process wakes twice a batch for 120 us of CPU
+    python benchmarks/bench_host.py --variant video   # two processes decoding the real clips (the video target)
 
 The loader's B target asks 2 workers for >= 0.95 x (2 x the 1-worker rate) (``bench_loader.py``, ``report.py``).
 That figure can be no better than what the machine gives two plain processes burning the same CPU: on a small
@@ -127,6 +128,39 @@ def run(
     return sum(n for n, _ in got) / max(secs), secs
 
 
+def _decode_child(paths: list[str], frames: int | None, barrier: Barrier, res: Queue[tuple[int, float]]) -> None:
+    import cv2
+
+    from benchmarks.bench_video import bare
+
+    cv2.setNumThreads(1)  # as a loader's worker decodes: one FFmpeg thread
+    barrier.wait()
+    t0 = time.perf_counter()
+    n = bare(paths, True, frames)
+    res.put((n, time.perf_counter() - t0))
+
+
+def decode_round(paths: list[str], frames: int | None = None) -> tuple[float, float, float]:
+    """One round of the host's ceiling for video decoding: one process decodes ``frames`` frames of ``paths``
+    (every frame if None) as ``bench_video``'s bare loop does, then two processes decode the same each, at once.
+    Returns (1-process seconds, the slower 2-process seconds, 2-proc / (2 x 1-proc)): each process does the whole
+    work, so the ratio is the 1-process time over the slower 2-process time."""
+    secs = []
+    for procs in (1, 2):
+        ctx = mp.get_context("spawn")
+        barrier, res = ctx.Barrier(procs), ctx.Queue()
+        ps = [ctx.Process(target=_decode_child, args=(paths, frames, barrier, res)) for _ in range(procs)]
+        for p in ps:
+            p.start()
+        got = [res.get(timeout=300) for _ in range(procs)]
+        for p in ps:
+            p.join()
+            if p.exitcode:
+                raise RuntimeError(f"decoder exited with {p.exitcode}")
+        secs.append(max(s for _, s in got))
+    return secs[0], secs[1], secs[0] / secs[1]
+
+
 def _wakes(text: str) -> tuple[float, float]:
     try:
         wakes, us = (float(x) for x in text.split(","))
@@ -140,8 +174,11 @@ def _wakes(text: str) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="rounds, each one 1-process and one 2-process run")
-    ap.add_argument("--variant", choices=STEP_VARIANTS, default="B",
-                    help="the workload whose frames the processes make (default B, as the B target)")  # fmt: skip
+    ap.add_argument("--variant", choices=[*STEP_VARIANTS, "video"], default="B",
+                    help="the workload whose frames the processes make (default B, as the B target); video: each "
+                         "process decodes the real clips as bench_video.py's bare loop, one FFmpeg thread")  # fmt: skip
+    ap.add_argument("--frames", type=int, default=None,
+                    help="video: frames each process decodes (default: every frame of every clip)")  # fmt: skip
     ap.add_argument("--batches", type=int, default=0,
                     help="batches per round (default: the workload's timed batches in bench_loader.py)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print the medians as one JSON object on stdout")
@@ -152,6 +189,8 @@ def main() -> None:
                     help="run a third process alongside that wakes W times per batch for US microseconds of CPU, "
                          "as a loader's main process does (e.g. 2,120)")  # fmt: skip
     args = ap.parse_args()
+    if args.variant == "video":
+        return video_main(args)
     variant = VARIANTS[args.variant]
     src, n = variant.source(), args.batches or variant.batches
     log = sys.stderr if args.json else sys.stdout
@@ -189,6 +228,30 @@ def main() -> None:
     else:
         print(f"\nmedian: 1 proc {med['one_proc_fps']:.0f} frames/s, 2 procs {med['two_proc_fps']:.0f} frames/s, "
               f"2-proc / (2 x 1-proc) {med['ratio']:.3f}")  # fmt: skip
+
+
+def video_main(args: argparse.Namespace) -> None:
+    """``--variant video``: the host's ceiling for the video target (2 workers >= 1.8x 1 worker, ``bench_video``)."""
+    from benchmarks.bench_video import clip_paths
+
+    paths = clip_paths()
+    log = sys.stderr if args.json else sys.stdout
+    print(f"workload video: {len(paths)} clips, {args.frames or 'every'} frames per process, resized to 128x128, "
+          f"one FFmpeg thread; each of the 2 processes decodes the same; os.cpu_count()={os.cpu_count()}",
+          file=log)  # fmt: skip
+    print("| round | 1 proc, s | 2 procs, slower s | 2-proc / (2 x 1-proc) |\n|---:|---:|---:|---:|", file=log)
+    ratios = []
+    for r in range(args.repeats):
+        one, two, ratio = decode_round(paths, args.frames)
+        ratios.append(ratio)
+        print(f"| {r} | {one:.2f} | {two:.2f} | {ratio:.3f} |", file=log, flush=True)
+    med = {"variant": "video", "repeats": args.repeats, "ratio": statistics.median(ratios),
+           "rounds": [round(x, 3) for x in ratios]}  # fmt: skip
+    if args.json:
+        print(json.dumps(med))
+    else:
+        print(f"\nmedian 2-proc / (2 x 1-proc) {med['ratio']:.3f}; a 2-worker loader's 2w/1w can reach at most twice "
+              "that")  # fmt: skip
 
 
 if __name__ == "__main__":

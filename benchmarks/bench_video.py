@@ -13,7 +13,9 @@ round, so that the host's drift hits both alike, and give the median of the roun
 each clip's decode cost, and the share of each that was measured: what 2 workers would gain if no producer ran
 ahead of the batch being assembled (lockstep), what an ideal scheduler could gain writing at most the loader's
 ``window`` of batches ahead (``workloads.windowed_figure``), and the most any loader that reads each stream in
-order could gain (``stream_bound``: the epoch takes at least its costliest stream).
+order could gain (``stream_bound``: the epoch takes at least its costliest stream). After each round, the host's own
+figure: two plain decoders at once against one (``bench_host.decode_round``); this host's second core gives 0.7 to
+1.05 of the first from minute to minute, so each round's ratio is also given as a share of the host's figure then.
 """
 
 from __future__ import annotations
@@ -38,10 +40,14 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 from streamcli_sources.camera import CameraSource
 from streamcli_sources.video import VideoSource
 
+from benchmarks.bench_host import decode_round
 from benchmarks.workloads import scaling_figures, windowed_figure
 from streamcli import StreamLoader
 
 SIZE = (128, 128)
+# Frames each plain decoder reads for the host's figure after each scaling round (2-4 s a round): on a small VM the
+# second core gives anywhere from 0.7 to 1.05 of the first from minute to minute (``bench_host.py --variant video``).
+HOST_FRAMES = 2000
 B, T = 8, 16
 # Rows advance together (within prefetch batches), so one 3,544-frame clip (65% of all frames) would leave the
 # other rows, and the other worker, idle for most of the run; segments spread long clips over rows (segment=).
@@ -56,13 +62,13 @@ def data_dir() -> Path:
     return root / "video"
 
 
-def bare(paths: list[str], single_thread: bool) -> int:
-    """The loop anyone would write: read, resize, convert; no loader."""
+def bare(paths: list[str], single_thread: bool, limit: int | None = None) -> int:
+    """The loop anyone would write: read, resize, convert; no loader. Stops after ``limit`` frames if given."""
     params = [cv2.CAP_PROP_N_THREADS, 1] if single_thread else []
     n = 0
     for path in paths:
         cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, params)
-        while True:
+        while limit is None or n < limit:
             ok, bgr = cap.read()
             if not ok:
                 break
@@ -71,6 +77,13 @@ def bare(paths: list[str], single_thread: bool) -> int:
             n += 1
         cap.release()
     return n
+
+
+def clip_paths() -> list[str]:
+    """The usable clips, as ``VideoSource`` finds them (the two non-videos are skipped, as the tests check)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [item[0] for item in VideoSource(data_dir(), size=SIZE, scan=True).items()]
 
 
 def direct(src: VideoSource | CameraSource) -> int:
@@ -162,13 +175,16 @@ def main() -> None:
     ap.add_argument("--no-camera", action="store_true", help="skip the camera rows")
     ap.add_argument("--threads", action="store_true", help="add a 2-worker row with 2 FFmpeg threads per worker")
     ap.add_argument("--prefetch", type=int, default=None, help="prefetch= of the scaling runs (default: the loader's)")
+    ap.add_argument("--no-host", action="store_true",
+                    help="skip the host's figure after each scaling round (2 plain decoders against 1)")  # fmt: skip
     args = ap.parse_args()
     default_threads = cv2.getNumThreads()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the two non-videos are skipped, as the tests check
         src = VideoSource(data_dir(), size=SIZE, scan=True)
-        paths = [item[0] for item in src.items()]
+        src.items()
+    paths = clip_paths()
     rows: list[tuple[str, float, int, str]] = []
 
     def add(name: str, fn: Callable[[], int], ref: str = BARE) -> None:
@@ -210,11 +226,14 @@ def main() -> None:
             through_loader(one), through_loader(two)  # warm-up: worker start, page cache
             rates: tuple[list[float], list[float]] = ([], [])
             layouts: list[Any] = []
+            host: list[float] = []  # per round: what two plain decoders gained over one, just after the passes
             for _ in range(args.repeats):
                 for loader, got in ((one, rates[0]), (two, rates[1])):
                     t = time.perf_counter()
                     n = through_loader(loader, layouts if loader is one else None)
                     got.append(n / (time.perf_counter() - t))
+                if not args.no_host:
+                    host.append(2 * decode_round(paths, HOST_FRAMES)[2])
             window = getattr(two, "window", getattr(two, "prefetch", 4))  # 4 before 2026-11-24, then prefetch
         ratio = statistics.median(b / a for a, b in zip(*rates, strict=True))
         label = f"[{len(src.items())} items]"
@@ -231,6 +250,16 @@ def main() -> None:
             )
         )
         print(f"{rows[-1][0]:<75} {rows[-1][3]}", flush=True)
+        if host:
+            share = [b / a / h for a, b, h in zip(*rates, host, strict=True)]
+            each = ", ".join(f"{h:.2f}" for h in host)
+            rows.append((f"host: 2 plain decoders / 1, {HOST_FRAMES} frames each, after each round", 0.0, 0,
+                         f"{statistics.median(host):.2f}x (rounds: {each})"))  # fmt: skip
+            each = ", ".join(f"{x:.0%}" for x in share)
+            rows.append((f"2 workers / 1 worker as a share of the host's figure, {name}", 0.0, 0,
+                         f"{statistics.median(share):.0%} (rounds: {each})"))  # fmt: skip
+            for row in rows[-2:]:
+                print(f"{row[0]:<75} {row[3]}", flush=True)
         epochs = [row_costs(lay, frame_s, seek_s) for lay in layouts]
         lockstep = statistics.median(scaling_figures(c)[0] for c in epochs)
         windowed = statistics.median(windowed_figure(c, window) for c in epochs)
