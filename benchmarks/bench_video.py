@@ -13,7 +13,10 @@ round, so that the host's drift hits both alike, and give the median of the roun
 each clip's decode cost, and the share of each that was measured: what 2 workers would gain if no producer ran
 ahead of the batch being assembled (lockstep), what an ideal scheduler could gain writing at most the loader's
 ``window`` of batches ahead (``workloads.windowed_figure``), and the most any loader that reads each stream in
-order could gain (``stream_bound``: the epoch takes at least its costliest stream). After each round, the host's own
+order could gain (``stream_bound``: the epoch takes at least its costliest stream). The ratio also comes in two
+parts, from the workers' busy seconds (``LoaderStats.worker_busy_s``): the share of the 2-worker passes' time that
+both workers were busy (the scheduler's part), and the worker-seconds the same epoch took with 2 workers against 1
+(the host's part: decoding costs more while both cores decode). After each round, the host's own
 figure: two plain decoders at once against one (``bench_host.decode_round``); this host's second core gives 0.7 to
 1.05 of the first from minute to minute, so each round's ratio is also given as a share of the host's figure then.
 """
@@ -227,11 +230,15 @@ def main() -> None:
             rates: tuple[list[float], list[float]] = ([], [])
             layouts: list[Any] = []
             host: list[float] = []  # per round: what two plain decoders gained over one, just after the passes
+            busy: tuple[list[list[float]], list[list[float]]] = ([], [])  # per pass: each worker's busy seconds
+            walls: tuple[list[float], list[float]] = ([], [])
             for _ in range(args.repeats):
-                for loader, got in ((one, rates[0]), (two, rates[1])):
-                    t = time.perf_counter()
+                for i, loader in enumerate((one, two)):
+                    t, b0 = time.perf_counter(), loader.stats.worker_busy_s
                     n = through_loader(loader, layouts if loader is one else None)
-                    got.append(n / (time.perf_counter() - t))
+                    walls[i].append(time.perf_counter() - t)
+                    rates[i].append(n / walls[i][-1])
+                    busy[i].append([b - a for a, b in zip(b0, loader.stats.worker_busy_s, strict=True)])
                 if not args.no_host:
                     host.append(2 * decode_round(paths, HOST_FRAMES)[2])
             window = getattr(two, "window", getattr(two, "prefetch", 4))  # 4 before 2026-11-24, then prefetch
@@ -250,6 +257,14 @@ def main() -> None:
             )
         )
         print(f"{rows[-1][0]:<75} {rows[-1][3]}", flush=True)
+        # The ratio in two parts: how busy the scheduler kept both workers, and what the same frames cost a
+        # worker when two decode at once (the host's part): 2w/1w ~ 2 x busy share / cost ratio.
+        share2 = statistics.median(sum(b) / (2 * w) for b, w in zip(busy[1], walls[1], strict=True))
+        cost = statistics.median(sum(b2) / sum(b1) for b1, b2 in zip(busy[0], busy[1], strict=True))
+        rows.append((f"2 workers: their busy share of the passes' time, {name}", 0.0, 0, f"{share2:.0%}"))
+        rows.append((f"worker-seconds for the epoch, 2 workers / 1 worker, {name}", 0.0, 0, f"{cost:.2f}x"))
+        for row in rows[-2:]:
+            print(f"{row[0]:<75} {row[3]}", flush=True)
         if host:
             share = [b / a / h for a, b, h in zip(*rates, host, strict=True)]
             each = ", ".join(f"{h:.2f}" for h in host)

@@ -695,6 +695,7 @@ class StreamLoader:
             if not self._closed else (),
             rows_moved=self.ring.control.moved if not self._closed else 0,
             heavy_first=self.ring.control.heavy_first if not self._closed else 0,
+            worker_busy_s=tuple(float(x) for x in self.ring.control.busy()) if not self._closed else (),
         )  # fmt: skip
 
     # ---------------------------------------------------------------------------------------- closing

@@ -14,8 +14,9 @@ class LoaderStats:
     ``waits_s`` holds the consumer's wait for each of the most recent batches: the whole time spent inside
     ``next()``, the loader's own work included, oldest first. ``worker_busy`` is each worker's busy fraction
     (time producing steps over wall time) over the last few seconds; with ``num_workers=0`` it has one entry
-    for the main process. ``worker_stream`` is the stream (item index) each worker is reading now, -1 for none;
-    empty when the loader does not report it.
+    for the main process; ``worker_busy_s`` the seconds each has spent producing since the loader started (two
+    snapshots give the busy share of any window). ``worker_stream`` is the stream (item index) each worker is
+    reading now, -1 for none; empty when the loader does not report it.
     """
 
     batches: int
@@ -39,6 +40,7 @@ class LoaderStats:
     worker_stream: tuple[int, ...] = ()  # the stream each producer was reading after its last batch
     rows_moved: int = 0  # rows given mid-stream by a producer every batch waited for to an idle one
     heavy_first: int = 0  # pieces of work done out of the usual order so that heavy streams start early
+    worker_busy_s: tuple[float, ...] = ()  # each producer's seconds of work since the loader started
 
     @property
     def useful_share(self) -> float:

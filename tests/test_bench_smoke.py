@@ -88,6 +88,16 @@ def test_host_ceiling_loop_writes_every_frame_into_its_ring() -> None:
     assert frames == 3 * 2 * bench_host.T and seconds > 0
 
 
+@pytest.mark.slow
+def test_host_video_round_times_one_and_two_decoders_on_the_real_clips() -> None:
+    from benchmarks import bench_host, bench_video
+
+    paths = bench_video.clip_paths()
+    assert len(paths) > 10 and bench_video.bare(paths, True, limit=7) == 7
+    one, two, ratio = bench_host.decode_round(paths, frames=20)
+    assert one > 0 and two > 0 and ratio == pytest.approx(one / two)
+
+
 def test_host_ceiling_disturber_option_parses_and_rejects_bad_values() -> None:
     import argparse
 

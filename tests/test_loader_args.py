@@ -82,6 +82,20 @@ def test_stats_snapshot() -> None:
     assert s.bytes == 8 * 2 * 5 * 16
 
 
+def test_stats_count_each_producers_busy_seconds() -> None:
+    # Cumulative, so that two snapshots give the busy share of any window (bench_video uses them per epoch).
+    with StreamLoader(CountingSource([20] * 4), 2, 5) as loader:
+        it = iter(loader)
+        next(it)
+        first = loader.stats.worker_busy_s
+        for _ in it:
+            pass
+        last = loader.stats
+    assert len(first) == len(last.worker_busy_s) == 1  # in-process: the main process
+    assert 0 < first[0] <= last.worker_busy_s[0] <= last.elapsed_s
+    assert loader.stats.worker_busy_s == ()  # closed
+
+
 def test_a_ring_larger_than_shared_memory_is_a_clear_error(no_leaks: None) -> None:
     # A step of 2**40 bytes: no /dev/shm anywhere holds 6 slots of it. Refused before anything is created,
     # naming the size and the fix (in a default Docker container, 64 MiB would already be too small).
