@@ -17,8 +17,8 @@ order could gain (``stream_bound``: the epoch takes at least its costliest strea
 parts, from the workers' busy seconds (``LoaderStats.worker_busy_s``): the share of the 2-worker passes' time that
 both workers were busy (the scheduler's part), and the worker-seconds the same epoch took with 2 workers against 1
 (the host's part: decoding costs more while both cores decode). After each round, the host's own
-figure: two plain decoders at once against one (``bench_host.decode_round``); this host's second core gives 0.7 to
-1.05 of the first from minute to minute, so each round's ratio is also given as a share of the host's figure then.
+figure: two plain decoders at once against one (``bench_host.decode_round``); on this host they gain 1.2-2.2x over
+one from minute to minute, so each round's ratio is also given as a share of the host's figure then.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from benchmarks.workloads import scaling_figures, windowed_figure
 from streamcli import StreamLoader
 
 SIZE = (128, 128)
-# Frames each plain decoder reads for the host's figure after each scaling round (2-4 s a round): on a small VM the
-# second core gives anywhere from 0.7 to 1.05 of the first from minute to minute (``bench_host.py --variant video``).
+# Frames each plain decoder reads for the host's figure after each scaling round (2-4 s a round): on this VM two
+# plain decoders gain 1.2-2.2x over one from minute to minute (``bench_host.py --variant video``).
 HOST_FRAMES = 2000
 B, T = 8, 16
 # Rows advance together (within prefetch batches), so one 3,544-frame clip (65% of all frames) would leave the
