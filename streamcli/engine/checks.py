@@ -23,15 +23,7 @@ Spec = Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]  # (name, shape, dty
 def step_field(step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any], where: Callable[[], str]) -> Any:
     """Field ``name`` of one step as an array of ``shape`` and ``dtype`` (scalars and lists converted), or raise
     ``StepSpecError``; ``where()`` says "plugin ... item ... step N"."""
-    try:
-        a = step[name]
-    except (KeyError, TypeError, IndexError):
-        raise StepSpecError(
-            f"{where()}: the step has no field {name!r} (got {type(step).__name__}); yield a dict with every "
-            "declared field"
-        ) from None
-    if type(a) is not np.ndarray:
-        a = np.asarray(a)
+    a = _array(step, name, where, "step", "yield a dict with every declared field")
     if a.shape != shape or a.dtype != dtype:
         raise StepSpecError(
             f"{where()}: field {name!r} is {a.dtype.name}{list(a.shape)} but the source declared "
@@ -68,15 +60,8 @@ def _block_slowly(block: Any, fields: Sequence[Field], where: Callable[[], str])
     """The full check of a block: converts array-likes, and names the field of what is wrong."""
     out: list[np.ndarray] = []
     for f in fields:
-        try:
-            a = block[f.name]
-        except (KeyError, TypeError, IndexError):
-            raise StepSpecError(
-                f"{where()}: the block has no field {f.name!r} (got {type(block).__name__}); with block_steps=True "
-                "yield a dict of (n, *shape) arrays, one per declared field"
-            ) from None
-        if type(a) is not np.ndarray:
-            a = np.asarray(a)
+        a = _array(block, f.name, where, "block",
+                   "with block_steps=True yield a dict of (n, *shape) arrays, one per declared field")  # fmt: skip
         if a.ndim != len(f.shape) + 1 or a.shape[1:] != f.shape or a.dtype != f.np_dtype or len(a) < 1:
             raise StepSpecError(
                 f"{where()}: field {f.name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
@@ -87,3 +72,12 @@ def _block_slowly(block: Any, fields: Sequence[Field], where: Callable[[], str])
                                 f"{len(a)}, another has {len(out[0])}")  # fmt: skip
         out.append(a)
     return out
+
+
+def _array(got: Any, name: str, where: Callable[[], str], what: str, fix: str) -> np.ndarray:
+    """Field ``name`` of a step or block (``what``) as an array (scalars and lists converted), or raise naming it."""
+    try:
+        a = got[name]
+    except (KeyError, TypeError, IndexError):
+        raise StepSpecError(f"{where()}: the {what} has no field {name!r} (got {type(got).__name__}); {fix}") from None
+    return a if type(a) is np.ndarray else np.asarray(a)

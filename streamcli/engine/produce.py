@@ -126,15 +126,13 @@ def work(p: Producer, limit: int) -> bool:
     todo = sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b)
     if p.shared and len(p.rows) > 1:
         todo = _give_one(p, todo, k_run)
-    if p.shared:  # costs are measured only where other producers weigh them
-        for row in todo:
-            t0, steps = time.perf_counter(), p.steps
-            write.run(p, row, k_run)
+    for row in todo:
+        t0, steps = time.perf_counter(), p.steps
+        write.run(p, row, k_run)
+        if p.shared:
             _measure(p, row, t0, steps)
+    if p.shared:
         _publish_load(p)
-    else:
-        for row in todo:
-            write.run(p, row, k_run)
     flush(p.out, write.slot_views(p, k_run), p.ring.control, k_run, p.steps_t)
     return True
 

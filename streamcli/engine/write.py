@@ -240,11 +240,9 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
 
 def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
-    tally = row.tally
-    tally[LIVE] = row.it is not None and not row.replay
-    out = p.out
-    record(out, row.b, row.cursor(), tally)
-    out.written.append(row.b)
+    row.tally[LIVE] = row.it is not None and not row.replay
+    record(p.out, row.b, row.cursor(), row.tally)
+    p.out.written.append(row.b)
     row.tally = [0, 0, 0, 0]
 
 
