@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import statistics
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,13 +47,26 @@ TARGETS = (  # issue 8, part 3 (A8, A8b) and part 1 (B); A is the earlier worklo
 )
 
 
-def peer_rate(res: Results, variant: str, peers_from: str | None, w: int, peer: str) -> float | None:
-    """``peer``'s median batches/s ("best": the fastest peer other than streamcli) for ``variant`` at ``w``."""
+def peer_rate(res: Results, variant: str, peers_from: str | None, w: int, peer: str) -> dict[str, Any] | None:
+    """``peer``'s runs ("best": the fastest peer other than streamcli, by median) for ``variant`` at ``w``."""
     runs = res.get(peers_from or variant, {}).get((w, "free"), {})
-    rates = {p: float(r["rate"]) for p, r in runs.items() if p != "streamcli"}
+    others = {p: r for p, r in runs.items() if p != "streamcli"}
     if peer == "best":
-        return max(rates.values(), default=None)
-    return rates.get(peer)
+        return max(others.values(), key=lambda r: float(r["rate"]), default=None)
+    return others.get(peer)
+
+
+def ratio(mine: dict[str, Any], other: dict[str, Any]) -> tuple[float, str]:
+    """``mine``'s batches/s over ``other``'s: the median of the per-round ratios when both ran in
+    the same rounds (``runner.repeated`` interleaves them), with their range. This host's speed shifts by a third
+    within seconds, so a ratio of two medians taken in different rounds can land on either side of a goal; a
+    round's pair shares the host's phase far more often."""
+    a, b = mine.get("rates", []), other.get("rates", [])
+    if a and len(a) == len(b) and all(b):
+        rounds = sorted(x / y for x, y in zip(a, b, strict=True))
+        spread = f"rounds {rounds[0]:.2f}-{rounds[-1]:.2f}" if len(rounds) > 1 else "1 round"
+        return statistics.median(rounds), spread
+    return float(mine["rate"]) / float(other["rate"]), "no paired rounds"
 
 
 def evaluate(t: Target, res: Results, peers_from: dict[str, str | None]) -> str | None:
@@ -65,13 +79,15 @@ def evaluate(t: Target, res: Results, peers_from: dict[str, str | None]) -> str 
         return None
     if t.metric == "vs_peer":
         other = peer_rate(res, t.variant, peers_from.get(t.variant), t.workers, t.peer)
-        if not other:
+        if not other or not other["rate"]:
             return None
-        value, detail = mine["rate"] / other, f"{mine['rate']:.0f} vs {other:.0f} batches/s"
+        value, spread = ratio(mine, other)
+        detail = f"{mine['rate']:.0f} vs {other['rate']:.0f} batches/s, medians; {spread}"
     elif t.metric == "scaling":
         one = runs.get((1, "free"), {}).get("streamcli")
         if one is None:
             return None
+        # Two configurations, measured one after the other: their rounds are not pairs.
         value, detail = mine["rate"] / (2 * one["rate"]), f"{mine['rate']:.0f} vs 2 x {one['rate']:.0f} batches/s"
     elif t.metric in ("wait_p50_ms", "first_s"):
         value, detail = (
@@ -98,7 +114,8 @@ def variant_table(
     res: Results, variant: str, peers: list[str], workers: tuple[int, ...], consumers: tuple[str, ...],
     peers_from: str | None, seqtools_k: int,
 ) -> str:  # fmt: skip
-    """One row per (workers, loader): rates, ratio to the best peer, first batch, waits, load."""
+    """One row per (workers, loader): rates, ratio to the best peer (the median of the rounds' ratios), first
+    batch, waits, load."""
     rows = []
     runs = res[variant]
     for w in workers:
@@ -111,7 +128,7 @@ def variant_table(
                 name_of(p, seqtools_k) + (" (blocks)" if peers_from and p == "streamcli" else ""),
                 str(w),
                 f"{r['rate']:.0f}" + (" (short)" if r["short"] else ""),
-                f"{r['rate'] / best:.2f}x" if best else "-",
+                f"{ratio(r, best)[0]:.2f}x" if best and best["rate"] else "-",
                 f"{r['first_s']:.2f}",
                 f"{r['wait_p50_ms']:.3f}",
             ]

@@ -117,3 +117,20 @@ def test_wakeup_counter_reads_the_main_process_and_its_workers() -> None:
     assert got["batches_s"] > 0 and got["main_cpu_us"] > 0
     assert got["main_sleeps"] >= 0 and got["worker_preemptions"] >= 0
     assert bench_wakeups.switches(os.getpid())  # at least this thread
+
+
+def test_target_ratio_is_the_median_of_paired_rounds_not_of_two_medians() -> None:
+    """A run whose host sped up between the peers' runs: the medians' ratio says met, the rounds do not."""
+    from benchmarks import report
+
+    mine = {"rate": 1544.0, "rates": [1110.0, 1643.0, 1544.0, 1000.0, 1050.0]}
+    seqtools = {"rate": 1450.0, "rates": [1801.0, 1268.0, 1407.0, 1500.0, 1450.0]}
+    value, spread = report.ratio(mine, seqtools)
+    assert value == pytest.approx(1050 / 1450)
+    assert spread == "rounds 0.62-1.30"
+    target = next(t for t in report.TARGETS if t.variant == "A8" and t.workers == 0)
+    res: report.Results = {"A8": {(0, "free"): {"streamcli": mine, "seqtools": seqtools}}}
+    verdict = report.evaluate(target, res, {"A8": None})
+    assert verdict is not None and "**not met** (0.724;" in verdict and "rounds 0.62-1.30" in verdict
+    # Runs that are not pairs (a different number of rounds) fall back to the medians.
+    assert report.ratio({"rate": 2.0, "rates": [2.0]}, seqtools) == (pytest.approx(2.0 / 1450), "no paired rounds")
