@@ -1,6 +1,7 @@
 """Benchmark: the in-process loader (num_workers=0) against a plain loop writing the same source into one array.
 
-    python benchmarks/bench_inprocess.py                  # ~20 s; medians of 3
+    python benchmarks/bench_inprocess.py                  # ~6 s; 7 rounds, ratios: the median of the rounds'
+    python benchmarks/bench_inprocess.py --rounds 3       # quicker
     python benchmarks/bench_inprocess.py --time-steps 64  # the same at T=64 (fewer, longer batches)
 
 The source reads its frames 8 at a time and yields one step at a time (``workloads.ChunkedFrames``), or the
@@ -9,7 +10,8 @@ user writes without a loader: B iterators, one preallocated ``(T, B, 3, 64, 64)`
 next item when a stream ends (no flags, no determinism rule); over the block source it copies a block (or the
 part that fits) with one slice assignment. Each loader row is compared with the plain loop over the same
 source. Issue 8 asks the loader to be no slower than it. One more row runs the plain loop into 6 rotating
-shared-memory slots, as the loader writes: what the destination alone costs.
+shared-memory slots, as workers write (in-process the loader reuses the slot freed last, still in the caches):
+what that destination alone costs.
 """
 
 from __future__ import annotations
@@ -112,22 +114,35 @@ def main() -> None:
     global T, N
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-steps", "-t", type=int, default=T, help="T of every row (default 8)")
-    T = ap.parse_args().time_steps
+    ap.add_argument("--rounds", type=int, default=7, help="rounds, each running every row once (default 7)")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: must be at least 1")
+    T = args.time_steps
     N = 300 if T <= 8 else max(10, 2400 // T)  # the epoch has about 70k steps: stay inside it
     steps, blocks = ChunkedFrames(64, 200, 2000), BlockFrames(64, 200, 2000)
-    rows: dict[str, Callable[[SyntheticFrames], float]] = {
-        "plain loop (steps)": plain,
-        "StreamLoader, 0 workers (steps)": loader,
-        "plain loop (steps) into 6 rotating shared-memory slots": functools.partial(plain, slots=6),
+    rows: dict[str, Callable[[], float]] = {
+        "plain loop (steps)": functools.partial(plain, steps),
+        "StreamLoader, 0 workers (steps)": functools.partial(loader, steps),
+        "plain loop (steps) into 6 rotating shared-memory slots": functools.partial(plain, steps, slots=6),
+        "plain loop (blocks of 8)": functools.partial(plain_blocks, blocks),
+        "StreamLoader, 0 workers (blocks of 8)": functools.partial(loader, blocks),
     }
-    got = {name: statistics.median(fn(steps) for _ in range(3)) for name, fn in rows.items()}
-    got["plain loop (blocks of 8)"] = statistics.median(plain_blocks(blocks) for _ in range(3))
-    got["StreamLoader, 0 workers (blocks of 8)"] = statistics.median(loader(blocks) for _ in range(3))
-    print(f"B={B}, T={T}, {N} timed batches\n")
-    print("| run | batches/s | steps/s | vs the plain loop over the same source |\n|---|---:|---:|---:|")
-    for name, rate in got.items():
+    # Rows interleaved round by round, the order reversed every other round: this host's speed swings by a third
+    # or more within seconds, so each ratio is the median of the rounds' ratios, each round's rows side by side.
+    got: dict[str, list[float]] = {name: [] for name in rows}
+    for r in range(args.rounds):
+        for name in list(rows)[:: -1 if r % 2 else 1]:
+            got[name].append(rows[name]())
+    print(f"B={B}, T={T}, {N} timed batches, {args.rounds} rounds\n")
+    print("| run | batches/s (median) | steps/s | vs the plain loop over the same source: rounds' median (range) |")
+    print("|---|---:|---:|---|")
+    for name, rates in got.items():
         base = got["plain loop (blocks of 8)" if "blocks" in name else "plain loop (steps)"]
-        print(f"| {name} | {rate:.0f} | {rate * B * T:,.0f} | {rate / base:.2f}x |")
+        ratios = sorted(x / y for x, y in zip(rates, base, strict=True))
+        rate = statistics.median(rates)
+        spread = f" ({ratios[0]:.2f}-{ratios[-1]:.2f})" if len(ratios) > 1 else ""
+        print(f"| {name} | {rate:.0f} | {rate * B * T:,.0f} | {statistics.median(ratios):.2f}x{spread} |")
 
 
 if __name__ == "__main__":
