@@ -188,8 +188,15 @@ def main() -> None:
     ap.add_argument("--disturb", metavar="W,US", type=_wakes,
                     help="run a third process alongside that wakes W times per batch for US microseconds of CPU, "
                          "as a loader's main process does (e.g. 2,120)")  # fmt: skip
+    ap.add_argument("--folder", help="video: a folder of videos to decode (default: the project's real clips)")
     args = ap.parse_args()
+    if args.folder is not None and args.variant != "video":
+        ap.error(f"--folder {args.folder}: only the video variant decodes files; add --variant video")
     if args.variant == "video":
+        if args.folder is not None:
+            from benchmarks.bench_video import use_folder
+
+            use_folder(args.folder)
         return video_main(args)
     variant = VARIANTS[args.variant]
     src, n = variant.source(), args.batches or variant.batches

@@ -3,8 +3,9 @@
     python benchmarks/bench_video.py               # full run, a few minutes; prints a Markdown table
     python benchmarks/bench_video.py --repeats 1   # smoke run
     python benchmarks/bench_video.py --no-bare --no-camera   # only the worker-scaling rows
+    python benchmarks/bench_video.py --folder ~/clips         # on your own videos
 
-Every row decodes the same files (the usable clips under ../shared/data/video, or $STREAMCLI_DATA/video)
+Every row decodes the same files (the usable clips under ../shared/data/video, $STREAMCLI_DATA/video or --folder)
 and does the same per-frame work: resize to 128x128 with INTER_LINEAR, BGR->RGB, HWC->CHW. Each row is
 the median of ``--repeats`` timed passes after one untimed warm-up pass (page cache, worker start-up).
 Frames/s counts real (valid) frames only. Ratios are against the bare loop with OpenCV's default threads
@@ -58,11 +59,30 @@ SEGMENT = 128
 BARE, CAM = "bare cv2 loop, OpenCV default threads", "CameraSource.open, in-process"
 
 
+_folder: Path | None = None  # ``--folder`` (``use_folder``)
+
+
 def data_dir() -> Path:
+    """The clips' folder: ``--folder``, else $STREAMCLI_DATA/video, else ../shared/data/video beside the repo."""
+    if _folder is not None:
+        return _folder
     root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
     if not (root / "video").is_dir():
         sys.exit(f"real clips not found at {root / 'video'}; check out shared/ beside the repo or set STREAMCLI_DATA")
     return root / "video"
+
+
+def use_folder(folder: str) -> None:
+    """Run every row on the videos of ``folder`` (``--folder``): your own clips, not the project's. Exits with a
+    one-line error if it holds none that OpenCV can open."""
+    global _folder
+    _folder = Path(folder).expanduser()
+    try:
+        paths = clip_paths()
+    except ValueError as exc:
+        sys.exit(f"--folder {folder}: {exc}")
+    if not paths:
+        sys.exit(f"--folder {folder}: none of its videos can be decoded by OpenCV; pass a folder of video files")
 
 
 def bare(paths: list[str], single_thread: bool, limit: int | None = None) -> int:
@@ -180,7 +200,10 @@ def main() -> None:
     ap.add_argument("--prefetch", type=int, default=None, help="prefetch= of the scaling runs (default: the loader's)")
     ap.add_argument("--no-host", action="store_true",
                     help="skip the host's figure after each scaling round (2 plain decoders against 1)")  # fmt: skip
+    ap.add_argument("--folder", help="a folder of videos to run on (default: the project's real clips)")
     args = ap.parse_args()
+    if args.folder is not None:
+        use_folder(args.folder)
     default_threads = cv2.getNumThreads()
 
     with warnings.catch_warnings():

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("psutil")
+
+from conftest import data_root
 
 from benchmarks import runner
 from benchmarks.workloads import (
@@ -134,3 +137,20 @@ def test_target_ratio_is_the_median_of_paired_rounds_not_of_two_medians() -> Non
     assert verdict is not None and "**not met** (0.724;" in verdict and "rounds 0.62-1.30" in verdict
     # Runs that are not pairs (a different number of rounds) fall back to the medians.
     assert report.ratio({"rate": 2.0, "rates": [2.0]}, seqtools) == (pytest.approx(2.0 / 1450), "no paired rounds")
+
+
+def test_video_bench_runs_on_a_users_folder_and_rejects_a_bad_one(tmp_path: Path) -> None:
+    """``bench_video.py --folder``: independent measurements run on clips the project has not seen."""
+    from benchmarks import bench_video
+
+    try:
+        with pytest.raises(SystemExit, match=r"^--folder .*nope: .* is neither a folder nor a file of videos"):
+            bench_video.use_folder(str(tmp_path / "nope"))
+        with pytest.raises(SystemExit, match=r"^--folder .*: no file with a video extension"):
+            bench_video.use_folder(str(tmp_path))
+        clip = data_root("video") / "realshort.mp4"
+        (tmp_path / clip.name).symlink_to(clip)
+        bench_video.use_folder(str(tmp_path))
+        assert bench_video.clip_paths() == [str(tmp_path / clip.name)]
+    finally:
+        bench_video._folder = None
