@@ -102,11 +102,13 @@ def bare(paths: list[str], single_thread: bool, limit: int | None = None) -> int
     return n
 
 
-def clip_paths() -> list[str]:
-    """The usable clips, as ``VideoSource`` finds them (the two non-videos are skipped, as the tests check)."""
+def clip_paths(src: VideoSource | None = None) -> list[str]:
+    """The usable clips of ``src`` (default: a scan of ``data_dir()``), as ``VideoSource`` finds them (the two
+    non-videos are skipped, as the tests check)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [item[0] for item in VideoSource(data_dir(), size=SIZE, scan=True).items()]
+        src = src if src is not None else VideoSource(data_dir(), size=SIZE, scan=True)
+        return [item[0] for item in src.items()]
 
 
 def direct(src: VideoSource | CameraSource) -> int:
@@ -209,8 +211,7 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the two non-videos are skipped, as the tests check
         src = VideoSource(data_dir(), size=SIZE, scan=True)
-        src.items()
-    paths = clip_paths()
+    paths = clip_paths(src)
     rows: list[tuple[str, float, int, str]] = []
 
     def add(name: str, fn: Callable[[], int], ref: str = BARE) -> None:

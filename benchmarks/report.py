@@ -47,7 +47,7 @@ TARGETS = (  # issue 8, part 3 (A8, A8b) and part 1 (B); A is the earlier worklo
 )
 
 
-def peer_rate(res: Results, variant: str, peers_from: str | None, w: int, peer: str) -> dict[str, Any] | None:
+def peer_runs(res: Results, variant: str, peers_from: str | None, w: int, peer: str) -> dict[str, Any] | None:
     """``peer``'s runs ("best": the fastest peer other than streamcli, by median) for ``variant`` at ``w``."""
     runs = res.get(peers_from or variant, {}).get((w, "free"), {})
     others = {p: r for p, r in runs.items() if p != "streamcli"}
@@ -78,7 +78,7 @@ def evaluate(t: Target, res: Results, peers_from: dict[str, str | None]) -> str 
     if mine is None:
         return None
     if t.metric == "vs_peer":
-        other = peer_rate(res, t.variant, peers_from.get(t.variant), t.workers, t.peer)
+        other = peer_runs(res, t.variant, peers_from.get(t.variant), t.workers, t.peer)
         if not other or not other["rate"]:
             return None
         value, spread = ratio(mine, other)
@@ -119,7 +119,7 @@ def variant_table(
     rows = []
     runs = res[variant]
     for w in workers:
-        best = peer_rate(res, variant, peers_from, w, "best")
+        best = peer_runs(res, variant, peers_from, w, "best")
         for p in peers:
             r = runs.get((w, "free"), {}).get(p)
             if r is None:
