@@ -35,10 +35,13 @@ lint: $(STAMP)
 test: lint
 	$(VENV)/bin/pytest -q
 
-# Full run takes a few minutes; `make bench BENCH_ARGS=--quick` is a ~30 s smoke run, `--write` updates RESULTS.md.
+# Full run takes a few minutes; `make bench BENCH_ARGS=--quick REPLAY_ARGS="--repeats 1"` is a ~1 min smoke run,
+# `BENCH_ARGS=--write` updates RESULTS.md. The video target has its own script: benchmarks/bench_video.py.
+REPLAY_ARGS ?=
 bench: $(STAMP)
 	$(PIP) -e ".[bench]"
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_replay.py $(REPLAY_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
 """Benchmark: replaying exported shards, next to a plain ``np.load`` of the same files.
 
     python benchmarks/bench_replay.py               # full run, about 30 s; prints a Markdown table
-    python benchmarks/bench_replay.py --repeats 1   # smoke run
+    python benchmarks/bench_replay.py --repeats 1   # smoke run (``make bench`` runs it after bench_loader.py)
 
 Camera batches (``size=96x96``, B=8, T=16, in-process) are exported once into a temporary folder at two
 shard sizes (and once compressed). Every row then reads every byte of every batch and copies it into one
@@ -172,6 +172,23 @@ def main(argv: list[str] | None = None) -> None:
         f"torch {torch.__version__}"
     )
     print(table(results))
+    print(f"\n- {verdict(results)}")
+
+
+GOAL = 0.8  # issue 8, part 4: ShardReader and the shards source read at >= 0.8x a plain np.load of the shards
+
+
+def verdict(results: Iterable[tuple[str, int, list[tuple[str, float, float, int]]]]) -> str:
+    """The replay target's verdict line: the lowest ratio to ``np.load`` of the readers it covers (the checksum
+    row is ``verify``'s job, reported beside them but not held to the goal)."""
+    worst = min(
+        (rate / rows[0][1], f"{label}, {name}")
+        for label, _, rows in results
+        for name, rate, _, _ in rows[1:]
+        if "check=True" not in name
+    )
+    met = "met" if worst[0] >= GOAL else "not met"
+    return f"replay >= {GOAL}x np.load (ShardReader, shards source): **{met}** (lowest {worst[0]:.2f}x: {worst[1]})"
 
 
 if __name__ == "__main__":

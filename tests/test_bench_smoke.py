@@ -154,3 +154,14 @@ def test_video_bench_runs_on_a_users_folder_and_rejects_a_bad_one(tmp_path: Path
         assert bench_video.clip_paths() == [str(tmp_path / clip.name)]
     finally:
         bench_video._folder = None
+
+
+def test_replay_verdict_holds_the_readers_to_the_goal_but_not_the_checksum_row() -> None:
+    from benchmarks import bench_replay
+
+    rows = [("np.load", 100.0, 0.0, 1), ("ShardReader", 300.0, 0.0, 1), ("ShardReader(check=True)", 50.0, 0.0, 1),
+            ("shards source, StreamLoader(num_workers=0)", 85.0, 0.0, 1)]  # fmt: skip
+    got = bench_replay.verdict([("4 MB", 32, rows)])
+    assert "**met** (lowest 0.85x: 4 MB, shards source" in got
+    slow = [("32 MB", 4, [rows[0], ("ShardReader", 70.0, 0.0, 1)])]
+    assert "**not met** (lowest 0.70x: 32 MB, ShardReader)" in bench_replay.verdict([("4 MB", 32, rows), *slow])
