@@ -70,11 +70,11 @@ def test_shards_source_rebuilds_every_stream(tmp_path: Path, boundary: str, layo
     assert len(shards.items()) == len(TEXTS)
     for sid in shards.items():
         want = list(iter_steps(text, text.items()[sid]))
-        got = list(shards.open(sid))
+        got = list(iter_steps(shards, sid))
         assert shards.length(sid) == len(want) == len(got)
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(g["text"], w["text"]) and int(g["nbytes"]) == int(w["nbytes"])
-        assert [np.asarray(s["text"]).tobytes() for s in shards.open(sid, start=2)] == [
+        assert [np.asarray(s["text"]).tobytes() for s in iter_steps(shards, sid, start=2)] == [
             np.asarray(s["text"]).tobytes() for s in want[2:]
         ]
     assert shards.item_name(0) == text.item_name(text.items()[0])
@@ -86,3 +86,36 @@ def test_shards_source_feeds_a_loader(tmp_path: Path) -> None:
     with StreamLoader(shards, 2, 3, shuffle=False) as loader:
         steps = sum(int(b.valid.sum()) for b in loader)
     assert steps == sum(shards.length(i) for i in shards.items())
+
+
+class _ShardSteps:
+    """The shards source read one step at a time (``iter_steps``): the reference for its blocks."""
+
+    block_steps = False
+
+    def __init__(self, src: object) -> None:
+        self.src = src
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.src, name)
+
+    def open(self, item: int, start: int = 0):  # type: ignore[no-untyped-def]
+        return iter_steps(self.src, item, start)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("layout", "boundary"), [("TB", "pack"), ("BT", "pad")])
+def test_shards_source_blocks_are_the_exported_rows_and_batch_like_its_steps(
+    tmp_path: Path, layout: str, boundary: str
+) -> None:
+    _export(tmp_path, layout=layout, boundary=boundary)
+    shards = load_source("shards", str(tmp_path))
+    for sid in shards.items():
+        for start in {0, min(3, shards.length(sid) - 1)}:
+            blocks = [b["text"] for b in shards.open(sid, start)]
+            assert all(1 <= len(b) <= 5 for b in blocks)  # at most one exported row (T=5) per block
+            assert sum(map(len, blocks)) == shards.length(sid) - start
+    with StreamLoader(shards, 2, 4, seed=3, num_workers=1) as a, StreamLoader(_ShardSteps(shards), 2, 4, seed=3) as b:
+        pairs = list(zip(a, b, strict=True))
+    assert pairs
+    for x, y in pairs:
+        assert torch.equal(x["text"], y["text"]) and torch.equal(x.valid, y.valid) and torch.equal(x.stream, y.stream)

@@ -9,6 +9,7 @@ batches themselves, use ``streamcli.ShardReader``.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -34,7 +35,12 @@ class ShardSource(BaseSource):
 
     Uncompressed shards are memory-mapped and steps are views of the map; compressed shards are
     decompressed once each and kept while they fit in 512 MB (rows read different shards in turn).
+    ``open`` yields blocks (``block_steps``): a stream's steps along one row of one exported batch are one view.
     """
+
+    # An exported batch holds up to T consecutive steps of a stream in one row: one view and one copy per run of
+    # them, not a dict per step.
+    block_steps = True
 
     def __init__(self, arg: str | os.PathLike[str] | None = None, *, check: bool = False) -> None:
         if arg is None:
@@ -90,15 +96,23 @@ class ShardSource(BaseSource):
         return arrays
 
     def open(self, item: int, start: int = 0) -> Iterator[Step]:
+        """Blocks of stream ``item`` from step ``start``: each run of its steps along one row of one exported
+        batch, as views of the shard (the loader copies them into its batch; a view keeps its map alive)."""
         layout_tb = self._manifest["layout"] == "TB"
         names = [(f.name, key) for f, key in zip(self._fields, self._data, strict=True)]
-        for shard, k, t, b in self._where[item][start:].tolist():
-            arrays = self._shard(shard)
-            # views, not copies: the loader copies each step into its batch, and a view keeps its map alive
+        where = self._where[item][start:]  # (shard, k, t, b) per step
+        if not len(where):
+            return
+        # A run goes on while the shard, the batch and the row stay and t steps by one.
+        moved = (np.diff(where[:, [0, 1, 3]], axis=0) != 0).any(axis=1) | (np.diff(where[:, 2]) != 1)
+        bounds = [0, *(np.flatnonzero(moved) + 1).tolist(), len(where)]
+        for i0, i1 in itertools.pairwise(bounds):
+            shard, k, t, b = where[i0].tolist()
+            arrays, t1 = self._shard(shard), t + i1 - i0
             if layout_tb:
-                yield {name: arrays[key][k, t, b] for name, key in names}
+                yield {name: arrays[key][k, t:t1, b] for name, key in names}
             else:
-                yield {name: arrays[key][k, b, t] for name, key in names}
+                yield {name: arrays[key][k, b, t:t1] for name, key in names}
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
