@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -c constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench install clean
+.PHONY: demo test quick wheel-check lint typecheck bench install clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,14 @@ lint: $(STAMP)
 
 test: lint
 	$(VENV)/bin/pytest -q
+
+# The inner loop: the tests that start no worker process and decode no real file (under a minute).
+quick: $(STAMP)
+	$(VENV)/bin/pytest -q -m "not slow"
+
+# Build the wheel, install it non-editable in a fresh venv and use it from outside the tree (CI runs this).
+wheel-check: $(STAMP)
+	PYTHON=$(PY) bash .ci/wheel_smoke.sh
 
 # Full run takes a few minutes; `make bench BENCH_ARGS=--quick REPLAY_ARGS="--repeats 1"` is a ~1 min smoke run,
 # `BENCH_ARGS=--write` updates RESULTS.md. The video target has its own script: benchmarks/bench_video.py.

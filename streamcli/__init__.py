@@ -25,7 +25,7 @@ from streamcli.shards import ShardReader, ShardWriter
 from streamcli.source import BaseSource, Field, StreamSource
 from streamcli.stats import LoaderStats
 
-__version__ = "0.1.0"
+from streamcli._version import __version__
 
 __all__ = [
     "BaseSource",

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install the wheel as a user would (non-editable, fresh venv, bare extras) and use it from outside the tree.
+# Catches a module, data file or entry point missing from the wheel before a user does.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+python="${PYTHON:-python3}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+"$python" -m pip wheel --no-deps -q -w "$work/dist" "$repo" 2>&1 | grep -v "^$" || true
+wheel="$(ls "$work"/dist/streamcli-*.whl)"
+"$python" -m venv "$work/venv"
+pip=("$work/venv/bin/python" -m pip install -q -c "$repo/constraints.txt")
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither" >&2); }  # this machine's pip config names empty indexes
+quiet "${pip[@]}" torch==2.13.0
+quiet "${pip[@]}" "$wheel"
+
+cd "$work"  # nothing of the checkout is importable from here
+"$work/venv/bin/python" - <<'PY'
+import importlib, pkgutil, sys
+import streamcli, streamcli_sources
+assert "site-packages" in streamcli.__file__, streamcli.__file__
+names = []
+for pkg in (streamcli, streamcli_sources):
+    names.append(pkg.__name__)
+    # __main__ runs the CLI when imported: it is checked by running the command below
+    names += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".") if not m.name.endswith("__main__")]
+for name in names:
+    importlib.import_module(name)
+from importlib.resources import files
+assert files("streamcli").joinpath("py.typed").is_file() and files("streamcli_sources").joinpath("texture.png").is_file()
+print(f"imported {len(names)} modules from {streamcli.__file__.rsplit('/streamcli/', 1)[0]}")
+PY
+cli="$work/venv/bin/streamcli"
+"$cli" --version
+"$cli" plugins
+"$cli" export camera "$work/out" -b 2 -t 8 --batches 3 -w 0
+"$cli" verify "$work/out"
+echo "wheel smoke: ok"

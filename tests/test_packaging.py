@@ -1,0 +1,52 @@
+"""The wheel a user installs holds the whole library: every module, the data files, the licence, one version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import streamcli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (path,) = out.glob("streamcli-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def _tree(package_dir: Path, name: str) -> set[str]:
+    return {f"{name}/{p.relative_to(package_dir).as_posix()}" for p in package_dir.rglob("*.py")}
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_every_module_of_the_library_and_the_built_in_sources(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    sources = ROOT / "plugins" / "streamcli_sources"
+    expected = _tree(ROOT / "streamcli", "streamcli") | _tree(sources, "streamcli_sources")
+    assert expected - names == set()
+    assert {"streamcli/py.typed", "streamcli_sources/py.typed", "streamcli_sources/texture.png"} <= names
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_licence_the_entry_points_and_the_one_version(wheel: zipfile.ZipFile) -> None:
+    info = f"streamcli-{streamcli.__version__}.dist-info"
+    names = set(wheel.namelist())
+    assert f"{info}/licenses/LICENSE" in names
+    metadata = wheel.read(f"{info}/METADATA").decode()
+    assert f"Version: {streamcli.__version__}" in metadata
+    entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    for plugin in ("text", "video", "camera", "audio", "shards"):
+        assert f"{plugin} = streamcli_sources." in entry_points
+    assert "streamcli = streamcli.cli:main" in entry_points
