@@ -7,7 +7,13 @@ python="${PYTHON:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-"$python" -m pip wheel --no-deps -q -w "$work/dist" "$repo" 2>&1 | grep -v "^$" || true
+# Build from a copy of the sources: setuptools reuses a checkout's build/ folder, which can hide a missing module.
+mkdir -p "$work/src/plugins"
+cp "$repo"/{pyproject.toml,README.md,LICENSE} "$work/src/"
+cp -r "$repo/streamcli" "$work/src/"
+cp -r "$repo/plugins/streamcli_sources" "$work/src/plugins/"
+find "$work/src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+"$python" -m pip wheel --no-deps -q -w "$work/dist" "$work/src"
 wheel="$(ls "$work"/dist/streamcli-*.whl)"
 "$python" -m venv "$work/venv"
 pip=("$work/venv/bin/python" -m pip install -q -c "$repo/constraints.txt")
