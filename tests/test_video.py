@@ -504,3 +504,47 @@ def test_a_failing_progress_callback_stops_the_scan(tmp_path: Path) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         VideoSource(tmp_path, scan=True, cache_dir=str(tmp_path / ".cache")).scan(progress=interrupt)
+
+
+_UNREADABLE_RUN = """
+import sys, warnings
+from streamcli_sources.video import VideoSource
+
+folder, scan, cache = sys.argv[1], sys.argv[2] == "scan", sys.argv[3]
+with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    items = VideoSource(folder, size=(8, 8), scan=scan, cache_dir=cache).items()
+print([i[0].rsplit("/", 1)[-1] for i in items])
+print(*(str(w.message).rsplit("/", 1)[-1] for w in record), sep="\\n")
+try:
+    VideoSource(folder + "/locked.avi").items()
+except ValueError as exc:
+    print(str(exc).rsplit("/", 1)[-1])
+"""
+
+
+@pytest.mark.parametrize("scan", ["", "scan"])
+def test_an_unreadable_video_is_called_unreadable_not_not_a_video(tmp_path: Path, scan: str) -> None:
+    import subprocess
+    import sys
+
+    shutil.copy(LOCAL / "dummy_video.avi", tmp_path / "open.avi")
+    shutil.copy(LOCAL / "dummy_video.avi", tmp_path / "locked.avi")
+    (tmp_path / "locked.avi").chmod(0)
+    # A real "permission denied": root reads any file, so as root the reader runs without the capabilities
+    # that let it (util-linux's setpriv); as anyone else the file mode is enough.
+    drop = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("runs as root and has no setpriv to drop the capability to read any file")
+    prefix = drop if os.geteuid() == 0 else []
+    args = [*prefix, sys.executable, "-c", _UNREADABLE_RUN, str(tmp_path), scan, str(tmp_path / ".cache")]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "['open.avi']",
+        "locked.avi: cannot read it: permission denied",
+        "locked.avi': cannot read it: permission denied; check its permissions, or give another file",
+    ]
+    (tmp_path / "locked.avi").chmod(0o644)  # fixed: a chmod keeps the mtime, so no cached verdict may stand
+    src = VideoSource(tmp_path, size=(8, 8), scan=bool(scan), cache_dir=str(tmp_path / ".cache"))
+    assert [Path(i[0]).name for i in src.items()] == ["locked.avi", "open.avi"]

@@ -152,7 +152,8 @@ def scan_files(
         for future in as_completed(futures):
             p, s = futures[future], future.result()
             out[p] = s
-            _store(folder, p, s)
+            if s.opened:  # a file that did not open (unreadable, for one) may open once fixed: mtime won't say
+                _store(folder, p, s)
             if progress is not None:
                 progress(len(out), len(paths))
     finally:

@@ -54,9 +54,24 @@ VideoItem = tuple[str, int, int]
 """(path, first step, number of steps or -1 when unknown): one item per file."""
 
 
-def _scan_problem(scan: Scan) -> str:
+def _read_problem(path: str) -> str:
+    """Why ``path`` cannot be read at all ("permission denied", ...), or "" where it can.
+
+    OpenCV says only that it cannot open a file, which reads as "not a video" whatever the cause.
+    """
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as exc:
+        return f"cannot read it: {(exc.strerror or str(exc)).lower()}"
+    return ""
+
+
+def _scan_problem(path: str, scan: Scan) -> str:
     """Why a scanned file with no frame is skipped."""
-    return _NO_OPEN if not scan.opened else _NO_CONVERT if scan.cut else _NO_FRAME
+    if not scan.opened:
+        return _read_problem(path) or _NO_OPEN
+    return _NO_CONVERT if scan.cut else _NO_FRAME
 
 
 def _cut_warning(path: str, frame: int) -> str:
@@ -192,7 +207,7 @@ class VideoSource(BaseSource):
         if self.scan_lengths:
             if not all(p in self._scans for p in files):  # else scan() has just run
                 self.scan()
-            problems = {p: _scan_problem(s) for p, s in self._scans.items() if not s.frames}
+            problems = {p: _scan_problem(p, s) for p, s in self._scans.items() if not s.frames}
             for p, s in self._scans.items():
                 if s.frames and s.cut:
                     warnings.warn(_cut_warning(p, s.frames), stacklevel=3)
@@ -202,8 +217,11 @@ class VideoSource(BaseSource):
             problems = {p: why for p, why in probes.items() if why}
         self.skipped = [(p, problems[p]) for p in files if p in problems]
         if self.root.is_file() and self.skipped:  # the one file the user named: their input, not the data
+            why = self.skipped[0][1]
+            if why.startswith("cannot read"):
+                raise ValueError(f"{str(self.root)!r}: {why}; check its permissions, or give another file")
             raise ValueError(
-                f"{str(self.root)!r} is not a video this OpenCV can decode: {self.skipped[0][1]}; "
+                f"{str(self.root)!r} is not a video this OpenCV can decode: {why}; "
                 "give a video file or a folder of them"
             )
         for path, why in self.skipped:
@@ -230,7 +248,7 @@ class VideoSource(BaseSource):
         cap = open_capture(path, threads=1)
         try:
             if not cap.isOpened():
-                return _NO_OPEN
+                return _read_problem(path) or _NO_OPEN
             if next(grab_frames(cap, self.max_failed_reads), None) is None:
                 return _NO_FRAME
             return "" if retrieve(cap) is not None else _NO_CONVERT
