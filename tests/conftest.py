@@ -1,3 +1,12 @@
+"""Shared fixtures and the test data's whereabouts.
+
+Real files: ``tests/data`` (small, permissive, travels with the repository) and the larger shared set
+(``$STREAMCLI_DATA``, else ``../shared/data`` beside the checkout), whose tests are skipped where it is
+absent; ``STREAMCLI_DATA=/nonexistent`` runs the suite as a clone without it would.
+
+The inner loop: ``.venv/bin/pytest -q -m "not slow"`` (no worker processes, no long decodes; under a minute).
+"""
+
 from __future__ import annotations
 
 import os
