@@ -7,6 +7,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,13 @@ LOCAL_EXPECTED = {
     "realshort.mp4": 36,
 }
 
+LOCAL_SKIPPED = {"odd/realshort_ntsc.dv", "odd/sound_not_video.mp4"}
+
 SMALL = (24, 32)
 
 
-def rel(path: str) -> str:
-    return Path(path).relative_to(VIDEO).as_posix()
+def rel(path: str, root: Path = VIDEO) -> str:
+    return Path(path).relative_to(root).as_posix()
 
 
 def steps(it: Iterator[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -77,30 +80,63 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("video-cache"))
 
 
-@pytest.fixture(scope="module")
-def scanned(cache: str) -> VideoSource:
-    require_shared("video")
-    src = VideoSource(VIDEO, size=SMALL, scan=True, cache_dir=cache)
+@dataclass
+class Clips:
+    """One folder of real clips, scanned, with what it should hold and a full decode of each clip."""
+
+    root: Path
+    expected: dict[str, int]
+    skipped: set[str]
+    src: VideoSource
+    reference: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _scan_clips(root: Path, expected: dict[str, int], skipped: set[str], cache: str) -> Clips:
+    src = VideoSource(root, size=SMALL, scan=True, cache_dir=cache)
     with pytest.warns(UserWarning, match="skipping") as record:
         src.items()
-    assert {rel(str(w.message).split("skipping ")[1].split(":")[0]) for w in record} == SKIPPED
-    return src
+    assert {rel(str(w.message).split("skipping ")[1].split(":")[0], root) for w in record} == skipped
+    reference = {rel(item[0], root): steps(src.open(item)) for item in src.items()}  # from frame 0, small
+    return Clips(root, expected, skipped, src, reference)
 
 
 @pytest.fixture(scope="module")
-def reference(scanned: VideoSource) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """A full decode of every clip from frame 0, at a small size."""
-    return {rel(item[0]): steps(scanned.open(item)) for item in scanned.items()}
+def shared_clips(cache: str) -> Clips:
+    require_shared("video")
+    return _scan_clips(VIDEO, EXPECTED, SKIPPED, cache)
 
 
-@shared
+@pytest.fixture(scope="module")
+def local_clips(cache: str) -> Clips:
+    return _scan_clips(LOCAL, LOCAL_EXPECTED, LOCAL_SKIPPED, cache)
+
+
+@pytest.fixture(scope="module", params=["tests/data", "shared"])
+def clips(request: pytest.FixtureRequest) -> Clips:
+    """Each folder in turn: tests/data always, the shared set where present."""
+    clips: Clips = request.getfixturevalue("local_clips" if request.param == "tests/data" else "shared_clips")
+    return clips
+
+
+@pytest.fixture(scope="module")
+def scanned(shared_clips: Clips) -> VideoSource:
+    return shared_clips.src
+
+
+@pytest.fixture(scope="module")
+def reference(shared_clips: Clips) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    return shared_clips.reference
+
+
 @pytest.mark.slow
-def test_every_file_decodes_its_expected_number_of_frames(scanned: VideoSource, reference: Any) -> None:
-    assert {rel(i[0]): scanned.length(i) for i in scanned.items()} == EXPECTED
-    assert {name: len(frames) for name, (frames, _) in reference.items()} == EXPECTED
-    assert {rel(p) for p, _ in scanned.skipped} == SKIPPED
-    for frames, _ in reference.values():
+def test_every_file_decodes_its_expected_number_of_frames(clips: Clips) -> None:
+    src = clips.src
+    assert {rel(i[0], clips.root): src.length(i) for i in src.items()} == clips.expected
+    assert {name: len(frames) for name, (frames, _) in clips.reference.items()} == clips.expected
+    assert {rel(p, clips.root) for p, _ in src.skipped} == clips.skipped
+    for frames, times in clips.reference.values():
         assert frames.dtype == np.uint8 and frames.shape[1:] == (3, *SMALL)
+        assert times[0] >= 0 and np.all(np.diff(times) > 0)
 
 
 @shared
@@ -127,16 +163,16 @@ def test_time_ms_is_increasing_and_from_the_container(reference: Any) -> None:
     assert t[-1] - t[-2] == pytest.approx(t[-2] - t[-3])
 
 
-@shared
 @pytest.mark.slow
-def test_resume_is_exact_for_every_clip(scanned: VideoSource, reference: Any, cache: str) -> None:
+def test_resume_is_exact_for_every_clip(clips: Clips, cache: str) -> None:
     # The scanned source seeks and verifies; the plain one decodes and discards. Both must match a fresh read.
-    plain = VideoSource(VIDEO, size=SMALL, cache_dir=cache)
+    scanned, reference = clips.src, clips.reference
+    plain = VideoSource(clips.root, size=SMALL, cache_dir=cache)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plain_items = {rel(i[0]): i for i in plain.items()}
+        plain_items = {rel(i[0], clips.root): i for i in plain.items()}
     for item in scanned.items():
-        name = rel(item[0])
+        name = rel(item[0], clips.root)
         frames, times = reference[name]
         n = len(frames)
         for k in sorted({1, n // 3, n - 1, n}):

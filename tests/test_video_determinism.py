@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 from _invariants import collect
-from conftest import data_root, shared_data
+from conftest import data_root, require_shared
 from streamcli_sources import _decode, _scan, video
 from streamcli_sources.video import VideoSource
 
@@ -111,9 +111,7 @@ def _digest(folder: Path, workers: int, cache: str) -> tuple[list[str], str, lis
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("where", ["tests/data", "shared"])
 def test_three_runs_give_identical_batches_in_process_twice_and_with_two_workers(where: str, tmp_path: Path) -> None:
-    folder = LOCAL if where == "tests/data" else shared_data("video")
-    if folder is None:
-        pytest.skip("needs the larger shared test data (set STREAMCLI_DATA or put shared/ beside the repo)")
+    folder = LOCAL if where == "tests/data" else require_shared("video")
     runs = [_digest(folder, w, str(tmp_path / f"cache{i}")) for i, w in enumerate((0, 0, 2))]
     assert runs[0][0], "no clip delivered"
     assert runs[1] == runs[0], "two in-process runs differ"
