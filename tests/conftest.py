@@ -1,3 +1,12 @@
+"""Shared fixtures and the test data's whereabouts.
+
+Real files: ``tests/data`` (small, permissive, travels with the repository) and the larger shared set
+(``$STREAMCLI_DATA``, else ``../shared/data`` beside the checkout), whose tests are skipped where it is
+absent; ``STREAMCLI_DATA=/nonexistent`` runs the suite as a clone without it would.
+
+The inner loop: ``.venv/bin/pytest -q -m "not slow"`` (no worker processes, no long decodes; under a minute).
+"""
+
 from __future__ import annotations
 
 import os
@@ -41,14 +50,47 @@ def no_leaks() -> Iterator[None]:
     assert_no_leaks(before)
 
 
+DATA = Path(__file__).resolve().parent / "data"
+"""Small real files made by others that travel with the repository (tests/data/README.md: sources, licences)."""
+
+
 def data_root(sub: str) -> Path:
-    """A folder of the real test data: ../shared/data beside the checkout, or $STREAMCLI_DATA. Never skipped."""
-    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
-    if not (root / sub).is_dir():
-        pytest.fail(
-            f"real test data not found at {root / sub}: check out shared/ beside the repo or set STREAMCLI_DATA"
-        )
-    return root / sub
+    """A folder of ``tests/data``: always present, so a test that uses it is never skipped."""
+    return DATA / sub
+
+
+def shared_root() -> Path:
+    """Where the larger shared set lives: ``$STREAMCLI_DATA`` if set, else ``../shared/data`` beside the checkout.
+
+    Setting ``STREAMCLI_DATA`` to a missing folder hides the shared set, which is how to check that the suite
+    passes in a clone that has none.
+    """
+    env = os.environ.get("STREAMCLI_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_data(sub: str) -> Path | None:
+    """A folder of the larger shared set, or ``None`` where this checkout has none."""
+    root = shared_root() / sub
+    return root if root.is_dir() else None
+
+
+def _absent(sub: str) -> str:
+    where = shared_root() / sub
+    return f"needs the larger shared test data at {where} (set STREAMCLI_DATA or put shared/ beside the repo)"
+
+
+def needs_shared(sub: str) -> pytest.MarkDecorator:
+    """Mark a test that reads the shared set: skipped, with the reason, where that set is absent."""
+    return pytest.mark.skipif(shared_data(sub) is None, reason=_absent(sub))
+
+
+def require_shared(sub: str) -> Path:
+    """The shared folder ``sub``, or skip the calling test (or fixture) with the reason."""
+    root = shared_data(sub)
+    if root is None:
+        pytest.skip(_absent(sub))
+    return root
 
 
 @pytest.fixture

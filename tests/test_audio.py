@@ -1,4 +1,5 @@
-"""The audio source over the real recordings in ../shared/data/audio (48 kHz and 8 kHz on purpose)."""
+"""The audio source over real recordings: tests/data/audio, and ../shared/data/audio where present (48 kHz and 8 kHz
+on purpose)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import data_root
+from conftest import data_root, needs_shared, shared_data
 from streamcli_sources.audio import AudioSource
 
 from streamcli import load_source
 from streamcli.errors import SourceError
 from streamcli.source import iter_steps
 
-AUDIO = data_root("audio")
+AUDIO = shared_data("audio") or Path("no-shared-data")  # the tests that read it are marked `shared`
+shared = needs_shared("audio")
 # Sample frames per file, from the data chunks (wave's getnframes, checked against each file's size).
 FRAMES_48K = {
     "Front_Center.wav": 68545,
@@ -39,6 +41,7 @@ FRAMES_8K = {
 }
 
 
+@shared
 def test_every_8k_file_streams_in_20ms_frames_with_exact_lengths() -> None:
     src = AudioSource(AUDIO / "speech_8k")
     assert [Path(i).name for i in src.items()] == sorted(FRAMES_8K)
@@ -58,6 +61,7 @@ def test_every_8k_file_streams_in_20ms_frames_with_exact_lengths() -> None:
         assert steps[-1]["pcm"][int(steps[-1]["nsamples"]) :].max(initial=0) == 0
 
 
+@shared
 def test_48k_files_and_resume_is_exact() -> None:
     src = AudioSource(AUDIO, glob="*.wav", mismatch="skip", frame_ms=10)
     with pytest.warns(UserWarning, match="8000 Hz, 1 channel, not 48000 Hz, 1 channel like the first file"):
@@ -73,6 +77,7 @@ def test_48k_files_and_resume_is_exact() -> None:
             np.testing.assert_array_equal(a["pcm"], b["pcm"])
 
 
+@shared
 def test_mixed_rates_are_rejected_with_the_fix_in_the_message() -> None:
     with pytest.raises(ValueError, match=r"speech_8k/activated\.wav: it is 8000 Hz.*not resampled.*mismatch='skip'"):
         AudioSource(AUDIO).items()
@@ -111,6 +116,21 @@ def test_other_widths_stereo_truncation_and_unreadable_files(tmp_path: Path) -> 
         AudioSource(tmp_path, strict=True).items()
 
 
+def test_the_shipped_wavs_stream_the_one_pcm_file_and_skip_the_rest() -> None:
+    # scipy's test files: 8-bit unsigned stereo PCM is read; float, RIFX and WAVE_FORMAT_EXTENSIBLE are not.
+    src = AudioSource(data_root("audio"), frame_ms=20)
+    with pytest.warns(UserWarning, match="skipping") as record:
+        (item,) = src.items()
+    assert len(record) == 3 and len(src.skipped) == 3
+    assert Path(item).name == "test-8000Hz-le-2ch-1byteu.wav" and src.fields()[0].shape == (160, 2)
+    with wave.open(item) as w:
+        raw = np.frombuffer(w.readframes(w.getnframes()), np.uint8).reshape(-1, 2)
+    steps = list(iter_steps(src, item))
+    assert len(steps) == src.length(item) == 5 and sum(int(s["nsamples"]) for s in steps) == 800
+    got = np.concatenate([s["pcm"] for s in steps])
+    np.testing.assert_array_equal(got, (raw.astype(np.int16) - 128) << 8)
+
+
 @pytest.mark.parametrize(
     ("options", "match"),
     [
@@ -121,9 +141,10 @@ def test_other_widths_stereo_truncation_and_unreadable_files(tmp_path: Path) -> 
 )
 def test_bad_options(options: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        AudioSource(AUDIO, **options)  # type: ignore[arg-type]
+        AudioSource(data_root("audio"), **options)  # type: ignore[arg-type]
 
 
+@shared
 def test_listed_and_loaded_through_discovery() -> None:
     src = load_source("audio", str(AUDIO / "speech_8k"))
     assert len(src.items()) == 8 and AudioSource.can_open(str(AUDIO))

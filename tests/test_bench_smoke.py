@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("psutil")
 
-from conftest import data_root
+from conftest import data_root, needs_shared
 
 from benchmarks import runner
 from benchmarks.workloads import (
@@ -92,6 +92,7 @@ def test_host_ceiling_loop_writes_every_frame_into_its_ring() -> None:
 
 
 @pytest.mark.slow
+@needs_shared("video")  # bench_video reads the shared clips (more than 10 of them)
 def test_host_video_round_times_one_and_two_decoders_on_the_real_clips() -> None:
     from benchmarks import bench_host, bench_video
 

@@ -26,7 +26,7 @@ def cases(tmp: Path) -> dict[str, list[str]]:
         "empty folder, inferred": ["preview", str(tmp / "empty")],
         "empty folder, text": ["preview", "text", str(tmp / "empty")],
         "no usable video, named": ["preview", "video", str(odd / "sine.mp4")],
-        "not a video, inferred": ["preview", str(odd / "sine.mp4")],
+        "not a video, inferred": ["preview", str(odd / "sound_not_video.mp4")],
         "0-byte file, inferred": ["preview", str(tmp / "zero.mp4")],
         "0-byte file, named": ["export", "video", str(tmp / "zero.mp4"), str(tmp / "out")],
         "OUT_DIR under a file": ["export", "text", str(data_root("text")), str(tmp / "file" / "out")],

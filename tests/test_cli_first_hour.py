@@ -57,7 +57,7 @@ def test_a_misspelt_plugin_gets_did_you_mean(args: list[str]) -> None:
 
 
 def test_preview_counts_files_skipped_when_the_source_was_built() -> None:
-    odd = data_root("video") / "odd"  # sine.mp4 and finished-1.webm are not videos
+    odd = data_root("video") / "odd"  # sound_not_video.mp4 is a WAV; realshort_ntsc.dv never converts
     args = ["preview", "video", str(odd), "-b", "2", "-t", "2", "-w", "0", "-o", "size=8x8", "--batches", "1"]
     result_ = runner.invoke(app, args, env=WIDE)
     assert result_.exit_code == 0, result_.output

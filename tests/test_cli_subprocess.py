@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import data_root
+from conftest import data_root, require_shared
 
 BIN = Path(sys.executable).parent / "streamcli"
 CAM = ["camera", "-o", "size=32x32", "-o", "steps=32", "-o", "count=6"]
@@ -58,7 +58,7 @@ def test_bad_input_exits_2_subprocess(how: str, tmp_path: Path) -> None:
     args = {
         "empty": ["preview", "video", str(tmp_path / "empty")],
         "zero": ["preview", str(tmp_path / "zero.mp4")],
-        "notvideo": ["preview", str(data_root("video") / "odd" / "sine.mp4")],
+        "notvideo": ["preview", str(data_root("video") / "odd" / "sound_not_video.mp4")],
         "outdir": ["export", "text", str(data_root("text")), str(tmp_path / "file" / "out")],
     }[how]
     r = run(*args, "-w", "0", "--batches", "1")
@@ -69,7 +69,7 @@ def test_bad_input_exits_2_subprocess(how: str, tmp_path: Path) -> None:
 
 
 def test_native_noise_hidden_unless_debug_subprocess() -> None:
-    odd = str(data_root("video") / "odd")
+    odd = str(require_shared("video") / "odd")  # sine.mp4 makes FFmpeg say "moov atom not found"
     args = ["preview", "video", odd, "-o", "size=8x8", "-b", "2", "-t", "2", "-w", "1", "--batches", "2"]
     r = run(*args)
     assert r.returncode == 0, r.stderr
@@ -216,7 +216,7 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
 
 def test_preview_in_tmux_hides_native_noise(tmux: tuple[list[str], Path]) -> None:
     base, tmp = tmux
-    odd = data_root("video") / "odd"  # FFmpeg/OpenCV complain about sine.mp4 and finished-1.webm
+    odd = data_root("video") / "odd"  # FFmpeg complains about every frame of realshort_ntsc.dv
     _start(base, tmp, f"preview video {odd} -o size=16x16 -b 2 -t 2 -w 1 --epochs 0")
     assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
     time.sleep(1.0)
@@ -276,10 +276,10 @@ def test_preview_in_tmux_shows_scan_progress_and_start_up(tmux: tuple[list[str],
 
 
 def test_export_summary_names_the_padding_and_the_fix_subprocess(tmp_path: Path) -> None:
-    books = str(data_root("text"))  # 4 books for 8 rows: most steps are padding
+    books = str(data_root("text"))  # 2 books for 8 rows: most steps are padding
     r = run("export", "text", books, str(tmp_path / "a"), "-b", "8", "-t", "16", "-w", "0")
     assert r.returncode == 0, r.stderr
     assert "of the steps are real data" in r.stderr and "hint:" in r.stderr and "--segment" in r.stderr
-    r = run("export", "text", books, str(tmp_path / "b"), "-b", "8", "-t", "16", "-w", "0", "--segment", "256")
+    r = run("export", "text", books, str(tmp_path / "b"), "-b", "8", "-t", "16", "-w", "0", "--segment", "32")
     assert r.returncode == 0, r.stderr
-    assert "99% of the steps are real data" in r.stderr and "hint:" not in r.stderr
+    assert "97% of the steps are real data" in r.stderr and "hint:" not in r.stderr

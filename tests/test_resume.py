@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource, RaisingSource
-from conftest import data_root
+from conftest import data_root, require_shared
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -100,7 +100,7 @@ def test_resume_with_workers_cuts_an_overlong_stream_at_its_promise(no_leaks: No
 
 @pytest.mark.slow
 def test_resume_audio() -> None:
-    folder = str(data_root("audio"))  # 48 kHz files at the top; 8 kHz ones below are skipped by mismatch=skip
+    folder = str(require_shared("audio"))  # 48 kHz files at the top; 8 kHz ones below are skipped by mismatch=skip
     with pytest.warns(UserWarning):
         load_source("audio", folder, mismatch="skip").items()
 
@@ -119,7 +119,7 @@ def test_resume_audio() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("scan", [False, True])
 def test_resume_video(scan: bool) -> None:
-    folder = str(data_root("video"))  # the .avi clips: FFV1, Indeo 3, MPEG-4 part 2 (121 frames in all)
+    folder = str(data_root("video"))  # the .avi clips: FFV1 and MJPEG (23 frames in all)
     check_resume(lambda: load_source("video", folder, glob="*.avi", size=(16, 16), scan=scan), 2, 8, cuts=[3, 8],
                  workers_before=0, workers_after=1)  # fmt: skip
 

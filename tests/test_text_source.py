@@ -1,4 +1,5 @@
-"""The text source over the real books in ../shared/data/text: bytes in, bytes out, BOM and CRLF handled."""
+"""The text source over real books (tests/data/text, and ../shared/data/text where present): bytes in, bytes out,
+BOM and CRLF handled."""
 
 from __future__ import annotations
 
@@ -6,14 +7,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import data_root
+from conftest import data_root, require_shared
 from streamcli_sources.text import TextSource
 
 from streamcli import load_source
 from streamcli.source import iter_steps
 
-TEXT = data_root("text")
-BOOKS = ["devils_dictionary.txt", "fortunes_literature.txt", "sherlock_holmes_pg1661.txt", "tom_sawyer_excerpt.txt"]
+BOOKS = {
+    "tests/data": ["fortunes_literature.txt", "tom_sawyer_excerpt.txt"],
+    "shared": [
+        "devils_dictionary.txt",
+        "fortunes_literature.txt",
+        "sherlock_holmes_pg1661.txt",
+        "tom_sawyer_excerpt.txt",
+    ],
+}
 BOM = b"\xef\xbb\xbf"
 
 
@@ -21,9 +29,10 @@ def joined(src: TextSource, item: str, start: int = 0) -> bytes:
     return b"".join(s["text"][: int(s["nbytes"])].tobytes() for s in iter_steps(src, item, start))
 
 
-def test_every_book_streams_back_its_exact_bytes() -> None:
-    src = TextSource(TEXT, width=64)
-    assert [Path(i).name for i in src.items()] == BOOKS
+@pytest.mark.parametrize("where", list(BOOKS))
+def test_every_book_streams_back_its_exact_bytes(where: str) -> None:
+    src = TextSource(data_root("text") if where == "tests/data" else require_shared("text"), width=64)
+    assert [Path(i).name for i in src.items()] == BOOKS[where]
     for item in src.items():
         data = Path(item).read_bytes().removeprefix(BOM)
         assert joined(src, item) == data
@@ -31,7 +40,7 @@ def test_every_book_streams_back_its_exact_bytes() -> None:
 
 
 def test_sherlock_bom_and_crlf() -> None:
-    path = str(TEXT / "sherlock_holmes_pg1661.txt")
+    path = str(require_shared("text") / "sherlock_holmes_pg1661.txt")
     raw = Path(path).read_bytes()
     assert raw.startswith(BOM) and b"\r\n" in raw  # the premise, from the data's README
     kept = TextSource(path, width=32)
@@ -44,7 +53,7 @@ def test_sherlock_bom_and_crlf() -> None:
 
 
 def test_resume_is_exact() -> None:
-    path = str(TEXT / "sherlock_holmes_pg1661.txt")
+    path = str(require_shared("text") / "sherlock_holmes_pg1661.txt")
     src = TextSource(path, width=100, newlines="lf")
     full = list(iter_steps(src, path))
     for k in (1, 2000, len(full) - 1, len(full)):
@@ -70,13 +79,13 @@ def test_any_encoding_passes_through_as_bytes(tmp_path: Path) -> None:
 
 
 def test_steps_match_the_declared_fields_and_discovery_finds_it() -> None:
-    src = load_source("text", str(TEXT / "tom_sawyer_excerpt.txt"), width=8)
+    src = load_source("text", str(data_root("text") / "tom_sawyer_excerpt.txt"), width=8)
     (item,) = src.items()
     fields = {f.name: f for f in src.fields()}
     for step in iter_steps(src, item):
         for name, f in fields.items():
             value = np.asarray(step[name])
             assert value.shape == f.shape and value.dtype == f.np_dtype
-    assert TextSource.can_open(str(TEXT))
+    assert TextSource.can_open(str(data_root("text")))
     with pytest.raises(ValueError, match="width=0 must be at least 1"):
-        TextSource(TEXT, width=0)
+        TextSource(data_root("text"), width=0)

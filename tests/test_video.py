@@ -1,4 +1,5 @@
-"""The video source over every real clip in ../shared/data/video: counts, skips, times, resume, segments."""
+"""The video source over real clips: tests/data/video always, every clip of ../shared/data/video where present
+(the tests marked `shared`): counts, skips, times, resume, segments."""
 
 from __future__ import annotations
 
@@ -6,19 +7,22 @@ import os
 import shutil
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 import pytest
-from conftest import data_root
+from conftest import data_root, needs_shared, require_shared, shared_data
 from streamcli_sources import _scan
 from streamcli_sources.video import VideoSource
 
 from streamcli.errors import SourceError
 
-VIDEO = data_root("video")
+LOCAL = data_root("video")
+VIDEO = shared_data("video") or Path("no-shared-data")  # the tests that read it are marked `shared`
+shared = needs_shared("video")
 
 # Frames that really decode (counted by a full decode here, equal to ffprobe -count_frames). The header
 # says otherwise for several: alea.mpg claims 0, blue.mpg -3e15, small_movie.mp4 12.
@@ -46,11 +50,23 @@ SKIPPED = {"odd/finished-1.webm", "odd/sine.mp4"}
 # Container times that are no use (all 0, or a last frame at 0): time_ms is extrapolated there.
 BAD_TIMES = {"odd/alea.mpg", "odd/blue.mpg"}
 
+# The same for tests/data/video (its odd/ has one file that is not a video and one that never converts).
+LOCAL_EXPECTED = {
+    "Shepard_Calais_1906_FrenchGP.ogv": 288,
+    "chessboard_mjpeg.avi": 13,
+    "cityCC0_first1MB.mpg": 37,
+    "dummy_video.avi": 10,
+    "odd/small_movie.mp4": 11,
+    "realshort.mp4": 36,
+}
+
+LOCAL_SKIPPED = {"odd/realshort_ntsc.dv", "odd/sound_not_video.mp4"}
+
 SMALL = (24, 32)
 
 
-def rel(path: str) -> str:
-    return Path(path).relative_to(VIDEO).as_posix()
+def rel(path: str, root: Path = VIDEO) -> str:
+    return Path(path).relative_to(root).as_posix()
 
 
 def steps(it: Iterator[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -64,30 +80,66 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("video-cache"))
 
 
-@pytest.fixture(scope="module")
-def scanned(cache: str) -> VideoSource:
-    src = VideoSource(VIDEO, size=SMALL, scan=True, cache_dir=cache)
+@dataclass
+class Clips:
+    """One folder of real clips, scanned, with what it should hold and a full decode of each clip."""
+
+    root: Path
+    expected: dict[str, int]
+    skipped: set[str]
+    src: VideoSource
+    reference: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _scan_clips(root: Path, expected: dict[str, int], skipped: set[str], cache: str) -> Clips:
+    src = VideoSource(root, size=SMALL, scan=True, cache_dir=cache)
     with pytest.warns(UserWarning, match="skipping") as record:
         src.items()
-    assert {rel(str(w.message).split("skipping ")[1].split(":")[0]) for w in record} == SKIPPED
-    return src
+    assert {rel(str(w.message).split("skipping ")[1].split(":")[0], root) for w in record} == skipped
+    reference = {rel(item[0], root): steps(src.open(item)) for item in src.items()}  # from frame 0, small
+    return Clips(root, expected, skipped, src, reference)
 
 
 @pytest.fixture(scope="module")
-def reference(scanned: VideoSource) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """A full decode of every clip from frame 0, at a small size."""
-    return {rel(item[0]): steps(scanned.open(item)) for item in scanned.items()}
+def shared_clips(cache: str) -> Clips:
+    require_shared("video")
+    return _scan_clips(VIDEO, EXPECTED, SKIPPED, cache)
+
+
+@pytest.fixture(scope="module")
+def local_clips(cache: str) -> Clips:
+    return _scan_clips(LOCAL, LOCAL_EXPECTED, LOCAL_SKIPPED, cache)
+
+
+@pytest.fixture(scope="module", params=["tests/data", "shared"])
+def clips(request: pytest.FixtureRequest) -> Clips:
+    """Each folder in turn: tests/data always, the shared set where present."""
+    clips: Clips = request.getfixturevalue("local_clips" if request.param == "tests/data" else "shared_clips")
+    return clips
+
+
+@pytest.fixture(scope="module")
+def scanned(shared_clips: Clips) -> VideoSource:
+    return shared_clips.src
+
+
+@pytest.fixture(scope="module")
+def reference(shared_clips: Clips) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    return shared_clips.reference
 
 
 @pytest.mark.slow
-def test_every_file_decodes_its_expected_number_of_frames(scanned: VideoSource, reference: Any) -> None:
-    assert {rel(i[0]): scanned.length(i) for i in scanned.items()} == EXPECTED
-    assert {name: len(frames) for name, (frames, _) in reference.items()} == EXPECTED
-    assert {rel(p) for p, _ in scanned.skipped} == SKIPPED
-    for frames, _ in reference.values():
+def test_every_file_decodes_its_expected_number_of_frames(clips: Clips) -> None:
+    src = clips.src
+    assert {rel(i[0], clips.root): src.length(i) for i in src.items()} == clips.expected
+    assert {name: len(frames) for name, (frames, _) in clips.reference.items()} == clips.expected
+    assert {rel(p, clips.root) for p, _ in src.skipped} == clips.skipped
+    for frames, times in clips.reference.values():
         assert frames.dtype == np.uint8 and frames.shape[1:] == (3, *SMALL)
+        assert times[0] >= 0 and np.all(np.diff(times) > 0)
 
 
+@shared
 @pytest.mark.slow
 def test_header_counts_are_wrong_where_the_readme_says() -> None:
     # Guards the premise of the scan: these headers really lie.
@@ -97,6 +149,7 @@ def test_header_counts_are_wrong_where_the_readme_says() -> None:
         cap.release()
 
 
+@shared
 @pytest.mark.slow
 def test_time_ms_is_increasing_and_from_the_container(reference: Any) -> None:
     for name, (_, times) in reference.items():
@@ -111,14 +164,15 @@ def test_time_ms_is_increasing_and_from_the_container(reference: Any) -> None:
 
 
 @pytest.mark.slow
-def test_resume_is_exact_for_every_clip(scanned: VideoSource, reference: Any, cache: str) -> None:
+def test_resume_is_exact_for_every_clip(clips: Clips, cache: str) -> None:
     # The scanned source seeks and verifies; the plain one decodes and discards. Both must match a fresh read.
-    plain = VideoSource(VIDEO, size=SMALL, cache_dir=cache)
+    scanned, reference = clips.src, clips.reference
+    plain = VideoSource(clips.root, size=SMALL, cache_dir=cache)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plain_items = {rel(i[0]): i for i in plain.items()}
+        plain_items = {rel(i[0], clips.root): i for i in plain.items()}
     for item in scanned.items():
-        name = rel(item[0])
+        name = rel(item[0], clips.root)
         frames, times = reference[name]
         n = len(frames)
         for k in sorted({1, n // 3, n - 1, n}):
@@ -138,12 +192,14 @@ def _take(it: Iterator[Any], n: int) -> Iterator[Any]:
         yield step
 
 
+@shared
 @pytest.mark.slow
 def test_seeking_is_only_trusted_where_times_tell_frames_apart(scanned: VideoSource) -> None:
     seekable = {rel(p) for p, s in scanned._scans.items() if s.seekable}
     assert seekable == set(EXPECTED) - BAD_TIMES
 
 
+@shared
 @pytest.mark.slow
 def test_seek_is_verified_and_falls_back_to_decoding(
     scanned: VideoSource, reference: Any, monkeypatch: pytest.MonkeyPatch
@@ -168,6 +224,7 @@ def test_seek_is_verified_and_falls_back_to_decoding(
         np.testing.assert_array_equal(got_f, reference[name][0][k : k + 3])
 
 
+@shared
 @pytest.mark.slow
 def test_segments_stride_and_gray_cover_the_stream(reference: Any, cache: str) -> None:
     from streamcli import StreamLoader
@@ -202,7 +259,7 @@ def test_segments_stride_and_gray_cover_the_stream(reference: Any, cache: str) -
 
 
 def test_frames_are_rgb_chw_at_the_native_size_of_an_odd_clip() -> None:
-    path = VIDEO / "odd" / "small_movie.mp4"  # 48x144
+    path = LOCAL / "odd" / "small_movie.mp4"  # 48x144
     src = VideoSource(path, size=(144, 48))
     (item,) = src.items()
     first = next(src.open(item))
@@ -216,27 +273,27 @@ def test_frames_are_rgb_chw_at_the_native_size_of_an_odd_clip() -> None:
 
 
 def test_unopenable_files_are_skipped_or_strict_errors(tmp_path: Path) -> None:
-    for name in SKIPPED:
-        shutil.copy(VIDEO / name, tmp_path / Path(name).name)
-    shutil.copy(VIDEO / "odd" / "sage_example.webm", tmp_path)
+    shutil.copy(LOCAL / "odd" / "sound_not_video.mp4", tmp_path)  # a WAV
+    (tmp_path / "notes.mkv").write_text("not a video at all")
+    shutil.copy(LOCAL / "odd" / "small_movie.mp4", tmp_path)
     src = VideoSource(tmp_path, size=SMALL)
     with pytest.warns(UserWarning) as record:
         items = src.items()
     assert sorted(str(w.message).split("/")[-1] for w in record) == [
-        "finished-1.webm: OpenCV cannot open it (not a video, or no video track)",
-        "sine.mp4: OpenCV cannot open it (not a video, or no video track)",
+        "notes.mkv: OpenCV cannot open it (not a video, or no video track)",
+        "sound_not_video.mp4: OpenCV cannot open it (not a video, or no video track)",
     ]
-    assert [Path(i[0]).name for i in items] == ["sage_example.webm"]
-    assert sorted(Path(p).name for p, _ in src.skipped) == ["finished-1.webm", "sine.mp4"]
-    with pytest.raises(SourceError, match=r"finished-1\.webm.*strict=True"):
+    assert [Path(i[0]).name for i in items] == ["small_movie.mp4"]
+    assert sorted(Path(p).name for p, _ in src.skipped) == ["notes.mkv", "sound_not_video.mp4"]
+    with pytest.raises(SourceError, match=r"notes\.mkv.*strict=True"):
         VideoSource(tmp_path, strict=True).items()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_truncated_files_end_early_and_never_hang(tmp_path: Path) -> None:
-    for name in ("cityCC0.mpg", "retroMars2018.avi", "cockatoo.mp4", "Shepard_Calais_1906_FrenchGP.ogv"):
-        data = (VIDEO / name).read_bytes()
+    for name in ("cityCC0_first1MB.mpg", "chessboard_mjpeg.avi", "realshort.mp4", "Shepard_Calais_1906_FrenchGP.ogv"):
+        data = (LOCAL / name).read_bytes()
         (tmp_path / name).write_bytes(data[: len(data) * 2 // 5])
     src = VideoSource(tmp_path, size=SMALL, scan=True, cache_dir=str(tmp_path / "cache"))
     with warnings.catch_warnings(record=True):
@@ -244,14 +301,14 @@ def test_truncated_files_end_early_and_never_hang(tmp_path: Path) -> None:
         items = src.items()
     for item in items:
         n = sum(1 for _ in src.open(item))
-        assert n == src.length(item) and 0 < n < EXPECTED[Path(item[0]).name]
+        assert n == src.length(item) and 0 < n < LOCAL_EXPECTED[Path(item[0]).name]
     assert len(items) + len(src.skipped) == 4
 
 
 @pytest.mark.slow
 def test_scan_cache_is_keyed_by_size_and_mtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clip = tmp_path / "clip.avi"
-    shutil.copy(VIDEO / "dummy_video.avi", clip)
+    shutil.copy(LOCAL / "dummy_video.avi", clip)
     monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
     assert VideoSource(tmp_path, scan=True).scan() == {str(clip): 10}
     assert len(list((tmp_path / "cache").glob("*.json"))) == 1
@@ -288,28 +345,29 @@ def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
 )
 def test_bad_options_name_the_value_and_the_fix(options: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        VideoSource(VIDEO, **options)
+        VideoSource(LOCAL, **options)
 
 
 def test_missing_folder_and_glob(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="neither a folder nor a file"):
         VideoSource(tmp_path / "nope")
-    src = VideoSource(VIDEO, glob="*.avi")
-    assert [rel(p) for p in src.files()] == ["dummy_video.avi", "homer.avi", "retroMars2018.avi"]
-    assert VideoSource.can_open(str(VIDEO)) and not VideoSource.can_open(str(tmp_path))
+    src = VideoSource(LOCAL, glob="*.avi")
+    assert [Path(p).name for p in src.files()] == ["chessboard_mjpeg.avi", "dummy_video.avi"]
+    assert VideoSource.can_open(str(LOCAL)) and not VideoSource.can_open(str(tmp_path))
 
 
 def test_setup_worker_pins_decoding_to_one_thread() -> None:
-    src = VideoSource(VIDEO)
+    src = VideoSource(LOCAL)
     before = cv2.getNumThreads()
     try:
         src.setup_worker()
         assert cv2.getNumThreads() == 1 and src.threads == 1
     finally:
         cv2.setNumThreads(before)
-    assert VideoSource(VIDEO, threads=2).threads == 2
+    assert VideoSource(LOCAL, threads=2).threads == 2
 
 
+@shared
 @pytest.mark.slow
 def test_loader_with_workers_streams_every_segment_exactly(cache: str) -> None:
     from streamcli import StreamLoader
@@ -351,17 +409,17 @@ def test_camcorder_dvd_and_broadcast_extensions_stream(tmp_path: Path) -> None:
     written |= {"f.asf": "WMV2", "g.m2v": "MPG2", "h.y4m": "I420", "i.nut": "FFV1", "j.mjpeg": "MJPG"}
     for name, fourcc in written.items():
         _write_clip(tmp_path / name, fourcc)
-    copied = {"k.divx": "homer.avi", "l.f4v": "realshort.mp4", "m.ogm": "Effet_force_magnetique.ogv"}
-    copied |= {"n.mod": "odd/blue.mpg", "o.tod": "odd/blue.mpg"}
+    copied = {"k.divx": "chessboard_mjpeg.avi", "l.f4v": "realshort.mp4", "m.ogm": "Shepard_Calais_1906_FrenchGP.ogv"}
+    copied |= {"n.mod": "cityCC0_first1MB.mpg", "o.tod": "cityCC0_first1MB.mpg"}
     for name, real in copied.items():
-        shutil.copy(VIDEO / real, tmp_path / name)
+        shutil.copy(LOCAL / real, tmp_path / name)
     (tmp_path / "notes.txt").write_text("not a video, and not a candidate")
     src = VideoSource(tmp_path, size=SMALL, scan=True, cache_dir=str(tmp_path / ".cache"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing may be skipped
         items = src.items()
     lengths = {Path(i[0]).name: src.length(i) for i in items}
-    assert lengths == {name: 10 for name in written} | {n: EXPECTED[real] for n, real in copied.items()}
+    assert lengths == {name: 10 for name in written} | {n: LOCAL_EXPECTED[real] for n, real in copied.items()}
     frames, _ = steps(src.open(items[0]))
     assert frames.shape == (10, 3, *SMALL)
     assert VideoSource.can_open(str(tmp_path / "a.mts")) and not VideoSource.can_open(str(tmp_path / "notes.txt"))
@@ -369,7 +427,7 @@ def test_camcorder_dvd_and_broadcast_extensions_stream(tmp_path: Path) -> None:
 
 def test_a_file_given_directly_is_used_whatever_its_extension(tmp_path: Path) -> None:
     clip = tmp_path / "take-01.footage"
-    shutil.copy(VIDEO / "dummy_video.avi", clip)
+    shutil.copy(LOCAL / "dummy_video.avi", clip)
     src = VideoSource(clip, size=SMALL, scan=True, cache_dir=str(tmp_path / "cache"))
     assert [src.length(i) for i in src.items()] == [10]
     assert not VideoSource.can_open(str(clip))  # inference stays by name; naming the plugin is the override
@@ -395,6 +453,7 @@ if __name__ == "__main__":
 """
 
 
+@shared
 @pytest.mark.slow
 @pytest.mark.parametrize("prior", ["", "prior-open"])
 def test_native_messages_never_reach_stderr(tmp_path: Path, prior: str) -> None:
@@ -428,11 +487,11 @@ def test_bad_input_is_a_value_error_naming_the_path_and_the_fix(tmp_path: Path) 
     with pytest.raises(ValueError, match=r"no file with a video extension under '.*empty'.*glob="):
         VideoSource(empty).items()
     with pytest.raises(ValueError, match=r"no file matches glob='\*\.xyz' under"):
-        VideoSource(VIDEO, glob="*.xyz").items()
+        VideoSource(LOCAL, glob="*.xyz").items()
     junk = tmp_path / "junk"
     junk.mkdir()
-    for name in SKIPPED:
-        shutil.copy(VIDEO / name, junk)
+    shutil.copy(LOCAL / "odd" / "sound_not_video.mp4", junk)
+    (junk / "notes.mkv").write_text("not a video at all")
     none = r"no usable video under .*: 2 files found, none decodes"
     with pytest.warns(UserWarning, match="skipping"), pytest.raises(ValueError, match=none):
         VideoSource(junk).items()
@@ -440,7 +499,7 @@ def test_bad_input_is_a_value_error_naming_the_path_and_the_fix(tmp_path: Path) 
     with pytest.raises(ValueError, match=r"'.*zero\.mp4' is empty \(0 bytes\); give a video file"):
         VideoSource(tmp_path / "zero.mp4")
     (tmp_path / "notes.mp4").write_text("not a video at all")
-    for path in (tmp_path / "notes.mp4", VIDEO / "odd" / "sine.mp4"):
+    for path in (tmp_path / "notes.mp4", LOCAL / "odd" / "sound_not_video.mp4"):
         for strict in (False, True):
             with pytest.raises(ValueError, match=rf"'.*{path.name}' is not a video this OpenCV can decode"):
                 VideoSource(path, strict=strict).items()
@@ -449,7 +508,7 @@ def test_bad_input_is_a_value_error_naming_the_path_and_the_fix(tmp_path: Path) 
 @pytest.mark.slow
 def test_scan_progress_counts_cached_files_at_once(tmp_path: Path) -> None:
     for name in ("a.avi", "b.avi", "c.avi"):
-        shutil.copy(VIDEO / "dummy_video.avi", tmp_path / name)
+        shutil.copy(LOCAL / "dummy_video.avi", tmp_path / name)
     cache = str(tmp_path / ".cache")
     calls: list[tuple[int, int]] = []
     src = VideoSource(tmp_path, scan=True, cache_dir=cache)
@@ -473,7 +532,7 @@ def test_scan_progress_counts_cached_files_at_once(tmp_path: Path) -> None:
 
 def test_a_failing_progress_callback_stops_the_scan(tmp_path: Path) -> None:
     for name in ("a.avi", "b.avi"):
-        shutil.copy(VIDEO / "dummy_video.avi", tmp_path / name)
+        shutil.copy(LOCAL / "dummy_video.avi", tmp_path / name)
 
     def interrupt(done: int, total: int) -> None:
         if done:
@@ -481,3 +540,47 @@ def test_a_failing_progress_callback_stops_the_scan(tmp_path: Path) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         VideoSource(tmp_path, scan=True, cache_dir=str(tmp_path / ".cache")).scan(progress=interrupt)
+
+
+_UNREADABLE_RUN = """
+import sys, warnings
+from streamcli_sources.video import VideoSource
+
+folder, scan, cache = sys.argv[1], sys.argv[2] == "scan", sys.argv[3]
+with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    items = VideoSource(folder, size=(8, 8), scan=scan, cache_dir=cache).items()
+print([i[0].rsplit("/", 1)[-1] for i in items])
+print(*(str(w.message).rsplit("/", 1)[-1] for w in record), sep="\\n")
+try:
+    VideoSource(folder + "/locked.avi").items()
+except ValueError as exc:
+    print(str(exc).rsplit("/", 1)[-1])
+"""
+
+
+@pytest.mark.parametrize("scan", ["", "scan"])
+def test_an_unreadable_video_is_called_unreadable_not_not_a_video(tmp_path: Path, scan: str) -> None:
+    import subprocess
+    import sys
+
+    shutil.copy(LOCAL / "dummy_video.avi", tmp_path / "open.avi")
+    shutil.copy(LOCAL / "dummy_video.avi", tmp_path / "locked.avi")
+    (tmp_path / "locked.avi").chmod(0)
+    # A real "permission denied": root reads any file, so as root the reader runs without the capabilities
+    # that let it (util-linux's setpriv); as anyone else the file mode is enough.
+    drop = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("runs as root and has no setpriv to drop the capability to read any file")
+    prefix = drop if os.geteuid() == 0 else []
+    args = [*prefix, sys.executable, "-c", _UNREADABLE_RUN, str(tmp_path), scan, str(tmp_path / ".cache")]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "['open.avi']",
+        "locked.avi: cannot read it: permission denied",
+        "locked.avi': cannot read it: permission denied; check its permissions, or give another file",
+    ]
+    (tmp_path / "locked.avi").chmod(0o644)  # fixed: a chmod keeps the mtime, so no cached verdict may stand
+    src = VideoSource(tmp_path, size=(8, 8), scan=bool(scan), cache_dir=str(tmp_path / ".cache"))
+    assert [Path(i[0]).name for i in src.items()] == ["locked.avi", "open.avi"]

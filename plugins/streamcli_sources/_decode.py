@@ -4,6 +4,17 @@ Both must agree frame for frame, so what counts as a frame and what its time is 
 a frame is a successful ``grab()``; a run of ``max_failed`` failed grabs ends the stream (one failure is
 not always the end: some Theora files fail their first read, then decode fine).
 
+A frame that FFmpeg decodes but cannot convert to BGR ends the stream too (``retrieve``). OpenCV reports
+success for it and returns a buffer the converter never filled: with FFmpeg 8, every frame of an
+interlaced NTSC DV clip ("Cannot convert interlaced to progressive frames ... yuv411p -> bgr24"). Its
+pixels are whatever that memory held, so they may differ on every read. The failure is seen in FFmpeg's
+log, through a callback on OpenCV's own libavutil. Ending the stream there, rather than leaving the frame
+out, keeps frame k the same frame in a full read, a scan and a resume that seeks past earlier frames
+without converting them.
+
+Decoding is single-threaded unless a caller asks otherwise (``threads``): one decoder thread gives the
+same frames on every run whatever the timing, in the main process as in workers.
+
 It also keeps OpenCV's and FFmpeg's own messages (``moov atom not found``, ``[ WARN:0@0.07] global
 cap.cpp...``, ``[h264 @ 0x...] missing picture``) off the terminal: a skipped file is reported once, as a
 Python warning, by the source. ``STREAMCLI_NATIVE_LOG=1`` (set by the CLI's ``--debug``) lets them through.
@@ -19,13 +30,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import cv2
+import numpy as np
+import numpy.typing as npt
 
 # FFmpeg's interrupt callback honours these for files too, so a stalled read cannot hang a worker.
 _TIMEOUT_MS = 20_000
 NATIVE_LOG_ENV = "STREAMCLI_NATIVE_LOG"
 _AV_LOG_QUIET = -8
+_AV_LOG_ERROR = 16
 _quiet_done = False
 _quiet_lock = threading.Lock()  # scans open captures from several threads at once
+_LogCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_watcher: Any = None  # the installed callback, kept alive for as long as FFmpeg may call it
+_watch_done = False
+_converting = threading.local()  # .failed: the converter logged an error in this thread since the last retrieve
 
 
 def quiet_native_logs() -> None:
@@ -66,16 +84,67 @@ def _opencv_libavutil() -> list[str]:
     return sorted(paths)
 
 
+def _class_name(avcl: int) -> bytes | None:
+    """The ``AVClass`` name of an FFmpeg context (its first member points to its class, whose first is the name)."""
+    cls = ctypes.c_void_p.from_address(avcl).value
+    return ctypes.c_char_p.from_address(cls).value if cls else None
+
+
+def _watch_conversions() -> None:
+    """Install (once) a log callback that notes, per thread, an error from FFmpeg's converter (swscale).
+
+    Called after the first capture is opened: OpenCV sets its own callback when it initialises FFmpeg, and
+    this one must come after it. It hands every message on to FFmpeg's default printer, which prints only
+    what the level allows: nothing unless native logs are asked for (``--debug``).
+    """
+    global _watcher, _watch_done
+    if _watch_done:
+        return
+    with _quiet_lock:
+        if _watch_done:
+            return
+        _watch_done = True
+        libs = _opencv_libavutil()
+        if not libs:  # not Linux, or not the opencv-python wheel: conversion failures go unseen
+            return
+        try:
+            avutil = ctypes.CDLL(libs[0])
+            forward = avutil.av_log_default_callback
+        except (OSError, AttributeError):
+            return
+        forward.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p]
+
+        def on_log(avcl: int | None, level: int, fmt: bytes, args: int | None) -> None:
+            if level <= _AV_LOG_ERROR and avcl and _class_name(avcl) == b"SWScaler":
+                _converting.failed = True
+            forward(avcl, level, fmt, args)  # FFmpeg's own printer, which honours the level set above
+
+        _watcher = _LogCallback(on_log)
+        avutil.av_log_set_callback(_watcher)
+
+
 def open_capture(path: str, threads: int) -> Any:
     """A ``cv2.VideoCapture`` on the FFmpeg backend (never another: results must not depend on the host).
 
-    ``threads`` > 0 sets FFmpeg's decoder threads; 0 keeps OpenCV's default (automatic).
+    ``threads`` > 0 sets FFmpeg's decoder threads; 0 keeps OpenCV's default (automatic, not reproducible).
     """
     quiet_native_logs()
     params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, _TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC, _TIMEOUT_MS]
     if threads > 0:
         params += [cv2.CAP_PROP_N_THREADS, threads]
-    return cv2.VideoCapture(path, cv2.CAP_FFMPEG, params)
+    cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, params)
+    _watch_conversions()
+    return cap
+
+
+def retrieve(cap: Any) -> npt.NDArray[np.uint8] | None:
+    """The frame just grabbed, in BGR; ``None`` if it did not decode or FFmpeg could not convert it."""
+    _converting.failed = False
+    ok, frame = cap.retrieve()
+    if not ok or frame is None or _converting.failed:
+        return None
+    out: npt.NDArray[np.uint8] = frame
+    return out
 
 
 class Clock:

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from streamcli_sources._decode import grab_frames, open_capture
+from streamcli_sources._decode import grab_frames, open_capture, retrieve
 
-_VERSION = 1  # bump when the decode loop's notion of a frame changes
+_VERSION = 2  # bump when the decode loop's notion of a frame changes (2: a frame that cannot convert ends it)
 _log = logging.getLogger("streamcli")
 
 
@@ -38,6 +38,7 @@ class Scan:
     pos_ms: npt.NDArray[np.float64]
     adler: npt.NDArray[np.uint32]
     opened: bool = True
+    cut: bool = False  # the decode stopped at a frame FFmpeg could not convert (see ``_decode``)
 
     @property
     def frames(self) -> int:
@@ -74,15 +75,19 @@ def scan_file(path: str, max_failed: int) -> Scan:
     pos: list[float] = []
     sums: list[int] = []
     opened = bool(cap.isOpened())
+    cut = False
     try:
         if opened:
             for ms in grab_frames(cap, max_failed):
-                ok, frame = cap.retrieve()
+                frame = retrieve(cap)
+                if frame is None:
+                    cut = True
+                    break
                 pos.append(ms)
-                sums.append(checksum(frame) if ok else 0)
+                sums.append(checksum(frame))
     finally:
         cap.release()
-    return Scan(np.asarray(pos, np.float64), np.asarray(sums, np.uint32), opened)
+    return Scan(np.asarray(pos, np.float64), np.asarray(sums, np.uint32), opened, cut)
 
 
 def _key(path: str) -> tuple[Path, dict[str, object]]:
@@ -101,13 +106,14 @@ def load_scan(folder: Path, path: str) -> Scan | None:
         return None
     if entry.get("key") != ident:
         return None
-    return Scan(np.asarray(entry["pos_ms"], np.float64), np.asarray(entry["adler"], np.uint32), entry["opened"])
+    pos, adler = np.asarray(entry["pos_ms"], np.float64), np.asarray(entry["adler"], np.uint32)
+    return Scan(pos, adler, entry["opened"], entry["cut"])
 
 
 def _store(folder: Path, path: str, scan: Scan) -> None:
     name, ident = _key(path)
     entry = {"key": ident, "frames": scan.frames, "pos_ms": scan.pos_ms.tolist()}
-    entry.update(adler=scan.adler.tolist(), opened=scan.opened)
+    entry.update(adler=scan.adler.tolist(), opened=scan.opened, cut=scan.cut)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
@@ -146,7 +152,8 @@ def scan_files(
         for future in as_completed(futures):
             p, s = futures[future], future.result()
             out[p] = s
-            _store(folder, p, s)
+            if s.opened:  # a file that did not open (unreadable, for one) may open once fixed: mtime won't say
+                _store(folder, p, s)
             if progress is not None:
                 progress(len(out), len(paths))
     finally:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
-from streamcli_sources._decode import Clock, grab_frames, open_capture
+from streamcli_sources._decode import Clock, grab_frames, open_capture, retrieve
 from streamcli_sources._scan import Progress, Scan, cache_dir, checksum, load_scan, scan_files
 
 # What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
@@ -45,9 +45,40 @@ _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest":
 
 _NO_OPEN = "OpenCV cannot open it (not a video, or no video track)"
 _NO_FRAME = "no frame decodes"
+_NO_CONVERT = (
+    "FFmpeg decodes its frames but cannot convert them to RGB (interlaced DV, for one), so their pixels would "
+    "differ on every read"
+)
 _Position = tuple[Any, Clock, Iterator[float], "npt.NDArray[np.uint8] | None"]
 VideoItem = tuple[str, int, int]
 """(path, first step, number of steps or -1 when unknown): one item per file."""
+
+
+def _read_problem(path: str) -> str:
+    """Why ``path`` cannot be read at all ("permission denied", ...), or "" where it can.
+
+    OpenCV says only that it cannot open a file, which reads as "not a video" whatever the cause.
+    """
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as exc:
+        return f"cannot read it: {(exc.strerror or str(exc)).lower()}"
+    return ""
+
+
+def _scan_problem(path: str, scan: Scan) -> str:
+    """Why a scanned file with no frame is skipped."""
+    if not scan.opened:
+        return _read_problem(path) or _NO_OPEN
+    return _NO_CONVERT if scan.cut else _NO_FRAME
+
+
+def _cut_warning(path: str, frame: int) -> str:
+    return (
+        f"video: {path}: ends at frame {frame}, which FFmpeg decodes but cannot convert to RGB; "
+        "the frames from there on are left out (their pixels would differ on every read)"
+    )
 
 
 def _files(n: int) -> str:
@@ -70,11 +101,15 @@ class VideoSource(BaseSource):
     ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension (``EXTENSIONS``:
     camcorder, DVD and broadcast files included), and a file given directly is used whatever its name;
     ``interpolation`` is ``linear`` (default: ~50 µs a frame, where ``area`` costs as much as decoding
-    a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``.
-    A file OpenCV cannot open, or with no decodable frame, is skipped with a warning and listed in
-    ``skipped``; with ``strict=True`` it is an error. What the user pointed at is checked by ``items()``:
-    an empty folder, one with no usable video, or an empty or undecodable file given directly raises
-    ``ValueError`` (bad input); ``SourceError`` is kept for failures while reading.
+    a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``;
+    ``threads`` is FFmpeg's decoder threads per clip: 1 (the default) gives the same frames on every run,
+    0 is OpenCV's automatic choice, which may not.
+    A file OpenCV cannot open, with no decodable frame, or whose first frame FFmpeg cannot convert to RGB,
+    is skipped with a warning and listed in ``skipped``; with ``strict=True`` it is an error. A stream ends,
+    with a warning, at a later frame that does not convert: its pixels were never written.
+    What the user pointed at is checked by ``items()``: an empty folder, one with no usable video, or an
+    empty or undecodable file given directly raises ``ValueError`` (bad input); ``SourceError`` is kept for
+    failures while reading.
     """
 
     def __init__(
@@ -89,7 +124,7 @@ class VideoSource(BaseSource):
         glob: str = "",
         interpolation: str = "linear",
         strict: bool = False,
-        threads: int = 0,
+        threads: int = 1,
         max_failed_reads: int = 5,
         cache_dir: str = "",
     ) -> None:
@@ -107,7 +142,7 @@ class VideoSource(BaseSource):
         if int(max_failed_reads) < 1:
             raise ValueError(f"max_failed_reads={max_failed_reads} must be at least 1")
         if int(threads) < 0:
-            raise ValueError(f"threads={threads} must be 0 (OpenCV's default) or a number of decoder threads")
+            raise ValueError(f"threads={threads} must be a number of decoder threads (1: reproducible) or 0 (auto)")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
             raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos; check the path")
@@ -172,15 +207,21 @@ class VideoSource(BaseSource):
         if self.scan_lengths:
             if not all(p in self._scans for p in files):  # else scan() has just run
                 self.scan()
-            problems = {p: _NO_FRAME if s.opened else _NO_OPEN for p, s in self._scans.items() if not s.frames}
+            problems = {p: _scan_problem(p, s) for p, s in self._scans.items() if not s.frames}
+            for p, s in self._scans.items():
+                if s.frames and s.cut:
+                    warnings.warn(_cut_warning(p, s.frames), stacklevel=3)
         else:
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
                 probes = dict(zip(files, pool.map(self._probe, files), strict=True))
             problems = {p: why for p, why in probes.items() if why}
         self.skipped = [(p, problems[p]) for p in files if p in problems]
         if self.root.is_file() and self.skipped:  # the one file the user named: their input, not the data
+            why = self.skipped[0][1]
+            if why.startswith("cannot read"):
+                raise ValueError(f"{str(self.root)!r}: {why}; check its permissions, or give another file")
             raise ValueError(
-                f"{str(self.root)!r} is not a video this OpenCV can decode: {self.skipped[0][1]}; "
+                f"{str(self.root)!r} is not a video this OpenCV can decode: {why}; "
                 "give a video file or a folder of them"
             )
         for path, why in self.skipped:
@@ -207,10 +248,10 @@ class VideoSource(BaseSource):
         cap = open_capture(path, threads=1)
         try:
             if not cap.isOpened():
-                return _NO_OPEN
+                return _read_problem(path) or _NO_OPEN
             if next(grab_frames(cap, self.max_failed_reads), None) is None:
                 return _NO_FRAME
-            return ""
+            return "" if retrieve(cap) is not None else _NO_CONVERT
         finally:
             cap.release()
 
@@ -261,9 +302,10 @@ class VideoSource(BaseSource):
         try:
             while True:
                 if frame is None:
-                    ok, frame = cap.retrieve()
-                    if not ok:
-                        raise SourceError(f"video: {path}: frame {step * self.stride} grabbed, not decoded")
+                    frame = retrieve(cap)
+                    if frame is None:
+                        warnings.warn(_cut_warning(path, step * self.stride), stacklevel=2)
+                        return
                 yield {"frame": self._convert(frame), "time_ms": np.float64(clock.prev)}
                 step += 1
                 if step >= end:
@@ -296,8 +338,8 @@ class VideoSource(BaseSource):
             frames = grab_frames(cap, self.max_failed_reads)
             ms = next(frames, None)
             if ms is not None and ms == scan.pos_ms[target]:
-                ok, frame = cap.retrieve()
-                if ok and checksum(frame) == scan.adler[target]:
+                frame = retrieve(cap)
+                if frame is not None and checksum(frame) == scan.adler[target]:
                     clock = Clock(cap.get(cv2.CAP_PROP_FPS))
                     clock.prev = ms  # the scan's times increase, so the clock passes them through
                     return cap, clock, frames, frame

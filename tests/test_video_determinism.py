@@ -1,0 +1,120 @@
+"""The video source gives the same bytes on every run: one decoder thread, and never a frame FFmpeg failed to
+convert (its pixels are memory the converter never wrote)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from _invariants import collect
+from conftest import data_root, require_shared
+from streamcli_sources import _decode, _scan, video
+from streamcli_sources.video import VideoSource
+
+from streamcli import StreamLoader
+
+LOCAL = data_root("video")
+DV = LOCAL / "odd" / "realshort_ntsc.dv"  # NTSC DV, interlaced: FFmpeg 8 converts none of its frames to BGR
+SMALL = (24, 32)
+
+
+def test_opencv_says_yes_to_a_frame_ffmpeg_failed_to_convert_and_retrieve_says_no() -> None:
+    cap = cv2.VideoCapture(str(DV), cv2.CAP_FFMPEG)
+    assert cap.grab() and cap.retrieve()[0]  # the premise: OpenCV reports success
+    cap.release()
+    cap = _decode.open_capture(str(DV), 1)
+    assert cap.grab() and _decode.retrieve(cap) is None
+    cap.release()
+    good = _decode.open_capture(str(LOCAL / "realshort.mp4"), 1)
+    assert good.grab() and _decode.retrieve(good) is not None
+    good.release()
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_a_clip_whose_frames_never_convert_is_skipped_with_a_warning_naming_it(tmp_path: Path, scan: bool) -> None:
+    shutil.copy(DV, tmp_path)
+    shutil.copy(LOCAL / "dummy_video.avi", tmp_path)
+    src = VideoSource(tmp_path, size=SMALL, scan=scan, cache_dir=str(tmp_path / ".cache"))
+    why = r"realshort_ntsc\.dv: FFmpeg decodes its frames but cannot convert them to RGB"
+    with pytest.warns(UserWarning, match="skipping .*" + why):
+        items = src.items()
+    assert [Path(i[0]).name for i in items] == ["dummy_video.avi"]
+    with pytest.raises(ValueError, match=r"realshort_ntsc\.dv' is not a video this OpenCV can decode: FFmpeg decodes"):
+        VideoSource(DV).items()
+
+
+def test_a_stream_ends_with_a_warning_at_its_first_frame_that_does_not_convert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The failure signal is real on the DV clip above; here frame 6 of a 10-frame clip is made to fail, to pin
+    # what the scan, a full read and a resume do with a clip that converts only up to some frame.
+    clip = tmp_path / "clip.avi"
+    shutil.copy(LOCAL / "dummy_video.avi", clip)
+
+    def fails_from_frame_6(cap: Any) -> Any:
+        return None if cap.get(cv2.CAP_PROP_POS_FRAMES) > 6 else real(cap)
+
+    real = _decode.retrieve
+    monkeypatch.setattr(video, "retrieve", fails_from_frame_6)
+    monkeypatch.setattr(_scan, "retrieve", fails_from_frame_6)
+    cut = r"clip\.avi: ends at frame 6, which FFmpeg decodes but cannot convert"
+    scanned = VideoSource(clip, size=SMALL, scan=True, cache_dir=str(tmp_path / ".cache"))
+    with pytest.warns(UserWarning, match=cut):
+        (item,) = scanned.items()
+    assert scanned.length(item) == 6
+    plain = VideoSource(clip, size=SMALL)
+    (plain_item,) = plain.items()
+    with pytest.warns(UserWarning, match=cut):
+        full = [s["frame"] for s in plain.open(plain_item)]
+    assert len(full) == 6
+    with pytest.warns(UserWarning, match=cut):
+        resumed = [s["frame"] for s in plain.open(plain_item, start=3)]
+    np.testing.assert_array_equal(np.stack(resumed), np.stack(full[3:]))
+    np.testing.assert_array_equal(np.stack([s["frame"] for s in scanned.open(item)]), np.stack(full))
+
+
+def test_decoding_uses_one_thread_unless_asked_in_process_too() -> None:
+    src = VideoSource(LOCAL)
+    assert src.threads == 1  # before any worker's setup: the main process decodes with one thread too
+    cap = _decode.open_capture(str(LOCAL / "realshort.mp4"), src.threads)
+    assert cap.get(cv2.CAP_PROP_N_THREADS) == 1  # this OpenCV honours the open parameter
+    cap.release()
+    auto = _decode.open_capture(str(LOCAL / "realshort.mp4"), 0)
+    assert auto.get(cv2.CAP_PROP_N_THREADS) >= 1
+    auto.release()
+    with pytest.raises(ValueError, match=r"threads=-1 must be a number of decoder threads \(1: reproducible\)"):
+        VideoSource(LOCAL, threads=-1)
+
+
+def _digest(folder: Path, workers: int, cache: str) -> tuple[list[str], str, list[str]]:
+    """Every clip's name, a hash of one epoch of batches (B=4, T=16), and the clips skipped."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the skip and cut warnings are checked above
+        src = VideoSource(folder, size=(16, 16), scan=True, cache_dir=cache)
+        names = [Path(i[0]).name for i in src.items()]
+        h = hashlib.sha256()
+        with StreamLoader(src, batch_size=4, time_steps=16, num_workers=workers, seed=3) as loader:
+            for batch in collect(loader):
+                for key in sorted(batch):
+                    h.update(key.encode())
+                    h.update(np.ascontiguousarray(batch[key]).tobytes())
+    return names, h.hexdigest(), sorted(Path(p).name for p, _ in src.skipped)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("where", ["tests/data", "shared"])
+def test_three_runs_give_identical_batches_in_process_twice_and_with_two_workers(where: str, tmp_path: Path) -> None:
+    folder = LOCAL if where == "tests/data" else require_shared("video")
+    runs = [_digest(folder, w, str(tmp_path / f"cache{i}")) for i, w in enumerate((0, 0, 2))]
+    assert runs[0][0], "no clip delivered"
+    assert runs[1] == runs[0], "two in-process runs differ"
+    assert runs[2] == runs[0], "the run with 2 workers differs from the in-process one"
+    if where == "tests/data":
+        assert runs[0][2] == ["realshort_ntsc.dv", "sound_not_video.mp4"]
