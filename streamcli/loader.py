@@ -39,6 +39,7 @@ from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Reservation, Ring, defa
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
+from streamcli.errors import SourceError
 from streamcli.source import (
     Field,
     StreamSource,
@@ -68,6 +69,14 @@ class _Ready:
     n_valid: int
     skips: list[Skip]
     dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
+
+
+def _calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``."""
+    try:
+        return fn()
+    except (Exception, SystemExit) as exc:
+        raise SourceError(f"plugin {plugin!r} failed {doing}: {type(exc).__name__}: {exc}") from exc
 
 
 class StreamLoader:
@@ -155,11 +164,11 @@ class StreamLoader:
         self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
-        fields = tuple(source.fields())
+        self.plugin = plugin_name(source)
+        fields = _calling(self.plugin, "declaring its fields", lambda: tuple(source.fields()))
         check_fields(fields)
         self.fields: tuple[Field, ...] = fields
-        self.plugin = plugin_name(source)
-        self.items: list[Any] = list(source.items())
+        self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
         self._lengths: list[int | None] | None = None
         needs_lengths = bool(segment) or self.world_size > 1
         self._all_streams = all_streams(self._item_lengths() if needs_lengths else [None] * len(self.items), segment)
@@ -633,8 +642,24 @@ class StreamLoader:
 
     def _item_lengths(self) -> list[int | None]:
         if self._lengths is None:
-            self._lengths = [None if (n := self.source.length(it)) is None else int(n) for it in self.items]
+            self._lengths = [self._length_of(i) for i in range(len(self.items))]
         return self._lengths
+
+    def _length_of(self, stream: int) -> int | None:
+        """``source.length()`` of item ``stream``; what it raises is a ``SourceError`` naming the item, or under
+        ``on_error="skip"`` an unknown length (the item's open fails then, and it is skipped as usual)."""
+        item = self.items[stream]
+        try:
+            n = self.source.length(item)
+            return None if n is None else int(n)
+        except (Exception, SystemExit) as exc:
+            name = item_name(self.source, item)
+            if self.on_error == "skip":
+                log.warning("length() of item %r (stream %d) failed: %s: %s", name, stream, type(exc).__name__, exc)
+                return None
+            raise SourceError(
+                f"plugin {self.plugin!r} failed measuring item {name!r} (stream {stream}): {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _streams(self, epoch: int) -> Streams:
         """This rank's streams of ``epoch`` in ticket order (see ``engine.epoch``)."""
@@ -664,7 +689,7 @@ class StreamLoader:
     def stream_length(self, stream: int) -> int | None:
         if self._lengths is not None:
             return self._lengths[stream]
-        return self.source.length(self.items[stream])
+        return self._length_of(stream)
 
     def _sample_busy(self) -> None:
         t = time.perf_counter()

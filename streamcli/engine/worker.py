@@ -52,7 +52,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
     try:
         ring = Ring.attach(spec.ring)
         _setup(spec.source)
-    except Exception as exc:  # report why, rather than only dying with exit code 1
+    except (Exception, SystemExit) as exc:  # report why, rather than only dying with exit code 1
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
     p = Producer(
@@ -69,7 +69,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
     p.on_skip = lambda s: send(("skip", p.gen, s))
     try:
         _serve(p, spec, conn, wake.fileno(), send)
-    except (EOFError, OSError, SystemExit):
+    except (EOFError, OSError, Orphaned):
         pass  # the loader went away; exit quietly
     finally:
         close_rows(p.rows.values())
@@ -126,9 +126,13 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, wake: int, send: Cal
         time.sleep(min(_IDLE_SLEEP, 2e-5 * spins) if spins < 2000 else 1e-2 if spins > 6000 else 2e-3)
 
 
+class Orphaned(BaseException):
+    """The loader's process is gone: the worker stops (not an ``Exception``, so no error report catches it)."""
+
+
 def _check_parent(p: Producer) -> None:
     if p.parent_pid is not None and os.getppid() != p.parent_pid:
-        raise SystemExit(0)  # orphaned: the loader is gone
+        raise Orphaned
 
 
 def describe_exit(exitcode: int | None) -> str:

@@ -28,6 +28,7 @@ from streamcli.engine.slots import SlotViews, pad, record
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Step, item_name
 
+_SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
 _END = object()  # the look-ahead found the stream over
 _BLK = object()  # the look-ahead step lies in the row's current block
 
@@ -206,7 +207,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
                 break
             try:
                 nxt = next(it, _END)
-            except Exception as exc:
+            except _SOURCE_ERRORS as exc:
                 row.pos = pos0 + t - t0
                 _fail(p, row, k, exc, "reading")
                 nxt, row.expect = _END, -1  # skipped, not short
@@ -359,7 +360,7 @@ def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
     try:
         it = iter(p.source.open(p.items[row.item], row.pos))
-    except Exception as exc:
+    except _SOURCE_ERRORS as exc:
         _fail(p, row, k, exc, "opening")
         row.expect = -1  # skipped, not short
         return None
@@ -383,7 +384,7 @@ def _look(p: Producer, row: Row, k: int) -> Any:
             return _BLK
         try:
             block: Any = next(row.it, _END)
-        except Exception as exc:
+        except _SOURCE_ERRORS as exc:
             _fail(p, row, k, exc, "reading")
             row.expect = -1  # skipped, not short
             return _END
@@ -393,13 +394,13 @@ def _look(p: Producer, row: Row, k: int) -> Any:
         return _BLK
     try:
         return next(row.it, _END)
-    except Exception as exc:
+    except _SOURCE_ERRORS as exc:
         _fail(p, row, k, exc, "reading")
         row.expect = -1  # skipped, not short
         return _END
 
 
-def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
+def _fail(p: Producer, row: Row, k: int, exc: BaseException, doing: str) -> None:
     if isinstance(exc, StepSpecError):
         raise exc  # a block that breaks the declared fields is the plugin's bug: never skipped, never wrapped
     name = item_name(p.source, p.items[row.item])

@@ -94,7 +94,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     with StreamLoader(source, B, T, **kw) as loader:
         if start:
-            lengths = [source.length(item) for item in loader.items]
+            lengths = [loader.stream_length(i) for i in range(len(loader.items))]  # errors: SourceError
             if any(n is None for n in lengths):
                 raise ShardError(f"source {loader.plugin!r} does not report every stream's length")
             fp = loader.state_dict()["fingerprint"]
