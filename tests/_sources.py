@@ -84,3 +84,18 @@ class PidSource(CountingSource):
         for p in range(start, self.lengths[item]):
             time.sleep(0.005)
             yield {"x": np.array([os.getpid(), p], np.int64)}
+
+
+class HangingSource(CountingSource):
+    """Hangs for good in ``open``, after writing a file named after its process into ``marks`` (a folder), so a
+    test knows which workers are blocked in it."""
+
+    def __init__(self, lengths: Sequence[int], marks: str) -> None:
+        super().__init__(lengths)
+        self.marks = marks
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        with open(os.path.join(self.marks, f"hang_{os.getpid()}"), "w"):
+            pass
+        while True:
+            time.sleep(1.0)

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import pickle
 import select
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -53,10 +54,15 @@ class WorkerPool:
         self.received = [0] * len(specs)  # per worker: messages read from its pipe
         self.gen = 0
         self.on_skip: Callable[[Skip], None] = lambda s: None
+        # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
+        alive, self._alive = ctx.Pipe(duplex=False)
+        # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
+        # long as the process (``engine.watchdog``).
+        pdeathsig = threading.current_thread() is threading.main_thread()
         for spec in specs:
             parent, child = ctx.Pipe()
             proc = ctx.Process(
-                target=worker_main, args=(spec, child, wake, self._lock, os.getpid()),
+                target=worker_main, args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
                 name=f"streamcli-worker-{spec.w}", daemon=True,
             )  # fmt: skip
             proc.start()
@@ -69,6 +75,7 @@ class WorkerPool:
             self._pollers.append(poller)
             self._poll_all.register(parent.fileno(), select.POLLIN)
         wake.close()  # only workers write: once all are gone, the pipe reads as hung up
+        alive.close()
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         """Make every worker drop what it was doing and begin generation ``gen`` (the loader has set it in the
@@ -203,7 +210,7 @@ def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=2.0)
-        for conn in (*pool.conns, pool._wake):
+        for conn in (*pool.conns, pool._wake, pool._alive):  # ``_alive`` last: workers that see it close exit
             with contextlib.suppress(Exception):
                 conn.close()
     ring.close()
