@@ -39,7 +39,7 @@ from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Reservation, Ring, defa
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
-from streamcli.errors import SourceError
+from streamcli.errors import SourceError, StateError
 from streamcli.source import (
     Field,
     StreamSource,
@@ -498,21 +498,38 @@ class StreamLoader:
         """Continue from ``state`` (from ``state_dict()``): the next ``iter(loader)`` resumes that epoch at its next
         batch, reopening each row's stream at its position; the one after starts the following epoch.
 
-        Raises ``ValueError`` naming what differs if the state comes from another source, item list, batch size,
-        time steps, seed, shuffle or mode, or from a newer streamcli.
+        Raises ``StateError`` (a ``ValueError``) naming what differs if the state comes from another source, item
+        list or item lengths, batch size, time steps, seed, shuffle or mode, or from another streamcli version, and
+        naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
         """
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
+        # Everything is checked before anything is applied: a refused state leaves the loader as it was.
         _state.check(state, self._fingerprint())
-        _cursor.from_json(state["rows"], self.batch_size, len(self.items))  # validates
-        self._resume = json.loads(json.dumps(dict(state)))
-        self._skipped += len(state["skipped"])
+        cursors = _cursor.from_json(state["rows"], self.batch_size, len(self.items))
+        epoch = int(state["epoch"])
+        lengths = self._item_lengths()
+        try:
+            batches: int | None = self.batches_in_epoch(epoch)
+        except TypeError:  # lengths unknown
+            batches = None
+        skipped = _state.check_values(
+            state, cursors, lengths=lengths, num_streams=len(self._streams(epoch)), batches=batches,
+            segment=self.segment, restream=self.epoch_end == "restream", time_steps=self.time_steps,
+        )  # fmt: skip
+        try:
+            resume = json.loads(json.dumps(dict(state)))
+        except (TypeError, ValueError) as exc:
+            raise StateError(f"the state is not plain JSON data: {exc}") from None
+        self._resume = resume
+        self._skipped += len(skipped)
 
     def _fingerprint(self) -> dict[str, Any]:
         if self._fingerprint_cache is None:
             self._fingerprint_cache = _state.fingerprint(
-                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content()
-            )
+                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content(),
+                lengths=self._item_lengths(),
+            )  # fmt: skip
         return self._fingerprint_cache
 
     def _wait_done(self, k: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -145,6 +146,7 @@ def test_sweep_removes_only_segments_of_dead_processes() -> None:
     dead = "/dev/shm/streamcli_999999999_deadbeef"
     with open(dead, "wb") as f:
         f.write(b"\0")
+    os.utime(dead, (time.time() - 60, time.time() - 60))  # not one its creator may be about to lock
     try:
         swept = sweep_stale()
         assert "streamcli_999999999_deadbeef" in swept and os.path.exists(f"/dev/shm/{mine.spec.name}")
