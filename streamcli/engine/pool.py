@@ -103,6 +103,7 @@ class WorkerPool:
         loader takes CPU from them): the worker that completes batch ``k`` writes one byte to the wake-up pipe."""
         control = self.ring.control
         start = check = time.perf_counter()
+        seen = control.progress()  # ``timeout`` counts seconds without progress: no step read, no row completed
         waited = control.written_min() <= k
         while control.written_min() <= k:
             if stop is not None and stop():
@@ -121,8 +122,12 @@ class WorkerPool:
             if not events or now - check > _POLL_MS / 1000 or any(ev & _HUP for _, ev in events):
                 check = now
                 self._check_alive()
-                if timeout is not None and now - start > timeout:
-                    raise WorkerError(f"no batch from the workers for {timeout:g} s (timeout={timeout})")
+                if timeout is not None:
+                    progress = control.progress()
+                    if progress != seen:
+                        seen, start = progress, now
+                    elif now - start > timeout:
+                        raise WorkerError(self._stalled(timeout))
             self.drain()
         control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
@@ -179,6 +184,18 @@ class WorkerPool:
         elif kind == "error":
             cls = StepSpecError if msg[2] == "spec" else SourceError
             raise cls(msg[3]) from RemoteTraceback(msg[4])
+
+    def _stalled(self, timeout: float) -> str:
+        reading = [self.ring.control.reading(w) for w in range(len(self.procs))]
+        where = "; ".join(
+            f"worker {w} near step {pos} of stream {stream} ({self.describe(stream)!r})"
+            for w, (stream, pos) in enumerate(reading)
+            if stream >= 0
+        )
+        return (
+            f"the workers read no step for {timeout:g} s (timeout={timeout})" + (f": {where}" if where else "")
+            + "; a source may hang there, or pass a larger timeout="
+        )  # fmt: skip
 
     def _raise_dead(self, w: int) -> NoReturn:
         proc = self.procs[w]

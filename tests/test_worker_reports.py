@@ -1,0 +1,35 @@
+"""What the loader says about its workers: which stream a dead one was reading, and when ``timeout=`` fires."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+from _sources import AbortingSource, HangingSource, SlowSource
+
+from streamcli import StreamLoader, WorkerError
+
+
+@pytest.mark.slow
+def test_a_dead_worker_is_reported_with_the_stream_and_step_it_was_reading(no_leaks: None) -> None:
+    with StreamLoader(AbortingSource([40] * 4, bad=3, at=10), 4, 4, num_workers=2, shuffle=False) as loader:
+        with pytest.raises(WorkerError, match=r"died with signal SIGABRT while reading stream 3 \('3'\) near step 10$"):
+            for _ in loader:
+                pass
+
+
+@pytest.mark.slow
+def test_timeout_counts_seconds_without_a_step_not_without_a_batch(no_leaks: None) -> None:
+    # A batch takes 24 steps of 50 ms: 1.2 s, more than the timeout, yet a step comes every 50 ms.
+    with StreamLoader(SlowSource([48], delay=0.05), 1, 24, num_workers=1, timeout=1.0) as loader:
+        assert len([b for b in loader]) == 2
+
+
+@pytest.mark.slow
+def test_timeout_fires_on_a_source_that_hangs_naming_where(no_leaks: None) -> None:
+    with (
+        tempfile.TemporaryDirectory() as marks,
+        StreamLoader(HangingSource([5], marks), 1, 2, num_workers=1, timeout=1.0) as loader,
+        pytest.raises(WorkerError, match=r"read no step for 1 s \(timeout=1.0\): worker 0 near step 0 of stream 0"),
+    ):
+        next(iter(loader))
