@@ -291,6 +291,18 @@ class StreamLoader:
 
     # -------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Batch]:
+        """The next epoch's batches (or a loaded state's). The epoch starts at the iterator's first ``next()``, not
+        here: an iterator that is made and dropped unused (Lightning makes one to check the loader) takes no epoch,
+        no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
+        if self._closed:
+            raise RuntimeError("this StreamLoader is closed; create a new one")
+        return self._epoch_batches()
+
+    def _epoch_batches(self) -> Iterator[Batch]:
+        yield from self._start()
+
+    def _start(self) -> Iterator[Batch]:
+        """Start the next epoch (or the loaded state's), superseding any older iterator."""
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
         self._stop_ahead()
