@@ -657,7 +657,11 @@ class StreamLoader:
             return target
         lengths = self._item_lengths()
         if any(n is None for n in lengths):
-            raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
+            raise TypeError(
+                f"len() needs every stream's length, but source {self.plugin!r} does not report them all; pass "
+                "batches_per_epoch=N to fix the epoch's length, or make the source report lengths (for video: "
+                "scan=True)"
+            )
         base = self._all_streams if self._all_streams.lengths is not None else all_streams(lengths, self.segment)
         s = epoch_streams(base, seed=self.seed, epoch=epoch, shuffle=self.shuffle)
         assert s.lengths is not None

@@ -69,3 +69,16 @@ def test_sys_exit_inside_a_source_is_a_source_error_with_its_code(workers: int, 
     with StreamLoader(_Exits([5, 5]), 2, 2, num_workers=workers, shuffle=False) as loader:
         with pytest.raises(SourceError, match=r"failed reading item '1' \(stream 1\) at step 2: SystemExit: 4"):
             list(loader)
+
+
+def test_a_misspelt_plugin_name_suggests_the_installed_one() -> None:
+    from streamcli import PluginNotFoundError
+
+    with pytest.raises(PluginNotFoundError, match=r"no plugin named 'vidoe' \(did you mean 'video'\?\); installed"):
+        load_source("vidoe", "clips/")
+
+
+def test_len_of_a_source_without_lengths_names_both_ways_out() -> None:
+    with StreamLoader(CountingSource([3, 4], report_length=False), 1, 2) as loader:
+        with pytest.raises(TypeError, match=r"batches_per_epoch=N.*scan=True"):
+            len(loader)
