@@ -33,3 +33,13 @@ def test_timeout_fires_on_a_source_that_hangs_naming_where(no_leaks: None) -> No
         pytest.raises(WorkerError, match=r"read no step for 1 s \(timeout=1.0\): worker 0 near step 0 of stream 0"),
     ):
         next(iter(loader))
+
+
+@pytest.mark.slow
+def test_timeout_lets_a_new_epoch_wait_for_a_worker_that_reads_on(no_leaks: None) -> None:
+    """A worker acknowledges a new epoch once its piece of work is done, here a batch of 1.2 s: not a stall."""
+    with StreamLoader(SlowSource([96], delay=0.05), 1, 24, num_workers=1, timeout=1.0, shuffle=False) as loader:
+        it = iter(loader)
+        next(it)  # the worker goes on with the next batch, which takes 1.2 s
+        assert next(iter(loader)).epoch == 1
+        del it

@@ -83,10 +83,10 @@ class WorkerPool:
         self.gen = gen
         for w in range(len(self.conns)):
             self._send(w, ("epoch", gen))
-        start = time.perf_counter()
+        stall = _Stall(self, timeout)  # a worker acknowledges once its piece of work is done: it may be reading
         for w in range(len(self.conns)):
             while self.ready[w] != gen:  # older messages drain here
-                self._recv_from(w, start, timeout)
+                self._recv_from(w, stall)
 
     def _send(self, w: int, msg: tuple[Any, ...]) -> None:
         try:
@@ -102,8 +102,8 @@ class WorkerPool:
         It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
         loader takes CPU from them): the worker that completes batch ``k`` writes one byte to the wake-up pipe."""
         control = self.ring.control
-        start = check = time.perf_counter()
-        seen = control.progress()  # ``timeout`` counts seconds without progress: no step read, no row completed
+        check = time.perf_counter()
+        stall = _Stall(self, timeout)
         waited = control.written_min() <= k
         while control.written_min() <= k:
             if stop is not None and stop():
@@ -122,12 +122,7 @@ class WorkerPool:
             if not events or now - check > _POLL_MS / 1000 or any(ev & _HUP for _, ev in events):
                 check = now
                 self._check_alive()
-                if timeout is not None:
-                    progress = control.progress()
-                    if progress != seen:
-                        seen, start = progress, now
-                    elif now - start > timeout:
-                        raise WorkerError(self._stalled(timeout))
+                stall.check(now)
             self.drain()
         control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
@@ -138,7 +133,7 @@ class WorkerPool:
         control = self.ring.control
         for w in range(len(self.conns)):
             while self.received[w] < control.sent(w):
-                self._recv_from(w, time.perf_counter(), None)
+                self._recv_from(w, None)
 
     def ready_batches(self, k: int) -> int:
         """Batches after ``k`` that are already whole (read from shared memory)."""
@@ -156,12 +151,12 @@ class WorkerPool:
             while self.conns[w].poll(0):
                 self._handle(w, pickle.loads(self.conns[w].recv_bytes()))
 
-    def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
+    def _recv_from(self, w: int, stall: _Stall | None) -> None:
         conn = self.conns[w]
         if not self._pollers[w].poll(_POLL_MS):
             self._check_alive()
-            if timeout is not None and time.perf_counter() - since > timeout:
-                raise WorkerError(f"no answer from the workers for {timeout:g} s (timeout={timeout})")
+            if stall is not None:
+                stall.check(time.perf_counter())
             return
         try:
             msg = pickle.loads(conn.recv_bytes())
@@ -210,6 +205,24 @@ class WorkerPool:
                 "import without side effects (see the worker's traceback above)"
             )
         raise WorkerError(f"worker {w} (pid {proc.pid}) died with {describe_exit(code)}{where}{hint}")
+
+
+class _Stall:
+    """``timeout=``: seconds without progress (a step read, a stream opened, a row completed: ``Control.progress``),
+    not without a batch or an answer; ``check`` raises ``WorkerError`` once there were more."""
+
+    def __init__(self, pool: WorkerPool, timeout: float | None) -> None:
+        self.pool, self.timeout = pool, timeout
+        self.seen, self.since = pool.ring.control.progress(), time.perf_counter()
+
+    def check(self, now: float) -> None:
+        if self.timeout is None:
+            return
+        progress = self.pool.ring.control.progress()
+        if progress != self.seen:
+            self.seen, self.since = progress, now
+        elif now - self.since > self.timeout:
+            raise WorkerError(self.pool._stalled(self.timeout))
 
 
 def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
