@@ -84,14 +84,21 @@ def test_a_live_loaders_segment_survives_a_sweep_that_cannot_see_its_pid(tmp_pat
 
 _HANG = textwrap.dedent(
     """
-    import sys
+    import sys, threading
     sys.path.insert(0, {here!r})
     from _sources import HangingSource
     from streamcli import StreamLoader
-    if __name__ == "__main__":
+
+    def run():
         loader = StreamLoader(HangingSource([100, 100], {marks!r}), 2, 2, num_workers=2)
         print(*[p.pid for p in loader._pool.procs], loader.ring.spec.name, flush=True)
         next(iter(loader))  # blocks: both workers hang in the source
+
+    if __name__ == "__main__":
+        if {thread}:  # the kernel's parent-death signal follows threads: only the watchdog can help
+            threading.Thread(target=run).start()
+        else:
+            run()
     """
 )
 
@@ -109,12 +116,14 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_workers_blocked_in_a_source_exit_soon_after_their_loader_is_killed(tmp_path: Path, sig: int) -> None:
+@pytest.mark.parametrize(("sig", "thread"), [(signal.SIGKILL, False), (signal.SIGTERM, False), (signal.SIGKILL, True)])
+def test_workers_blocked_in_a_source_exit_soon_after_their_loader_is_killed(
+    tmp_path: Path, sig: int, thread: bool
+) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
     script = tmp_path / "main.py"
-    script.write_text(_HANG.format(here=str(HERE), marks=str(marks)))
+    script.write_text(_HANG.format(here=str(HERE), marks=str(marks), thread=thread))
     main = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert main.stdout is not None
     *pids, segment = main.stdout.readline().split()
