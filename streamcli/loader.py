@@ -418,8 +418,9 @@ class StreamLoader:
             if skip.kind == "length":
                 self._mismatches += 1
                 if self._mismatches == 1:
+                    # stacklevel: past _hand, _batches_of, _run and _epoch_batches, to the consumer's loop
                     warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
-                                  RuntimeWarning, stacklevel=4)  # fmt: skip
+                                  RuntimeWarning, stacklevel=5)  # fmt: skip
                 continue
             self._skipped += 1
             self._epoch_skips.append([skip.item, skip.step])
