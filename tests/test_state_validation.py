@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from _resume import run_epochs
 from _sources import CountingSource
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamcli import StreamLoader
 from streamcli.errors import StateError
@@ -129,3 +131,33 @@ def test_a_state_version_of_the_wrong_kind_or_age_says_so(version: object, match
     with StreamLoader(CountingSource(LENGTHS), 2, 3, shuffle=False) as loader:
         with pytest.raises(StateError, match=match):
             loader.load_state_dict(state)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lengths=st.lists(st.integers(0, 12), min_size=1, max_size=8),
+    B=st.integers(1, 3),
+    T=st.integers(1, 4),
+    boundary=st.sampled_from(["pad", "pack"]),
+    epoch_end=st.sampled_from(["pad", "restream", "drop"]),
+    segment=st.sampled_from([0, 3]),
+    bad=st.integers(-1, 7),
+)
+def test_no_state_a_real_run_makes_is_refused(
+    lengths: list[int], B: int, T: int, boundary: str, epoch_end: str, segment: int, bad: int
+) -> None:
+    from _sources import RaisingSource
+
+    kw: dict[str, Any] = dict(boundary=boundary, epoch_end=epoch_end, segment=segment, on_error="skip", seed=1)
+
+    def make() -> RaisingSource:  # stream ``bad`` (if any) fails at its step 1: skips and short rows too
+        return RaisingSource(lengths, bad=bad, at=1)
+
+    with StreamLoader(make(), B, T, **kw) as loader:
+        states = [loader.state_dict()]
+        for _ in range(2):
+            for _ in loader:
+                states.append(loader.state_dict())
+    with StreamLoader(make(), B, T, **kw) as other:
+        for s in states:
+            other.load_state_dict(s)
