@@ -1,7 +1,11 @@
 """Where a batch is carried: one shared-memory segment holding S batch slots plus a small control block.
 
-The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
-name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
+The loader (main process) creates the segment and is its only owner: it alone unlinks it while it lives. Workers
+attach by name and write their rows straight into slots, so no array is ever pickled. Every process that has the
+segment open holds a shared ``flock`` on it (``hold_alive``): that, not the pid in its name, is what tells another
+loader's sweep that it is in use. If the loader dies without closing, its workers' watchdog unlinks the segment
+(``engine.watchdog``); failing that, Python's resource tracker, or the next loader's sweep. Layout, all 64-byte
+aligned:
 
 - the control block (``engine.control``): the shared state through which the loader and the producers
   coordinate (hand-out counter, rows, claims, tickets, the producers' counters and the items' costs);
