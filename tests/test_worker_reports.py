@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
+import time
 
 import pytest
-from _sources import AbortingSource, HangingSource, SlowSource
+from _sources import AbortingSource, CountingSource, HangingSource, SlowSource
 
 from streamcli import StreamLoader, WorkerError
 
@@ -43,3 +46,18 @@ def test_timeout_lets_a_new_epoch_wait_for_a_worker_that_reads_on(no_leaks: None
         next(it)  # the worker goes on with the next batch, which takes 1.2 s
         assert next(iter(loader)).epoch == 1
         del it
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_idle_is_not_said_to_be_reading(no_leaks: None) -> None:
+    with StreamLoader(CountingSource([3]), 1, 2, num_workers=1) as loader:
+        assert len(list(loader)) == 2
+        deadline = time.monotonic() + 10
+        while loader.ring.control.reading(0)[0] != -1:  # the worker has nothing more to do: it idles
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert loader._pool is not None
+        os.kill(loader._pool.procs[0].pid, signal.SIGKILL)
+        with pytest.raises(WorkerError, match=r"died with signal SIGKILL") as ei:
+            list(loader)
+    assert "while reading" not in str(ei.value)

@@ -198,7 +198,7 @@ class WorkerPool:
         where = f" while reading stream {stream} ({self.describe(stream)!r}) near step {pos}"
         where = where if stream >= 0 else ""
         hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
-        if not where and code == 1:
+        if not where and code == 1 and not self.ring.control.steps()[w]:
             hint = (
                 " before reading anything: a spawned worker imports your main module again, so a script must "
                 'build and iterate the loader under `if __name__ == "__main__":`, and the source\'s module must '
