@@ -19,6 +19,10 @@ class SourceError(StreamcliError):
     """A source raised while opening or reading a stream (in a worker or in-process)."""
 
 
+class StateError(StreamcliError, ValueError):
+    """A loader state cannot be loaded: from another source or settings, another version, or tampered with."""
+
+
 class StepSpecError(StreamcliError, ValueError):
     """A step's field is missing, or its shape or dtype differs from what the source declared."""
 

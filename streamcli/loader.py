@@ -39,6 +39,7 @@ from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Reservation, Ring, defa
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
+from streamcli.errors import SourceError, StateError
 from streamcli.source import (
     Field,
     StreamSource,
@@ -68,6 +69,14 @@ class _Ready:
     n_valid: int
     skips: list[Skip]
     dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
+
+
+def _calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``."""
+    try:
+        return fn()
+    except (Exception, SystemExit) as exc:
+        raise SourceError(f"plugin {plugin!r} failed {doing}: {type(exc).__name__}: {exc}") from exc
 
 
 class StreamLoader:
@@ -155,11 +164,11 @@ class StreamLoader:
         self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
-        fields = tuple(source.fields())
+        self.plugin = plugin_name(source)
+        fields = _calling(self.plugin, "declaring its fields", lambda: tuple(source.fields()))
         check_fields(fields)
         self.fields: tuple[Field, ...] = fields
-        self.plugin = plugin_name(source)
-        self.items: list[Any] = list(source.items())
+        self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
         self._lengths: list[int | None] | None = None
         needs_lengths = bool(segment) or self.world_size > 1
         self._all_streams = all_streams(self._item_lengths() if needs_lengths else [None] * len(self.items), segment)
@@ -282,6 +291,18 @@ class StreamLoader:
 
     # -------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Batch]:
+        """The next epoch's batches (or a loaded state's). The epoch starts at the iterator's first ``next()``, not
+        here: an iterator that is made and dropped unused (Lightning makes one to check the loader) takes no epoch,
+        no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
+        if self._closed:
+            raise RuntimeError("this StreamLoader is closed; create a new one")
+        return self._epoch_batches()
+
+    def _epoch_batches(self) -> Iterator[Batch]:
+        yield from self._start()
+
+    def _start(self) -> Iterator[Batch]:
+        """Start the next epoch (or the loaded state's), superseding any older iterator."""
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
         self._stop_ahead()
@@ -397,8 +418,9 @@ class StreamLoader:
             if skip.kind == "length":
                 self._mismatches += 1
                 if self._mismatches == 1:
+                    # stacklevel: past _hand, _batches_of, _run and _epoch_batches, to the consumer's loop
                     warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
-                                  RuntimeWarning, stacklevel=4)  # fmt: skip
+                                  RuntimeWarning, stacklevel=5)  # fmt: skip
                 continue
             self._skipped += 1
             self._epoch_skips.append([skip.item, skip.step])
@@ -489,21 +511,38 @@ class StreamLoader:
         """Continue from ``state`` (from ``state_dict()``): the next ``iter(loader)`` resumes that epoch at its next
         batch, reopening each row's stream at its position; the one after starts the following epoch.
 
-        Raises ``ValueError`` naming what differs if the state comes from another source, item list, batch size,
-        time steps, seed, shuffle or mode, or from a newer streamcli.
+        Raises ``StateError`` (a ``ValueError``) naming what differs if the state comes from another source, item
+        list or item lengths, batch size, time steps, seed, shuffle or mode, or from another streamcli version, and
+        naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
         """
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
+        # Everything is checked before anything is applied: a refused state leaves the loader as it was.
         _state.check(state, self._fingerprint())
-        _cursor.from_json(state["rows"], self.batch_size, len(self.items))  # validates
-        self._resume = json.loads(json.dumps(dict(state)))
-        self._skipped += len(state["skipped"])
+        cursors = _cursor.from_json(state["rows"], self.batch_size, len(self.items))
+        epoch = int(state["epoch"])
+        lengths = self._item_lengths()
+        try:
+            batches: int | None = self.batches_in_epoch(epoch)
+        except TypeError:  # lengths unknown
+            batches = None
+        skipped = _state.check_values(
+            state, cursors, lengths=lengths, num_streams=len(self._streams(epoch)), batches=batches,
+            segment=self.segment, restream=self.epoch_end == "restream", time_steps=self.time_steps,
+        )  # fmt: skip
+        try:
+            resume = json.loads(json.dumps(dict(state)))
+        except (TypeError, ValueError) as exc:
+            raise StateError(f"the state is not plain JSON data: {exc}") from None
+        self._resume = resume
+        self._skipped += len(skipped)
 
     def _fingerprint(self) -> dict[str, Any]:
         if self._fingerprint_cache is None:
             self._fingerprint_cache = _state.fingerprint(
-                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content()
-            )
+                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content(),
+                lengths=self._item_lengths(),
+            )  # fmt: skip
         return self._fingerprint_cache
 
     def _wait_done(self, k: int) -> None:
@@ -619,7 +658,11 @@ class StreamLoader:
             return target
         lengths = self._item_lengths()
         if any(n is None for n in lengths):
-            raise TypeError(f"len() needs every stream's length, but source {self.plugin!r} does not report them all")
+            raise TypeError(
+                f"len() needs every stream's length, but source {self.plugin!r} does not report them all; pass "
+                "batches_per_epoch=N to fix the epoch's length, or make the source report lengths (for video: "
+                "scan=True)"
+            )
         base = self._all_streams if self._all_streams.lengths is not None else all_streams(lengths, self.segment)
         s = epoch_streams(base, seed=self.seed, epoch=epoch, shuffle=self.shuffle)
         assert s.lengths is not None
@@ -633,8 +676,24 @@ class StreamLoader:
 
     def _item_lengths(self) -> list[int | None]:
         if self._lengths is None:
-            self._lengths = [None if (n := self.source.length(it)) is None else int(n) for it in self.items]
+            self._lengths = [self._length_of(i) for i in range(len(self.items))]
         return self._lengths
+
+    def _length_of(self, stream: int) -> int | None:
+        """``source.length()`` of item ``stream``; what it raises is a ``SourceError`` naming the item, or under
+        ``on_error="skip"`` an unknown length (the item's open fails then, and it is skipped as usual)."""
+        item = self.items[stream]
+        try:
+            n = self.source.length(item)
+            return None if n is None else int(n)
+        except (Exception, SystemExit) as exc:
+            name = item_name(self.source, item)
+            if self.on_error == "skip":
+                log.warning("length() of item %r (stream %d) failed: %s: %s", name, stream, type(exc).__name__, exc)
+                return None
+            raise SourceError(
+                f"plugin {self.plugin!r} failed measuring item {name!r} (stream {stream}): {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _streams(self, epoch: int) -> Streams:
         """This rank's streams of ``epoch`` in ticket order (see ``engine.epoch``)."""
@@ -664,7 +723,7 @@ class StreamLoader:
     def stream_length(self, stream: int) -> int | None:
         if self._lengths is not None:
             return self._lengths[stream]
-        return self.source.length(self.items[stream])
+        return self._length_of(stream)
 
     def _sample_busy(self) -> None:
         t = time.perf_counter()

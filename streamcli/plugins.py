@@ -7,6 +7,7 @@ the same group, exactly like a third party's.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -68,8 +69,11 @@ def load_factory(name: str) -> Any:
                 raise PluginLoadError(
                     f"plugin {name!r} ({ep.value}) failed to import: {type(exc).__name__}: {exc}"
                 ) from exc
-    known = ", ".join(p.name for p in list_plugins()) or "none installed"
-    raise PluginNotFoundError(f"no plugin named {name!r}; installed plugins: {known}")
+    names = [p.name for p in list_plugins()]
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    known = ", ".join(names) or "none installed"
+    raise PluginNotFoundError(f"no plugin named {name!r}{hint}; installed plugins: {known}")
 
 
 def load_source(name: str, *args: Any, **options: Any) -> StreamSource:

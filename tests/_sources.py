@@ -84,3 +84,36 @@ class PidSource(CountingSource):
         for p in range(start, self.lengths[item]):
             time.sleep(0.005)
             yield {"x": np.array([os.getpid(), p], np.int64)}
+
+
+class HangingSource(CountingSource):
+    """Hangs for good in ``open``, after writing a file named after its process into ``marks`` (a folder), so a
+    test knows which workers are blocked in it."""
+
+    def __init__(self, lengths: Sequence[int], marks: str) -> None:
+        super().__init__(lengths)
+        self.marks = marks
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        with open(os.path.join(self.marks, f"hang_{os.getpid()}"), "w"):
+            pass
+        while True:
+            time.sleep(1.0)
+
+
+class AbortingSource(CountingSource):
+    """Aborts its process (``os.abort``, no core file) when reading stream ``bad`` at step ``at``; 1 ms a step."""
+
+    def __init__(self, lengths: Sequence[int], bad: int, at: int) -> None:
+        super().__init__(lengths)
+        self.bad, self.at = bad, at
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p in range(start, self.lengths[item]):
+            if item == self.bad and p == self.at:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                os.abort()
+            time.sleep(0.001)  # slow enough for the worker to mark each step it reads
+            yield {"x": np.array([item, p], np.int64)}

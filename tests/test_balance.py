@@ -48,10 +48,12 @@ def test_a_row_moves_to_an_idle_worker_and_batches_do_not_change(boundary: str, 
     # Resume one batch in: every row is live, and rows 0-1 start on worker 0, rows 2-3 on worker 1 (their
     # blocks). Make row 0's stream the slow one, and row 1's stream run past the length it promised.
     with StreamLoader(UnevenSource(lengths, slow=-1), 4, 4, boundary=boundary) as loader:
-        first = next(iter(loader))
-        state = loader.state_dict()
-    rows = first.stream[0].tolist()
+        rows = next(iter(loader)).stream[0].tolist()
     promised = {rows[1]: 50}
+    # The state comes from a source with the same promises: a state records the lengths it was made with.
+    with StreamLoader(UnevenSource(lengths, slow=-1, promised=promised), 4, 4, boundary=boundary) as loader:
+        assert next(iter(loader)).stream[0].tolist() == rows
+        state = loader.state_dict()
     want, _ = _run(UnevenSource(lengths, slow=rows[0], promised=promised), state, 0, boundary)
     got, moved = _run(UnevenSource(lengths, slow=rows[0], promised=promised), state, 2, boundary)
     assert moved >= 1  # worker 1 idled while worker 0 held row 0 (slow) and row 1 (cheap): row 1 moved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -103,6 +104,7 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.handed == 5 and c.slot_of(4) == 2
         c.report(0, busy=0.5, steps=6, stream=3, pos=2)
         c.report(1, busy=0.25, steps=4, stream=1, pos=7)
+        c.mark_of(1)[:] = (1, 7)  # what producer 1 is reading now (written before each read)
         assert c.steps() == (6, 4) and c.reading(1) == (1, 7)
         assert c.busy().tolist() == [0.5, 0.25]
         c.set_load(0, 0.2)
@@ -145,6 +147,7 @@ def test_sweep_removes_only_segments_of_dead_processes() -> None:
     dead = "/dev/shm/streamcli_999999999_deadbeef"
     with open(dead, "wb") as f:
         f.write(b"\0")
+    os.utime(dead, (time.time() - 60, time.time() - 60))  # not one its creator may be about to lock
     try:
         swept = sweep_stale()
         assert "streamcli_999999999_deadbeef" in swept and os.path.exists(f"/dev/shm/{mine.spec.name}")

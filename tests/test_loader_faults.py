@@ -194,8 +194,8 @@ def test_stale_segments_of_dead_processes_are_swept(tmp_path: Path) -> None:
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale, live = tmp_path / f"streamcli_{int(dead.stdout)}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"
-    stale.write_bytes(b"x")
-    live.write_bytes(b"x")
-    (tmp_path / "streamcli_notapid_x").write_bytes(b"x")
+    for path in (stale, live, tmp_path / "streamcli_notapid_x"):
+        path.write_bytes(b"x")
+        os.utime(path, (time.time() - 60, time.time() - 60))  # not one a creator may be about to lock
     assert sweep_stale(str(tmp_path)) == [stale.name]
     assert not stale.exists() and live.exists()

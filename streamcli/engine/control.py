@@ -16,7 +16,10 @@ Its arrays (``arrays``), in the segment before the batch slots (``engine.ring``)
   length); a segment is a stream of its own (``engine.epoch``);
 - ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
 - ``cost`` float64[I]: per item, the seconds per step producers measured reading it, 0 until then (kept across
-  epochs).
+  epochs);
+- ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
+  into the source that can block (an open, each step or block): what a dead worker was doing, and the progress
+  that ``timeout=`` measures.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
         ("order", (num_streams, 4), "<i8"),
         ("start", (B, _cursor.WIDTH), "<i8"),
         ("cost", (max(num_items, 1),), "<f8"),
+        ("mark", (num_workers, 2), "<i8"),
     )
 
 
@@ -68,16 +72,18 @@ class Control:
     """
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
-                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray):  # fmt: skip
+                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray,
+                 mark: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
-        self._wstat, self._order, self._start, self._cost = wstat, order, start, cost
+        self._wstat, self._order, self._start, self._cost, self._mark = wstat, order, start, cost, mark
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
         for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
-                  self._cost):  # fmt: skip
+                  self._cost, self._mark):  # fmt: skip
             a[...] = 0
         self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
+        self._mark[:, 0] = -1
         self._ctl[_READY] = -1
         self._ctl[_AWAITED] = -1
 
@@ -85,7 +91,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._cost = empty
+        self._cost = self._mark = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -351,6 +357,15 @@ class Control:
         return tuple(int(x) for x in self._wstat[:, _STEPS])
 
     def reading(self, w: int) -> tuple[int, int]:
-        """(stream, position) producer ``w`` was reading last; stream -1 before any."""
-        stat = self._wstat[w]
-        return int(stat[_CUR_STREAM]), int(stat[_CUR_POS])
+        """(stream, step) producer ``w`` is reading, or was when it stopped (``mark``); stream -1 before any."""
+        mark = self._mark[w]
+        return int(mark[0]), int(mark[1])
+
+    def mark_of(self, w: int) -> np.ndarray:
+        """Producer ``w``'s mark, ``[stream, step]``, which it writes before each call into the source."""
+        mark: np.ndarray = self._mark[w]
+        return mark
+
+    def progress(self) -> tuple[int, ...]:
+        """A snapshot that changes whenever any producer reads a step, opens a stream or completes a row."""
+        return (*self._mark.ravel().tolist(), int(self._written.sum()))

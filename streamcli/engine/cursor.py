@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.errors import StateError
+
 ITEM, POS, STATE, FLAGS = 0, 1, 2, 3  # columns of a cursor record (int64 each)
 REPLAYED, OPEN_ENDED = 1, 2  # bits of FLAGS: a replayed stream; an item of unknown length cut into segments
 WIDTH = 4
@@ -45,15 +47,22 @@ def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) ->
     """Validate and convert cursors read back from a state; raise ``ValueError`` naming what is wrong."""
     if not isinstance(rows, (list, tuple)) or len(rows) != batch_size:
         got = len(rows) if isinstance(rows, (list, tuple)) else type(rows).__name__
-        raise ValueError(f"the state holds {got} row cursors but batch_size={batch_size}")
+        raise StateError(f"the state's rows: it holds {got} row cursors but batch_size={batch_size}")
     out = fresh(batch_size)
     for b, row in enumerate(rows):
-        if not isinstance(row, (list, tuple)) or len(row) != WIDTH or not all(isinstance(v, int) for v in row):
-            raise ValueError(f"row {b}'s cursor {row!r} must be [item, pos, state, flags] integers")
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in row) if isinstance(row, (list, tuple)) else 0
+        if not isinstance(row, (list, tuple)) or len(row) != WIDTH or not ints:
+            raise StateError(
+                f"the state's rows[{b}]: row {b}'s cursor {row!r} must be [item, pos, state, flags] integers"
+            )
         item, pos, state, flags = row
         if state not in STATE_NAMES or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
-            raise ValueError(f"row {b}'s cursor {row!r} is not a valid [item, pos, state, flags]")
+            raise StateError(
+                f"the state's rows[{b}]: row {b}'s cursor {row!r} is not a valid [item, pos, state, flags]"
+            )
         if state in (LIVE, FOLLOW, SHORT) and not 0 <= item < num_items:
-            raise ValueError(f"row {b}'s cursor names stream {item}, but the source has {num_items} streams")
+            raise StateError(
+                f"the state's rows[{b}]: row {b}'s cursor names stream {item}, but the source has {num_items} streams"
+            )
         out[b] = row
     return out

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import pickle
 import select
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -53,10 +54,15 @@ class WorkerPool:
         self.received = [0] * len(specs)  # per worker: messages read from its pipe
         self.gen = 0
         self.on_skip: Callable[[Skip], None] = lambda s: None
+        # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
+        alive, self._alive = ctx.Pipe(duplex=False)
+        # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
+        # long as the process (``engine.watchdog``).
+        pdeathsig = threading.current_thread() is threading.main_thread()
         for spec in specs:
             parent, child = ctx.Pipe()
             proc = ctx.Process(
-                target=worker_main, args=(spec, child, wake, self._lock, os.getpid()),
+                target=worker_main, args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
                 name=f"streamcli-worker-{spec.w}", daemon=True,
             )  # fmt: skip
             proc.start()
@@ -69,6 +75,7 @@ class WorkerPool:
             self._pollers.append(poller)
             self._poll_all.register(parent.fileno(), select.POLLIN)
         wake.close()  # only workers write: once all are gone, the pipe reads as hung up
+        alive.close()
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         """Make every worker drop what it was doing and begin generation ``gen`` (the loader has set it in the
@@ -76,10 +83,10 @@ class WorkerPool:
         self.gen = gen
         for w in range(len(self.conns)):
             self._send(w, ("epoch", gen))
-        start = time.perf_counter()
+        stall = _Stall(self, timeout)  # a worker acknowledges once its piece of work is done: it may be reading
         for w in range(len(self.conns)):
             while self.ready[w] != gen:  # older messages drain here
-                self._recv_from(w, start, timeout)
+                self._recv_from(w, stall)
 
     def _send(self, w: int, msg: tuple[Any, ...]) -> None:
         try:
@@ -95,7 +102,8 @@ class WorkerPool:
         It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
         loader takes CPU from them): the worker that completes batch ``k`` writes one byte to the wake-up pipe."""
         control = self.ring.control
-        start = check = time.perf_counter()
+        check = time.perf_counter()
+        stall = _Stall(self, timeout)
         waited = control.written_min() <= k
         while control.written_min() <= k:
             if stop is not None and stop():
@@ -114,8 +122,7 @@ class WorkerPool:
             if not events or now - check > _POLL_MS / 1000 or any(ev & _HUP for _, ev in events):
                 check = now
                 self._check_alive()
-                if timeout is not None and now - start > timeout:
-                    raise WorkerError(f"no batch from the workers for {timeout:g} s (timeout={timeout})")
+                stall.check(now)
             self.drain()
         control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
@@ -126,7 +133,7 @@ class WorkerPool:
         control = self.ring.control
         for w in range(len(self.conns)):
             while self.received[w] < control.sent(w):
-                self._recv_from(w, time.perf_counter(), None)
+                self._recv_from(w, None)
 
     def ready_batches(self, k: int) -> int:
         """Batches after ``k`` that are already whole (read from shared memory)."""
@@ -144,12 +151,12 @@ class WorkerPool:
             while self.conns[w].poll(0):
                 self._handle(w, pickle.loads(self.conns[w].recv_bytes()))
 
-    def _recv_from(self, w: int, since: float, timeout: float | None) -> None:
+    def _recv_from(self, w: int, stall: _Stall | None) -> None:
         conn = self.conns[w]
         if not self._pollers[w].poll(_POLL_MS):
             self._check_alive()
-            if timeout is not None and time.perf_counter() - since > timeout:
-                raise WorkerError(f"no answer from the workers for {timeout:g} s (timeout={timeout})")
+            if stall is not None:
+                stall.check(time.perf_counter())
             return
         try:
             msg = pickle.loads(conn.recv_bytes())
@@ -173,19 +180,49 @@ class WorkerPool:
             cls = StepSpecError if msg[2] == "spec" else SourceError
             raise cls(msg[3]) from RemoteTraceback(msg[4])
 
+    def _stalled(self, timeout: float) -> str:
+        reading = [self.ring.control.reading(w) for w in range(len(self.procs))]
+        where = "; ".join(
+            f"worker {w} near step {pos} of stream {stream} ({self.describe(stream)!r})"
+            for w, (stream, pos) in enumerate(reading)
+            if stream >= 0
+        )
+        return (
+            f"the workers read no step for {timeout:g} s (timeout={timeout})" + (f": {where}" if where else "")
+            + "; a source may hang there, or pass a larger timeout="
+        )  # fmt: skip
+
     def _raise_dead(self, w: int) -> NoReturn:
         proc = self.procs[w]
         code, (stream, pos) = proc.exitcode, self.ring.control.reading(w)
         where = f" while reading stream {stream} ({self.describe(stream)!r}) near step {pos}"
         where = where if stream >= 0 else ""
         hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
-        if not where and code == 1:
+        if not where and code == 1 and not self.ring.control.steps()[w]:
             hint = (
                 " before reading anything: a spawned worker imports your main module again, so a script must "
                 'build and iterate the loader under `if __name__ == "__main__":`, and the source\'s module must '
                 "import without side effects (see the worker's traceback above)"
             )
         raise WorkerError(f"worker {w} (pid {proc.pid}) died with {describe_exit(code)}{where}{hint}")
+
+
+class _Stall:
+    """``timeout=``: seconds without progress (a step read, a stream opened, a row completed: ``Control.progress``),
+    not without a batch or an answer; ``check`` raises ``WorkerError`` once there were more."""
+
+    def __init__(self, pool: WorkerPool, timeout: float | None) -> None:
+        self.pool, self.timeout = pool, timeout
+        self.seen, self.since = pool.ring.control.progress(), time.perf_counter()
+
+    def check(self, now: float) -> None:
+        if self.timeout is None:
+            return
+        progress = self.pool.ring.control.progress()
+        if progress != self.seen:
+            self.seen, self.since = progress, now
+        elif now - self.since > self.timeout:
+            raise WorkerError(self.pool._stalled(self.timeout))
 
 
 def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
@@ -203,7 +240,7 @@ def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=2.0)
-        for conn in (*pool.conns, pool._wake):
+        for conn in (*pool.conns, pool._wake, pool._alive):  # ``_alive`` last: workers that see it close exit
             with contextlib.suppress(Exception):
                 conn.close()
     ring.close()

@@ -143,6 +143,8 @@ def set_idle(p: Producer, idle: bool) -> None:
     if p.idle != idle:
         p.idle = idle
         p.ring.control.set_idle(p.w, idle)
+        if idle:
+            p.mark[0] = -1  # reading nothing: a death now is not a source's
 
 
 def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:

@@ -91,6 +91,7 @@ class Row:
     rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
     pieces: int = 0  # the pieces ``rate`` is the least of (noted in the items' cost table from ``_STEADY_PIECES``)
     next_item: int = heavy.UNKNOWN  # planned claims: the item of the stream it claims next (-1: none)
+    fine: bool = True  # its steps are slow enough to mark each one read (``write._copy``)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
     def cursor(self) -> tuple[int, int, int, int]:
@@ -149,12 +150,14 @@ class Producer:
     B: int = field(init=False)
     pack: bool = field(init=False)
     spec: list[tuple[str, tuple[int, ...], np.dtype[Any]]] = field(init=False)  # (name, shape, dtype) per field
+    mark: np.ndarray = field(init=False)  # [stream, step] being read, in the control block (``Control.mark_of``)
 
     def __post_init__(self) -> None:
         self.T, self.B = self.plan.time_steps, self.plan.batch_size
         self.spec = [(f.name, f.shape, f.np_dtype) for f in self.plan.fields]
         self.pack = self.plan.boundary == "pack"
         self.steps_t = np.arange(self.T, dtype=np.int64)
+        self.mark = self.ring.control.mark_of(self.w)
 
 
 def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:

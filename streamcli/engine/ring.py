@@ -1,7 +1,11 @@
 """Where a batch is carried: one shared-memory segment holding S batch slots plus a small control block.
 
-The loader (main process) creates the segment and is its only owner: it alone unlinks it. Workers attach by
-name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte aligned:
+The loader (main process) creates the segment and is its only owner: it alone unlinks it while it lives. Workers
+attach by name and write their rows straight into slots, so no array is ever pickled. Every process that has the
+segment open holds a shared ``flock`` on it (``hold_alive``): that, not the pid in its name, is what tells another
+loader's sweep that it is in use. If the loader dies without closing, its workers' watchdog unlinks the segment
+(``engine.watchdog``); failing that, Python's resource tracker, or the next loader's sweep. Layout, all 64-byte
+aligned:
 
 - the control block (``engine.control``): the shared state through which the loader and the producers
   coordinate (hand-out counter, rows, claims, tickets, the producers' counters and the items' costs);
@@ -21,6 +25,7 @@ import os
 import secrets
 import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -131,6 +136,7 @@ class Ring:
         if slot0 + n * stride > _shm_free():
             raise SharedMemoryError(_space_message(spec, n))
         shm = _Segment(name=name, create=True, size=spec.nbytes)
+        hold_alive(shm)
         try:
             if not _back(shm, 0, slot0 + n * stride):
                 raise SharedMemoryError(_space_message(spec, n))
@@ -163,7 +169,9 @@ class Ring:
     def attach(cls, spec: RingSpec) -> Ring:
         # Spawned workers share the loader's resource tracker, so attaching re-registers the same name (a
         # no-op); the tracker still unlinks the segment if the whole process tree dies without cleaning up.
-        return cls(spec, _Segment(name=spec.name), owner=False)
+        shm = _Segment(name=spec.name)
+        hold_alive(shm)  # while a worker lives the segment is in use, even if its loader is gone
+        return cls(spec, shm, owner=False)
 
     def holder(self, slot: int) -> Any:
         """A fresh buffer object over one slot. Arrays made from it keep it alive; when the last of them is
@@ -219,8 +227,10 @@ class Ring:
 
 
 class SegmentLock:
-    """An exclusive lock on the segment's own file (``flock``): the kernel drops it when a holder dies, and it
-    leaves nothing behind, unlike a named semaphore. Picklable; each process opens its own descriptor."""
+    """An exclusive lock on the segment's own file (a POSIX record lock, ``lockf``): the kernel drops it when a
+    holder dies, and it leaves nothing behind, unlike a named semaphore. Picklable; each process opens its own
+    descriptor. Not ``flock``: that is the liveness lock every user of the segment holds shared (``hold_alive``),
+    and on Linux the two kinds of lock never interact."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -232,11 +242,11 @@ class SegmentLock:
     def __enter__(self) -> None:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        fcntl.lockf(self._fd, fcntl.LOCK_EX)
 
     def __exit__(self, *exc: object) -> None:
         assert self._fd is not None
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -244,12 +254,27 @@ class SegmentLock:
             self._fd = None
 
 
+def hold_alive(shm: shared_memory.SharedMemory) -> None:
+    """Hold a shared ``flock`` on the segment's file for as long as this process has it open: the proof, valid
+    across PID namespaces (containers sharing ``/dev/shm``), that the segment is in use. The owner and every
+    worker hold it; the kernel drops it when the process dies, however it dies."""
+    fd = getattr(shm, "_fd", -1)
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
+STALE_AFTER_S = 5.0  # a segment younger than this may still be on its way to being locked by its creator
+
+
 def sweep_stale(root: str = "/dev/shm") -> list[str]:
-    """Unlink segments whose creating process no longer exists; returns their names.
+    """Unlink segments that no live process holds; returns their names.
 
     A loader whose whole process group is killed at once (a closed terminal's SIGHUP reaches Python's resource
-    tracker too) cannot clean up, so the next loader does. Names carry the creator's pid; a live pid, even a
-    reused one, is left alone.
+    tracker too) cannot clean up, so the next loader does. The pid in a segment's name proves nothing across PID
+    namespaces (in another container every pid looks dead), so a segment is judged by its liveness lock
+    (``hold_alive``): it is stale only if this sweep can take that lock exclusively. Segments whose creator's pid
+    is alive here, and young ones (their creator may be about to lock them), are left alone too.
     """
     try:
         names = [n for n in os.listdir(root) if n.startswith(PREFIX)]
@@ -257,20 +282,39 @@ def sweep_stale(root: str = "/dev/shm") -> list[str]:
         return []
     swept = []
     for name in names:
+        path = os.path.join(root, name)
         try:
             pid = int(name[len(PREFIX) :].split("_")[0])
-            os.kill(pid, 0)
         except ValueError:
             continue
-        except ProcessLookupError:
-            try:
-                os.unlink(os.path.join(root, name))
-                swept.append(name)
-            except OSError:
-                pass
-        except PermissionError:
-            continue  # alive, someone else's
+        if _pid_alive(pid):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if time.time() - os.fstat(fd).st_mtime < STALE_AFTER_S:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held shared by a live user: BlockingIOError
+            os.unlink(path)
+            swept.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
     return swept
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` names a live process in this PID namespace (a reused pid counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: alive, someone else's
+        return True
+    return True
 
 
 class Reservation:

@@ -12,6 +12,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from streamcli.engine import cursor as _cursor
+from streamcli.errors import StateError
+
 FORMAT = "streamcli-loader-state"
 VERSION = 1
 
@@ -33,46 +38,133 @@ def items_digest(names: Sequence[str]) -> str:
 
 
 def fingerprint(
-    *, source: str, fields: Sequence[Any], items: Sequence[Any], config: Mapping[str, Any]
+    *,
+    source: str,
+    fields: Sequence[Any],
+    items: Sequence[Any],
+    config: Mapping[str, Any],
+    lengths: Sequence[int | None] | None = None,
 ) -> dict[str, Any]:
-    """What must not change between saving and loading a state: the source, its items and the settings that
-    decide the batches' content (``LoaderConfig.content()``)."""
+    """What must not change between saving and loading a state: the source, its items, their lengths where
+    ``length()`` reports them, and the settings that decide the batches' content (``LoaderConfig.content()``)."""
     out: dict[str, Any] = {
         "source": source,
         "fields": [[f.name, list(f.shape), f.dtype] for f in fields],
         "num_items": len(items),
         "items": items_digest([repr(i) for i in items]),
     }
+    if lengths is not None:
+        out["lengths"] = items_digest([str(-1 if n is None else n) for n in lengths])
     out.update({k: config[k] for k in _FINGERPRINT if k in config})
     return out
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
-    """Raise ``ValueError`` naming the first thing that makes ``state`` unusable here."""
+    """Raise ``StateError`` naming the first thing that makes ``state`` unusable here: not a state, another
+    version, another source or settings (``fingerprint``), or a position field of the wrong type."""
     if not isinstance(state, Mapping):
-        raise ValueError(f"a loader state must be a dict from state_dict(), not {type(state).__name__}")
+        raise StateError(f"a loader state must be a dict from state_dict(), not {type(state).__name__}")
     if state.get("format") != FORMAT:
-        raise ValueError(f"not a streamcli loader state (format={state.get('format')!r}); pass loader.state_dict()")
+        raise StateError(f"not a streamcli loader state (format={state.get('format')!r}); pass loader.state_dict()")
     version = state.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise ValueError(
-            f"the state is format version {version!r}, newer than this streamcli reads ({VERSION}); "
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise StateError(
+            f"the state's version={version!r} must be an integer (this streamcli reads version {VERSION}); "
+            "pass an unmodified loader.state_dict()"
+        )
+    if version > VERSION:
+        raise StateError(
+            f"the state is format version {version}, newer than this streamcli reads ({VERSION}); "
             "upgrade streamcli to load it"
         )
+    if version < VERSION:
+        raise StateError(f"the state is format version {version}, older than this streamcli reads ({VERSION})")
     missing = [k for k in ("fingerprint", "epoch", "batch", "tickets", "rows", "skipped") if k not in state]
     if missing:
-        raise ValueError(f"the state lacks {', '.join(missing)}; pass an unmodified loader.state_dict()")
+        raise StateError(f"the state lacks {', '.join(missing)}; pass an unmodified loader.state_dict()")
     old = state["fingerprint"]
     if not isinstance(old, Mapping):
-        raise ValueError("the state's fingerprint must be a dict")
+        raise StateError("the state's fingerprint must be a dict")
     for key in _FINGERPRINT:
         if old.get(key, _DEFAULTS.get(key)) != expected_fingerprint[key]:
             what = "item list" if key == "items" else key
-            raise ValueError(
+            raise StateError(
                 f"the state was saved with a different {what}: {old.get(key)!r} there, {expected_fingerprint[key]!r} "
                 f"here; resume with the same source and loader settings (num_workers may differ)"
             )
+    if "lengths" in old and "lengths" in expected_fingerprint and old["lengths"] != expected_fingerprint["lengths"]:
+        raise StateError(
+            "the state was saved with different stream lengths (the items kept their names, but length() now "
+            "reports other numbers): the epoch would differ; resume with the same data"
+        )
     for key in ("epoch", "batch", "tickets"):
         value = state[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"the state's {key}={value!r} must be an integer >= 0")
+        if not _is_int(value) or value < 0:
+            raise StateError(f"the state's {key}={value!r} must be an integer >= 0")
+
+
+def check_values(
+    state: Mapping[str, Any],
+    cursors: np.ndarray,
+    *,
+    lengths: Sequence[int | None],
+    num_streams: int,
+    batches: int | None,
+    segment: int,
+    restream: bool,
+    time_steps: int,
+) -> list[list[int]]:
+    """Raise ``StateError`` naming the field if the position in ``state`` (already ``check``-ed; ``cursors``
+    from ``cursor.from_json``) cannot come from a real run of this loader: a row beyond its stream's length, two
+    rows reading one stream, more tickets than the epoch has, a batch past its end, a malformed skip. Returns the
+    skipped items as ``[item, step]`` lists. ``num_streams``: the epoch's streams; ``batches``: its batches, or
+    None when unknown."""
+    B = len(cursors)
+    num_items = len(lengths)
+    for b, (item, pos, _, _) in enumerate(cursors.tolist()):
+        if not -1 <= item < num_items:
+            raise StateError(f"the state's rows[{b}] names stream {item}, but the source has {num_items} streams")
+        n = lengths[item] if item >= 0 else None
+        if n is not None and pos > n:
+            raise StateError(
+                f"the state's rows[{b}] is at position {pos} of stream {item}, beyond its length {n}: "
+                "not a position a run can reach; pass an unmodified loader.state_dict()"
+            )
+    if not segment:  # (with segments, two rows may read two streams of one item)
+        seen: dict[int, int] = {}
+        for b, (item, _, state_, flags) in enumerate(cursors.tolist()):
+            if state_ in (_cursor.LIVE, _cursor.FOLLOW, _cursor.SHORT) and not flags & _cursor.REPLAYED:
+                if item in seen:
+                    raise StateError(
+                        f"the state's rows[{b}] reads stream {item}, which rows[{seen[item]}] also reads: "
+                        "a stream is read by one row at a time; pass an unmodified loader.state_dict()"
+                    )
+                seen[item] = b
+    tickets, batch = state["tickets"], state["batch"]
+    # Each claim takes one ticket per stream it passes (empty ones too), plus one when the row goes dry.
+    most = num_streams + B
+    if restream:  # replays: at most one stream a step per row, and a claim passes each empty stream once
+        most = ((batch + 1) * time_steps * B) * (num_streams + 1) + B
+    if tickets > most:
+        raise StateError(f"the state's tickets={tickets} is more than this epoch's {num_streams} streams can give")
+    if batches is not None and batch > batches:
+        raise StateError(f"the state's batch={batch} is past the end of its epoch ({batches} batches)")
+    skipped = state["skipped"]
+    if not isinstance(skipped, (list, tuple)):
+        raise StateError(f"the state's skipped={skipped!r} must be a list of [stream, step] pairs")
+    out: list[list[int]] = []
+    for i, entry in enumerate(skipped):
+        ok = isinstance(entry, (list, tuple)) and len(entry) == 2 and all(_is_int(v) for v in entry)
+        if ok:
+            item, step = entry
+            ok = 0 <= item < num_items and step >= 0 and (lengths[item] is None or step <= int(lengths[item] or 0))
+        if not ok:
+            raise StateError(
+                f"the state's skipped[{i}]={entry!r} must be [stream, step] of one of the {num_items} streams"
+            )
+        out.append([int(entry[0]), int(entry[1])])
+    return out

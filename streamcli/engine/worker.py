@@ -28,6 +28,7 @@ from streamcli.engine.control import NEVER
 from streamcli.engine.produce import begin_epoch, reading_of, set_idle, work
 from streamcli.engine.producer import Aborted, Plan, Producer
 from streamcli.engine.ring import Ring, RingSpec
+from streamcli.engine.watchdog import die_with_parent, watch_parent
 from streamcli.engine.write import close_rows
 from streamcli.errors import StepSpecError
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks
@@ -46,13 +47,20 @@ class WorkerSpec:
     items: list[Any]
 
 
-def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int) -> None:
+def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int,
+                alive: Connection, pdeathsig: bool) -> None:  # fmt: skip
     # Ctrl-C reaches the whole process group; the loader in the main process decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if pdeathsig:
+        die_with_parent()
+    if os.getppid() != parent_pid:  # the loader died before the worker could ask to die with it
+        return
     try:
         ring = Ring.attach(spec.ring)
+        # From here on a hung source cannot keep the worker alive after its loader: the watchdog sees to it.
+        watch_parent(alive, parent_pid, ring.shm.unlink)
         _setup(spec.source)
-    except Exception as exc:  # report why, rather than only dying with exit code 1
+    except (Exception, SystemExit) as exc:  # report why, rather than only dying with exit code 1
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
     p = Producer(
@@ -69,7 +77,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
     p.on_skip = lambda s: send(("skip", p.gen, s))
     try:
         _serve(p, spec, conn, wake.fileno(), send)
-    except (EOFError, OSError, SystemExit):
+    except (EOFError, OSError, Orphaned):
         pass  # the loader went away; exit quietly
     finally:
         close_rows(p.rows.values())
@@ -126,9 +134,13 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, wake: int, send: Cal
         time.sleep(min(_IDLE_SLEEP, 2e-5 * spins) if spins < 2000 else 1e-2 if spins > 6000 else 2e-3)
 
 
+class Orphaned(BaseException):
+    """The loader's process is gone: the worker stops (not an ``Exception``, so no error report catches it)."""
+
+
 def _check_parent(p: Producer) -> None:
     if p.parent_pid is not None and os.getppid() != p.parent_pid:
-        raise SystemExit(0)  # orphaned: the loader is gone
+        raise Orphaned
 
 
 def describe_exit(exitcode: int | None) -> str:

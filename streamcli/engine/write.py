@@ -13,6 +13,7 @@ claim, and either is reported (``Skip``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,8 @@ from streamcli.engine.slots import SlotViews, pad, record
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.source import Step, item_name
 
+_FINE_S = 20e-6  # seconds per step from which a row marks every step it reads (``_copy``)
+_SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
 _END = object()  # the look-ahead found the stream over
 _BLK = object()  # the look-ahead step lies in the row's current block
 
@@ -144,6 +147,8 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         stop = row.expect
     it = row.it
     assert it is not None
+    mark = p.mark
+    mark[0], mark[1] = row.item, pos0 + 1  # the first step this run reads (``pos0`` was read ahead)
     claims = p.shared and p.pack and p.claims is None  # let other rows' claims go as this run reads ahead
     control, B, q0 = p.ring.control, p.B, k * T + t0
     nxt: Any = row.nxt
@@ -175,6 +180,12 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         cols = v.columns[b]
         t, t_stop = t0, t0 + (stop - pos0)
         ndarray, single, cells = np.ndarray, len(cols) == 1, v.cells
+        # Slow steps mark each step read (``Control.mark_of``): ``timeout=`` counts seconds without a step, and a
+        # death names its step. Fast ones (under ``_FINE_S`` a step when last timed, every 8th batch) only mark each
+        # run: the store would cost a tenth of the tightest loop, and their runs end long before any timeout.
+        timed = row.fine or not k & 7
+        each, started = claims or row.fine, time.perf_counter() if timed else 0.0
+        beat, off = mark, pos0 - t0 + 1
         name, shape, dtype, col = cols[0]
         while True:
             try:
@@ -206,15 +217,19 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
                 break
             try:
                 nxt = next(it, _END)
-            except Exception as exc:
+            except _SOURCE_ERRORS as exc:
                 row.pos = pos0 + t - t0
                 _fail(p, row, k, exc, "reading")
                 nxt, row.expect = _END, -1  # skipped, not short
             if nxt is _END:
                 break
-            if claims:
-                control.set_claim(b, (q0 + t - t0 + 1) * B + b)
+            if each:
+                beat[1] = t + off  # the next step to read
+                if claims:
+                    control.set_claim(b, (q0 + t - t0 + 1) * B + b)
         n = t - t0
+        if timed:
+            row.fine = n < 2 or time.perf_counter() - started > _FINE_S * n
     p.out.runs.append((b, t0, n, row.item, pos0, row.replay, row.fresh))  # flags are written by ``flush``
     row.fresh = False
     pos = row.pos = pos0 + n
@@ -357,9 +372,10 @@ def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
 
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
+    _mark(p, row)
     try:
         it = iter(p.source.open(p.items[row.item], row.pos))
-    except Exception as exc:
+    except _SOURCE_ERRORS as exc:
         _fail(p, row, k, exc, "opening")
         row.expect = -1  # skipped, not short
         return None
@@ -375,15 +391,22 @@ def _reopen(p: Producer, row: Row, k: int) -> None:
         close(row)  # the stream ended exactly at the cut (or failed): the row claims at its next chance
 
 
+def _mark(p: Producer, row: Row) -> None:
+    """Publish the step the producer is about to read (``Control.mark_of``)."""
+    mark = p.mark
+    mark[0], mark[1] = row.item, row.pos
+
+
 def _look(p: Producer, row: Row, k: int) -> Any:
     """The row's look-ahead: the next step, ``_BLK`` when it is ``row.blk[...][row.j]``, or ``_END``."""
     assert row.it is not None
     if p.blocks:
         if row.blk is not None and row.j < len(row.blk[0]):
             return _BLK
+        _mark(p, row)
         try:
             block: Any = next(row.it, _END)
-        except Exception as exc:
+        except _SOURCE_ERRORS as exc:
             _fail(p, row, k, exc, "reading")
             row.expect = -1  # skipped, not short
             return _END
@@ -391,15 +414,16 @@ def _look(p: Producer, row: Row, k: int) -> Any:
             return _END
         row.blk, row.j = checks.block_arrays(block, p.spec, p.plan.fields, lambda: _where(p, row, "block at step")), 0
         return _BLK
+    _mark(p, row)
     try:
         return next(row.it, _END)
-    except Exception as exc:
+    except _SOURCE_ERRORS as exc:
         _fail(p, row, k, exc, "reading")
         row.expect = -1  # skipped, not short
         return _END
 
 
-def _fail(p: Producer, row: Row, k: int, exc: Exception, doing: str) -> None:
+def _fail(p: Producer, row: Row, k: int, exc: BaseException, doing: str) -> None:
     if isinstance(exc, StepSpecError):
         raise exc  # a block that breaks the declared fields is the plugin's bug: never skipped, never wrapped
     name = item_name(p.source, p.items[row.item])

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.errors import ShardError
+from streamcli.errors import RemoteTraceback, ShardError, StreamcliError
 from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
 from streamcli.shards.npz import complete_batches
 from streamcli.shards.writer import batch_arrays, write_shard_file
@@ -94,7 +94,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     with StreamLoader(source, B, T, **kw) as loader:
         if start:
-            lengths = [source.length(item) for item in loader.items]
+            lengths = [loader.stream_length(i) for i in range(len(loader.items))]  # errors: SourceError
             if any(n is None for n in lengths):
                 raise ShardError(f"source {loader.plugin!r} does not report every stream's length")
             fp = loader.state_dict()["fingerprint"]
@@ -159,7 +159,12 @@ def export_on_ray(
             while pending:
                 ready, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
                 for ref in ready:
-                    for rec in ray.get(ref):
+                    try:
+                        got = ray.get(ref)
+                    except ray.exceptions.RayTaskError as exc:
+                        err = task_error(exc)
+                        raise err from err.__cause__
+                    for rec in got:
                         records[rec["name"]] = rec
                 if progress is not None:
                     progress(min(job.total, _on_disk(out, n_shards) * k), job.total)
@@ -177,6 +182,16 @@ def export_on_ray(
     write_json(out / MANIFEST, manifest)  # the commit point, as in a local export
     (out / PARTIAL).unlink(missing_ok=True)
     return manifest
+
+
+def task_error(exc: Any) -> BaseException:
+    """What a failed Ray task raised, for the driver: streamcli's own error (a ``SourceError`` naming the plugin
+    and item, say) with the task's traceback as its cause, as a worker's error arrives; else Ray's error."""
+    cause = getattr(exc, "cause", None)
+    if not isinstance(cause, StreamcliError):
+        return exc  # type: ignore[no-any-return]
+    cause.__cause__ = RemoteTraceback(str(getattr(exc, "traceback_str", None) or exc))  # (``str``: the traceback)
+    return cause
 
 
 def _on_disk(out: Path, n_shards: int) -> int:
