@@ -6,6 +6,7 @@ and yields batches in which row ``b`` continues the same stream from one batch t
 The public API is defined here and only here. Importing streamcli does not import torch.
 """
 
+from streamcli._version import __version__
 from streamcli.batch import FLAGS, Batch
 from streamcli.bench import BenchResult, run_benchmark
 from streamcli.config import LoaderConfig
@@ -25,8 +26,6 @@ from streamcli.plugins import PluginInfo, list_plugins, load_source
 from streamcli.shards import ShardReader, ShardWriter
 from streamcli.source import BaseSource, Field, StreamSource
 from streamcli.stats import LoaderStats
-
-from streamcli._version import __version__
 
 __all__ = [
     "BaseSource",
