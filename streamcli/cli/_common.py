@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
@@ -60,12 +61,26 @@ def reflow(text: str | None) -> str | None:
     return "\n\n".join(" ".join(p.split()) for p in paras)
 
 
+def as_written(command: Any) -> None:
+    """Escape Rich markup in a command's help, epilog and parameters' help, once, when it is built.
+
+    Typer renders help as Rich markup, which would swallow ``[ray]`` in ``pip install 'streamcli[ray]'``.
+    No help string here uses markup on purpose.
+    """
+    command.help = escape(command.help) if command.help else command.help
+    command.epilog = escape(command.epilog) if command.epilog else command.epilog
+    for p in command.params:
+        if getattr(p, "help", None):
+            p.help = escape(p.help)
+
+
 class StreamcliCommand(TyperCommand):
     """A command whose help shows no ``<bool>`` after flags and no ``{name}`` in its usage line."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.help = reflow(self.help)
+        as_written(self)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _tidy(super().get_params(ctx))
@@ -79,6 +94,10 @@ class StreamcliCommand(TyperCommand):
 
 class StreamcliGroup(TyperGroup):
     """Translates every error into an exit code and one red line, for the script and for CliRunner alike."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        as_written(self)
 
     def main(  # type: ignore[override]
         self,
