@@ -38,6 +38,30 @@ def err_line(message: str) -> None:
     Console(stderr=True, soft_wrap=True, highlight=False).print(Text("error: ", "bold red") + Text(msg, "red"))
 
 
+def unreadable(exc: PermissionError) -> str:
+    """A usage message for a file or folder this user may not read."""
+    return (
+        f"cannot read {_filename(exc)}: permission denied; make it readable (e.g. chmod a+r, or a+rx for a folder) "
+        "or run as a user who may read it"
+    )
+
+
+def _filename(exc: OSError) -> str:
+    return repr(str(exc.filename)) if exc.filename is not None else "a file"
+
+
+def _permission_error(exc: BaseException) -> PermissionError | None:
+    """The ``PermissionError`` behind ``exc`` (itself, or a cause a library error wraps), if any."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, PermissionError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return None
+
+
 def _tidy(params: list[Any]) -> list[Any]:
     """Help without noise: flags show no ``<bool>``, arguments show their metavar, never ``{name}``."""
     for p in params:
@@ -125,11 +149,17 @@ class StreamcliGroup(TyperGroup):
         except Exception as exc:  # StreamcliError and anything unexpected: a failure at run time
             if STATE.debug:
                 raise
-            if isinstance(exc, StreamcliError):
+            denied = _permission_error(exc)
+            if denied is not None:  # a file or folder the user may not read or write: theirs to fix
+                err_line(f"{_filename(denied)}: permission denied; change its permissions or run as a user who may "
+                         "use it")  # fmt: skip
+                code = 2
+            elif isinstance(exc, StreamcliError):
                 err_line(str(exc))
+                code = 1
             else:
                 err_line(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
-            code = 1
+                code = 1
         if standalone_mode:
             sys.exit(code)
         return code

@@ -13,7 +13,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, loader_command
-from streamcli.cli._sources import SourceOpts, open_loader, resolve_source
+from streamcli.cli._sources import (
+    SourceOpts,
+    check_config,
+    check_input,
+    check_option_syntax,
+    open_loader,
+    resolve_source,
+)
 from streamcli.errors import ShardError
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
@@ -94,6 +101,10 @@ def export(
         except ImportError as exc:
             raise UsageFailure(f"--engine ray: {exc}") from None
     *src, out = args
+    # What the user typed is checked before OUT_DIR: `export video DIR -o OUT` must not blame DIR for being full.
+    check_option_syntax(option, "; the export folder OUT_DIR is the last argument")
+    check_config(opts)
+    check_input(src)
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder")
@@ -101,7 +112,10 @@ def export(
     if blocker is not None:
         raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (overwrite or resume):
-        raise UsageFailure(f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue")
+        given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
+        raise UsageFailure(
+            f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue{given}"
+        )
     shard_bytes = parse_size(shard_size)
     spec = resolve_source(src, option)
     console = Console(stderr=True)

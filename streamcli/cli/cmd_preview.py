@@ -19,7 +19,7 @@ from rich.live import Live
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
-from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
+from streamcli.cli._sources import SourceArgs, SourceOpts, check_config, open_loader, resolve_source
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -132,6 +132,7 @@ def preview(
 
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
+    check_config(opts)  # a bad setting is refused before the source is built (a video scan can take a while)
     spec = resolve_source(source, option)
     console = Console()
     interval = 1.0 / min(fps, 15.0)
