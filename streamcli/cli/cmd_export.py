@@ -260,8 +260,12 @@ def _on_ray(
     def on_started(s: float) -> None:
         console.print(f"[dim]Ray ready in {s:.1f} s[/]", highlight=False)
 
+    from streamcli.shards.format import batch_nbytes, manifest_fields
+
+    per_batch = batch_nbytes(manifest_fields(header), opts.batch_size, opts.time_steps)  # as the local bar counts
+
     def report(n: int, of: int) -> None:
-        progress.update(task, completed=n)
+        progress.update(task, completed=n, mb=n * per_batch / 1e6)
 
     return export_on_ray(job, mode=mode, partitions=partitions, address=address, progress=report,
                          on_started=on_started)  # fmt: skip
