@@ -11,6 +11,7 @@ from streamcli.batch import FLAGS, Batch
 from streamcli.bench import BenchResult, run_benchmark
 from streamcli.config import LoaderConfig
 from streamcli.errors import (
+    ConfigError,
     PluginLoadError,
     PluginNotFoundError,
     ShardError,
@@ -31,6 +32,7 @@ __all__ = [
     "BaseSource",
     "Batch",
     "BenchResult",
+    "ConfigError",
     "FLAGS",
     "Field",
     "LoaderConfig",

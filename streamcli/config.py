@@ -5,8 +5,12 @@ the export header all derive from one ``LoaderConfig``."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import operator
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from streamcli.errors import ConfigError
 
 MODES: dict[str, tuple[str, ...]] = {
     "boundary": ("pad", "pack"),
@@ -21,9 +25,29 @@ CONTENT = ("batch_size", "time_steps", "seed", "shuffle", "boundary", "epoch_end
 """The settings that decide the batches' content (the worker count, prefetch and the like do not)."""
 
 
+WORKERS_PER_CORE = 4
+"""Worker processes a loader may start per usable CPU core (see ``max_workers``)."""
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity, not the machine's total)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def max_workers() -> int:
+    """The most worker processes one loader may start: ``WORKERS_PER_CORE`` per usable core.
+
+    Each worker is a process of its own that imports torch (about a second of CPU and some hundred MB), so
+    beyond a few per core they only queue for the cores and fill memory; a source that waits on I/O gains
+    from a few more than one per core, not from hundreds. A thousand workers on a small machine spend
+    minutes starting and look like a hang.
+    """
+    return WORKERS_PER_CORE * usable_cores()
+
+
 def _check_int(name: str, value: Any, low: int, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}; {fix}")
+        raise ConfigError(f"{name}={value!r} must be an integer >= {low}; {fix}")
 
 
 @dataclass(frozen=True)
@@ -58,20 +82,28 @@ class LoaderConfig:
         if self.prefetch is not None:
             _check_int("prefetch", self.prefetch, 1, "e.g. prefetch=4, or None for the default")
         if self.num_workers > self.batch_size:
-            raise ValueError(
+            raise ConfigError(
                 f"num_workers={self.num_workers} exceeds batch_size={self.batch_size}; each worker owns whole "
                 f"rows, so use num_workers <= {self.batch_size}"
             )
+        limit = max_workers()
+        if self.num_workers > limit:
+            raise ConfigError(
+                f"num_workers={self.num_workers} exceeds {limit}, the limit of {WORKERS_PER_CORE} worker processes "
+                f"per usable CPU core ({usable_cores()} here): more only queue for the cores and fill memory; "
+                f"use num_workers <= {limit}"
+            )
+        _check_seed(self.seed)
         for name, allowed in MODES.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+                raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
         if self.mp_context not in mp.get_all_start_methods():
-            raise ValueError(f"mp_context={self.mp_context!r}; use one of {mp.get_all_start_methods()}")
+            raise ConfigError(f"mp_context={self.mp_context!r}; use one of {mp.get_all_start_methods()}")
         if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout={self.timeout} must be positive seconds, or None")
+            raise ConfigError(f"timeout={self.timeout} must be positive seconds, or None")
         if self.timeout is not None and self.num_workers == 0:
-            raise ValueError(
+            raise ConfigError(
                 f"timeout={self.timeout} needs num_workers >= 1: in-process, a source that hangs cannot be stopped "
                 "safely; use num_workers=1 (a hung worker is reported and stopped) or timeout=None"
             )
@@ -81,12 +113,22 @@ class LoaderConfig:
         rank, world_size = resolve_rank(self.rank, self.world_size)
         object.__setattr__(self, "rank", rank)
         object.__setattr__(self, "world_size", world_size)
-        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "seed", operator.index(self.seed))
         object.__setattr__(self, "shuffle", bool(self.shuffle))
 
     def content(self) -> dict[str, Any]:
         """What decides the batches' content, as plain data (for fingerprints and export headers)."""
         return {k: v for k, v in asdict(self).items() if k in CONTENT}
+
+
+def _check_seed(seed: Any) -> None:
+    """A seed is a non-negative integer (numpy's generators refuse the rest, but only once an epoch starts)."""
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        raise ConfigError(f"seed={seed!r} must be a non-negative integer, e.g. seed=0") from None
+    if isinstance(seed, bool) or value < 0:
+        raise ConfigError(f"seed={seed!r} must be a non-negative integer, e.g. seed={abs(value)}")
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -103,7 +145,7 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
             try:
                 found = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
             except ValueError:
-                raise ValueError(
+                raise ConfigError(
                     f"RANK={os.environ['RANK']!r} and WORLD_SIZE={os.environ['WORLD_SIZE']!r} must be integers"
                 ) from None
         else:
@@ -112,7 +154,7 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
         world_size = found[1] if world_size is None else world_size
     for name, value in (("rank", rank), ("world_size", world_size)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name}={value!r} must be an integer")
+            raise ConfigError(f"{name}={value!r} must be an integer")
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
+        raise ConfigError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
     return rank, world_size

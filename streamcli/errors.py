@@ -7,6 +7,10 @@ class StreamcliError(Exception):
     """Base class of every error streamcli raises on purpose."""
 
 
+class ConfigError(StreamcliError, ValueError):
+    """A loader setting is out of range or of the wrong type (the message names the value and the limit)."""
+
+
 class PluginNotFoundError(StreamcliError, LookupError):
     """No plugin of that name is installed."""
 

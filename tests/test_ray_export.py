@@ -92,6 +92,7 @@ def test_cli_engine_ray_writes_the_local_files(tmp_path: Path) -> None:
     r = run(str(tmp_path / "ray"), "--engine", "ray", "--partitions", "2")
     assert r.returncode == 0, r.stderr
     assert "Ray ready in" in r.stderr
+    assert "INFO" not in r.stderr and "WARNING" not in r.stderr, r.stderr  # Ray's own lines stay off the terminal
     assert files(tmp_path / "ray") == files(tmp_path / "local")
 
 

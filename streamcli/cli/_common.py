@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
@@ -35,6 +36,30 @@ def err_line(message: str) -> None:
     """Print one red line to stderr (newlines folded so it stays one line)."""
     msg = " ".join(str(message).split())
     Console(stderr=True, soft_wrap=True, highlight=False).print(Text("error: ", "bold red") + Text(msg, "red"))
+
+
+def unreadable(exc: PermissionError) -> str:
+    """A usage message for a file or folder this user may not read."""
+    return (
+        f"cannot read {_filename(exc)}: permission denied; make it readable (e.g. chmod a+r, or a+rx for a folder) "
+        "or run as a user who may read it"
+    )
+
+
+def _filename(exc: OSError) -> str:
+    return repr(str(exc.filename)) if exc.filename is not None else "a file"
+
+
+def _permission_error(exc: BaseException) -> PermissionError | None:
+    """The ``PermissionError`` behind ``exc`` (itself, or a cause a library error wraps), if any."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, PermissionError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return None
 
 
 def _tidy(params: list[Any]) -> list[Any]:
@@ -60,12 +85,26 @@ def reflow(text: str | None) -> str | None:
     return "\n\n".join(" ".join(p.split()) for p in paras)
 
 
+def as_written(command: Any) -> None:
+    """Escape Rich markup in a command's help, epilog and parameters' help, once, when it is built.
+
+    Typer renders help as Rich markup, which would swallow ``[ray]`` in ``pip install 'streamcli[ray]'``.
+    No help string here uses markup on purpose.
+    """
+    command.help = escape(command.help) if command.help else command.help
+    command.epilog = escape(command.epilog) if command.epilog else command.epilog
+    for p in command.params:
+        if getattr(p, "help", None):
+            p.help = escape(p.help)
+
+
 class StreamcliCommand(TyperCommand):
     """A command whose help shows no ``<bool>`` after flags and no ``{name}`` in its usage line."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.help = reflow(self.help)
+        as_written(self)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _tidy(super().get_params(ctx))
@@ -79,6 +118,10 @@ class StreamcliCommand(TyperCommand):
 
 class StreamcliGroup(TyperGroup):
     """Translates every error into an exit code and one red line, for the script and for CliRunner alike."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        as_written(self)
 
     def main(  # type: ignore[override]
         self,
@@ -106,11 +149,17 @@ class StreamcliGroup(TyperGroup):
         except Exception as exc:  # StreamcliError and anything unexpected: a failure at run time
             if STATE.debug:
                 raise
-            if isinstance(exc, StreamcliError):
+            denied = _permission_error(exc)
+            if denied is not None:  # a file or folder the user may not read or write: theirs to fix
+                err_line(f"{_filename(denied)}: permission denied; change its permissions or run as a user who may "
+                         "use it")  # fmt: skip
+                code = 2
+            elif isinstance(exc, StreamcliError):
                 err_line(str(exc))
+                code = 1
             else:
                 err_line(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
-            code = 1
+                code = 1
         if standalone_mode:
             sys.exit(code)
         return code

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,15 +19,10 @@ from typing import Annotated, Any
 
 import typer
 
-from streamcli.config import MODES
+from streamcli.config import MODES, WORKERS_PER_CORE, max_workers, usable_cores
 
 LOADER = "Loader options"
 MAX_DEFAULT_WORKERS = 2
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity, not the machine's total)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def default_workers(batch_size: int | None = None) -> int:
@@ -71,7 +65,7 @@ class LoaderOption:
 def _workers_help() -> str:
     return (
         f"Worker processes (0 = in-process). Default: min({MAX_DEFAULT_WORKERS}, usable cores, B), "
-        f"{default_workers()} here."
+        f"{default_workers()} here. At most {WORKERS_PER_CORE} per usable core ({max_workers()} here)."
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import stat
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -17,10 +18,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from streamcli.cli._common import STATE, UsageFailure
+from streamcli.cli._common import STATE, UsageFailure, unreadable
 from streamcli.cli._noise import quiet
 from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
-from streamcli.errors import PluginLoadError, PluginNotFoundError, SourceError, StreamcliError
+from streamcli.errors import PluginLoadError, PluginNotFoundError, ShardError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
 from streamcli.source import StreamSource, call_prepare, can_open
 
@@ -107,12 +108,25 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     options = parse_options(factory, raw_options or [], plugin)
     if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
         raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
+    if arg is not None and Path(arg).exists():
+        check_readable(arg)
     value: Any = arg if arg is None else _convert_argument(factory, arg)
     option_names = list(option_signature(factory)[0])
 
     def bad_input(exc: BaseException) -> UsageFailure:
         msg = source_flag_names(str(exc), option_names)
         return UsageFailure(msg if msg.startswith(f"{plugin}:") else f"{plugin}: {msg}")
+
+    def not_an_export(exc: ShardError) -> UsageFailure:
+        """An export folder the shards source cannot read: the user pointed at the wrong folder."""
+        from streamcli.shards import MANIFEST, PARTIAL
+
+        folder = Path(str(arg))
+        if folder.is_dir() and not (folder / MANIFEST).exists() and not (folder / PARTIAL).exists():
+            return UsageFailure(
+                f"{plugin}: {arg!r} holds no export (no {MANIFEST}); point at a folder that streamcli export wrote"
+            )
+        return UsageFailure(f"{plugin}: {exc}; streamcli verify {arg} lists every problem")
 
     # Building a source is where it reads the user's input (the video source probes every file), so a
     # ValueError or SourceError here is a problem with what the user gave: exit 2. Its warnings (skipped
@@ -123,8 +137,12 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
                 return fn()
             except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
                 raise bad_input(exc) from None
+            except PermissionError as exc:
+                raise UsageFailure(unreadable(exc)) from None
             except (ValueError, TypeError, SourceError) as exc:
                 raise bad_input(exc) from None
+            except ShardError as exc:
+                raise not_an_export(exc) from None
             except StreamcliError:
                 raise
             except Exception as exc:
@@ -139,11 +157,46 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         attempt(lambda: call_prepare(source, bar if bar.enabled else None), hush=False)
     finally:
         bar.close()
-    n = attempt(lambda: len(source.items()))
-    if n == 0:
+    items = attempt(lambda: list(source.items()))
+    if not items:
         where = f" in {arg!r}" if arg is not None else ""
         raise UsageFailure(f"no streams found{where} by the {plugin} source")
+    for item in items:  # a file the source will read later: refuse it now, not mid-run as a PermissionError
+        if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
+            check_readable(item)
     return SourceSpec(plugin, arg, options, source)
+
+
+def check_readable(path: str | os.PathLike[str]) -> None:
+    """Raise ``UsageFailure`` when this user may not read ``path`` (a file is opened, a folder listed).
+
+    ``os.access`` would say yes to root even where the file system says no, so this asks the file system.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            with os.scandir(path):
+                pass
+        elif stat.S_ISREG(mode):  # never open anything else: a FIFO would block here
+            with open(path, "rb"):
+                pass
+    except PermissionError as exc:
+        raise UsageFailure(unreadable(exc)) from None
+    except OSError:
+        return  # anything else (a FIFO, a vanished file) is the source's to report
+
+
+def check_input(args: Sequence[str] | None) -> None:
+    """The cheap part of ``resolve_source``, before anything slow: a given PATH exists and can be read."""
+    args = list(args or [])
+    path = args[1] if len(args) == 2 else args[0] if len(args) == 1 and Path(args[0]).exists() else None
+    if path is None:
+        return
+    if not Path(path).exists():
+        if _looks_like_path(path):  # a plugin may take another argument (camera 4)
+            raise UsageFailure(f"{path!r} does not exist (the {args[0]} source needs an existing file or folder)")
+        return
+    check_readable(path)
 
 
 def _convert_argument(factory: Any, arg: str) -> Any:
@@ -190,14 +243,21 @@ def infer_plugin(path: str, names: Sequence[str]) -> str:
 # -o key=value, converted with the factory's signature annotations.
 
 
+def check_option_syntax(raw: Sequence[str] | None, hint: str = "") -> None:
+    """Refuse an ``-o`` that is not ``key=value`` before anything else is looked at (``hint`` ends the message)."""
+    for item in raw or []:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageFailure(f"-o {item!r} must be key=value: -o sets a source option, e.g. -o width=32{hint}")
+
+
 def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:
     params, hints, open_kwargs = option_signature(factory)
+    check_option_syntax(raw)
     out: dict[str, Any] = {}
     for item in raw:
-        key, sep, value = item.partition("=")
+        key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise UsageFailure(f"-o {item!r} must be key=value, e.g. -o width=32")
         if key not in params and not open_kwargs:
             valid = ", ".join(params) or "none"
             raise UsageFailure(f"the {plugin} source has no option {key!r}; valid options: {valid}")
@@ -289,6 +349,18 @@ def convert(value: str, ann: Any, default: Any = inspect.Parameter.empty) -> Any
 
 
 # ----------------------------------------------------------------------------------------------------------
+
+
+def check_config(opts: LoaderOptions, **overrides: Any) -> None:
+    """Validate the loader settings alone (no source, no torch): a bad value is a usage error naming the flag."""
+    from streamcli.config import LoaderConfig
+
+    kwargs = {**opts.kwargs(), **overrides}
+    known = {k: v for k, v in kwargs.items() if k in LoaderConfig.__dataclass_fields__}
+    try:
+        LoaderConfig(opts.batch_size, opts.time_steps, **known)
+    except (ValueError, TypeError) as exc:
+        raise UsageFailure(flag_names(str(exc))) from None
 
 
 def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> StreamLoader:

@@ -14,7 +14,7 @@ from rich.table import Table
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LOADER, LoaderOptions, default_workers, loader_command
-from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
+from streamcli.cli._sources import SourceArgs, SourceOpts, check_config, open_loader, resolve_source
 from streamcli.stats import padding_hint
 
 if TYPE_CHECKING:
@@ -159,6 +159,8 @@ def bench(
     from streamcli.bench import bottleneck, run_baseline, run_benchmark, scheduling
 
     counts = parse_workers(workers)
+    for w in counts:  # every count of the sweep, before the first run is timed
+        check_config(opts, num_workers=w)
     opts.num_workers = counts[0]
     batch_size, time_steps = opts.batch_size, opts.time_steps
     spec = resolve_source(source, option)

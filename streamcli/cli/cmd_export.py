@@ -13,7 +13,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, loader_command
-from streamcli.cli._sources import SourceOpts, open_loader, resolve_source
+from streamcli.cli._sources import (
+    SourceOpts,
+    check_config,
+    check_input,
+    check_option_syntax,
+    open_loader,
+    resolve_source,
+)
 from streamcli.errors import ShardError
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
@@ -94,6 +101,10 @@ def export(
         except ImportError as exc:
             raise UsageFailure(f"--engine ray: {exc}") from None
     *src, out = args
+    # What the user typed is checked before OUT_DIR: `export video DIR -o OUT` must not blame DIR for being full.
+    check_option_syntax(option, "; the export folder OUT_DIR is the last argument")
+    check_config(opts)
+    check_input(src)
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder")
@@ -101,7 +112,10 @@ def export(
     if blocker is not None:
         raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (overwrite or resume):
-        raise UsageFailure(f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue")
+        given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
+        raise UsageFailure(
+            f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue{given}"
+        )
     shard_bytes = parse_size(shard_size)
     spec = resolve_source(src, option)
     console = Console(stderr=True)
@@ -130,6 +144,7 @@ def export(
             )
         mode = "resume" if resume else "overwrite" if overwrite else "new"
         was_complete = resume and (out_dir / MANIFEST).is_file()
+        before = _shard_files(out_dir) if resume else {}  # what a resumed run keeps, told apart after it
         stale = was_complete and (out_dir / PARTIAL).exists()
         t0 = time.perf_counter()
         counts = (
@@ -175,16 +190,47 @@ def export(
             highlight=False,
         )
         return
-    rate = f"; after the first batch {nbytes * (n - 1) / n / 1e6 / steady:.1f} MB/s" if n > 1 and steady > 0 else ""
-    share = f"; {stats.useful_share:.0%} of the steps are real data" if stats.batches else ""
-    console.print(
-        f"wrote {n} batches in {len(manifest['shards'])} shards to {out}: "
-        f"{nbytes / 1e6:.1f} MB in {dt:.1f} s ({nbytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate}){share}",
-        highlight=False,
+    # A resumed run is timed on what it wrote itself; the shards it kept were written by an earlier run.
+    now = _shard_files(out_dir)
+    kept = [sh for sh in manifest["shards"] if sh["name"] in before and before[sh["name"]] == now.get(sh["name"])]
+    new_n = n - sum(int(sh["batches"]) for sh in kept)
+    new_bytes = nbytes - sum(int(sh["bytes"]) for sh in kept)
+    new_shards = len(manifest["shards"]) - len(kept)
+    rate = (
+        f"; after the first batch {new_bytes * (new_n - 1) / new_n / 1e6 / steady:.1f} MB/s"
+        if new_n > 1 and steady > 0
+        else ""
     )
+    share = f"; {stats.useful_share:.0%} of the steps are real data" if stats.batches else ""
+    done = (
+        f"wrote {new_n} batches in {new_shards} shards to {out}: {new_bytes / 1e6:.1f} MB in {dt:.3g} s "
+        f"({new_bytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate}){share}"
+    )
+    if resume:
+        kept_n = n - new_n
+        done = (
+            f"resumed: kept {len(kept)} shards ({kept_n} batches, {(nbytes - new_bytes) / 1e6:.1f} MB) of the "
+            f"interrupted export; {done}; the export now holds {n} batches in {len(manifest['shards'])} shards, "
+            f"{nbytes / 1e6:.1f} MB"
+        )
+    console.print(done, highlight=False)
     hint = stats.padding_hint()
     if hint:
         console.print(f"[yellow]hint:[/] {hint}", highlight=False)
+
+
+def _shard_files(out_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """Each shard file's identity (inode, size, mtime): a shard written again gets a new one (rename into place)."""
+    from streamcli.shards.format import SHARD_RE
+
+    if not out_dir.is_dir():
+        return {}
+    out = {}
+    for p in out_dir.iterdir():
+        if SHARD_RE.match(p.name):
+            st = p.stat()
+            out[p.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
 
 
 def _total(loader: Any, epochs: int | None, batches: int | None) -> int | None:
@@ -214,8 +260,12 @@ def _on_ray(
     def on_started(s: float) -> None:
         console.print(f"[dim]Ray ready in {s:.1f} s[/]", highlight=False)
 
+    from streamcli.shards.format import batch_nbytes, manifest_fields
+
+    per_batch = batch_nbytes(manifest_fields(header), opts.batch_size, opts.time_steps)  # as the local bar counts
+
     def report(n: int, of: int) -> None:
-        progress.update(task, completed=n)
+        progress.update(task, completed=n, mb=n * per_batch / 1e6)
 
     return export_on_ray(job, mode=mode, partitions=partitions, address=address, progress=report,
                          on_started=on_started)  # fmt: skip

@@ -19,7 +19,7 @@ from rich.live import Live
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
-from streamcli.cli._sources import SourceArgs, SourceOpts, open_loader, resolve_source
+from streamcli.cli._sources import SourceArgs, SourceOpts, check_config, open_loader, resolve_source
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -100,6 +100,26 @@ def colour_notice(console: Console) -> tuple[str, str | None]:
     )
 
 
+def closing_line(n: int, steps: int, nbytes: int, t0: float, marks: list[float]) -> str:
+    """The preview's last line; every rate in it is its own counts over its own time, both printed.
+
+    The whole run (start-up included) and the steady part (from the first batch to the last) are two windows,
+    each stated with the batches it holds.
+    """
+    elapsed = max((marks[-1] if marks else time.perf_counter()) - t0, 1e-9)
+    line = (
+        f"preview: {n} batches ({steps} steps, {nbytes / 1e6:.1f} MB) in {elapsed:.3g} s: {n / elapsed:.1f} "
+        f"batches/s, {steps / elapsed:.0f} steps/s, {nbytes / 1e6 / elapsed:.1f} MB/s, start-up included"
+    )
+    if len(marks) > 1 and marks[-1] > marks[0]:
+        span = marks[-1] - marks[0]
+        line += (
+            f"; the first batch came after {marks[0] - t0:.3g} s, then {n - 1} more in {span:.3g} s, "
+            f"{(n - 1) / span:.1f} batches/s"
+        )
+    return line
+
+
 def _epochs(loader: Any, epochs: int | None) -> Iterator[Iterator[Batch]]:
     e = 0
     while epochs is None or e < epochs:
@@ -132,6 +152,7 @@ def preview(
 
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
+    check_config(opts)  # a bad setting is refused before the source is built (a video scan can take a while)
     spec = resolve_source(source, option)
     console = Console()
     interval = 1.0 / min(fps, 15.0)
@@ -224,13 +245,8 @@ def preview(
                             key = keys.get(timeout=KEY_POLL_S)
                             if key is not None:
                                 keys.keys.put(key)
-            elapsed = time.perf_counter() - t0
-            s = loader.stats
-            steady = (len(marks) - 1) / (marks[-1] - marks[0]) if len(marks) > 1 and marks[-1] > marks[0] else 0.0
-            console.print(
-                f"preview: {n} batches in {elapsed:.1f} s, {s.batches_per_s:.1f} batches/s, "
-                f"{s.steps_per_s:.0f} steps/s, {s.mb_per_s:.1f} MB/s; after the first batch {steady:.1f} batches/s"
-            )
+            console.print(closing_line(n, loader.stats.steps, loader.stats.bytes, t0, marks), highlight=False,
+                          soft_wrap=True)  # fmt: skip
     finally:
         starting.stop()  # idempotent: an error before the first batch must not leave the spinner running
         native.report()

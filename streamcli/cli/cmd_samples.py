@@ -29,6 +29,11 @@ def samples(
         h, w = convert(size, tuple[int, int])
     except ValueError as exc:
         raise UsageFailure(f"--size {size!r}: {exc}") from None
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageFailure(f"OUT_DIR {str(out_dir)!r} is a file, not a folder; name a folder, e.g. samples/clips")
+    blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageFailure(f"OUT_DIR {str(out_dir)!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True)
     existing = sorted(out_dir.glob("*.mp4"))
