@@ -42,4 +42,5 @@ cli="$work/venv/bin/streamcli"
 "$cli" plugins
 "$cli" export camera "$work/out" -b 2 -t 8 --batches 3 -w 0
 "$cli" verify "$work/out"
+"$cli" replay "$work/out"
 echo "wheel smoke: ok"

@@ -75,7 +75,7 @@ def test_a_resumed_export_says_what_it_kept_and_times_only_what_it_wrote(
     kept_bytes = sum(s["bytes"] for s in shards if s["name"] in kept)
     new_bytes = sum(s["bytes"] for s in shards) - kept_bytes
     assert f"resumed: kept {len(kept)} shards ({len(kept)} batches" in text, text
-    m = re.search(r"wrote (\d+) batches in (\d+) shards to .*?: ([\d.]+) MB in ([\d.]+) s \(([\d.]+) MB/s", text)
+    m = re.search(r"wrote (\d+) batches in (\d+) shards? to .*?: ([\d.]+) MB in ([\d.]+) s \(([\d.]+) MB/s", text)
     assert m is not None, text
     assert int(m.group(1)) == 8 - len(kept) and int(m.group(2)) == len(shards) - len(kept)
     assert m.group(3) == f"{new_bytes / 1e6:.1f}" and new_bytes > 10**6

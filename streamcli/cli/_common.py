@@ -32,6 +32,11 @@ class UsageFailure(Exception):
     """A usage problem found after parsing (a missing folder, no streams, a bad ``-o``): exit code 2."""
 
 
+def count(n: int, noun: str) -> str:
+    """``1 shard``, ``3 shards``: summaries read as sentences."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def err_line(message: str) -> None:
     """Print one red line to stderr (newlines folded so it stays one line)."""
     msg = " ".join(str(message).split())

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
+from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, loader_command
 from streamcli.cli._sources import (
@@ -185,7 +185,7 @@ def export(
     if was_complete:
         note = f"; removed a stale {PARTIAL} left by a kill while it finished" if stale else ""
         console.print(
-            f"{out} is already a complete export ({n} batches in {len(manifest['shards'])} shards); "
+            f"{out} is already a complete export ({n} batches in {count(len(manifest['shards']), 'shard')}); "
             f"nothing to write{note}",
             highlight=False,
         )
@@ -203,14 +203,14 @@ def export(
     )
     share = f"; {stats.useful_share:.0%} of the steps are real data" if stats.batches else ""
     done = (
-        f"wrote {new_n} batches in {new_shards} shards to {out}: {new_bytes / 1e6:.1f} MB in {dt:.3g} s "
+        f"wrote {new_n} batches in {count(new_shards, 'shard')} to {out}: {new_bytes / 1e6:.1f} MB in {dt:.3g} s "
         f"({new_bytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate}){share}"
     )
     if resume:
-        kept_n = n - new_n
+        kept_n, held = n - new_n, count(len(manifest["shards"]), "shard")
         done = (
-            f"resumed: kept {len(kept)} shards ({kept_n} batches, {(nbytes - new_bytes) / 1e6:.1f} MB) of the "
-            f"interrupted export; {done}; the export now holds {n} batches in {len(manifest['shards'])} shards, "
+            f"resumed: kept {count(len(kept), 'shard')} ({kept_n} batches, {(nbytes - new_bytes) / 1e6:.1f} MB) of the "
+            f"interrupted export; {done}; the export now holds {n} batches in {held}, "
             f"{nbytes / 1e6:.1f} MB"
         )
     console.print(done, highlight=False)
@@ -306,7 +306,7 @@ def verify(
         raise ShardError(f"{len(problems)} problem(s) in {out_dir}")
     m = load_manifest(out_dir)
     console.print(
-        f"[green]ok[/]: {m['batches']} batches in {len(m['shards'])} shards, "
+        f"[green]ok[/]: {m['batches']} batches in {count(len(m['shards']), 'shard')}, "
         f"B={m['batch_size']} T={m['time_steps']} {m['layout']}; fields "
         + ", ".join(f.describe() for f in m["_fields"]),
         highlight=False,

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from streamcli.cli._common import StreamcliCommand, UsageFailure
+from streamcli.cli._common import StreamcliCommand, UsageFailure, count
 from streamcli.errors import ShardError
 
 
@@ -83,7 +83,7 @@ def _text(s: dict[str, Any]) -> list[str]:
     return [
         f"[green]ok[/]: {s['out_dir']} verified and replayed",
         f"  source   {label or '-'}",
-        f"  batches  {s['batches']} in {s['shards']} shards, B={s['batch_size']} T={s['time_steps']} "
+        f"  batches  {s['batches']} in {count(s['shards'], 'shard')}, B={s['batch_size']} T={s['time_steps']} "
         f"{s['layout']}, epochs {span}",
         f"  streams  {s['streams_replayed']} of {s['streams']} replayed; {s['valid_steps']} of {s['steps']} steps"
         f"{share}",
