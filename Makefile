@@ -28,8 +28,8 @@ demo: $(STAMP)
 	$(VENV)/bin/streamcli preview video "$$dir" -b 6 -t 16 -w 2
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check streamcli plugins tests benchmarks
-	$(VENV)/bin/ruff format --check streamcli plugins tests benchmarks
+	$(VENV)/bin/ruff check streamcli plugins tests benchmarks examples
+	$(VENV)/bin/ruff format --check streamcli plugins tests benchmarks examples
 	$(VENV)/bin/mypy
 
 test: lint
