@@ -1,0 +1,1 @@
+"""One-off investigations of the engine (profiles, prototypes); not part of `make bench`."""
