@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PIP) -e ".[bench]"
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_replay.py $(REPLAY_ARGS)
+	$(PY) benchmarks/bench_small_steps.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
