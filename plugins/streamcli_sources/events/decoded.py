@@ -1,0 +1,72 @@
+"""Vendor formats (EVT 2.0/3.0, AEDAT4, DAT, ES) decoded once with faery into memory-mappable columns.
+
+EVT and AEDAT4 are compressed streams with decoder state (EVT's time-high words, AEDAT4's compressed packets),
+so a window in the middle cannot be decoded without what precedes it. The first scan of a file decodes it in
+faery's packets (bounded memory) into raw little-endian columns ``t`` (int64), ``x``, ``y`` (uint16), ``p``
+(uint8) in the cache folder; every later read, in any worker, memory-maps them like a ``.npy``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamcli_sources.events import cache
+from streamcli_sources.events.formats import ColumnsReader, need
+
+COLUMNS = {"t": "<i8", "x": "<u2", "y": "<u2", "p": "u1"}
+
+
+def decoded_folder(path: str, cache_option: str) -> Path:
+    return cache.folder(cache_option) / f"decoded-{cache.key(path)}"
+
+
+def decode(path: str, cache_option: str) -> Path:
+    """The folder of ``path``'s decoded columns, decoding it first if the cache has no fresh copy."""
+    final = decoded_folder(path, cache_option)
+    if (final / "meta.json").is_file():
+        return final
+    need("faery", "EVT/AEDAT4/DAT/ES")
+    faery: Any = importlib.import_module("faery")  # optional, untyped
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-decoded-"))
+    try:
+        stream = faery.events_stream_from_file(path)
+        width, height = stream.dimensions()
+        files = {k: open(tmp / f"{k}.bin", "wb") for k in COLUMNS}  # noqa: SIM115 (closed below)
+        count = 0
+        try:
+            for packet in stream:
+                files["t"].write(np.asarray(packet["t"], COLUMNS["t"]).tobytes())
+                files["x"].write(np.asarray(packet["x"], COLUMNS["x"]).tobytes())
+                files["y"].write(np.asarray(packet["y"], COLUMNS["y"]).tobytes())
+                files["p"].write(np.asarray(packet["on"], COLUMNS["p"]).tobytes())
+                count += len(packet)
+        finally:
+            for f in files.values():
+                f.close()
+        (tmp / "meta.json").write_text(json.dumps({"count": count, "height": height, "width": width}))
+        cache.publish_dir(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def open_decoded(path: str, cache_option: str) -> ColumnsReader:
+    """A reader over ``path``'s decoded columns (decoding it now if needed)."""
+    where = decode(path, cache_option)
+    meta = json.loads((where / "meta.json").read_text())
+    n = int(meta["count"])
+    cols = {
+        k: np.memmap(where / f"{k}.bin", dtype=dt, mode="r", shape=(n,)) if n else np.zeros(0, dt)
+        for k, dt in COLUMNS.items()
+    }
+    return ColumnsReader(cols["x"], cols["y"], cols["t"], cols["p"], (int(meta["height"]), int(meta["width"])))
