@@ -207,3 +207,16 @@ def test_batches_are_bit_identical_with_0_and_2_workers(folder: tuple) -> None:
 def test_resume_across_worker_counts(folder: tuple) -> None:
     root, _ = folder
     check_resume(lambda: source(root, downsample=8), 2, 4, cuts=[3], workers_before=2, workers_after=0)
+
+
+def test_any_run_of_windows_can_be_read_directly_as_one_block(folder: tuple) -> None:
+    root, _ = folder
+    src = source(root, representation="raw", capacity=300)
+    item = src.items()[0]
+    full = steps(src, item)
+    for k0, k1 in [(0, 1), (3, 11), (len(full) - 2, len(full))]:
+        block = src.windows(item, k0, k1)
+        for f in ("events", "time_us", "count"):
+            np.testing.assert_array_equal(block[f], np.stack([s[f] for s in full[k0:k1]]))
+    with pytest.raises(IndexError, match=r"windows \[5, 99\)"):
+        src.windows(item, 5, 99)

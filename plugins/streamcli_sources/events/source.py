@@ -17,7 +17,7 @@ import numpy as np
 
 from streamcli.source import BaseSource, Field, Step
 from streamcli_sources.events import represent
-from streamcli_sources.events.formats import SUFFIXES, kind, open_reader
+from streamcli_sources.events.formats import SUFFIXES, Events, Reader, kind, open_reader
 from streamcli_sources.events.represent import REPRESENTATIONS, Spec
 from streamcli_sources.events.windows import Index, Windowing, load_or_scan
 
@@ -217,23 +217,39 @@ class EventsSource(BaseSource):
     def open(self, item: str, start: int = 0) -> Iterator[Step]:
         """Blocks of windows from window ``start``: the index says where its events begin, so nothing before
         them is read."""
-        spec = self.spec
-        index = self._index.get(item) or load_or_scan(item, self.windowing, self.cache_dir)
-        offsets, n = index.offsets, index.windows
+        index = self._load_index(item)
+        n, size = index.windows, self.block_windows()
         if start >= n:
             return
         reader = open_reader(item, self.cache_dir)
         try:
-            for k0 in range(start, n, self.block_windows()):
-                k1 = min(n, k0 + self.block_windows())
-                a = int(offsets[k0])
-                ev = reader.read(a, int(offsets[k1]))
-                bounds = offsets[k0 : k1 + 1] - a
-                yield self._block(ev, bounds, index.t_first, k0, spec)
+            for k0 in range(start, n, size):
+                yield self._windows(reader, index, k0, min(n, k0 + size))
         finally:
             reader.close()
 
-    def _block(self, ev: Any, bounds: np.ndarray, t_first: int, k0: int, spec: Spec) -> Step:
+    def windows(self, item: str, k0: int, k1: int) -> Step:
+        """Windows ``[k0, k1)`` of ``item`` as one block, read directly: the random-access form of ``open``."""
+        index = self._load_index(item)
+        if not 0 <= k0 < k1 <= index.windows:
+            raise IndexError(f"windows [{k0}, {k1}) of {item}: it has {index.windows}")
+        reader = open_reader(item, self.cache_dir)
+        try:
+            return self._windows(reader, index, k0, k1)
+        finally:
+            reader.close()
+
+    def _load_index(self, item: str) -> Index:
+        if item not in self._index:  # in a worker: from the cache the scan filled
+            self._index[item] = load_or_scan(item, self.windowing, self.cache_dir)
+        return self._index[item]
+
+    def _windows(self, reader: Reader, index: Index, k0: int, k1: int) -> Step:
+        a = int(index.offsets[k0])
+        ev = reader.read(a, int(index.offsets[k1]))
+        return self._block(ev, index.offsets[k0 : k1 + 1] - a, index.t_first, k0, self.spec)
+
+    def _block(self, ev: Events, bounds: np.ndarray, t_first: int, k0: int, spec: Spec) -> Step:
         n = len(bounds) - 1
         if self.windowing.per_window:  # every count window holds at least one event
             start = ev.t[bounds[:-1]]
