@@ -1,4 +1,4 @@
-"""Vendor formats (EVT 2.0/3.0, AEDAT4, DAT, ES) decoded once with faery into memory-mappable columns.
+"""Vendor formats (EVT 2.0/3.0, AEDAT4, DAT, ES) through faery: decoded once into memory-mappable columns, and written.
 
 EVT and AEDAT4 are compressed streams with decoder state (EVT's time-high words, AEDAT4's compressed packets),
 so a window in the middle cannot be decoded without what precedes it. The first scan of a file decodes it in
@@ -70,3 +70,24 @@ def open_decoded(path: str, cache_option: str) -> ColumnsReader:
         for k, dt in COLUMNS.items()
     }
     return ColumnsReader(cols["x"], cols["y"], cols["t"], cols["p"], (int(meta["height"]), int(meta["width"])))
+
+
+WRITE_VERSIONS = {".raw": "evt3", ".aedat4": None, ".dat": "dat2", ".es": None}
+
+
+def write_file(path: str, events: np.ndarray, sensor_size: tuple[int, int], version: str | None = None) -> str:
+    """Write ``events`` (fields ``x, y, t, p``, sorted by ``t``) as a vendor file with faery's writer.
+
+    The suffix picks the format (``.raw``: EVT 3.0, or ``version="evt2"``; ``.aedat4``; ``.dat``; ``.es``);
+    timestamps are kept as they are (not shifted to start at 0), so reading the file back gives the same events.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in WRITE_VERSIONS:
+        raise ValueError(f"{path}: cannot write {suffix or 'no suffix'}; use one of {', '.join(WRITE_VERSIONS)}")
+    need("faery", "EVT/AEDAT4/DAT/ES")
+    faery: Any = importlib.import_module("faery")
+    arr = np.zeros(len(events), faery.EVENTS_DTYPE)
+    arr["t"], arr["x"], arr["y"], arr["on"] = events["t"], events["x"], events["y"], events["p"] > 0
+    h, w = sensor_size
+    stream = faery.events_stream_from_array(arr, dimensions=(w, h))
+    return str(stream.to_file(path, version=version or WRITE_VERSIONS[suffix], zero_t0=False))
