@@ -220,3 +220,21 @@ def test_any_run_of_windows_can_be_read_directly_as_one_block(folder: tuple) -> 
             np.testing.assert_array_equal(block[f], np.stack([s[f] for s in full[k0:k1]]))
     with pytest.raises(IndexError, match=r"windows \[5, 99\)"):
         src.windows(item, 5, 99)
+
+
+def test_an_empty_recording_is_a_stream_of_no_windows(folder: tuple) -> None:
+    root, _ = folder
+    np.save(root / "rec9_empty.npy", recording(0, 10)[:0])
+    src = source(root)
+    assert src.length(str(root / "rec9_empty.npy")) == 0
+    assert steps(src, str(root / "rec9_empty.npy")) == []
+    assert EventsSource.can_open(str(root)) and not EventsSource.can_open(str(root.parent / "cache"))
+
+
+def test_a_cache_that_cannot_be_written_only_costs_a_rescan(folder: tuple, tmp_path: Path) -> None:
+    root, recs = folder
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    src: EventsSource = load_source("events", root, window_us=WINDOW, cache_dir=str(blocker))  # type: ignore[assignment]
+    got = steps(src, src.items()[1])
+    assert [int(s["events"].sum()) for s in got] == [len(w) for w in windows_by_mask(recs[1], WINDOW)]

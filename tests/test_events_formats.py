@@ -14,6 +14,7 @@ from _events_fakes import H, W, recording
 from streamcli_sources.events import EventsSource, decoded
 
 from streamcli import StreamLoader, load_source
+from streamcli.errors import SourceError
 from streamcli.source import iter_steps
 
 WINDOW = 30_000
@@ -132,3 +133,15 @@ def test_evt3_recordings_batch_identically_with_0_and_2_workers(tmp_path: Path) 
     assert len(runs[0]) == len(runs[1]) > 2
     for a, b in zip(*runs, strict=True):
         assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_a_vendor_file_with_no_writable_cache_is_a_source_error_naming_the_fix(
+    tmp_path: Path, reference: tuple
+) -> None:
+    ev, _ = reference
+    write_with_faery(tmp_path / "cam.raw", ev, "evt3")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(SourceError, match="pass cache_dir= a writable folder"):
+        load_source("events", tmp_path / "cam.raw", cache_dir=str(blocker)).items()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.errors import SourceError
 from streamcli_sources.events import cache
 from streamcli_sources.events.formats import ColumnsReader, need
 
@@ -35,8 +36,14 @@ def decode(path: str, cache_option: str) -> Path:
     need("faery", "EVT/AEDAT4/DAT/ES")
     faery: Any = importlib.import_module("faery")  # optional, untyped
 
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-decoded-"))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-decoded-"))
+    except OSError as exc:  # unlike an index, a decoded copy is needed to read the file at all
+        raise SourceError(
+            f"events: cannot decode {path} into the cache folder {final.parent}: {exc}; "
+            "pass cache_dir= a writable folder (or set STREAMCLI_CACHE_DIR)"
+        ) from exc
     try:
         stream = faery.events_stream_from_file(path)
         width, height = stream.dimensions()
