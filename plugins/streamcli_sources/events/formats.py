@@ -15,17 +15,23 @@ microseconds; polarity is 0 or 1 (any value > 0 counts as 1, so files that store
 
 Why faery. Candidates compared on this machine (Python 3.11, manylinux wheels from PyPI):
 
-=============== ============ ====================================== ============= ==========================
-library         license      formats (R = read, W = write)          installs      notes
-=============== ============ ====================================== ============= ==========================
-faery 0.7.1     LGPL-3.0     EVT2/EVT3/AEDAT4/DAT/ES/CSV R+W        yes, 8 MB     bit-exact write/read round
-                                                                                  trip of all five; numpy
-                                                                                  only; EVT2.1 write: no
-evlib 0.13.2    MIT          EVT2/EVT3/AEDAT/HDF5/text R            yes, but      pulls polars, pyarrow,
-                                                                    ~200 MB deps  pandera; returns polars
-aedat 2.3.0     MIT          AEDAT4 R                               yes, 0.5 MB   no writer, one format
-dv-processing   Apache-2.0   AEDAT4 R+W (no EVT)                    yes, 24 MB    iniVation's own SDK
-=============== ============ ====================================== ============= ==========================
+=============== ============ ===================================== ============== ===========================
+library         license      formats (R = read, W = write)         installs       notes
+=============== ============ ===================================== ============== ===========================
+faery 0.7.1     LGPL-3.0     R+W: EVT2, EVT3, AEDAT4, DAT, ES, CSV yes, 8 MB      write-then-read bit-exact in
+                                                                                  all five; needs only numpy;
+                                                                                  no EVT 2.1 writer (panics)
+evlib 0.13.2    MIT          R: EVT2, EVT3, AEDAT, HDF5, text;     yes, ~720 MB   polars LazyFrame out, p as
+                             W: HDF5 and text only                 with polars,   -1/1; pulls pyarrow,
+                                                                   pyarrow        pandera, hdf5plugin
+aedat 2.3.0     MIT          R: AEDAT4                             yes, 0.5 MB    no writer, one format
+dv-processing   Apache-2.0   R+W: AEDAT4 (no EVT)                  yes, 24 MB     iniVation's own SDK
+=============== ============ ===================================== ============== ===========================
+
+Seeking: faery decodes a file from its start (its ``time_slice`` is a filter on the decoded stream);
+dv-processing can seek an AEDAT4 file by its packet table (``getEventsTimeRange``) but reads no EVT. One
+decoded copy in the cache serves every vendor format alike; using AEDAT4's table through dv-processing
+would save that copy for AEDAT4 only, at the cost of a second library.
 
 faery is the only one that reads *and* writes both vendors' formats (so tests make real files with the same
 library's writer), has no dependency besides numpy, and is maintained by the authors of ``aedat``
