@@ -11,7 +11,7 @@ from conftest import data_root
 from streamcli_sources.camera import CameraSource
 from streamcli_sources.events import decoded
 from streamcli_sources.events.formats import open_reader
-from streamcli_sources.events.simulate import from_source, simulate
+from streamcli_sources.events.simulate import export_recordings, from_source, simulate
 from streamcli_sources.video import VideoSource
 
 from streamcli import load_source
@@ -69,3 +69,26 @@ def test_a_real_video_clip_becomes_events_timed_by_its_frames() -> None:
     assert len(ev) > 0
     assert times[0] <= ev["t"].min() and ev["t"].max() <= times[-1]
     assert ev["x"].max() < 64 and ev["y"].max() < 48
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suffix", [".npy", ".raw"])
+def test_a_frame_source_exports_to_a_folder_the_events_source_reads_back_as_the_same_streams(
+    tmp_path: Path, suffix: str
+) -> None:
+    if suffix != ".npy":
+        pytest.importorskip("faery")
+    cam = CameraSource(3, steps=6, size=(24, 32), gray=True)
+    done: list[tuple[int, int]] = []
+    paths = export_recordings(cam, tmp_path / "sim", suffix=suffix, threshold=0.2, progress=lambda *d: done.append(d))
+    assert [p.name for p in paths] == [f"0000{i}-camera-{i}{suffix}" for i in range(3)] and done[-1] == (3, 3)
+    kw = {"representation": "raw", "capacity": 20_000, "window_us": 1_000_000, "cache_dir": str(tmp_path / "c")}
+    src = load_source("events", tmp_path / "sim", **kw)
+    assert src.fields()[0].shape == (20_000, 4)
+    for i, item in enumerate(src.items()):
+        want = from_source(cam, i, threshold=0.2)
+        (step,) = iter_steps(src, item)
+        n = int(step["count"])
+        assert n == len(want) > 0
+        cols = np.stack([want[f].astype(np.int64) for f in "xytp"], axis=1)
+        np.testing.assert_array_equal(np.asarray(step["events"])[:n], cols)

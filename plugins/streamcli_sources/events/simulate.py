@@ -11,19 +11,23 @@ Not modelled: sensor noise, the refractory period and bandwidth limits (v2e's le
 low-pass filter); the events are the ideal ones.
 
 ``from_source`` runs the simulator over any source whose steps carry a ``frame`` (``video``, ``camera``), timed
-by its ``time_ms`` field where there is one, else at ``fps``. ``decoded.write_file`` writes the result in a
-vendor format (EVT 3.0, AEDAT4, ...) that the ``events`` source reads back.
+by its ``time_ms`` field where there is one, else at ``fps``. ``export_recordings`` writes one file per stream
+in a real format (EVT 3.0, AEDAT4, ... through ``decoded.write_file``, or ``.npy``), which the ``events``
+source reads back as the same events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from streamcli.source import StreamSource, iter_steps
+from streamcli.source import StreamSource, call_item_name, iter_steps
+from streamcli_sources.events.decoded import write_file
 
 DTYPE = np.dtype([("x", "<u2"), ("y", "<u2"), ("t", "<i8"), ("p", "u1")])
 """A simulated recording: the ``.npy`` layout the ``events`` source reads."""
@@ -104,3 +108,40 @@ def from_source(
             yield step["frame"], round(ms * 1000)
 
     return simulate(frames(), threshold, eps)
+
+
+def export_recordings(
+    source: StreamSource,
+    folder: str | Path,
+    *,
+    suffix: str = ".raw",
+    threshold: float = 0.2,
+    fps: float = 30.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Path]:
+    """Simulate every stream of a frame source and write one event file per stream into ``folder``.
+
+    ``suffix`` picks the format: ``.npy`` (numpy, no extra needed) or one that ``decoded.write_file`` writes
+    (``.raw`` EVT 3.0, ``.aedat4``, ``.dat``, ``.es``). Files are named ``NNNNN-<stream name>`` in stream order;
+    the ``events`` source reads the folder back as the same streams. ``progress(done, total)`` counts streams.
+    """
+    frame = next((f for f in source.fields() if f.name == "frame"), None)
+    if frame is None:
+        raise ValueError("the source's steps have no 'frame' field; simulate over video or camera")
+    height, width = frame.shape[-2:]
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    items = list(source.items())
+    written: list[Path] = []
+    for i, item in enumerate(items):
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(call_item_name(source, item)).stem)
+        path = out / f"{i:05d}-{name}{suffix}"
+        events = from_source(source, item, threshold=threshold, fps=fps)
+        if suffix == ".npy":
+            np.save(path, events)
+        else:
+            write_file(str(path), events, (height, width))
+        written.append(path)
+        if progress is not None:
+            progress(i + 1, len(items))
+    return written
