@@ -11,7 +11,7 @@ from conftest import data_root
 from streamcli_sources.camera import CameraSource
 from streamcli_sources.events import decoded
 from streamcli_sources.events.formats import open_reader
-from streamcli_sources.events.simulate import export_recordings, from_source, simulate
+from streamcli_sources.events.simulate import Simulator, export_recordings, from_source, simulate
 from streamcli_sources.video import VideoSource
 
 from streamcli import load_source
@@ -41,7 +41,7 @@ def test_a_change_below_the_threshold_fires_nothing_but_accumulates_in_the_refer
 def test_simulated_camera_events_survive_a_real_format_bit_exact(tmp_path: Path, name: str) -> None:
     pytest.importorskip("faery")
     cam = CameraSource(2, steps=12, size=(48, 64), gray=True)
-    sim = from_source(cam, 1, threshold=0.15)
+    sim = from_source(cam, 1, Simulator(0.15))
     assert len(sim) > 1000 and (np.diff(sim["t"]) >= 0).all()
     assert set(np.unique(sim["p"]).tolist()) == {0, 1}
     path = tmp_path / "recs" / name
@@ -65,7 +65,7 @@ def test_a_real_video_clip_becomes_events_timed_by_its_frames() -> None:
     src = VideoSource(data_root("video") / "realshort.mp4", size=(48, 64), gray=True)
     (item,) = src.items()
     times = [round(float(s["time_ms"]) * 1000) for s in iter_steps(src, item)]
-    ev = from_source(src, item, threshold=0.1)
+    ev = from_source(src, item, Simulator(0.1))
     assert len(ev) > 0
     assert times[0] <= ev["t"].min() and ev["t"].max() <= times[-1]
     assert ev["x"].max() < 64 and ev["y"].max() < 48
@@ -80,15 +80,37 @@ def test_a_frame_source_exports_to_a_folder_the_events_source_reads_back_as_the_
         pytest.importorskip("faery")
     cam = CameraSource(3, steps=6, size=(24, 32), gray=True)
     done: list[tuple[int, int]] = []
-    paths = export_recordings(cam, tmp_path / "sim", suffix=suffix, threshold=0.2, progress=lambda *d: done.append(d))
+    paths = export_recordings(cam, tmp_path / "sim", suffix=suffix, progress=lambda *d: done.append(d))
     assert [p.name for p in paths] == [f"0000{i}-camera-{i}{suffix}" for i in range(3)] and done[-1] == (3, 3)
     kw = {"representation": "raw", "capacity": 20_000, "window_us": 1_000_000, "cache_dir": str(tmp_path / "c")}
     src = load_source("events", tmp_path / "sim", **kw)
     assert src.fields()[0].shape == (20_000, 4)
     for i, item in enumerate(src.items()):
-        want = from_source(cam, i, threshold=0.2)
+        want = from_source(cam, i)
         (step,) = iter_steps(src, item)
         n = int(step["count"])
         assert n == len(want) > 0
         cols = np.stack([want[f].astype(np.int64) for f in "xytp"], axis=1)
         np.testing.assert_array_equal(np.asarray(step["events"])[:n], cols)
+
+
+def test_a_refractory_period_drops_a_pixels_events_closer_than_it_to_the_last_one_kept() -> None:
+    # 8 crossings 2000 µs apart at x=1 (see the first test); a 3000 µs refractory period keeps every other one.
+    dark, bright = np.ones((1, 2)), np.array([[1.0, math.e]])
+    frames = [(dark, 1000), (bright, 9000), (dark, 17000)]
+    ev = Simulator(0.25, eps=0.0, refractory_us=3000).run(frames)
+    assert ev["t"].tolist() == [3000, 7000, 11000, 15000]
+    assert ev["p"].tolist() == [1, 1, 0, 0]
+
+
+def test_shot_noise_is_seeded_per_frame_pair_and_respects_the_refractory_period() -> None:
+    still = [(np.full((40, 50), 0.5), k * 10_000) for k in range(6)]
+    a = Simulator(noise_hz=20.0, seed=4).run(still)
+    assert np.array_equal(a, Simulator(noise_hz=20.0, seed=4).run(still))
+    assert not np.array_equal(a, Simulator(noise_hz=20.0, seed=5).run(still))
+    assert abs(len(a) - 20.0 * 0.05 * 2000) < 5 * np.sqrt(20.0 * 0.05 * 2000)  # Poisson mean 2000
+    assert (np.diff(a["t"]) >= 0).all() and a["t"].min() > 0 and a["t"].max() <= 50_000
+    b = Simulator(noise_hz=2000.0, refractory_us=5000).run(still)
+    for pixel in np.unique(b["y"].astype(int) * 50 + b["x"]):
+        times = b["t"][b["y"].astype(int) * 50 + b["x"] == pixel]
+        assert (np.diff(times) >= 5000).all()

@@ -7,8 +7,8 @@ when interpolated linearly between the two frames (in whole µs, rounded down). 
 ``n·C``. One frame pair is a handful of array operations over all pixels and events; only the loop over
 frames is Python. Events are ordered by time, then by pixel (row-major), so a simulation is deterministic.
 
-Not modelled: sensor noise, the refractory period and bandwidth limits (v2e's leak, shot noise and
-low-pass filter); the events are the ideal ones.
+Options (``Simulator``): a refractory period per pixel, and shot noise (uniform, seeded per frame pair).
+Not modelled: leak events, the photoreceptor's low-pass filter and bandwidth limits (v2e has them).
 
 ``from_source`` runs the simulator over any source whose steps carry a ``frame`` (``video``, ``camera``), timed
 by its ``time_ms`` field where there is one, else at ``fps``. ``export_recordings`` writes one file per stream
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,56 +45,109 @@ def log_intensity(frame: npt.ArrayLike, eps: float = 1e-3) -> npt.NDArray[np.flo
     return np.log(eps + img)
 
 
-def _interval(
-    l0: np.ndarray, l1: np.ndarray, ref: np.ndarray, t0: int, t1: int, c: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Events of one frame pair (flat pixel index, t, polarity, in time order) and the updated reference."""
-    d = l1 - ref
-    n = np.floor(np.abs(d) / c).astype(np.int64)
-    pix = np.flatnonzero(n)
-    counts = n.ravel()[pix]
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, DTYPE), ref
-    each = np.repeat(pix, counts)
-    i = np.arange(1, total + 1) - np.repeat(np.cumsum(counts) - counts, counts)  # 1..n within a pixel
-    sign = np.sign(d.ravel()[each])
-    level = ref.ravel()[each] + sign * i * c
-    a, b = l0.ravel()[each], l1.ravel()[each]
-    slope = b - a
-    frac = np.clip(np.divide(level - a, slope, out=np.ones_like(level), where=slope != 0), 0.0, 1.0)
-    t = t0 + np.floor(frac * (t1 - t0)).astype(np.int64)
-    new_ref = ref.copy()
-    new_ref.ravel()[pix] += np.sign(d.ravel()[pix]) * counts * c
-    order = np.lexsort((each, t))
-    w = l0.shape[1]
-    out = np.zeros(total, DTYPE)
-    out["x"], out["y"], out["t"], out["p"] = each[order] % w, each[order] // w, t[order], sign[order] > 0
-    return out, new_ref
+@dataclass(frozen=True)
+class Simulator:
+    """The simulated sensor.
+
+    Args:
+        threshold: the contrast threshold ``C``, in log intensity.
+        eps: added to intensities in [0, 1] before the log (keeps black pixels finite).
+        refractory_us: after an event, a pixel's further events within this many µs are dropped (its
+            reference still moves, so a long ramp resumes firing where it stands).
+        noise_hz: shot-noise events per pixel per second, at uniform times and pixels, either polarity.
+        seed: the noise's seed; frame pair ``k`` draws from ``default_rng([seed, k])``, so noise is reproducible.
+    """
+
+    threshold: float = 0.2
+    eps: float = 1e-3
+    refractory_us: int = 0
+    noise_hz: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.threshold > 0:
+            raise ValueError(f"threshold={self.threshold} must be a positive contrast (log intensity), e.g. 0.2")
+        if self.refractory_us < 0 or self.noise_hz < 0:
+            raise ValueError(f"refractory_us={self.refractory_us} and noise_hz={self.noise_hz} must be >= 0")
+
+    def run(self, frames: Iterable[tuple[npt.ArrayLike, int]]) -> np.ndarray:
+        """Events from ``(frame, t_us)`` pairs in time order; the first frame sets every pixel's reference."""
+        parts: list[np.ndarray] = []
+        prev: tuple[np.ndarray, int] | None = None
+        ref = last = np.zeros(0)
+        for k, (frame, t_us) in enumerate(frames):
+            lt, t = log_intensity(frame, self.eps), int(t_us)
+            if prev is None:
+                ref, last = lt.copy(), np.full(lt.size, np.iinfo(np.int64).min // 2, np.int64)
+            else:
+                if t < prev[1]:
+                    raise ValueError(f"frame times go backwards ({prev[1]} then {t} µs)")
+                parts.append(self._interval(k, prev[0], lt, ref, last, prev[1], t))
+            prev = (lt, t)
+        return np.concatenate(parts) if parts else np.zeros(0, DTYPE)
+
+    def _interval(
+        self, k: int, l0: np.ndarray, l1: np.ndarray, ref: np.ndarray, last: np.ndarray, t0: int, t1: int
+    ) -> np.ndarray:
+        """Events between two frames, in time order; updates ``ref`` and ``last`` (per-pixel) in place."""
+        c, flat_ref = self.threshold, ref.reshape(-1)
+        d = (l1 - ref).reshape(-1)
+        n = np.floor(np.abs(d) / c).astype(np.int64)
+        pix = np.flatnonzero(n)
+        counts = n[pix]
+        each = np.repeat(pix, counts)
+        i = np.arange(1, len(each) + 1) - np.repeat(np.cumsum(counts) - counts, counts)  # 1..n within a pixel
+        sign = np.sign(d[each])
+        level = flat_ref[each] + sign * i * c
+        a, b = l0.reshape(-1)[each], l1.reshape(-1)[each]
+        frac = np.clip(np.divide(level - a, b - a, out=np.ones_like(level), where=b != a), 0.0, 1.0)
+        t = t0 + np.floor(frac * (t1 - t0)).astype(np.int64)
+        flat_ref[pix] += np.sign(d[pix]) * counts * c
+        p = sign > 0
+        if self.noise_hz > 0 and t1 > t0:
+            rng = np.random.default_rng([self.seed, k])
+            m = int(rng.poisson(self.noise_hz * (t1 - t0) / 1e6 * d.size))
+            each = np.concatenate([each, rng.integers(0, d.size, m)])
+            t = np.concatenate([t, t0 + 1 + rng.integers(0, t1 - t0, m)])
+            p = np.concatenate([p, rng.integers(0, 2, m) > 0])
+        if self.refractory_us > 0 and len(t):
+            keep = _refractory(each, t, last, self.refractory_us)
+            each, t, p = each[keep], t[keep], p[keep]
+        order = np.lexsort((each, t))
+        w = l0.shape[-1]
+        out = np.zeros(len(t), DTYPE)
+        out["x"], out["y"], out["t"], out["p"] = each[order] % w, each[order] // w, t[order], p[order]
+        return out
+
+
+def _refractory(pixel: np.ndarray, t: np.ndarray, last: np.ndarray, gap: int) -> np.ndarray:
+    """Which events survive a refractory period, updating each pixel's last kept time in ``last``.
+
+    Exact and sequential per pixel, vectorised across pixels: pass r handles every pixel's r-th event (in time
+    order), so the loop runs as many times as the busiest pixel has events in this interval.
+    """
+    order = np.lexsort((t, pixel))
+    px, tt = pixel[order], t[order]
+    starts = np.flatnonzero(np.r_[True, px[1:] != px[:-1]])
+    rank = np.arange(len(px)) - np.repeat(starts, np.diff(np.r_[starts, len(px)]))
+    keep = np.zeros(len(px), bool)
+    for r in range(int(rank.max()) + 1):
+        at = np.flatnonzero(rank == r)
+        ok = tt[at] - last[px[at]] >= gap
+        keep[at[ok]] = True
+        last[px[at[ok]]] = tt[at[ok]]
+    out = np.zeros(len(px), bool)
+    out[order] = keep
+    return out
 
 
 def simulate(frames: Iterable[tuple[npt.ArrayLike, int]], threshold: float = 0.2, eps: float = 1e-3) -> np.ndarray:
-    """Events from ``(frame, t_us)`` pairs in time order; the first frame sets every pixel's reference."""
-    if not threshold > 0:
-        raise ValueError(f"threshold={threshold} must be a positive contrast (log intensity), e.g. 0.2")
-    parts: list[np.ndarray] = []
-    prev: tuple[np.ndarray, int] | None = None
-    ref: np.ndarray | None = None
-    for frame, t in frames:
-        lt, t = log_intensity(frame, eps), int(t)
-        if prev is None or ref is None:
-            ref = lt.copy()
-        else:
-            if t < prev[1]:
-                raise ValueError(f"frame times go backwards ({prev[1]} then {t} µs)")
-            ev, ref = _interval(prev[0], lt, ref, prev[1], t, threshold)
-            parts.append(ev)
-        prev = (lt, t)
-    return np.concatenate(parts) if parts else np.zeros(0, DTYPE)
+    """Ideal events from ``(frame, t_us)`` pairs: ``Simulator(threshold, eps).run(frames)``."""
+    return Simulator(threshold, eps).run(frames)
 
 
 def from_source(
-    source: StreamSource, item: Any, *, threshold: float = 0.2, fps: float = 30.0, eps: float = 1e-3
+    source: StreamSource, item: Any, simulator: Simulator | None = None, *, fps: float = 30.0
 ) -> np.ndarray:
     """Events of one stream of a frame source (``video``, ``camera``): its ``frame`` field, timed by ``time_ms``
     where the source has it, else at ``fps``."""
@@ -107,7 +161,7 @@ def from_source(
             ms = float(np.asarray(step["time_ms"])) if timed else k * 1000.0 / fps
             yield step["frame"], round(ms * 1000)
 
-    return simulate(frames(), threshold, eps)
+    return (simulator or Simulator()).run(frames())
 
 
 def export_recordings(
@@ -115,7 +169,7 @@ def export_recordings(
     folder: str | Path,
     *,
     suffix: str = ".raw",
-    threshold: float = 0.2,
+    simulator: Simulator | None = None,
     fps: float = 30.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Path]:
@@ -136,7 +190,7 @@ def export_recordings(
     for i, item in enumerate(items):
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(call_item_name(source, item)).stem)
         path = out / f"{i:05d}-{name}{suffix}"
-        events = from_source(source, item, threshold=threshold, fps=fps)
+        events = from_source(source, item, simulator, fps=fps)
         if suffix == ".npy":
             np.save(path, events)
         else:
