@@ -105,7 +105,6 @@ class EventsSource(BaseSource):
         self.cache_dir = cache_dir
         self._index: dict[str, Index] = {}  # the scan's; workers re-read offsets from the cache
         self._lengths: dict[str, int] = {}
-        self._t_first: dict[str, int] = {}
         self._spec: Spec | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -136,7 +135,6 @@ class EventsSource(BaseSource):
         if progress is not None:
             progress(len(files), len(files))
         self._lengths = {p: ix.windows for p, ix in self._index.items()}
-        self._t_first = {p: ix.t_first for p, ix in self._index.items()}
         self._spec = self._make_spec(self._sensor(), files)
 
     def _sensor(self) -> tuple[int, int]:
@@ -179,7 +177,8 @@ class EventsSource(BaseSource):
     def spec(self) -> Spec:
         if self._spec is None:
             self.prepare()
-        assert self._spec is not None
+        if self._spec is None:  # prepare() sets it or raises
+            raise RuntimeError("events: the scan did not settle the step shape")
         return self._spec
 
     # -- the contract ----------------------------------------------------------------------------------
