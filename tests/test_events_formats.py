@@ -145,3 +145,17 @@ def test_a_vendor_file_with_no_writable_cache_is_a_source_error_naming_the_fix(
     blocker.write_text("")
     with pytest.raises(SourceError, match="pass cache_dir= a writable folder"):
         load_source("events", tmp_path / "cam.raw", cache_dir=str(blocker)).items()
+
+
+def test_hdf5_height_and_width_may_be_scalar_datasets_beside_the_events(tmp_path: Path, reference: tuple) -> None:
+    h5py = pytest.importorskip("h5py")
+    ev, _ = reference
+    path = tmp_path / "gen1.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("events")
+        for k in "xytp":
+            g.create_dataset(k, data=ev[k])
+        g.create_dataset("height", data=np.int64(240))
+        g.create_dataset("width", data=np.int64(304))
+    src, _ = windows_of(path, tmp_path / "cache")
+    assert src.fields()[0].shape == (2, 240, 304)

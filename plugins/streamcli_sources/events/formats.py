@@ -6,8 +6,9 @@ microseconds; polarity is 0 or 1 (any value > 0 counts as 1, so files that store
 
 - ``.npy``: a structured array with fields ``x``, ``y``, ``t``, ``p``, memory-mapped (one file, one recording).
 - ``.h5`` / ``.hdf5``: datasets ``x``, ``y``, ``t``, ``p`` at the root or in an ``events`` group (the layout of
-  DSEC and of RVT's preprocessed Gen1/1Mpx); a ``t_offset`` dataset or attribute is added to ``t`` (DSEC);
-  ``height``/``width`` or ``sensor_size`` attributes give the sensor size. Needs ``h5py`` (extra ``events``).
+  DSEC and of the Gen1/1Mpx files RVT reads); a ``t_offset`` dataset or attribute is added to ``t`` (DSEC);
+  ``height``/``width`` (attributes, or scalar datasets beside ``x`` as in RVT's files) or a ``sensor_size``
+  attribute give the sensor size. Needs ``h5py`` (extra ``events``).
 - ``.raw`` (Prophesee EVT 2.0 / EVT 3.0, the version from the file's header), ``.aedat4`` (iniVation), ``.dat``
   and ``.es``: decoded once with **faery** into columns in the cache folder (``decoded.py``), then read like
   ``.npy``. EVT and AEDAT4 streams cannot be entered in the middle without replaying their decoder state, so
@@ -150,7 +151,8 @@ class Hdf5Reader:
         self.x, self.y, self.t, self.p = (group[k] for k in "xytp")
         offset = f["t_offset"][()] if "t_offset" in f else f.attrs.get("t_offset", 0)
         self.t_offset = int(np.asarray(offset).reshape(-1)[0]) if np.size(offset) else 0
-        self.sensor_size = _hdf5_size(dict(f.attrs)) or _hdf5_size(dict(group.attrs))
+        places = (dict(f.attrs), dict(group.attrs), _scalars(group), _scalars(f))
+        self.sensor_size = next((hw for hw in map(_hdf5_size, places) if hw is not None), None)
 
     def __len__(self) -> int:
         return int(self.t.shape[0])
@@ -161,6 +163,11 @@ class Hdf5Reader:
 
     def close(self) -> None:
         self.file.close()
+
+
+def _scalars(group: Any) -> dict[str, Any]:
+    """``height`` and ``width`` stored as scalar datasets (RVT's Gen1/1Mpx files), as a dict like ``attrs``."""
+    return {k: group[k][()] for k in ("height", "width") if k in group and group[k].shape == ()}
 
 
 def _hdf5_size(attrs: dict[str, Any]) -> tuple[int, int] | None:
