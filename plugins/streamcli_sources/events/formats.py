@@ -141,6 +141,8 @@ class Hdf5Reader:
     def __init__(self, path: str) -> None:
         need("h5py", "HDF5")
         h5py: Any = importlib.import_module("h5py")  # optional, untyped
+        if importlib.util.find_spec("hdf5plugin") is not None:
+            importlib.import_module("hdf5plugin")  # registers Blosc/Zstd filters (DSEC's files need them)
         self.file = h5py.File(path, "r")
         f = self.file
         group: Any = f["events"] if "events" in f and all(k in f["events"] for k in "xytp") else f
