@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,lint,ray]"
+	$(PIP) -e ".[test,lint,ray,events]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 
@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_replay.py $(REPLAY_ARGS)
 	$(PY) benchmarks/bench_small_steps.py
+	$(PY) benchmarks/bench_events.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
