@@ -151,7 +151,7 @@ def export(
             (TextColumn("{task.fields[rate]}"),) if total is None else (MofNCompleteColumn(), TextColumn("batches"))
         )  # an unknown total shows a rate, never "224/?"
         with Progress(
-            TextColumn("[bold]export[/]"), BarColumn(), *counts, TextColumn("{task.fields[mb]:.0f} MB"),
+            TextColumn("[bold]export[/]"), BarColumn(), *counts, TextColumn("{task.fields[mb]:.1f} MB"),
             TimeRemainingColumn(), console=console, transient=False,
         ) as progress:  # fmt: skip
             task = progress.add_task("export", total=total, mb=0.0, rate="")
