@@ -86,4 +86,4 @@ def test_the_ray_progress_bar_counts_megabytes(tmp_path: Path, monkeypatch: pyte
     result = CliRunner().invoke(app, ["export", *args, str(tmp_path / "out"), "--engine", "ray"])
     assert result.exit_code == 130, result.output
     bar = next(ln for ln in result.output.splitlines() if "batches" in ln and "MB" in ln)
-    assert " 8/8 batches 3 MB" in bar, bar  # 8 batches of 2 x 4 frames of 3 x 128 x 128 bytes, and their flags
+    assert " 8/8 batches 3.2 MB" in bar, bar  # 8 batches of 2 x 4 frames of 3 x 128 x 128 bytes, and their flags
