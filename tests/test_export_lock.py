@@ -16,7 +16,7 @@ from test_shards_edges import header
 from typer.testing import CliRunner
 
 from streamcli.cli import app
-from streamcli.errors import ExportBusyError
+from streamcli.errors import ExportBusyError, ShardError
 from streamcli.shards import ShardWriter, export, verify
 from streamcli.shards.format import LOCK
 from streamcli.shards.lock import FolderLock
@@ -110,3 +110,10 @@ def test_ray_export_driver_takes_the_lock(tmp_path: Path, holder: subprocess.Pop
     job = Job(source={}, loader={}, header=header(), out_dir=str(tmp_path / "out"), epochs=1, total=3)
     with pytest.raises(ExportBusyError, match=f"pid {holder.pid}"):
         export_on_ray(job, mode="overwrite")
+
+
+def test_a_link_planted_as_the_lock_file_is_refused_and_not_followed(tmp_path: Path) -> None:
+    (tmp_path / LOCK).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ShardError, match="cannot lock"):
+        FolderLock(tmp_path)
+    assert not (tmp_path / "elsewhere").exists()

@@ -324,8 +324,9 @@ def read_partial(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | 
 def tidy(out_dir: str | os.PathLike[str]) -> list[str]:
     """Remove what an interrupted finish left beside a complete export; return a line per file removed.
 
-    Only acts when ``index.json`` exists (the export is complete): then ``.partial.json`` is stale, and
-    temporary files (``.*.tmp``) are writes that never completed.
+    Only acts when ``index.json`` exists (the export is complete): then ``.partial.json`` is stale, and the
+    writer's temporary files (``is_temp_name``: its exact names, never a user's ``.notes.tmp``) are writes that
+    never completed. ``export --resume`` calls it; ``verify`` never does (it changes nothing).
     """
     root = Path(out_dir)
     if not (root / MANIFEST).is_file():

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streamcli.errors import ExportBusyError
+from streamcli.errors import ExportBusyError, ShardError
 from streamcli.shards.format import LOCK
 
 
@@ -30,9 +30,12 @@ class FolderLock:
     def __init__(self, out_dir: str | os.PathLike[str]) -> None:
         self.path = Path(out_dir) / LOCK
         self._fd: int | None = None
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                Path(out_dir).mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:  # e.g. a read-only folder, or a link planted as the lock file
+                raise ShardError(f"cannot lock {str(self.path)!r} for the export: {exc.strerror or exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
