@@ -20,7 +20,7 @@ from streamcli.cli import app
 from streamcli.errors import ShardError
 from streamcli.shards import MANIFEST, PARTIAL, ShardWriter, export, load_manifest, make_header, verify
 from streamcli.shards.format import read_partial
-from streamcli.shards.npz import sha256_file
+from streamcli.shards.npz import complete_batches, sha256_file
 
 TEXTS = ["the quick brown fox jumps", "over the lazy dog", "a", "streams of bytes, one step at a time!"]
 runner = CliRunner()
@@ -210,6 +210,18 @@ def test_a_member_declaring_more_than_the_manifest_is_refused_before_it_is_infla
     with pytest.raises(ShardError, match=r"flag.valid is"):
         ShardSource(str(tmp_path))
     assert inflated[0] < 1 << 20  # headers and the small members only, never the 64 MiB
+
+
+@pytest.mark.timeout(60)
+def test_resume_checks_a_shard_by_its_headers_before_inflating_it(tmp_path: Path, inflated: list[int]) -> None:
+    make_export(tmp_path, compress=True)
+    m = json.loads((tmp_path / MANIFEST).read_text())
+    shard = tmp_path / "shard-00000.npz"
+    assert complete_batches(shard, m) == m["shards"][0]["batches"]
+    _bomb(tmp_path, "meta.index", (64 << 20,))  # claims 64 Mi batches (64 MiB of zeros in about 64 kB)
+    inflated[0] = 0
+    assert complete_batches(shard, m) == -1  # so resume rewrites it
+    assert inflated[0] < 1 << 20
 
 
 def test_a_manifest_declaring_more_than_its_shards_can_hold_is_refused(tmp_path: Path) -> None:

@@ -239,19 +239,40 @@ def _read_member(
 
 
 def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
-    """How many batches a shard on disk holds, or -1 if it is unreadable (then it is rewritten)."""
+    """How many batches a shard on disk holds, or -1 if it is unreadable (then it is rewritten).
+
+    Every member's ``.npy`` header and zip entry size must match the header's shapes for that many batches before
+    the CRCs are checked (streaming): a member that only claims a huge array is never inflated into memory.
+    """
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block the zip reader forever
             return -1
         with zipfile.ZipFile(path) as zf:
+            infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+            if sorted(infos) != sorted(member_names(header)):
+                return -1
+            k = _npy_header(zf, infos["meta.index"])[0]
+            if len(k) != 1:
+                return -1
+            for key, (shape, dtype) in expected_shapes(header, k[0]).items():
+                got_shape, got, head_len = _npy_header(zf, infos[key])
+                nbytes = got.itemsize * int(np.prod(shape, dtype=object))
+                if got_shape != shape or got.str != dtype or infos[key].file_size != head_len + nbytes:
+                    return -1
             if zf.testzip() is not None:
                 return -1
-            with np.load(path, allow_pickle=False) as npz:
-                if sorted(npz.files) != sorted(member_names(header)):
-                    return -1
-                return int(npz["meta.index"].shape[0])
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+            return k[0]
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
         return -1
+
+
+def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype[Any], int]:
+    """Shape, dtype and header length of a member, reading only its header."""
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+        return tuple(shape), dtype, f.tell()
 
 
 def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:
