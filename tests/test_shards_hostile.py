@@ -235,6 +235,12 @@ def test_a_manifest_declaring_more_than_its_shards_can_hold_is_refused(tmp_path:
     with pytest.raises(ShardError, match=match):
         ShardSource(str(tmp_path))
     assert any("at most 1032x" in p for p in verify(tmp_path))
+    k = m["shards"][0]["batches"]
+    m["fields"][0]["shape"] = [(3 << 30) // (15 * k)]  # 3 GiB in 3.2 MB: just possible for deflate, but a bomb
+    m["shards"][0]["bytes"] = 3_200_000
+    (tmp_path / MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(ShardError, match=r"shards over 1 GiB may inflate at most 100x \(a zip bomb\?\)"):
+        load_manifest(tmp_path)
     make_export(tmp_path / "plain")
     edit_manifest(tmp_path / "plain", batch_size=300)  # 100x the rows the files hold, uncompressed
     with pytest.raises(ShardError, match="can hold uncompressed"):

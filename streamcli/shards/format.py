@@ -39,6 +39,11 @@ _TEMP_RE = re.compile(r"^\.(shard-\d{5,}\.npz|index\.json|\.partial\.json)\.tmp$
 DEFLATE_MAX_RATIO = 1032
 """Deflate never expands a byte of compressed data into more than 1032 bytes (RFC 1951: a 258-byte match costs
 at least two bits), so a shard that declares more is impossible: refused before anything is decompressed."""
+BOMB_BYTES = 1 << 30
+BOMB_RATIO = 100
+"""A compressed shard may declare more than ``BOMB_BYTES`` (1 GiB) of arrays only at a ratio to its file of at most
+``BOMB_RATIO``: real batches (fields and per-step flags) stay far below it, while a zip bomb sits near deflate's
+1032. A small shard may have any possible ratio: inflating it costs little whatever it holds."""
 _REQUIRED = ("format", "format_version", "fields", "batch_size", "time_steps", "layout", "shards", "batches")
 _ENTRY_KEYS = ("name", "batches", "bytes", "sha256")
 
@@ -194,7 +199,8 @@ def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, whe
     """Check a parsed manifest in place (and add ``"_fields"``); ``where`` names it in errors.
 
     Every value is checked for its type and range, and each shard's declared arrays must fit its file: at most
-    the file's bytes uncompressed, at most ``DEFLATE_MAX_RATIO`` times them compressed.
+    the file's bytes uncompressed, at most ``DEFLATE_MAX_RATIO`` times them compressed, and at most ``BOMB_RATIO``
+    times them when that is over ``BOMB_BYTES``.
     """
     missing = [k for k in _REQUIRED if k not in m]
     if missing:
@@ -247,6 +253,12 @@ def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, whe
             raise ShardError(
                 f"{where}: shard {s['name']!r} declares {declared} bytes of arrays, more than its {s['bytes']} "
                 f"bytes can hold {how}; the manifest is corrupted or hostile"
+            )
+        if ratio > 1 and declared > BOMB_BYTES and declared > s["bytes"] * BOMB_RATIO:
+            raise ShardError(
+                f"{where}: shard {s['name']!r} declares {declared} bytes of arrays in {s['bytes']} bytes deflated, "
+                f"{declared // max(1, s['bytes'])}x; shards over {BOMB_BYTES >> 30} GiB may inflate at most "
+                f"{BOMB_RATIO}x (a zip bomb?); if the export is real, redo it with a smaller --shard-size"
             )
 
 
