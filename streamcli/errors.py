@@ -43,6 +43,10 @@ class ShardError(StreamcliError):
     """An export directory or shard is missing, truncated, corrupted or unsafe."""
 
 
+class ExportBusyError(ShardError):
+    """Another export holds the lock of the export folder (its message names the holder)."""
+
+
 class RemoteTraceback(Exception):
     """Carries a traceback formatted in another process; set as ``__cause__`` of the error raised here."""
 

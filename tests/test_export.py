@@ -91,6 +91,7 @@ def test_resume_after_a_crash_is_byte_identical(tmp_path: Path) -> None:
     (cut / "shard-00002.npz").write_bytes(b"truncated")  # never renamed normally, but must not be trusted
     w = ShardWriter(cut, header(), mode="resume")
     assert w.skip == 4  # two complete shards of two batches
+    del w  # a live writer holds the folder's lock
     export((make_batch(i) for i in range(7)), cut, header(), mode="resume")
     assert files(cut) == files(full)
 

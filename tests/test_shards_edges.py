@@ -104,7 +104,8 @@ def test_a_kill_after_the_manifest_leaves_nothing_that_confuses(tmp_path: Path) 
     (tmp_path / ".shard-00009.npz.tmp").write_bytes(b"half")
     assert len(list(ShardReader(tmp_path))) == 5  # index.json is the commit point: readers ignore the rest
     problems = verify(tmp_path)
-    assert any(PARTIAL in p and "streamcli verify removes it" in p for p in problems)
+    assert any(PARTIAL in p and "--resume removes it" in p for p in problems)
+    assert any(".shard-00009.npz.tmp" in p and "--resume removes it" in p for p in problems)
     w = ShardWriter(tmp_path, header(), mode="resume")
     assert w.complete and w.skip == 0
     assert files(tmp_path) == finished  # resume said "complete" and tidied up
@@ -124,13 +125,16 @@ def test_cli_resume_of_a_complete_export_says_so_and_tidies(books: Path, tmp_pat
     assert not (out / PARTIAL).exists()
 
 
-def test_cli_verify_tidies_leftovers_and_reports_unknown_files(books: Path, tmp_path: Path) -> None:
+def test_cli_verify_reports_leftovers_without_removing_them_and_reports_unknown_files(
+    books: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     assert runner.invoke(app, ["export", "text", str(books), str(out), *TINY, "-o", "width=8"]).exit_code == 0
     (out / PARTIAL).write_text("{}")
     result = runner.invoke(app, ["verify", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "tidied" in result.output and not (out / PARTIAL).exists()
+    assert result.exit_code == 1, result.output
+    assert "--resume removes it" in " ".join(result.output.split()) and (out / PARTIAL).exists()
+    (out / PARTIAL).unlink()
     (out / "notes.txt").write_text("mine")
     (out / "sub").mkdir()
     result = runner.invoke(app, ["verify", str(out)])

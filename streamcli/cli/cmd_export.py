@@ -288,16 +288,14 @@ def verify(
     """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
 
     Lists every problem found (files the manifest does not name included) and exits with code 1 if there
-    is any. Leftovers of a kill while the export finished (.partial.json, temporary files) are removed.
+    is any. Changes nothing: export --resume removes what a kill while the export finished left behind.
     """
-    from streamcli.shards import load_manifest, tidy
+    from streamcli.shards import load_manifest
     from streamcli.shards import verify as check
 
     if not out_dir.is_dir():
         raise UsageFailure(f"{str(out_dir)!r} is not a folder")
     console = Console()
-    for note in tidy(out_dir):  # leftovers of a kill while the export finished
-        console.print(f"[yellow]tidied:[/] {note}", highlight=False)
     problems = check(out_dir)
     if problems:
         err = Console(stderr=True, soft_wrap=True, highlight=False)

@@ -4,6 +4,7 @@
 - ``npz``: shard files on disk: atomic aligned writing, memory-mapped or decompress-once reading.
 - ``writer``: ``ShardWriter`` and ``export`` (resumable, byte-identical).
 - ``reader``: ``ShardReader`` (bit-identical replay) and ``verify``.
+- ``lock``: ``FolderLock``, the OS lock an export holds on its folder (one export per folder at a time).
 """
 
 from streamcli.shards.format import (

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,17 @@ FORMAT_VERSION = 1
 MANIFEST = "index.json"
 PARTIAL = ".partial.json"
 SHARD_RE = re.compile(r"^shard-(\d{5,})\.npz$")
+LOCK = ".streamcli.lock"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*\.npz$")
+_TEMP_RE = re.compile(r"^\.(shard-\d{5,}\.npz|index\.json|\.partial\.json)\.tmp$")
+DEFLATE_MAX_RATIO = 1032
+"""Deflate never expands a byte of compressed data into more than 1032 bytes (RFC 1951: a 258-byte match costs
+at least two bits), so a shard that declares more is impossible: refused before anything is decompressed."""
+BOMB_BYTES = 1 << 30
+BOMB_RATIO = 100
+"""A compressed shard may declare more than ``BOMB_BYTES`` (1 GiB) of arrays only at a ratio to its file of at most
+``BOMB_RATIO``: real batches (fields and per-step flags) stay far below it, while a zip bomb sits near deflate's
+1032. A small shard may have any possible ratio: inflating it costs little whatever it holds."""
 _REQUIRED = ("format", "format_version", "fields", "batch_size", "time_steps", "layout", "shards", "batches")
 _ENTRY_KEYS = ("name", "batches", "bytes", "sha256")
 
@@ -42,13 +53,31 @@ def shard_name(i: int) -> str:
 
 
 def is_temp_name(name: str) -> bool:
-    """A file being written (``.shard-00003.npz.tmp``, ``.index.json.tmp``): never taken for a whole one."""
-    return name.startswith(".") and name.endswith(".tmp")
+    """A file the writer is writing (``.shard-00003.npz.tmp``, ``.index.json.tmp``): exactly the temporary
+    names it makes, so that cleaning up never touches a user's own ``.notes.tmp``."""
+    return bool(_TEMP_RE.match(name))
 
 
 def is_export_file(name: str) -> bool:
-    """A name an export writes: shards, the manifest, the partial record and their temporary files."""
+    """A name an export writes: shards, the manifest, the partial record and their temporary files (not the lock)."""
     return bool(SHARD_RE.match(name)) or name in (MANIFEST, PARTIAL) or is_temp_name(name)
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file: a FIFO or a device is refused without blocking.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once; ``fstat`` then shows what was opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ShardError(f"{str(path)!r} is not a regular file (a named pipe or a device?); refusing to read it")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def batch_nbytes(fields: Sequence[Field], batch_size: int, time_steps: int) -> int:
@@ -152,16 +181,27 @@ def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     The result carries ``"_fields"``, the fields as ``Field`` objects.
     """
     path = Path(out_dir) / MANIFEST
-    if not path.is_file():
+    if not path.exists():
         hint = " (an interrupted export? rerun it with --resume)" if (Path(out_dir) / PARTIAL).exists() else ""
         raise ShardError(f"{str(path)!r} does not exist{hint}")
+    if path.resolve().parent != Path(out_dir).resolve():
+        raise ShardError(f"{str(path)!r} is a link to {str(path.resolve())!r}, outside the export folder; refusing it")
     m = _json_object(path, "")
     validate_manifest(m, out_dir, where=repr(str(path)))
     return m
 
 
+def _is_int(v: object, low: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
 def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, where: str) -> None:
-    """Check a parsed manifest in place (and add ``"_fields"``); ``where`` names it in errors."""
+    """Check a parsed manifest in place (and add ``"_fields"``); ``where`` names it in errors.
+
+    Every value is checked for its type and range, and each shard's declared arrays must fit its file: at most
+    the file's bytes uncompressed, at most ``DEFLATE_MAX_RATIO`` times them compressed, and at most ``BOMB_RATIO``
+    times them when that is over ``BOMB_BYTES``.
+    """
     missing = [k for k in _REQUIRED if k not in m]
     if missing:
         raise ShardError(f"{where} lacks {', '.join(missing)}")
@@ -172,14 +212,32 @@ def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, whe
         )
     if m["layout"] not in ("TB", "BT"):
         raise ShardError(f"{where}: layout {m['layout']!r} must be 'TB' or 'BT'")
+    for key in ("batch_size", "time_steps"):
+        if not _is_int(m[key], 1):
+            raise ShardError(f"{where}: {key} must be a positive integer, found {m[key]!r}")
+    if not _is_int(m["batches"]):
+        raise ShardError(f"{where}: batches must be a non-negative integer, found {m['batches']!r}")
     if not isinstance(m["shards"], list):
         raise ShardError(f"{where}: shards must be a list")
     for s in m["shards"]:
         if not isinstance(s, dict) or not set(_ENTRY_KEYS) <= s.keys():
             raise ShardError(f"{where}: each shard needs name, batches, bytes and sha256; found {s!r}")
         shard_path(out_dir, s["name"])
+        for key in ("batches", "bytes"):
+            if not _is_int(s[key]):
+                raise ShardError(
+                    f"{where}: shard {s['name']!r}: {key} must be a non-negative integer, found {s[key]!r}"
+                )
+        if not isinstance(s["sha256"], str):
+            raise ShardError(f"{where}: shard {s['name']!r}: sha256 must be a string, found {s['sha256']!r}")
+    _check_streams(m, where)
     m.setdefault("flags", dict(FLAG_DTYPES))
+    if not isinstance(m["fields"], list) or not isinstance(m["flags"], dict):
+        raise ShardError(f"{where}: fields must be a list and flags an object")
     try:
+        for f in m["fields"]:
+            if not isinstance(f["name"], str) or not all(_is_int(n) for n in f["shape"]):
+                raise TypeError(f"{f!r} needs a name and a shape of non-negative integers")
         m["_fields"] = manifest_fields(m)
         for dtype in m["flags"].values():
             np.dtype(dtype)
@@ -187,6 +245,42 @@ def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, whe
         raise ShardError(f"{where}: bad field description: {exc}") from None
     if any(f.np_dtype.hasobject for f in m["_fields"]) or any(np.dtype(d).hasobject for d in m["flags"].values()):
         raise ShardError(f"{where}: object dtypes are not allowed")
+    ratio = 1 if m.get("compression") is None else DEFLATE_MAX_RATIO
+    for s in m["shards"]:
+        declared = declared_nbytes(m, s["batches"])
+        if declared > s["bytes"] * ratio:
+            how = "uncompressed" if ratio == 1 else f"deflated (at most {DEFLATE_MAX_RATIO}x)"
+            raise ShardError(
+                f"{where}: shard {s['name']!r} declares {declared} bytes of arrays, more than its {s['bytes']} "
+                f"bytes can hold {how}; the manifest is corrupted or hostile"
+            )
+        if ratio > 1 and declared > BOMB_BYTES and declared > s["bytes"] * BOMB_RATIO:
+            raise ShardError(
+                f"{where}: shard {s['name']!r} declares {declared} bytes of arrays in {s['bytes']} bytes deflated, "
+                f"{declared // max(1, s['bytes'])}x; shards over {BOMB_BYTES >> 30} GiB may inflate at most "
+                f"{BOMB_RATIO}x (a zip bomb?); if the export is real, redo it with a smaller --shard-size"
+            )
+
+
+def _check_streams(m: Mapping[str, Any], where: str) -> None:
+    streams, lengths = m.get("streams", []), m.get("stream_lengths", [])
+    if not isinstance(streams, list) or not all(isinstance(n, str) for n in streams):
+        raise ShardError(f"{where}: streams must be a list of names, found {streams!r}"[:300])
+    if not isinstance(lengths, list) or not all(n is None or _is_int(n) for n in lengths):
+        raise ShardError(f"{where}: stream_lengths must be a list of integers or nulls, found {lengths!r}"[:300])
+    if streams and lengths and len(streams) != len(lengths):
+        raise ShardError(f"{where}: {len(streams)} streams but {len(lengths)} stream_lengths")
+
+
+def declared_nbytes(m: Mapping[str, Any], k: int) -> int:
+    """Bytes of the arrays a shard of ``k`` batches holds, by the manifest (exact, in Python integers)."""
+    total = 0
+    for shape, dtype in expected_shapes(m, k).values():
+        n = np.dtype(dtype).itemsize
+        for d in shape:
+            n *= int(d)
+        total += n
+    return total
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -212,9 +306,11 @@ def write_partial(out_dir: Path, header: Mapping[str, Any], records: Iterable[Ma
 def _json_object(path: Path, fix: str) -> dict[str, Any]:
     """``path`` parsed as a JSON object, or ``ShardError`` naming the file, the problem and ``fix``."""
     try:
-        obj = json.loads(path.read_text())
+        obj = json.loads(read_regular(path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ShardError(f"{str(path)!r} is not valid JSON ({exc}){fix}") from None
+    except RecursionError:
+        raise ShardError(f"{str(path)!r} is nested too deeply to be a manifest{fix}") from None
     if not isinstance(obj, dict):
         raise ShardError(f"{str(path)!r} must hold a JSON object{fix}")
     return obj
@@ -240,8 +336,9 @@ def read_partial(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | 
 def tidy(out_dir: str | os.PathLike[str]) -> list[str]:
     """Remove what an interrupted finish left beside a complete export; return a line per file removed.
 
-    Only acts when ``index.json`` exists (the export is complete): then ``.partial.json`` is stale, and
-    temporary files (``.*.tmp``) are writes that never completed.
+    Only acts when ``index.json`` exists (the export is complete): then ``.partial.json`` is stale, and the
+    writer's temporary files (``is_temp_name``: its exact names, never a user's ``.notes.tmp``) are writes that
+    never completed. ``export --resume`` calls it; ``verify`` never does (it changes nothing).
     """
     root = Path(out_dir)
     if not (root / MANIFEST).is_file():

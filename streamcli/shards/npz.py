@@ -21,12 +21,13 @@ import hashlib
 import io
 import mmap
 import os
+import stat
 import struct
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -38,6 +39,7 @@ _ALIGN = 64
 _PAD_ID = 0xD935  # the extra-field id zipalign uses for padding; readers skip unknown ids
 _LOCAL = struct.Struct("<4s5HLLLHH")  # a zip local file header (30 bytes)
 _ZIP64_EXTRA = 20  # what zipfile adds to a local header written with force_zip64
+_CHUNK = 1 << 20
 
 
 def write_npz(path: Path, arrays: Mapping[str, np.ndarray], compress: bool) -> None:
@@ -100,7 +102,7 @@ def open_shard(
     if only is not None:
         want = {key: want[key] for key in only}
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size != entry["bytes"]:
                 raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
@@ -125,6 +127,23 @@ def open_shard(
     if check:
         _check_sha(name, data, entry)
     return _load_members(name, data, want)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, refused with ``ShardError`` unless it is a regular file.
+
+    ``O_NONBLOCK`` makes opening a named pipe return at once (a plain ``open`` would wait for a writer forever);
+    ``fstat`` then shows what was opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ShardError(f"shard {path.name!r} is not a regular file (a named pipe or a device?); refusing it")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _check_sha(name: str, data: bytes | mmap.mmap, entry: Mapping[str, Any]) -> None:
@@ -176,39 +195,84 @@ def _parse_npy_header(head: bytes) -> tuple[tuple[int, ...], bool, np.dtype[Any]
 
 
 def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ...], str]]) -> dict[str, np.ndarray]:
+    """Decompress the members ``want`` names, each only after its ``.npy`` header and its zip entry's size agree
+    with the manifest: a member that declares more than the manifest is refused before any of it is inflated."""
     out: dict[str, np.ndarray] = {}
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
             for key, (shape, dtype) in want.items():
-                try:
-                    arr = npz[key]
-                except ValueError as exc:
-                    if "allow_pickle" in str(exc):
-                        raise ShardError(
-                            f"shard {name!r}: {key} holds pickled Python objects; refusing to load it"
-                        ) from None
-                    raise
-                _refuse(name, key, arr.dtype, arr.shape, (shape, dtype))
-                out[key] = arr
+                info = zf.getinfo(f"{key}.npy")
+                with zf.open(info) as member:
+                    out[key] = _read_member(name, key, member, info, shape, dtype)
     except ShardError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise ShardError(f"shard {name!r} is truncated or corrupted: {type(exc).__name__}: {exc}") from None
     return out
 
 
+def _read_member(
+    name: str, key: str, member: IO[bytes], info: zipfile.ZipInfo, shape: tuple[int, ...], dtype: str
+) -> np.ndarray:
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        got_shape, fortran, got = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        got_shape, fortran, got = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
+    _refuse(name, key, got, tuple(got_shape), (shape, dtype))
+    arr = np.empty(shape, dtype=got, order="F" if fortran else "C")
+    if info.file_size != member.tell() + arr.nbytes:  # the zip entry must hold exactly the array
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit its zip entry")
+    view = arr.reshape(-1, order="A").view(np.uint8)  # the array's own bytes, in the order they are stored
+    pos = 0
+    while pos < arr.nbytes:  # in chunks: never more than one chunk beyond the array itself
+        chunk = member.read(min(_CHUNK, arr.nbytes - pos))
+        if not chunk:
+            raise ShardError(f"shard {name!r} is truncated or corrupted: {key} ends early")
+        view[pos : pos + len(chunk)] = np.frombuffer(chunk, np.uint8)
+        pos += len(chunk)
+    if member.read(1):
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {key} is longer than its header says")
+    return arr
+
+
 def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
-    """How many batches a shard on disk holds, or -1 if it is unreadable (then it is rewritten)."""
+    """How many batches a shard on disk holds, or -1 if it is unreadable (then it is rewritten).
+
+    Every member's ``.npy`` header and zip entry size must match the header's shapes for that many batches before
+    the CRCs are checked (streaming): a member that only claims a huge array is never inflated into memory.
+    """
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block the zip reader forever
+            return -1
         with zipfile.ZipFile(path) as zf:
+            infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+            if sorted(infos) != sorted(member_names(header)):
+                return -1
+            k = _npy_header(zf, infos["meta.index"])[0]
+            if len(k) != 1:
+                return -1
+            for key, (shape, dtype) in expected_shapes(header, k[0]).items():
+                got_shape, got, head_len = _npy_header(zf, infos[key])
+                nbytes = got.itemsize * int(np.prod(shape, dtype=object))
+                if got_shape != shape or got.str != dtype or infos[key].file_size != head_len + nbytes:
+                    return -1
             if zf.testzip() is not None:
                 return -1
-            with np.load(path, allow_pickle=False) as npz:
-                if sorted(npz.files) != sorted(member_names(header)):
-                    return -1
-                return int(npz["meta.index"].shape[0])
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+            return k[0]
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
         return -1
+
+
+def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype[Any], int]:
+    """Shape, dtype and header length of a member, reading only its header."""
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+        return tuple(shape), dtype, f.tell()
 
 
 def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from streamcli.errors import RemoteTraceback, ShardError, StreamcliError
 from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
+from streamcli.shards.lock import FolderLock
 from streamcli.shards.npz import complete_batches
 from streamcli.shards.writer import batch_arrays, write_shard_file
 
@@ -220,13 +221,28 @@ def export_on_ray(
     """Run ``job`` on Ray and return the manifest; ``mode`` is "new", "overwrite" or "resume".
 
     ``progress(batches_on_disk, total)`` is called as shards appear; ``on_started(seconds)`` once Ray is up.
-    Ctrl-C cancels the tasks and leaves a resumable export.
+    Ctrl-C cancels the tasks and leaves a resumable export. The driver holds the folder's lock throughout (the
+    tasks only write their shards), so a second export into the folder is refused with ``ExportBusyError``.
     """
     ray = import_ray()
+    with FolderLock(job.out_dir) as lock:
+        return _export_on_ray(ray, lock, job, mode, partitions, address, progress, on_started)
+
+
+def _export_on_ray(
+    ray: Any,
+    lock: FolderLock,
+    job: Job,
+    mode: str,
+    partitions: int | None,
+    address: str | None,
+    progress: Callable[[int, int], None] | None,
+    on_started: Callable[[float], None] | None,
+) -> dict[str, Any]:
     out = Path(job.out_dir)
     k = int(job.header["batches_per_shard"])
     n_shards = -(-job.total // k)
-    done = _prepare(out, job.header, mode, n_shards, k, job.total)
+    done = _prepare(out, job.header, mode, n_shards, k, job.total, lock)
     if done is None:  # already complete
         import json
 
@@ -293,17 +309,19 @@ def _on_disk(out: Path, n_shards: int) -> int:
 
 
 def _prepare(
-    out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int
+    out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: FolderLock
 ) -> dict[int, Any] | None:
     """Clear or check the folder; returns the shards already complete (number -> record), None if all are."""
     from streamcli.shards.npz import sha256_file
     from streamcli.shards.writer import ShardWriter, check_same_header
 
     if mode != "resume":
-        ShardWriter(out, header, mode=mode)  # the local writer's refusals and clearing; writes the partial record
+        ShardWriter(
+            out, header, mode=mode, lock=lock
+        )  # the local writer's refusals and clearing; writes the partial record
         return {}
     if (out / MANIFEST).exists():
-        ShardWriter(out, header, mode="resume")  # checks the header, tidies a stale partial record
+        ShardWriter(out, header, mode="resume", lock=lock)  # checks the header, tidies a stale partial record
         return None
     partial = read_partial(out)
     if partial is None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from streamcli.errors import ShardError
-from streamcli.shards.format import MANIFEST, PARTIAL, SHARD_RE, load_manifest
+from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name, load_manifest
+from streamcli.shards.lock import busy
 from streamcli.shards.npz import extra_members, open_shard
 from streamcli.source import Field
 
@@ -89,11 +90,15 @@ class ShardReader:
 
 
 def verify(out_dir: str | os.PathLike[str]) -> list[str]:
-    """Check an export's manifest, checksums, members, shapes, batch counts and files; return every problem.
+    """Check an export's manifest, checksums, members, shapes, batch counts, streams and files; return every
+    problem. Changes nothing in the folder.
 
-    Every file in the folder that the manifest does not name is a problem too (``tidy`` removes the
-    leftovers of an interrupted finish first, if wanted).
+    Every file in the folder that the manifest does not name is a problem too, and so is an export that is
+    writing the folder right now.
     """
+    writer = busy(out_dir)
+    if writer is not None:
+        return [f"an export is writing {str(out_dir)!r} right now ({writer}); verify it once that has finished"]
     try:
         m = load_manifest(out_dir)
     except ShardError as exc:
@@ -106,19 +111,46 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
         listed.add(name)
         total += int(entry["batches"])  # each shard's real count is checked against its entry below
         try:
-            open_shard(out_dir, m, entry, check=True)
+            arrays = open_shard(out_dir, m, entry, check=True)
         except ShardError as exc:
             problems.append(str(exc))
             continue
+        problems += _stream_problems(m, name, arrays)
         extra = extra_members(Path(out_dir) / name, m)
         if extra:
             problems.append(f"shard {name!r} holds unexpected members: {', '.join(extra)}")
     if total != m["batches"]:
         problems.append(f"the shard entries add up to {total} batches, the manifest says {m['batches']}")
     for p in sorted(Path(out_dir).iterdir()):
-        if p.name == MANIFEST or p.name in listed:
+        if p.name in (MANIFEST, LOCK) or p.name in listed:  # a lock file nobody holds is left by a kill: harmless
             continue
         kind = "shard" if SHARD_RE.match(p.name) else "folder" if p.is_dir() else "file"
-        hint = " (left by a kill while the export finished; streamcli verify removes it)" if p.name == PARTIAL else ""
+        hint = ""
+        if p.name == PARTIAL or is_temp_name(p.name):
+            hint = " (left by a kill while the export finished; streamcli export ... --resume removes it)"
         problems.append(f"{kind} {p.name!r} is on disk but not in the manifest{hint}")
     return problems
+
+
+def _stream_problems(m: dict[str, Any], name: str, arrays: dict[str, np.ndarray]) -> list[str]:
+    """Where the valid steps of a shard disagree with the manifest's ``streams`` and ``stream_lengths``."""
+    valid = arrays["flag.valid"].astype(bool)
+    ids, pos = arrays["flag.stream"][valid], arrays["flag.position"][valid]
+    streams, lengths = m.get("streams") or [], m.get("stream_lengths") or []
+    n = len(streams) or len(lengths)
+    if not len(ids) or not n:  # an export that names no streams (made by hand) has nothing to check against
+        return []
+    if ids.min() < 0 or ids.max() >= n:
+        bad = int(ids[(ids < 0) | (ids >= n)][0])
+        return [f"shard {name!r} holds valid steps of stream {bad}, but the manifest's streams are 0..{n - 1}"]
+    if pos.min() < 0:
+        return [f"shard {name!r} holds a valid step at position {int(pos.min())}"]
+    if lengths:
+        limit = np.array([np.iinfo(np.int64).max if x is None else x for x in lengths], dtype=np.int64)
+        over = pos >= limit[ids]
+        if over.any():
+            i = int(np.flatnonzero(over)[0])
+            sid = int(ids[i])
+            label = f"stream {sid}" + (f" ({streams[sid]!r})" if streams else "")
+            return [f"shard {name!r} holds step {int(pos[i])} of {label}, but stream_lengths says {lengths[sid]} steps"]
+    return []

@@ -21,6 +21,7 @@ import numpy as np
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
 from streamcli.shards.format import (
+    LOCK,
     MANIFEST,
     PARTIAL,
     SHARD_RE,
@@ -35,6 +36,7 @@ from streamcli.shards.format import (
     write_json,
     write_partial,
 )
+from streamcli.shards.lock import FolderLock
 from streamcli.shards.npz import complete_batches, sha256_file, write_npz
 
 if TYPE_CHECKING:
@@ -78,6 +80,9 @@ class ShardWriter:
         mode: ``"new"`` refuses a non-empty folder, ``"overwrite"`` deletes a previous export in it,
             ``"resume"`` keeps the complete shards of an interrupted export with the same header.
         post: called with each shard's ``ShardInfo`` once it is on disk.
+        lock: the folder's lock, if the caller holds it (a Ray export's driver); else the writer takes it and
+            holds it until ``close`` or the end of its ``with`` block. A second export into the folder raises
+            ``ExportBusyError`` naming this one.
 
     After construction, ``skip`` is the number of batches already in complete shards (resume): feed the
     writer the same batch sequence from the start and it drops that many before writing.
@@ -92,6 +97,7 @@ class ShardWriter:
         *,
         mode: str = "new",
         post: Callable[[ShardInfo], None] | None = None,
+        lock: FolderLock | None = None,
     ) -> None:
         if mode not in ("new", "overwrite", "resume"):
             raise ValueError(f"mode={mode!r} must be 'new', 'overwrite' or 'resume'")
@@ -109,19 +115,30 @@ class ShardWriter:
         self._future: Future[tuple[ShardInfo, Any]] | None = None
         self._seen = 0
         self.complete = False
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        if mode == "resume":
-            self._resume()
-        else:
-            self._clear(mode)
-        if not self.complete:
-            write_partial(self.out_dir, self.header, self._records())
+        self._own_lock = lock is None
+        self._lock = FolderLock(self.out_dir) if lock is None else lock  # before anything in the folder is read
+        try:
+            if mode == "resume":
+                self._resume()
+            else:
+                self._clear(mode)
+            if not self.complete:
+                write_partial(self.out_dir, self.header, self._records())
+            else:
+                self._release()  # a finished export: nothing to write, nothing to guard
+        except BaseException:
+            self._release()
+            raise
         self.skip = len(self.shards) * self.k
         self.resume_states = list(self._states)
 
+    def _release(self) -> None:
+        if self._own_lock:
+            self._lock.release()
+
     def _clear(self, mode: str) -> None:
         ours = [p for p in self.out_dir.iterdir() if is_export_file(p.name)]
-        others = [p for p in self.out_dir.iterdir() if p not in ours]
+        others = [p for p in self.out_dir.iterdir() if p not in ours and p.name != LOCK]
         if mode == "new" and (ours or others):
             raise ShardError(
                 f"{str(self.out_dir)!r} is not empty; pass --overwrite to replace it "
@@ -152,7 +169,7 @@ class ShardWriter:
             return
         partial = read_partial(self.out_dir)
         if partial is None:
-            if any(self.out_dir.iterdir()):
+            if any(p.name != LOCK for p in self.out_dir.iterdir()):
                 raise ShardError(f"{str(self.out_dir)!r} holds no interrupted export to resume")
             return
         old_header, records = partial
@@ -247,6 +264,7 @@ class ShardWriter:
         write_json(self.out_dir / MANIFEST, manifest)  # the commit point: the export is complete
         (self.out_dir / PARTIAL).unlink(missing_ok=True)
         self.complete = True
+        self._release()
         return manifest
 
     def _shutdown(self) -> None:
@@ -258,15 +276,18 @@ class ShardWriter:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is None and not self.complete:
-            self.close()
-            return
-        try:  # on an error, let the in-flight shard finish so that --resume keeps it; the rest is redone
-            self._collect()
-        except Exception:
-            pass
+        try:
+            if exc_type is None and not self.complete:
+                self.close()
+                return
+            try:  # on an error, let the in-flight shard finish so that --resume keeps it; the rest is redone
+                self._collect()
+            except Exception:
+                pass
+            finally:
+                self._shutdown()
         finally:
-            self._shutdown()
+            self._release()
 
 
 def _write_shard(
