@@ -12,6 +12,7 @@ from streamcli.bench import BenchResult, run_benchmark
 from streamcli.config import LoaderConfig
 from streamcli.errors import (
     ConfigError,
+    ExportBusyError,
     PluginLoadError,
     PluginNotFoundError,
     ShardError,
@@ -33,6 +34,7 @@ __all__ = [
     "Batch",
     "BenchResult",
     "ConfigError",
+    "ExportBusyError",
     "FLAGS",
     "Field",
     "LoaderConfig",

@@ -277,3 +277,16 @@ def test_a_named_pipe_as_the_manifest_is_refused_without_hanging(tmp_path: Path,
     else:
         with pytest.raises(ShardError, match=r"partial.json' is not a regular file"):
             read_partial(tmp_path)
+
+
+def test_a_link_planted_at_the_manifests_temporary_name_is_not_written_through(tmp_path: Path) -> None:
+    from streamcli.shards.format import write_json
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".index.json.tmp").symlink_to(victim)
+    write_json(out / MANIFEST, {"a": 1})
+    assert victim.read_text() == "keep me"
+    assert json.loads((out / MANIFEST).read_text()) == {"a": 1} and not (out / ".index.json.tmp").exists()

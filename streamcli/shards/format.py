@@ -286,8 +286,12 @@ def declared_nbytes(m: Mapping[str, Any], k: int) -> int:
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON atomically: a temporary name, then a rename; the temp file never outlives a failure."""
     tmp = path.with_name(f".{path.name}.tmp")
+    data = (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
     try:
-        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+        tmp.unlink(missing_ok=True)  # a leftover, or a link planted at the temporary name: never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
