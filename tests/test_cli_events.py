@@ -65,14 +65,24 @@ def test_a_real_clip_becomes_an_evt3_file_the_events_source_reads_back_bit_exact
     assert f"wrote 1 recording ({len(want):,} events over" in result.output and "as EVT 3.0 (.raw)" in result.output
 
 
+def test_the_help_explains_the_command_with_an_example() -> None:
+    result = runner.invoke(app, ["events-from-video", "--help"])
+    assert result.exit_code == 0
+    assert "Example" in result.output and "streamcli events-from-video" in result.output
+    assert "not an option of export" in " ".join(result.output.split())
+
+
 @pytest.mark.slow
-def test_camera_streams_become_one_npy_file_each_and_json_reports_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("to", ["npy", "aedat4", "evt3"])
+def test_camera_streams_become_one_file_each_and_json_reports_them(tmp_path: Path, to: str) -> None:
+    if to != "npy":
+        pytest.importorskip("faery")
     out = tmp_path / "ev"
-    args = ["events-from-video", "camera", "2", str(out), "-o", "steps=5", "-o", "size=24x32", "--to", "npy", "--json"]
+    args = ["events-from-video", "camera", "2", str(out), "-o", "steps=5", "-o", "size=24x32", "--to", to, "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["recordings"] == 2 and report["format"] == "npy" and report["sensor_size"] == [24, 32]
+    assert report["recordings"] == 2 and report["format"] == to and report["sensor_size"] == [24, 32]
     cam = load_source("camera", 2, steps=5, size=(24, 32))
     want = [from_source(cam, i) for i in cam.items()]
     assert report["events"] == sum(len(w) for w in want) > 0

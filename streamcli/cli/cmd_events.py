@@ -26,7 +26,7 @@ FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": 
 """``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""
 
 SIMULATOR = "Simulator"
-_WRITTEN = re.compile(r"^\d{5}-.+(" + "|".join(re.escape(s) for s, _ in FORMATS.values()) + r")(\.partial)?$")
+_WRITTEN = re.compile(r"^\d{5}-.+(" + "|".join(re.escape(s) for s, _ in FORMATS.values()) + r")(\.partial)?(\.write)?$")
 _FLAGS = {"threshold": "--threshold", "refractory_us": "--refractory-us", "noise_hz": "--noise", "seed": "--seed"}
 
 
