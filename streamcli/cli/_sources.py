@@ -143,6 +143,8 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
                 raise bad_input(exc) from None
             except ShardError as exc:
                 raise not_an_export(exc) from None
+            except ImportError as exc:  # an optional extra the input needs (h5py, faery): the user installs it
+                raise bad_input(exc) from None
             except StreamcliError:
                 raise
             except Exception as exc:

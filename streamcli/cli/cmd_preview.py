@@ -120,6 +120,17 @@ def closing_line(n: int, steps: int, nbytes: int, t0: float, marks: list[float])
     return line
 
 
+def event_displays(source: Any) -> dict[str, str]:
+    """The preview's ``events:<representation>`` hint for an events source's windows (drawn as images)."""
+    from streamcli_sources.events import EventsSource
+
+    from streamcli.cli.preview.fields import EVENT_VIEWS
+
+    if isinstance(source, EventsSource) and source.representation in EVENT_VIEWS:
+        return {"events": f"events:{source.representation}"}
+    return {}
+
+
 def _epochs(loader: Any, epochs: int | None) -> Iterator[Iterator[Batch]]:
     e = 0
     while epochs is None or e < epochs:
@@ -179,7 +190,7 @@ def preview(
             if epochs is None:
                 epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
             it = iter_limit(_epochs(loader, epochs or None), batches)
-            displays = {f.name: f.display for f in loader.fields}
+            displays = {f.name: f.display for f in loader.fields} | event_displays(spec.source)
 
             def pull() -> bool:
                 nonlocal frame, n

@@ -80,15 +80,24 @@ def open_decoded(path: str, cache_option: str) -> ColumnsReader:
 
 
 WRITE_VERSIONS = {".raw": "evt3", ".aedat4": None, ".dat": "dat2", ".es": None}
+_FILE_TYPES = {".raw": "evt", ".aedat4": "aedat", ".dat": "dat", ".es": "es"}
 
 
-def write_file(path: str, events: np.ndarray, sensor_size: tuple[int, int], version: str | None = None) -> str:
+def write_file(
+    path: str,
+    events: np.ndarray,
+    sensor_size: tuple[int, int],
+    version: str | None = None,
+    *,
+    suffix: str | None = None,
+) -> str:
     """Write ``events`` (fields ``x, y, t, p``, sorted by ``t``) as a vendor file with faery's writer.
 
     The suffix picks the format (``.raw``: EVT 3.0, or ``version="evt2"``; ``.aedat4``; ``.dat``; ``.es``);
     timestamps are kept as they are (not shifted to start at 0), so reading the file back gives the same events.
+    ``suffix`` names the format when ``path`` does not end in it (a temporary name, renamed once complete).
     """
-    suffix = Path(path).suffix.lower()
+    suffix = (suffix or Path(path).suffix).lower()
     if suffix not in WRITE_VERSIONS:
         raise ValueError(f"{path}: cannot write {suffix or 'no suffix'}; use one of {', '.join(WRITE_VERSIONS)}")
     need("faery", "EVT/AEDAT4/DAT/ES")
@@ -97,4 +106,5 @@ def write_file(path: str, events: np.ndarray, sensor_size: tuple[int, int], vers
     arr["t"], arr["x"], arr["y"], arr["on"] = events["t"], events["x"], events["y"], events["p"] > 0
     h, w = sensor_size
     stream = faery.events_stream_from_array(arr, dimensions=(w, h))
-    return str(stream.to_file(path, version=version or WRITE_VERSIONS[suffix], zero_t0=False))
+    version = version or WRITE_VERSIONS[suffix]
+    return str(stream.to_file(path, version=version, zero_t0=False, file_type=_FILE_TYPES[suffix]))

@@ -179,23 +179,53 @@ def export_recordings(
     (``.raw`` EVT 3.0, ``.aedat4``, ``.dat``, ``.es``). Files are named ``NNNNN-<stream name>`` in stream order;
     the ``events`` source reads the folder back as the same streams. ``progress(done, total)`` counts streams.
     """
-    frame = next((f for f in source.fields() if f.name == "frame"), None)
-    if frame is None:
-        raise ValueError("the source's steps have no 'frame' field; simulate over video or camera")
-    height, width = frame.shape[-2:]
+    height, width = frame_size(source)
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     items = list(source.items())
     written: list[Path] = []
     for i, item in enumerate(items):
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(call_item_name(source, item)).stem)
-        path = out / f"{i:05d}-{name}{suffix}"
-        events = from_source(source, item, simulator, fps=fps)
-        if suffix == ".npy":
-            np.save(path, events)
-        else:
-            write_file(str(path), events, (height, width))
+        path = recording_path(out, i, source, item, suffix)
+        write_recording(path, from_source(source, item, simulator, fps=fps), (height, width))
         written.append(path)
         if progress is not None:
             progress(i + 1, len(items))
     return written
+
+
+def frame_size(source: StreamSource) -> tuple[int, int]:
+    """``(height, width)`` of a frame source's ``frame`` field; ``ValueError`` if it has none."""
+    frame = next((f for f in source.fields() if f.name == "frame"), None)
+    if frame is None:
+        names = ", ".join(sorted(f.name for f in source.fields()))
+        raise ValueError(f"the source's steps have no 'frame' field (fields: {names}); simulate over video or camera")
+    height, width = frame.shape[-2:]
+    return int(height), int(width)
+
+
+def recording_path(folder: Path, i: int, source: StreamSource, item: Any, suffix: str) -> Path:
+    """Where stream ``i`` is written: ``NNNNN-<stream name><suffix>``, so files sort in stream order."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(call_item_name(source, item)).stem)
+    return folder / f"{i:05d}-{name}{suffix}"
+
+
+PARTIAL = ".partial"
+"""Suffix of a file being written (no reader takes it for a recording); renamed to its real name when complete."""
+
+
+def write_recording(path: Path, events: np.ndarray, sensor_size: tuple[int, int]) -> None:
+    """Write one recording in the format of ``path``'s suffix, under a temporary name first, then rename it.
+
+    A killed run leaves at most a ``*.partial`` file, which the ``events`` source does not read.
+    """
+    suffix = path.suffix.lower()
+    tmp = path.with_name(path.name + PARTIAL)
+    try:
+        if suffix == ".npy":
+            with open(tmp, "wb") as f:
+                np.save(f, events)
+        else:
+            write_file(str(tmp), events, sensor_size, suffix=suffix)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)

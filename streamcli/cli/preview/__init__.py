@@ -13,7 +13,7 @@ Part of the CLI layer: the library never prints and never imports Rich.
 from __future__ import annotations
 
 from streamcli.cli.preview.ansi import AnsiLines, half_block_lines, spark
-from streamcli.cli.preview.fields import as_rgb, field_kind, field_kinds, resize_nearest
+from streamcli.cli.preview.fields import as_rgb, event_rgb, field_kind, field_kinds, resize_nearest
 from streamcli.cli.preview.frame import Frame, RowView, frame_from_batch
 from streamcli.cli.preview.grid import CellLayout, cell_lines, choose_layout, grid_lines
 from streamcli.cli.preview.panel import dashboard, stats_panel, text_summary
@@ -29,6 +29,7 @@ __all__ = [
     "choose_layout",
     "contact_sheet",
     "dashboard",
+    "event_rgb",
     "field_kind",
     "field_kinds",
     "frame_from_batch",

@@ -2,6 +2,9 @@
 
 Kinds are the ``Field.display`` vocabulary: ``image``, ``text``, ``audio``, ``other``; plus ``hidden`` for a
 text field's byte-count companion (``display="text:nbytes"``), which is shown through its text field.
+
+Event-camera windows get a preview-only hint, ``events:<representation>`` (set by ``cmd_preview`` for the
+``events`` source): ``event_rgb`` draws them as images, and ``frame_from_batch`` shows that image in their place.
 """
 
 from __future__ import annotations
@@ -40,6 +43,54 @@ def as_rgb(arr: np.ndarray) -> np.ndarray | None:
     return np.ascontiguousarray(img[..., :3])
 
 
+EVENT_VIEWS = ("histogram", "voxel", "time_surface")
+"""The event representations drawn as images (``raw`` windows are summarised as numbers)."""
+OFF_ON = (np.array([40, 120, 255], np.float64), np.array([255, 60, 40], np.float64))  # OFF blue, ON red
+
+
+def robust_max(arr: np.ndarray) -> float:
+    """The 99th percentile of the nonzero magnitudes (1.0 if none): one hot pixel does not make the rest black."""
+    mag = np.abs(arr[arr != 0]).astype(np.float64)
+    return float(np.percentile(mag, 99)) if mag.size else 1.0
+
+
+def _polarity_rgb(off: np.ndarray, on: np.ndarray, scale: float) -> np.ndarray:
+    """OFF in blue and ON in red on black, each scaled by ``scale`` and clipped; both at a pixel add up."""
+    a = np.clip(off / scale, 0.0, 1.0)[..., None] * OFF_ON[0] + np.clip(on / scale, 0.0, 1.0)[..., None] * OFF_ON[1]
+    return np.clip(a, 0, 255).astype(np.uint8)
+
+
+def event_rgb(arr: np.ndarray, representation: str) -> np.ndarray | None:
+    """An event window as uint8 (H, W', 3), or None when ``arr`` does not have the representation's shape.
+
+    - ``histogram`` (2, H, W): channel 0 (OFF) blue, channel 1 (ON) red, scaled by the window's robust max;
+    - ``voxel`` (bins, H, W): the bins side by side, left to right in time, separated by a gray column; positive
+      (ON) values red, negative (OFF) blue, one scale for all bins;
+    - ``time_surface`` (2, H, W): gray, the later (brighter) of the two polarities, values in [0, 1].
+    """
+    if arr.ndim != 3 or min(arr.shape) < 1 or representation not in EVENT_VIEWS:
+        return None
+    a = np.nan_to_num(arr.astype(np.float64))
+    if representation == "histogram":
+        return _polarity_rgb(a[0], a[1], robust_max(a)) if a.shape[0] == 2 else None
+    if representation == "time_surface":
+        if a.shape[0] != 2:
+            return None
+        gray = (np.clip(a.max(axis=0), 0.0, 1.0) * 255).astype(np.uint8)
+        return np.repeat(gray[..., None], 3, axis=-1)
+    scale = robust_max(a)
+    bins = [_polarity_rgb(np.maximum(-b, 0), np.maximum(b, 0), scale) for b in a]
+    sep = np.full((a.shape[1], 1, 3), 96, np.uint8)
+    return np.concatenate([x for b in bins for x in (sep, b)][1:], axis=1)
+
+
+def shown_step(arr: np.ndarray, display: str) -> np.ndarray:
+    """What the preview draws for a step: an event window's image for an ``events:`` hint, else the step."""
+    kind, _, representation = display.partition(":")
+    img = event_rgb(arr, representation) if kind == "events" else None
+    return arr if img is None else img
+
+
 def resize_nearest(img: np.ndarray, width: int, height: int) -> np.ndarray:
     """Nearest-neighbour resize by index arrays (no per-pixel Python)."""
     ys = (np.arange(height) * img.shape[0] // max(height, 1)).clip(0, img.shape[0] - 1)
@@ -51,6 +102,8 @@ def resize_nearest(img: np.ndarray, width: int, height: int) -> np.ndarray:
 def field_kind(arr: np.ndarray, display: str = "") -> str:
     """``image``, ``text``, ``audio`` or ``other``: the field's hint when it fits the step, else inferred."""
     kind = display.partition(":")[0]
+    if kind == "events":
+        return "image" if as_rgb(shown_step(arr, display)) is not None else "other"
     if kind == "image":
         return "image" if as_rgb(arr) is not None else "other"
     if kind in ("text", "audio", "other"):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streamcli.cli.preview.fields import field_kinds, text_bytes
+from streamcli.cli.preview.fields import field_kinds, shown_step, text_bytes
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -54,7 +54,8 @@ def frame_from_batch(
     """Each row's current step: its last valid step in this batch (or the last step, dimmed, if none).
 
     ``displays`` maps field names to their ``Field.display`` hints (``{f.name: f.display for f in
-    loader.fields}``); fields without one are inferred from shape and dtype.
+    loader.fields}``); fields without one are inferred from shape and dtype. A field hinted
+    ``events:<representation>`` is replaced by its image (``fields.event_rgb``).
     """
     tb = batch.layout == "TB"
     valid = batch.valid.numpy()
@@ -96,7 +97,7 @@ def frame_from_batch(
                 length=length_of(sid) if ok and sid >= 0 else None,
                 valid=ok,
                 reset=bool(reset[b]) or bool(over_batch(is_first).any()),
-                step={k: np.array(at(v)) for k, v in data.items()},
+                step={k: shown_step(np.array(at(v)), displays.get(k, "")) for k, v in data.items()},
                 text=text,
                 kinds=kinds,
             )
