@@ -22,8 +22,10 @@ Each run is a fresh ``python tests/_lightning_run.py`` process, so no Lightning 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,8 @@ Seen = list[list[dict[str, Any]]]  # per rank, one record per training step
 def _run(out: Path, *args: str, devices: int = 1) -> Seen:
     out.mkdir(parents=True)
     cmd = [sys.executable, str(HERE / "_lightning_run.py"), "--data", str(DATA), "--out", str(out), *args]
-    proc = subprocess.run([*cmd, "--devices", str(devices)], capture_output=True, text=True, timeout=240)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # a tiny model on a shared machine: threads only spin
+    proc = subprocess.run([*cmd, "--devices", str(devices)], capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}"
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(devices)]
 
@@ -140,3 +143,63 @@ def test_two_ddp_ranks_resume_each_on_their_own_batches_with_plain_lightning(
     tail = _run(tmp_path / "resumed", "--workers", "2", "--every", str(EVERY), "--resume", str(ckpt), devices=2)
     for rank in range(2):
         assert _hashes(tail[rank]) == _hashes(reference[rank][EVERY:]), f"rank {rank}"
+
+
+# ------------------------------------------------------------------------------------ examples/lightning_tbptt.py
+
+EXAMPLE = HERE.parent / "examples" / "lightning_tbptt.py"
+
+
+@pytest.fixture
+def torch_threads() -> Iterator[None]:
+    """The example sets torch's thread count for its process; put it back for the tests after."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def _example() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lightning_tbptt", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tbptt_example_runs_as_a_script(tmp_path: Path) -> None:
+    for args in (["--help"], ["--steps", "3", "--workers", "1"]):
+        proc = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mean loss over the last 3 steps" in proc.stdout
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_carrying_the_hidden_state_learns_faster_than_resetting_it_every_batch(seed: int, torch_threads: None) -> None:
+    """The example's defaults on the two texts in tests/data/text. Deterministic for a seed; the carried state won
+    by 0.11 to 0.13 nats/byte on seeds 0, 1 and 2 (the example's docstring), so half of that is the margin."""
+    ex = _example()
+    loss = {}
+    for carry in (True, False):
+        model = ex.train(ex.parse(["--seed", str(seed)] + ([] if carry else ["--no-carry"])))
+        assert len(model.losses) == 800
+        loss[carry] = sum(model.losses[-100:]) / 100
+    print(f"seed {seed}: {loss}")
+    assert loss[True] < loss[False] - 0.05, loss
+
+
+def test_the_tbptt_example_resumes_with_its_hidden_state_onto_the_uninterrupted_losses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torch_threads: None
+) -> None:
+    """Lightning restores the loader and the optimiser; the example adds the GRU state to the checkpoint, so the
+    losses after the resume are those of the run that never stopped, bit for bit."""
+    ex = _example()
+    monkeypatch.chdir(tmp_path)
+    whole = ex.train(ex.parse(["--steps", "12", "--save-every", "6"])).losses
+    (ckpt,) = (tmp_path / "checkpoints").glob("*step=6.ckpt")
+    tail = ex.train(ex.parse(["--steps", "12", "--ckpt-path", str(ckpt)])).losses
+    assert tail == whole[6:]
