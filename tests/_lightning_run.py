@@ -19,11 +19,19 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from streamcli_sources.text import TextSource
 
 from streamcli import Batch, StreamLoader, load_source
 
 # Small enough for a shared 2-core machine; segments give many streams, so rows reset mid-run.
 B, T, WIDTH, SEGMENT, SEED = 4, 64, 16, 256, 7
+
+
+class TextOfUnknownLength(TextSource):
+    """The text source, but like a live feed it does not tell its streams' lengths: ``len(loader)`` is unknown."""
+
+    def length(self, item: str) -> int | None:
+        return None
 
 
 def batch_hash(batch: Batch) -> str:
@@ -88,6 +96,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=-1)
     p.add_argument("--every", type=int, default=0, help="checkpoint every N steps")
     p.add_argument("--resume", default=None, help="checkpoint to resume from")
+    p.add_argument("--unknown-lengths", action="store_true", help="a source that does not tell lengths")
     p.add_argument("--per-rank", action="store_true", help="add the LoaderStatePerRank callback")
     a = p.parse_args()
     out = Path(a.out)
@@ -105,7 +114,7 @@ def main() -> None:
         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=bool(a.every),
         callbacks=callbacks, num_sanity_val_steps=0, **ddp,
     )  # fmt: skip
-    source = load_source("text", a.data, width=WIDTH)
+    source = TextOfUnknownLength(a.data, width=WIDTH) if a.unknown_lengths else load_source("text", a.data, width=WIDTH)
     # Before fit() the process group does not exist yet: the trainer already knows this process's rank.
     loader = StreamLoader(source, B, T, num_workers=a.workers, seed=SEED, segment=SEGMENT,
                           rank=trainer.global_rank, world_size=trainer.world_size)  # fmt: skip

@@ -7,8 +7,9 @@ Why it works: Lightning's fit loop saves every training loader that has ``state_
 ``iter(loader)`` and before the ``iter()`` that trains, so the next epoch resumes at the saved batch. The test
 reads that entry of the checkpoint to prove it is this path, not luck.
 
-Two things hold it up: the loader has ``len()`` (otherwise Lightning's fetcher reads one batch ahead, and the
-saved position is one batch late), and nothing here depends on which epoch number Lightning's check
+Two things hold it up: the loader has ``len()`` (without it Lightning's ``_PrefetchDataFetcher`` reads one batch
+ahead, the saved position is one batch late and the resume skips a batch: pinned below as an expected failure),
+and nothing here depends on which epoch number Lightning's check
 ``iter(loader)`` gives the first batch: the runs are compared with each other, batch hash for batch hash.
 
 Under DDP, Lightning writes the checkpoint on rank 0 alone, so it holds rank 0's loader state only and rank 1
@@ -96,6 +97,25 @@ def test_a_trainer_resumed_from_a_mid_epoch_checkpoint_trains_on_the_batches_of_
     (tail,) = _run(tmp_path / "resumed", *w, "--resume", str(ckpt))
     assert _hashes(tail) == _hashes(reference[EVERY:])
     assert [r["batch_epoch"] for r in tail] == [r["batch_epoch"] for r in reference[EVERY:]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="without len(loader) Lightning's fetcher reads one batch ahead, so the loader's saved position is one "
+    "batch past the checkpoint's step, and the resume skips that batch",
+)
+def test_a_trainer_resumed_over_a_loader_of_unknown_length_trains_on_the_batches_of_the_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    (reference,) = _run(tmp_path / "reference", "--unknown-lengths", "--epochs", "1")
+    assert len(reference) > CRASH
+    w = ("--unknown-lengths", "--epochs", "1", "--every", str(EVERY))
+    _run(tmp_path / "crash", *w, "--max-steps", str(CRASH))
+    (state,) = _loader_states(tmp_path / "crash" / f"step={EVERY}.ckpt")
+    assert state["batch"] == EVERY, f"the checkpoint at step {EVERY} holds the loader's position {state['batch']}"
+    (tail,) = _run(tmp_path / "resumed", *w, "--resume", str(tmp_path / "crash" / f"step={EVERY}.ckpt"))
+    assert _hashes(tail) == _hashes(reference[EVERY:])
 
 
 # ------------------------------------------------------------------------------------------------------------ DDP
