@@ -1,0 +1,225 @@
+"""A real ``lightning.Trainer`` checkpoints mid-epoch and resumes, in a new process, onto the same batches.
+
+Why it works: Lightning's fit loop saves every training loader that has ``state_dict``/``load_state_dict``
+(``lightning.fabric.utilities.types._Stateful``). ``FitLoop.on_save_checkpoint`` puts
+``CombinedLoader._state_dicts()`` under ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]``, and on
+``trainer.fit(..., ckpt_path=...)`` ``FitLoop.setup_data`` calls ``load_state_dict`` with it after its check
+``iter(loader)`` and before the ``iter()`` that trains, so the next epoch resumes at the saved batch. The test
+reads that entry of the checkpoint to prove it is this path, not luck.
+
+Two things hold it up: the loader has ``len()`` (without it Lightning's ``_PrefetchDataFetcher`` reads one batch
+ahead, the saved position is one batch late and the resume skips a batch: pinned below as an expected failure),
+and nothing here depends on which epoch number Lightning's check
+``iter(loader)`` gives the first batch: the runs are compared with each other, batch hash for batch hash.
+
+Under DDP, Lightning writes the checkpoint on rank 0 alone, so it holds rank 0's loader state only and rank 1
+refuses it (a state from another rank is refused by design). ``LoaderStatePerRank`` (in ``_lightning_run``)
+gathers every rank's state into the checkpoint; the plain path is pinned as an expected failure until the library
+handles it.
+
+Each run is a fresh ``python tests/_lightning_run.py`` process, so no Lightning state leaks from one to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("lightning")
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "text"
+EVERY, CRASH = 5, 7  # checkpoint every 5 steps; the run "crashes" at step 7, so step=5.ckpt is the one to resume
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+Seen = list[list[dict[str, Any]]]  # per rank, one record per training step
+
+
+def _run(out: Path, *args: str, devices: int = 1) -> Seen:
+    out.mkdir(parents=True)
+    cmd = [sys.executable, str(HERE / "_lightning_run.py"), "--data", str(DATA), "--out", str(out), *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # a tiny model on a shared machine: threads only spin
+    proc = subprocess.run([*cmd, "--devices", str(devices)], capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}"
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(devices)]
+
+
+def _hashes(records: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [(r["step"], r["hash"]) for r in records]
+
+
+def _loader_states(ckpt: Path) -> list[dict[str, Any]]:
+    import torch
+
+    checkpoint = torch.load(ckpt, weights_only=False)
+    states: list[dict[str, Any]] = checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    return states
+
+
+def _check_reference(seen: list[dict[str, Any]]) -> None:
+    """The uninterrupted run spans two Lightning epochs, so the resume crosses an epoch boundary, and the cut at
+    EVERY is mid-epoch."""
+    epochs = [r["trainer_epoch"] for r in seen]
+    assert epochs[EVERY] == epochs[EVERY - 1] == epochs[EVERY + 1] == 0 and epochs[-1] == 1, epochs
+    # batch.epoch follows Lightning's epochs one for one. Its offset is 1 while iter() starts an epoch (Lightning's
+    # check iter() takes epoch 0) and 0 once an epoch starts at the first next(): either passes here.
+    offsets = {r["batch_epoch"] - r["trainer_epoch"] for r in seen}
+    assert len(offsets) == 1 and offsets <= {0, 1}, offsets
+    assert len({r["hash"] for r in seen}) == len(seen), "two steps saw the same batch"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    (seen,) = _run(tmp_path_factory.mktemp("lightning") / "reference")
+    _check_reference(seen)
+    return seen
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_trainer_resumed_from_a_mid_epoch_checkpoint_trains_on_the_batches_of_the_uninterrupted_run(
+    tmp_path: Path, reference: list[dict[str, Any]], workers: int
+) -> None:
+    w = ("--workers", str(workers), "--every", str(EVERY))
+    (head,) = _run(tmp_path / "crash", *w, "--max-steps", str(CRASH))
+    assert _hashes(head) == _hashes(reference[:CRASH])
+    ckpt = tmp_path / "crash" / f"step={EVERY}.ckpt"
+    (state,) = _loader_states(ckpt)  # Lightning saved the loader itself, at the checkpoint's step, not the crash's
+    assert (state["epoch"], state["batch"]) == (reference[EVERY]["batch_epoch"], EVERY)
+
+    (tail,) = _run(tmp_path / "resumed", *w, "--resume", str(ckpt))
+    assert _hashes(tail) == _hashes(reference[EVERY:])
+    assert [r["batch_epoch"] for r in tail] == [r["batch_epoch"] for r in reference[EVERY:]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="without len(loader) Lightning's fetcher reads one batch ahead, so the loader's saved position is one "
+    "batch past the checkpoint's step, and the resume skips that batch",
+)
+def test_a_trainer_resumed_over_a_loader_of_unknown_length_trains_on_the_batches_of_the_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    (reference,) = _run(tmp_path / "reference", "--unknown-lengths", "--epochs", "1")
+    assert len(reference) > CRASH
+    w = ("--unknown-lengths", "--epochs", "1", "--every", str(EVERY))
+    _run(tmp_path / "crash", *w, "--max-steps", str(CRASH))
+    (state,) = _loader_states(tmp_path / "crash" / f"step={EVERY}.ckpt")
+    assert state["batch"] == EVERY, f"the checkpoint at step {EVERY} holds the loader's position {state['batch']}"
+    (tail,) = _run(tmp_path / "resumed", *w, "--resume", str(tmp_path / "crash" / f"step={EVERY}.ckpt"))
+    assert _hashes(tail) == _hashes(reference[EVERY:])
+
+
+# ------------------------------------------------------------------------------------------------------------ DDP
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Seen, Path]:
+    """The uninterrupted 2-rank run (in-process loaders), and the checkpoint of a 2-rank run with 2 workers per rank
+    that crashed after it."""
+    root = tmp_path_factory.mktemp("lightning_ddp")
+    reference = _run(root / "reference", devices=2)
+    for seen in reference:
+        _check_reference(seen)
+    assert len(reference[0]) == len(reference[1]), "the ranks trained for different numbers of steps"
+    assert not {r["hash"] for r in reference[0]} & {r["hash"] for r in reference[1]}, "both ranks saw one batch"
+    head = _run(root / "crash", "--workers", "2", "--every", str(EVERY), "--max-steps", str(CRASH), "--per-rank",
+                devices=2)  # fmt: skip
+    for rank in range(2):
+        assert _hashes(head[rank]) == _hashes(reference[rank][:CRASH])
+    return reference, root / "crash" / f"step={EVERY}.ckpt"
+
+
+def test_two_ddp_ranks_resume_each_on_their_own_batches_with_loader_state_per_rank(
+    tmp_path: Path, ddp: tuple[Seen, Path]
+) -> None:
+    reference, ckpt = ddp
+    tail = _run(tmp_path / "resumed", "--workers", "2", "--every", str(EVERY), "--per-rank", "--resume", str(ckpt),
+                devices=2)  # fmt: skip
+    for rank in range(2):
+        assert _hashes(tail[rank]) == _hashes(reference[rank][EVERY:]), f"rank {rank}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="Lightning writes rank 0's loader state alone into the checkpoint; rank 1 refuses it (a rank's state "
+    "is its own). Passes once StreamLoader's state covers every rank; then drop this mark and the callback.",
+)
+def test_two_ddp_ranks_resume_each_on_their_own_batches_with_plain_lightning(
+    tmp_path: Path, ddp: tuple[Seen, Path]
+) -> None:
+    reference, ckpt = ddp
+    (state,) = _loader_states(ckpt)
+    assert state["fingerprint"]["rank"] == 0  # what Lightning saved: rank 0's state alone
+    tail = _run(tmp_path / "resumed", "--workers", "2", "--every", str(EVERY), "--resume", str(ckpt), devices=2)
+    for rank in range(2):
+        assert _hashes(tail[rank]) == _hashes(reference[rank][EVERY:]), f"rank {rank}"
+
+
+# ------------------------------------------------------------------------------------ examples/lightning_tbptt.py
+
+EXAMPLE = HERE.parent / "examples" / "lightning_tbptt.py"
+
+
+@pytest.fixture
+def torch_threads() -> Iterator[None]:
+    """The example sets torch's thread count for its process; put it back for the tests after."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def _example() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lightning_tbptt", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tbptt_example_runs_as_a_script(tmp_path: Path) -> None:
+    for args in (["--help"], ["--steps", "3", "--workers", "1"]):
+        proc = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mean loss over the last 3 steps" in proc.stdout
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_carrying_the_hidden_state_learns_faster_than_resetting_it_every_batch(seed: int, torch_threads: None) -> None:
+    """The example's defaults on the two texts in tests/data/text. Deterministic for a seed; the carried state won
+    by 0.11 to 0.13 nats/byte on seeds 0, 1 and 2 (the example's docstring), so half of that is the margin."""
+    ex = _example()
+    loss = {}
+    for carry in (True, False):
+        model = ex.train(ex.parse(["--seed", str(seed)] + ([] if carry else ["--no-carry"])))
+        assert len(model.losses) == 800
+        loss[carry] = sum(model.losses[-100:]) / 100
+    print(f"seed {seed}: {loss}")
+    assert loss[True] < loss[False] - 0.05, loss
+
+
+def test_the_tbptt_example_resumes_with_its_hidden_state_onto_the_uninterrupted_losses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torch_threads: None
+) -> None:
+    """Lightning restores the loader and the optimiser; the example adds the GRU state to the checkpoint, so the
+    losses after the resume are those of the run that never stopped, bit for bit."""
+    ex = _example()
+    monkeypatch.chdir(tmp_path)
+    whole = ex.train(ex.parse(["--steps", "12", "--save-every", "6"])).losses
+    (ckpt,) = (tmp_path / "checkpoints").glob("*step=6.ckpt")
+    tail = ex.train(ex.parse(["--steps", "12", "--ckpt-path", str(ckpt)])).losses
+    assert tail == whole[6:]
