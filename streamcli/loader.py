@@ -517,6 +517,7 @@ class StreamLoader:
         """
         if self._closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
+        state = self._for_this_rank(state)
         # Everything is checked before anything is applied: a refused state leaves the loader as it was.
         _state.check(state, self._fingerprint())
         cursors = _cursor.from_json(state["rows"], self.batch_size, len(self.items))
@@ -536,6 +537,37 @@ class StreamLoader:
             raise StateError(f"the state is not plain JSON data: {exc}") from None
         self._resume = resume
         self._skipped += len(skipped)
+
+    def _for_this_rank(self, state: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A state saved by another rank of the same run becomes this rank's state at the same epoch and batch.
+
+        Frameworks that checkpoint on rank 0 alone (Lightning) hand every rank rank 0's loader state. Every rank
+        yields the same number of batches, and a rank's position at a batch follows from the streams' lengths
+        alone (``engine.seek``), so no rank needs another's. Items skipped on the saving rank are not known here:
+        such a state is refused."""
+        fp = state.get("fingerprint") if isinstance(state, Mapping) else None
+        if self.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != self.world_size:
+            return state
+        if fp.get("rank") == self.rank or not isinstance(fp.get("rank"), int):
+            return state
+        _state.check({**state, "fingerprint": {**fp, "rank": self.rank}}, self._fingerprint())  # all else the same
+        if state["skipped"]:
+            raise StateError(
+                f"the state was saved on rank {fp['rank']} after it skipped items, which rank {self.rank} cannot "
+                "know; save every rank's own state_dict() and load each on its rank"
+            )
+        lengths = self._item_lengths()
+        if any(n is None for n in lengths):
+            raise StateError(
+                f"the state was saved on rank {fp['rank']}; taking it on rank {self.rank} needs every stream's "
+                "length; save every rank's own state_dict() and load each on its rank"
+            )
+        epoch = int(state["epoch"])
+        batches = sum(self.batches_in_epoch(e) for e in range(epoch)) + int(state["batch"])
+        from streamcli.engine.seek import state_after
+
+        return state_after([int(n) for n in lengths if n is not None], batches, self._fingerprint(),
+                           **self.config.content())  # fmt: skip
 
     def _fingerprint(self) -> dict[str, Any]:
         if self._fingerprint_cache is None:

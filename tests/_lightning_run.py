@@ -57,6 +57,7 @@ class Recorder(L.LightningModule):
                 "trainer_epoch": self.current_epoch,
                 "batch_epoch": batch.epoch,
                 "hash": batch_hash(batch),
+                "real": int(batch.valid.sum()),
             }
         )
         x = batch["text"].long()[..., 0]  # the first byte of each step: (T, B)
@@ -65,25 +66,6 @@ class Recorder(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-class LoaderStatePerRank(L.Callback):
-    """Lightning writes the checkpoint on rank 0 alone, so it holds rank 0's loader state only, which the other
-    ranks refuse. This gathers every rank's loader states into it, and hands each rank its own on resume."""
-
-    KEY = "streamcli_loader_states_per_rank"
-
-    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
-        states: list[Any] = [None] * trainer.world_size
-        # A collective is safe here: every rank builds the checkpoint; only rank 0 writes it.
-        torch.distributed.all_gather_object(
-            states, checkpoint["loops"]["fit_loop"]["state_dict"].get("combined_loader", [])
-        )
-        checkpoint[self.KEY] = states
-
-    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
-        if self.KEY in checkpoint:  # runs before the fit loop restores its loaders from the checkpoint's "loops"
-            checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] = checkpoint[self.KEY][trainer.global_rank]
 
 
 def main() -> None:
@@ -97,14 +79,11 @@ def main() -> None:
     p.add_argument("--every", type=int, default=0, help="checkpoint every N steps")
     p.add_argument("--resume", default=None, help="checkpoint to resume from")
     p.add_argument("--unknown-lengths", action="store_true", help="a source that does not tell lengths")
-    p.add_argument("--per-rank", action="store_true", help="add the LoaderStatePerRank callback")
     a = p.parse_args()
     out = Path(a.out)
     callbacks: list[L.Callback] = []
     if a.every:
         callbacks.append(ModelCheckpoint(out, "{step}", every_n_train_steps=a.every, save_top_k=-1))
-    if a.per_rank:
-        callbacks.append(LoaderStatePerRank())
     ddp: dict[str, Any] = {}
     if a.devices > 1:
         # The default use_distributed_sampler=True stays: Lightning only replaces samplers of torch DataLoaders.

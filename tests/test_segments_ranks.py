@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import numpy as np
 import pytest
 from _invariants import collect
-from _resume import check_resume
+from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamcli import StreamLoader
+from streamcli import StateError, StreamLoader
 from streamcli.config import resolve_rank
 
 Steps = Counter[tuple[int, int]]
@@ -187,12 +188,39 @@ def test_rank_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
         resolve_rank(None, None)
 
 
-def test_state_of_one_rank_is_refused_by_another() -> None:
+@pytest.mark.parametrize("cut", [1, 4, 9])
+@pytest.mark.parametrize("segment", [0, 3])
+def test_a_state_saved_on_rank_0_resumes_rank_1_at_the_same_batch(cut: int, segment: int) -> None:
+    """Lightning checkpoints rank 0's loader alone and hands it to every rank: rank 1 takes its own position."""
+    lengths = [5, 9, 2, 7, 8, 3, 6, 11]
+    kw = dict(segment=segment, world_size=2)
+    with StreamLoader(CountingSource(lengths), 2, 3, rank=1, **kw) as ref:  # type: ignore[arg-type]
+        reference = run_epochs(ref, 2)
+    with StreamLoader(CountingSource(lengths), 2, 3, rank=0, **kw) as a:  # type: ignore[arg-type]
+        run_epochs(a, 2, stop_after=cut)
+        state = json.loads(json.dumps(a.state_dict()))
+    with StreamLoader(CountingSource(lengths), 2, 3, rank=1, **kw) as b:  # type: ignore[arg-type]
+        b.load_state_dict(state)
+        got = run_epochs(b, 2)
+    assert_same(reference[cut:], got[: len(reference) - cut], f"rank 1 from rank 0's state at batch {cut}")
+
+
+def test_a_state_from_another_rank_that_skipped_items_is_refused() -> None:
     with StreamLoader(CountingSource([5, 6, 7, 8]), 2, 2, rank=0, world_size=2) as a:
         next(iter(a))
         state = a.state_dict()
+    state["skipped"] = [[1, 0]]
     with StreamLoader(CountingSource([5, 6, 7, 8]), 2, 2, rank=1, world_size=2) as b:
-        with pytest.raises(ValueError, match="rank"):
+        with pytest.raises(StateError, match="saved on rank 0 after it skipped items"):
+            b.load_state_dict(state)
+
+
+def test_a_state_from_another_world_size_is_refused() -> None:
+    with StreamLoader(CountingSource([5, 6, 7, 8]), 2, 2, rank=0, world_size=2) as a:
+        next(iter(a))
+        state = a.state_dict()
+    with StreamLoader(CountingSource([5, 6, 7, 8]), 2, 2, rank=1, world_size=3) as b:
+        with pytest.raises(StateError, match="different rank"):
             b.load_state_dict(state)
 
 
