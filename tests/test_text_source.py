@@ -89,3 +89,31 @@ def test_steps_match_the_declared_fields_and_discovery_finds_it() -> None:
     assert TextSource.can_open(str(data_root("text")))
     with pytest.raises(ValueError, match="width=0 must be at least 1"):
         TextSource(data_root("text"), width=0)
+
+
+@pytest.mark.parametrize("width", [1, 7, 16])
+def test_opening_a_file_deep_inside_reads_the_same_steps_as_reading_it_whole(tmp_path: Path, width: int) -> None:
+    """Files are read block by block from ``start`` (a segment or a resume reads nothing before it), BOM and a
+    short last step included, exactly as the literal path reads the same bytes from memory."""
+    body = (data_root("text") / "tom_sawyer_excerpt.txt").read_bytes()[:3001]
+    path = tmp_path / "bom.txt"
+    path.write_bytes(BOM + body)
+    src, mem = TextSource(str(path), width=width), TextSource([body.decode("latin-1")], width=width, strings=True)
+    n = src.length(str(path))
+    assert n == -(-len(body) // width)
+    for start in sorted({s for s in (0, 1, 255, 256, 257, n - 1) if s < n}):
+        got = [(s["text"].tobytes(), int(s["nbytes"])) for s in iter_steps(src, str(path), start)]
+        want = [(s["text"].tobytes(), int(s["nbytes"])) for s in iter_steps(mem, mem.items()[0], start)]
+        assert len(got) == n - start
+        assert [g[1] for g in got] == [x[1] for x in want]
+        assert joined(src, str(path), start) == body[start * width :]
+
+
+def test_a_file_that_shrinks_while_it_is_read_is_an_error_not_zero_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"x" * 100_000)
+    blocks = TextSource(str(path), width=1).open(str(path))
+    next(blocks)
+    path.write_bytes(b"x" * 300)  # truncated in place: the open file sees it
+    with pytest.raises(OSError, match="shrank while it was being read"):
+        list(blocks)

@@ -80,17 +80,40 @@ class TextSource(BaseSource):
         return -(-n // self.width)
 
     def open(self, item: str, start: int = 0) -> Iterator[Step]:
-        """Blocks of up to ``_BLOCK`` steps (``block_steps``): one numpy reshape per block, not per step."""
-        data = np.frombuffer(self._bytes(item), dtype=np.uint8)
+        """Blocks of up to ``_BLOCK`` steps (``block_steps``): one numpy reshape per block, not per step.
+
+        A file read as it is (``newlines="keep"``) is read block by block from ``start``: a segment or a resume
+        deep into a large file reads none of what comes before it."""
+        if self._literal or self.newlines == "lf":
+            yield from self._blocks(np.frombuffer(self._bytes(item), dtype=np.uint8), start)
+            return
+        with open(item, "rb") as f:
+            skip = len(_BOM) if (not self.keep_bom and f.read(3) == _BOM) else 0
+            size = os.fstat(f.fileno()).st_size - skip
+            w = self.width
+            n = -(-size // w)
+            for a in range(start, n, _BLOCK):
+                b = min(n, a + _BLOCK)
+                f.seek(skip + a * w)
+                chunk = np.frombuffer(f.read((b - a) * w), dtype=np.uint8)
+                if len(chunk) < min((b - a) * w, size - a * w):
+                    raise OSError(f"{item!r} shrank while it was being read (from {size} bytes)")
+                yield self._block(chunk, a, b, size)
+
+    def _blocks(self, data: np.ndarray, start: int) -> Iterator[Step]:
         w = self.width
         n = -(-len(data) // w)
         for a in range(start, n, _BLOCK):
             b = min(n, a + _BLOCK)
-            chunk = data[a * w : b * w]
-            if len(chunk) < (b - a) * w:  # the stream's last step is zero-padded
-                chunk = np.concatenate([chunk, np.zeros((b - a) * w - len(chunk), np.uint8)])
-            nbytes = np.minimum(w, len(data) - np.arange(a, b) * w).astype(np.int32)
-            yield {"text": chunk.reshape(b - a, w), "nbytes": nbytes}
+            yield self._block(data[a * w : b * w], a, b, len(data))
+
+    def _block(self, chunk: np.ndarray, a: int, b: int, size: int) -> Step:
+        """Steps ``a .. b-1`` of a stream of ``size`` bytes from their bytes ``chunk``."""
+        w = self.width
+        if len(chunk) < (b - a) * w:  # the stream's last step is zero-padded
+            chunk = np.concatenate([chunk, np.zeros((b - a) * w - len(chunk), np.uint8)])
+        nbytes = np.minimum(w, size - np.arange(a, b) * w).astype(np.int32)
+        return {"text": chunk.reshape(b - a, w), "nbytes": nbytes}
 
     def item_name(self, item: str) -> str:
         if self._literal:
