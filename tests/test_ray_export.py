@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from streamcli import StreamLoader, load_source
+from streamcli import ShardError, StreamLoader, load_source
 from streamcli.shards import make_header
 from streamcli.shards.format import PARTIAL, write_partial
-from streamcli.shards.on_ray import Job, export_on_ray, shard_runs
+from streamcli.shards.on_ray import Job, export_on_ray, export_range, shard_runs
 from streamcli.shards.writer import export_loader
 
 SOURCE = {"plugin": "camera", "arg": None, "options": {"count": 5, "steps": 19, "size": (8, 8)}}
@@ -30,7 +30,9 @@ def job(out: Path) -> Job:
                              loader=LOADER, shard_bytes=1, compress=False)  # fmt: skip
         header["batches_per_shard"] = 3
         total = sum(loader.batches_in_epoch(e) for e in range(EPOCHS))
-    return Job(source=SOURCE, loader=LOADER, header=header, out_dir=str(out), epochs=EPOCHS, total=total)
+        fingerprint = loader.state_dict()["fingerprint"]
+    return Job(source=SOURCE, loader=LOADER, header=header, out_dir=str(out), epochs=EPOCHS, total=total,
+               fingerprint=fingerprint)  # fmt: skip
 
 
 def local(out: Path, j: Job) -> None:
@@ -38,6 +40,26 @@ def local(out: Path, j: Job) -> None:
     B, T = kw.pop("batch_size"), kw.pop("time_steps")
     with StreamLoader(load_source("camera", **SOURCE["options"]), B, T, **kw) as loader:  # type: ignore[arg-type]
         export_loader(loader, out, j.header, epochs=EPOCHS)
+
+
+def test_a_task_that_sees_other_files_than_the_driver_writes_nothing(tmp_path: Path) -> None:
+    """A task rebuilds the source; a file removed after the driver planned the export must not shift the shards."""
+    books = tmp_path / "books"
+    books.mkdir()
+    for i in range(3):
+        (books / f"b{i}.txt").write_text(f"book {i} " * 20)
+    spec = {"plugin": "text", "arg": str(books), "options": {}}
+    loader_kw = {"batch_size": 2, "time_steps": 4}
+    with StreamLoader(load_source("text", str(books)), 2, 4) as loader:
+        header = make_header(fields=loader.fields, batch_size=2, time_steps=4, layout="TB", source=spec,
+                             loader=loader_kw, shard_bytes=1, compress=False)  # fmt: skip
+        j = Job(source=spec, loader=loader_kw, header=header, out_dir=str(tmp_path / "out"), epochs=1,
+                total=len(loader), fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
+    (books / "b1.txt").unlink()
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ShardError, match="a Ray task sees another number of items than the driver did"):
+        export_range(j, 0, 1)
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_shard_runs_are_contiguous_and_balanced() -> None:

@@ -255,7 +255,8 @@ def _on_ray(
 
     kw = {"batch_size": opts.batch_size, "time_steps": opts.time_steps, **opts.record()}
     needed = epochs if epochs is not None else 1 + max(0, _epochs_for(loader, total))
-    job = Job(source=spec.record(), loader=kw, header=header, out_dir=str(out_dir), epochs=needed, total=total)
+    job = Job(source=spec.record(), loader=kw, header=header, out_dir=str(out_dir), epochs=needed, total=total,
+              fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
 
     def on_started(s: float) -> None:
         console.print(f"[dim]Ray ready in {s:.1f} s[/]", highlight=False)

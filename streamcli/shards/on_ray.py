@@ -144,6 +144,7 @@ class Job:
     out_dir: str
     epochs: int
     total: int  # batches in the whole export
+    fingerprint: Mapping[str, Any] | None = None  # the driver's loader's: a task must see the same data
 
 
 def shard_runs(todo: list[int], partitions: int) -> list[tuple[int, int]]:
@@ -187,6 +188,8 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     B, T = kw.pop("batch_size"), kw.pop("time_steps")
     out: list[dict[str, Any]] = []
     with StreamLoader(source, B, T, **kw) as loader:
+        if job.fingerprint is not None:
+            _check_same_data(loader.state_dict()["fingerprint"], job.fingerprint)
         if start:
             lengths = [loader.stream_length(i) for i in range(len(loader.items))]  # errors: SourceError
             if any(n is None for n in lengths):
@@ -207,6 +210,20 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
             info = write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
             out.append(info.to_json())
     return out
+
+
+def _check_same_data(here: Mapping[str, Any], driver: Mapping[str, Any]) -> None:
+    """A task rebuilds the source from its arguments: refuse to write shards from data other than the driver's
+    (files added, removed or changed in between), which would not fit the driver's plan."""
+    first = ["num_items", "items", "lengths"]  # the likeliest change, named most plainly
+    for key in first + sorted((set(here) | set(driver)) - set(first)):
+        if here.get(key) != driver.get(key):
+            what = {"num_items": "number of items", "items": "item list", "lengths": "items' lengths"}.get(key, key)
+            raise ShardError(
+                f"a Ray task sees another {what} than the driver did ({driver.get(key)!r} there, {here.get(key)!r} "
+                "here): the data changed during the export, or the workers see other files; make the input the "
+                "same on every node and rerun with --resume"
+            )
 
 
 def export_on_ray(
