@@ -36,6 +36,7 @@ from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import begin_epoch, fill
 from streamcli.engine.producer import Aborted, Plan, Producer, Skip, epoch_rows
 from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Reservation, Ring, default_prefetch
+from streamcli.engine.seek import state_after
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
@@ -564,9 +565,7 @@ class StreamLoader:
             )
         epoch = int(state["epoch"])
         batches = sum(self.batches_in_epoch(e) for e in range(epoch)) + int(state["batch"])
-        from streamcli.engine.seek import state_after
-
-        return state_after([int(n) for n in lengths if n is not None], batches, self._fingerprint(),
+        return state_after(type(self), [int(n) for n in lengths if n is not None], batches, self._fingerprint(),
                            **self.config.content())  # fmt: skip
 
     def _fingerprint(self) -> dict[str, Any]:

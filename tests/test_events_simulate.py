@@ -10,7 +10,7 @@ import pytest
 from conftest import data_root
 from streamcli_sources.camera import CameraSource
 from streamcli_sources.events import decoded
-from streamcli_sources.events.formats import open_reader
+from streamcli_sources.events.readers import open_reader
 from streamcli_sources.events.simulate import Simulator, export_recordings, from_source, simulate
 from streamcli_sources.video import VideoSource
 

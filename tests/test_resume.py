@@ -307,4 +307,4 @@ def test_state_from_lengths_alone_equals_the_real_one(
         if got < n:
             return  # the run is shorter than n batches
         real = loader.state_dict()
-    assert state_after(lengths, n, real["fingerprint"], **kw) == real
+    assert state_after(StreamLoader, lengths, n, real["fingerprint"], **kw) == real

@@ -7,7 +7,7 @@ whose steps are one byte and cost nothing: the rule that decides every claim is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,14 +37,16 @@ class LengthsOnly(BaseSource):
             yield _ZERO
 
 
-def state_after(lengths: Sequence[int], batches: int, fingerprint: dict[str, Any], **loader_kw: Any) -> dict[str, Any]:
+def state_after(
+    loader_type: Callable[..., Any], lengths: Sequence[int], batches: int, fingerprint: dict[str, Any], **loader_kw: Any
+) -> dict[str, Any]:
     """The state of a loader over streams of these ``lengths`` after it has handed out ``batches`` batches
-    (counted across epochs, as an export counts them), carrying ``fingerprint`` (the real loader's)."""
-    from streamcli.loader import StreamLoader
+    (counted across epochs, as an export counts them), carrying ``fingerprint`` (the real loader's).
 
+    ``loader_type`` is ``StreamLoader``, passed in by the caller: the engine does not import the loader above it."""
     kw = {k: v for k, v in loader_kw.items() if k not in ("num_workers", "pin_memory", "prefetch", "timeout")}
     B, T = kw.pop("batch_size"), kw.pop("time_steps")
-    with StreamLoader(LengthsOnly(lengths), B, T, num_workers=0, **kw) as loader:
+    with loader_type(LengthsOnly(lengths), B, T, num_workers=0, **kw) as loader:
         n = 0
         while n < batches:
             got = 0
@@ -55,6 +57,6 @@ def state_after(lengths: Sequence[int], batches: int, fingerprint: dict[str, Any
                     break
             if not got:
                 raise ValueError(f"the run has fewer than {batches} batches (it ended after {n})")
-        state = loader.state_dict()
+        state: dict[str, Any] = loader.state_dict()
     state["fingerprint"] = dict(fingerprint)
     return state

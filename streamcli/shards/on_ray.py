@@ -195,7 +195,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
             if any(n is None for n in lengths):
                 raise ShardError(f"source {loader.plugin!r} does not report every stream's length")
             fp = loader.state_dict()["fingerprint"]
-            loader.load_state_dict(state_after([int(n) for n in lengths], start, fp, **job.loader))  # type: ignore[arg-type]
+            loader.load_state_dict(state_after(StreamLoader, [int(n) for n in lengths], start, fp, **job.loader))  # type: ignore[arg-type]
         epochs_left = job.epochs - loader.state_dict()["epoch"]
         pending: list[dict[str, np.ndarray]] = []
         shard = first

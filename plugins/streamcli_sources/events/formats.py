@@ -179,17 +179,3 @@ def _hdf5_size(attrs: dict[str, Any]) -> tuple[int, int] | None:
         hw = np.asarray(attrs["sensor_size"]).reshape(-1)
         return int(hw[0]), int(hw[1])
     return None
-
-
-def open_reader(path: str, cache_option: str = "") -> Reader:
-    """A reader for ``path``, chosen by its suffix (vendor formats decode into the cache on first use)."""
-    k = kind(path)
-    if k == "npy":
-        return open_npy(path)
-    if k == "hdf5":
-        return Hdf5Reader(path)
-    if k == "decoded":
-        from streamcli_sources.events.decoded import open_decoded  # it imports this module
-
-        return open_decoded(path, cache_option)
-    raise ValueError(f"{path}: not an event file the events source reads (suffixes: {', '.join(SUFFIXES)})")

@@ -17,7 +17,8 @@ import numpy as np
 
 from streamcli.source import BaseSource, Field, Step
 from streamcli_sources.events import represent
-from streamcli_sources.events.formats import SUFFIXES, Events, Reader, kind, open_reader
+from streamcli_sources.events.formats import SUFFIXES, Events, Reader, kind
+from streamcli_sources.events.readers import open_reader
 from streamcli_sources.events.represent import REPRESENTATIONS, Spec
 from streamcli_sources.events.windows import Index, Windowing, load_or_scan
 

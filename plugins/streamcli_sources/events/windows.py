@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from streamcli_sources.events import cache
-from streamcli_sources.events.formats import Reader, open_reader
+from streamcli_sources.events.formats import Reader
+from streamcli_sources.events.readers import open_reader
 
 CHUNK = 1 << 22  # events per read while scanning: ~50 MB of columns, whatever the recording's size
 
