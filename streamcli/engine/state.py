@@ -59,6 +59,17 @@ def fingerprint(
     return out
 
 
+def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """The first fingerprint key, in the order a mismatch is reported, on which two fingerprints differ (``lengths``
+    only where both hold it: states saved before it existed still load), or None."""
+    for key in _FINGERPRINT:
+        if old.get(key, _DEFAULTS.get(key)) != new.get(key, _DEFAULTS.get(key)):
+            return key
+    if "lengths" in old and "lengths" in new and old["lengths"] != new["lengths"]:
+        return "lengths"
+    return None
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -89,17 +100,17 @@ def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
     old = state["fingerprint"]
     if not isinstance(old, Mapping):
         raise StateError("the state's fingerprint must be a dict")
-    for key in _FINGERPRINT:
-        if old.get(key, _DEFAULTS.get(key)) != expected_fingerprint[key]:
-            what = "item list" if key == "items" else key
-            raise StateError(
-                f"the state was saved with a different {what}: {old.get(key)!r} there, {expected_fingerprint[key]!r} "
-                f"here; resume with the same source and loader settings (num_workers may differ)"
-            )
-    if "lengths" in old and "lengths" in expected_fingerprint and old["lengths"] != expected_fingerprint["lengths"]:
+    key = first_difference(old, expected_fingerprint)
+    if key == "lengths":
         raise StateError(
             "the state was saved with different stream lengths (the items kept their names, but length() now "
             "reports other numbers): the epoch would differ; resume with the same data"
+        )
+    if key is not None:
+        what = "item list" if key == "items" else key
+        raise StateError(
+            f"the state was saved with a different {what}: {old.get(key)!r} there, {expected_fingerprint[key]!r} "
+            f"here; resume with the same source and loader settings (num_workers may differ)"
         )
     for key in ("epoch", "batch", "tickets"):
         value = state[key]

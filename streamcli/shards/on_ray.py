@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.engine.state import first_difference
 from streamcli.errors import RemoteTraceback, ShardError, StreamcliError
 from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
 from streamcli.shards.lock import FolderLock
@@ -215,15 +216,14 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
 def _check_same_data(here: Mapping[str, Any], driver: Mapping[str, Any]) -> None:
     """A task rebuilds the source from its arguments: refuse to write shards from data other than the driver's
     (files added, removed or changed in between), which would not fit the driver's plan."""
-    first = ["num_items", "items", "lengths"]  # the likeliest change, named most plainly
-    for key in first + sorted((set(here) | set(driver)) - set(first)):
-        if here.get(key) != driver.get(key):
-            what = {"num_items": "number of items", "items": "item list", "lengths": "items' lengths"}.get(key, key)
-            raise ShardError(
-                f"a Ray task sees another {what} than the driver did ({driver.get(key)!r} there, {here.get(key)!r} "
-                "here): the data changed during the export, or the workers see other files; make the input the "
-                "same on every node and rerun with --resume"
-            )
+    key = first_difference(driver, here)
+    if key is not None:
+        what = {"num_items": "number of items", "items": "item list", "lengths": "items' lengths"}.get(key, key)
+        raise ShardError(
+            f"a Ray task sees another {what} than the driver did ({driver.get(key)!r} there, {here.get(key)!r} "
+            "here): the data changed during the export, or the workers see other files; make the input the "
+            "same on every node and rerun with --resume"
+        )
 
 
 def export_on_ray(
