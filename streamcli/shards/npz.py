@@ -171,9 +171,11 @@ def _map_member(
     major = mm[start + 6] if start + 12 <= len(mm) else 0
     size_end = start + (10 if major == 1 else 12)
     head_len = size_end - start + int.from_bytes(mm[start + 8 : size_end], "little")
-    if major not in (1, 2) or head_len > min(info.file_size, 1 << 20):
+    sane = major in (1, 2) and head_len <= min(info.file_size, 1 << 20)
+    header = _parse_npy_header(mm[start : start + head_len]) if sane else None
+    if header is None:
         raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
-    got_shape, fortran, got = _parse_npy_header(mm[start : start + head_len])
+    got_shape, fortran, got = header
     _refuse(name, key, got, got_shape, (shape, dtype))
     offset = start + head_len
     nbytes = int(np.prod(shape, dtype=np.int64)) * got.itemsize
@@ -183,15 +185,27 @@ def _map_member(
     return np.ndarray(shape, dtype=got, buffer=mm, offset=offset, order=order)
 
 
-@functools.lru_cache(maxsize=256)
-def _parse_npy_header(head: bytes) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    """Shape, Fortran order and dtype from a ``.npy`` header (safe parsing; cached, as shards repeat them)."""
-    f = io.BytesIO(head)
-    if np.lib.format.read_magic(f) == (1, 0):
+Header = tuple[tuple[int, ...], bool, np.dtype[Any]]
+"""A ``.npy`` header: shape, Fortran order, dtype."""
+
+
+def _read_header(f: IO[bytes]) -> Header | None:
+    """The ``.npy`` header at ``f``'s position (safe parsing: no pickle), leaving ``f`` at the array's first byte;
+    None for a version other than 1.0 and 2.0."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
         shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-    else:
+    elif version == (2, 0):
         shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        return None
     return tuple(shape), bool(fortran), dtype
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_npy_header(head: bytes) -> Header | None:
+    """``_read_header`` of a header's bytes (cached, as shards repeat them)."""
+    return _read_header(io.BytesIO(head))
 
 
 def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ...], str]]) -> dict[str, np.ndarray]:
@@ -214,14 +228,11 @@ def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ..
 def _read_member(
     name: str, key: str, member: IO[bytes], info: zipfile.ZipInfo, shape: tuple[int, ...], dtype: str
 ) -> np.ndarray:
-    version = np.lib.format.read_magic(member)
-    if version == (1, 0):
-        got_shape, fortran, got = np.lib.format.read_array_header_1_0(member)
-    elif version == (2, 0):
-        got_shape, fortran, got = np.lib.format.read_array_header_2_0(member)
-    else:
+    header = _read_header(member)
+    if header is None:
         raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
-    _refuse(name, key, got, tuple(got_shape), (shape, dtype))
+    got_shape, fortran, got = header
+    _refuse(name, key, got, got_shape, (shape, dtype))
     arr = np.empty(shape, dtype=got, order="F" if fortran else "C")
     if info.file_size != member.tell() + arr.nbytes:  # the zip entry must hold exactly the array
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit its zip entry")
@@ -269,10 +280,10 @@ def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
 def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype[Any], int]:
     """Shape, dtype and header length of a member, reading only its header."""
     with zf.open(info) as f:
-        version = np.lib.format.read_magic(f)
-        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read(f)
-        return tuple(shape), dtype, f.tell()
+        header = _read_header(f)
+        if header is None:
+            raise ValueError(f"{info.filename} is not a .npy array of version 1.0 or 2.0")
+        return header[0], header[2], f.tell()
 
 
 def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:
