@@ -71,7 +71,6 @@ class Run:
     short: bool  # the loader ran out before ``batches`` were timed
     window: int = 0  # batches the workers could write ahead at the end (``StreamLoader.window``); 0 when unknown
     rows_moved: int = 0  # rows given mid-stream to an idle worker, over the loader's life
-    heavy_first: int = 0  # pieces of work done early for heavy streams, over the loader's life
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,6 @@ class BenchResult:
     useful_share: float = NAN  # share of the delivered steps that are real data (not padding); NaN if unknown
     window: int = 0  # batches the workers could write ahead at the end of the last run; 0 when unknown
     rows_moved: int = 0  # median over the runs
-    heavy_first: int = 0  # median over the runs
 
     def to_json(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -236,7 +234,6 @@ def time_run(
         short=short or n < batches,
         window=window,
         rows_moved=s_busy.rows_moved if s_busy is not None else 0,
-        heavy_first=s_busy.heavy_first if s_busy is not None else 0,
     )
 
 
@@ -275,7 +272,6 @@ def summarize(name: str, workers: int, runs: Sequence[Run]) -> BenchResult:
         useful_share=med(lambda r: r.steps / r.room if r.room else NAN),
         window=runs[-1].window,
         rows_moved=int(med(lambda r: r.rows_moved)),
-        heavy_first=int(med(lambda r: r.heavy_first)),
     )
 
 
@@ -303,11 +299,10 @@ def run_benchmark(
 
 def scheduling(r: BenchResult) -> str | None:
     """How the workers shared the streams (2 or more workers): the window they wrote ahead in, the rows that
-    moved between them and the work done early for heavy streams; None in-process or when unknown."""
+    moved between them (streams of unknown length); None in-process or when unknown."""
     if r.workers < 2 or not r.window:
         return None
-    return (f"window {r.window} batches ahead; {r.rows_moved} rows moved to an idle worker; "
-            f"{r.heavy_first} pieces of work done early for heavy streams")  # fmt: skip
+    return f"window {r.window} batches ahead; {r.rows_moved} rows moved to an idle worker"
 
 
 def _pct(x: float) -> str:

@@ -29,18 +29,18 @@ from streamcli.engine import state as _state
 from streamcli.engine.ahead import Ahead
 from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
 from streamcli.engine.guards import check_fields, check_main_guard, short_repr
-from streamcli.engine.heavy import HEAVIER
 from streamcli.engine.leases import Leases
 from streamcli.engine.plan import count_batches
 from streamcli.engine.pool import WorkerPool, shutdown
 from streamcli.engine.produce import begin_epoch, fill
 from streamcli.engine.producer import Aborted, Plan, Producer, Skip, epoch_rows
-from streamcli.engine.ring import DEEP_BUDGET, DEEP_MAX, Reservation, Ring, default_prefetch
+from streamcli.engine.ring import Ring, default_prefetch
 from streamcli.engine.seek import state_after
 from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
 from streamcli.engine.worker import WorkerSpec
 from streamcli.engine.write import close_rows
 from streamcli.errors import SourceError, StateError
+from streamcli.fills.producer import Filler
 from streamcli.source import (
     Field,
     StreamSource,
@@ -54,7 +54,6 @@ from streamcli.stats import LoaderStats
 
 log = logging.getLogger("streamcli")
 AHEAD = 2  # batches the ``Ahead`` thread prepares before the consumer asks
-_UNEVEN_LOOKS = 3  # consecutive looks at the items' costs that must find them uneven (``_prepare``)
 
 
 @dataclass
@@ -101,11 +100,8 @@ class StreamLoader:
             ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
         prefetch: batches the workers may write ahead of the consumer. By default (None) as many as fit in
-            256 MiB and in a quarter of the free shared memory, from 4 to 16, and with 2 or more workers up to 256
-            (within 1 GiB, reserved only then) once they have measured streams whose cost per step differs
-            fourfold: a deeper window lets workers fill later batches while one expensive stream holds up the
-            current one. In-process (4 by default) it only sets how many batches the consumer may keep before
-            later ones are copies.
+            256 MiB and in a quarter of the free shared memory, from 4 to 16. In-process (4 by default) it only
+            sets how many batches the consumer may keep before later ones are copies.
         timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live). Needs
             ``num_workers >= 1``: in-process a hung source cannot be stopped safely, so the pair is refused.
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
@@ -184,30 +180,15 @@ class StreamLoader:
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
         extra = 2 + (AHEAD if num_workers else 0)
-        # By default the window deepens, up to ``_room`` batches, once the workers have measured streams of uneven
-        # cost (``_deepen``): then rows of cheap streams can fill later batches while an expensive stream
-        # finishes this one. Streams of even cost keep the shallow window, which keeps fewer slots in the caches,
-        # and the deep window's slots are backed with memory only when it opens (``_deepen``).
         shape = (fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         if prefetch is None:
             prefetch = default_prefetch(*shape)
-            deep = default_prefetch(*shape, most=DEEP_MAX, budget=DEEP_BUDGET) if num_workers > 1 else prefetch
-        else:
-            deep = prefetch  # as given
         self.prefetch = prefetch
-        self._room = deep  # the deepest window the ring has room for
-        self._deep = prefetch  # the window while costs are uneven (``_deepen``)
-        self._extra = extra
-        self._weigh = num_workers > 1  # workers measure what each item costs them (``engine.heavy``)
-        self._uneven_seen = 0  # consecutive looks that found the costs uneven (``_uneven``)
-        self._reserving: Reservation | None = None  # the deep window's slots being backed (``_deepen``)
-        self._check_every = max(16, len(self.items) // 1000)  # batches between looks at the items' costs
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps,
-                 num_slots=deep + extra,
+                 num_slots=prefetch + extra,
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout,
                  num_items=len(self.items)),
-            reserve=prefetch + extra,
         )  # fmt: skip
         self._leases = Leases(self.ring.reserved)  # which slot holds which batch (the lifetime guarantee)
         self._names = [f.name for f in self.fields] + list(FLAGS)  # the arrays of a batch, in slot order
@@ -232,6 +213,7 @@ class StreamLoader:
         self._closed = False
         self._bounds = split_rows(batch_size, producers)
         self._local: Producer | None = None
+        self._filler: Filler | None = None  # in-process, the planned path (``streamcli.fills``)
         self._pool: WorkerPool | None = None
         self._ahead: Ahead[_Ready] | None = None  # the thread preparing batches (with workers)
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
@@ -269,6 +251,7 @@ class StreamLoader:
                 lock=contextlib.nullcontext(), blocks=uses_blocks(source),
             )  # fmt: skip
             self._local.on_skip = on_skip
+            self._filler = Filler(self.plan, source, self.items, self.ring, 0, 1, 0, self.batch_size, on_skip)
 
     def _check_picklable(self) -> None:
         try:
@@ -344,6 +327,8 @@ class StreamLoader:
         self._dropped = self.epoch_end == "drop" and bool((self._cursor[:, _cursor.STATE] == _cursor.DRY).any())
         if self._local is not None:
             begin_epoch(self._local, gen, 0, self.batch_size)
+        if self._filler is not None:
+            self._filler.begin(gen)
         control.open_epoch(gen, first)
         self._leases.new_epoch()  # only now: no producer writes the old epoch's slots any more
         state, flags = self._cursor[:, _cursor.STATE], self._cursor[:, _cursor.FLAGS]
@@ -445,13 +430,6 @@ class StreamLoader:
             if self._closed or gen != self._gen:
                 raise Aborted
             self._k = k
-            if self._weigh and k % self._check_every == 0:  # the workers' measured costs: weigh them?
-                # Uneven only when seen at _UNEVEN_LOOKS looks in a row: a measurement slowed for a while (the
-                # first writes into fresh slots fault their pages in) must not open the deep window by itself.
-                self._uneven_seen = self._uneven_seen + 1 if self.ring.control.uneven(HEAVIER) else 0
-                self.ring.control.set_costs_uneven(self._uneven)
-                if self._uneven and self._deep < self._room:
-                    self._deepen()
             self._hand_out()
             slot = self._leases.take(k)
             self._wait_done(k)
@@ -579,7 +557,10 @@ class StreamLoader:
     def _wait_done(self, k: int) -> None:
         if self._local is not None:
             try:
-                fill(self._local, k)
+                if self._filler is not None and self._filler.is_planned():
+                    self._filler.fill_until(k)
+                else:
+                    fill(self._local, k)
             except Aborted:  # pragma: no cover - only a newer epoch changes the generation
                 raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
             self._sample_busy()
@@ -599,26 +580,9 @@ class StreamLoader:
         ahead = self.window if self._pool is not None else 1
         self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
 
-    def _deepen(self) -> None:
-        """Costs are uneven: open the deep window, all the room the ring has, once shared memory backs its slots.
-        A thread backs them (up to 1 GiB: about half a second) while batches go on through the shallow window; a
-        later look opens the deep one. If shared memory has no room, the window stays at ``prefetch`` for the
-        loader's life, and nothing fails."""
-        if self._reserving is None:
-            self._reserving = self.ring.reserve_in_background(self._room + self._extra)
-        ok = self._reserving.result()
-        if ok is None:
-            return  # still backing them
-        self._reserving = None
-        if ok:
-            self._leases.grow(self.ring.reserved)
-            self._deep = self._room
-        else:
-            self._room = self._deep  # no room in shared memory: stop trying
-
     def _back_slots(self, n: int) -> bool:
         """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
-        room for them now. Called before the first batch (pin_memory), so no ``_deepen`` reservation runs yet."""
+        room for them now. Called before the first batch (pin_memory)."""
         if not self.ring.reserve(n):  # the ring knows what is backed already
             return False
         self._leases.grow(self.ring.reserved)
@@ -672,15 +636,9 @@ class StreamLoader:
         return self.batches_in_epoch(self._next_epoch())
 
     @property
-    def _uneven(self) -> bool:
-        """The workers measured streams of uneven cost: hand out ``_deep`` batches, and weigh costs."""
-        return self._uneven_seen >= _UNEVEN_LOOKS
-
-    @property
     def window(self) -> int:
-        """Batches the workers may write ahead of the consumer now: ``prefetch``, or deeper (up to the ring's room)
-        once they have measured streams of uneven cost."""
-        return self._deep if self._uneven else self.prefetch
+        """Batches the workers may write ahead of the consumer: ``prefetch``."""
+        return self.prefetch
 
     def batches_in_epoch(self, epoch: int) -> int:
         """The batches epoch ``epoch`` yields, from the streams' lengths alone (see ``len()``)."""
@@ -784,7 +742,6 @@ class StreamLoader:
             worker_stream=tuple(self.ring.control.reading(w)[0] for w in range(len(self._bounds)))
             if not self._closed else (),
             rows_moved=self.ring.control.moved if not self._closed else 0,
-            heavy_first=self.ring.control.heavy_first if not self._closed else 0,
             worker_busy_s=tuple(float(x) for x in self.ring.control.busy()) if not self._closed else (),
         )  # fmt: skip
 
@@ -795,10 +752,10 @@ class StreamLoader:
             return
         self._closed = True
         self._stop_ahead()
-        if self._reserving is not None:
-            self._reserving.join()  # no thread may work on the segment once it is gone
         if self._local is not None:
             close_rows(self._local.rows.values())
+        if self._filler is not None:
+            self._filler.close()
         self._finalizer()
 
     def __enter__(self) -> StreamLoader:

@@ -131,6 +131,12 @@ class BaseSource:
       burst of frames) skip a Python round trip per step. The first block still starts at step ``start``; a
       block may cross a batch boundary (the loader splits it), and each is checked once
       (``StepSpecError``).
+    - ``window(item)``: random access. Return a mapping from field name to an array-like of all the item's
+      steps, shape ``(length, *field.shape)`` (an ``np.memmap``, an ``ndarray``, or any object with ``len()``
+      and slicing ``a[pos:pos + n]``). With known lengths the loader then reads any ``(position, n)`` window
+      directly: any worker fills any batch, and resume and segments open nothing. ``open`` is still required
+      (``export``, ``iter_steps``, and sources of unknown length use it). Not defined on ``BaseSource``: define
+      it only when every item supports it.
     - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
       ``progress(done, total)`` so the CLI can show it.
     """
@@ -211,6 +217,17 @@ def iter_steps(source: StreamSource, item: Any, start: int = 0) -> Iterator[Step
         n = len(next(iter(arrays.values())))
         for j in range(n):
             yield {k: a[j] for k, a in arrays.items()}
+
+
+def has_window(source: StreamSource) -> bool:
+    """Hook ``source.window``: is the source random-access (``window(item)``)? Default: no."""
+    return callable(getattr(source, "window", None))
+
+
+def call_window(source: StreamSource, item: Any) -> Mapping[str, Any] | None:
+    """Hook ``source.window(item)``: the item's steps as array-likes, one per field (see ``BaseSource``)."""
+    fn = getattr(source, "window", None)
+    return fn(item) if callable(fn) else None
 
 
 def call_prepare(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> None:

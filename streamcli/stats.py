@@ -39,7 +39,6 @@ class LoaderStats:
     batch_size: int = 0
     worker_stream: tuple[int, ...] = ()  # the stream each producer is reading now (-1: idle)
     rows_moved: int = 0  # rows given mid-stream by a producer every batch waited for to an idle one
-    heavy_first: int = 0  # pieces of work done out of the usual order so that heavy streams start early
     worker_busy_s: tuple[float, ...] = ()  # each producer's seconds of work since the loader started
 
     @property

@@ -123,8 +123,6 @@ def test_default_prefetch_runs_deep_where_shared_memory_allows(monkeypatch: pyte
     small, big = (Field("x", (2,), "int64"),), (Field("frame", (3, 512, 512), "uint8"),)
     assert ring.default_prefetch(small, 4, 8, "TB", 0) == 4  # in-process nothing runs ahead
     assert ring.default_prefetch(small, 4, 8, "TB", 2) == 16  # tiny slots: the deepest window
-    deep = dict(most=ring.DEEP_MAX, budget=ring.DEEP_BUDGET)
-    assert ring.default_prefetch(small, 4, 8, "TB", 2, **deep) == 256  # room for uneven streams
     assert ring.default_prefetch(big, 32, 64, "TB", 2) == 4  # 1.5 GiB slots: never below the old default
     monkeypatch.setattr(ring, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
     assert ring.default_prefetch(small, 4, 8, "TB", 2) == 16

@@ -15,6 +15,7 @@ import wave
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -156,6 +157,25 @@ class AudioSource(BaseSource):
         p = Path(arg)
         return (p.is_file() and p.suffix.lower() == ".wav") or (p.is_dir() and any(p.rglob("*.wav")))
 
+    def window(self, item: str) -> dict[str, Any]:
+        """Random access (``streamcli.source``): 16-bit PCM mapped in place, other widths converted once."""
+        head = self._index()[item]
+        n, ch = self.samples, head.channels
+        with open(item, "rb") as f, wave.open(f) as w:
+            offset = f.tell()  # wave stops right after the data chunk's header
+            if head.width != 2:
+                pcm = _to_int16(w.readframes(head.frames), head.width).reshape(-1, ch)
+        if head.width == 2:
+            pcm = (
+                np.asarray(np.memmap(item, "<i2", mode="r", offset=offset, shape=(head.frames, ch)))
+                if (head.frames)
+                else np.zeros((0, ch), np.int16)
+            )
+        steps = -(-head.frames // n)
+        if head.frames % n == 0:
+            return {"pcm": pcm.reshape(steps, n, ch), "nsamples": np.broadcast_to(np.int32(n), (steps,))}
+        return {"pcm": _PaddedFrames(pcm, steps, n), "nsamples": _Counts(head.frames, steps, n)}
+
     def open(self, item: str, start: int = 0) -> Iterator[Step]:
         """Blocks of up to ``_BLOCK`` frames (``block_steps``): one read and one reshape per block."""
         head = self._index()[item]
@@ -177,6 +197,41 @@ class AudioSource(BaseSource):
                 nsamples = np.minimum(n, got - np.arange(steps) * n).astype(np.int32)
                 yield {"pcm": pcm.reshape(steps, n, ch), "nsamples": nsamples}
                 pos += got
+
+
+class _PaddedFrames:
+    """``(frames, channels)`` samples as steps of ``n`` frames, the last one zero-padded, read by slices."""
+
+    def __init__(self, pcm: np.ndarray, steps: int, n: int) -> None:
+        self.pcm, self.steps, self.n = pcm, steps, n
+        self.full = len(pcm) // n
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        a, b, _ = s.indices(self.steps)
+        n, ch = self.n, self.pcm.shape[1]
+        if b <= self.full:
+            return self.pcm[a * n : b * n].reshape(b - a, n, ch)
+        out = np.zeros((max(b - a, 0), n, ch), np.int16)
+        chunk = self.pcm[a * n : b * n]
+        out.reshape(-1, ch)[: len(chunk)] = chunk
+        return out
+
+
+class _Counts:
+    """Each step's count of real frames: ``n`` but on a file's last step."""
+
+    def __init__(self, frames: int, steps: int, n: int) -> None:
+        self.frames, self.steps, self.n = frames, steps, n
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        a, b, _ = s.indices(self.steps)
+        return np.minimum(self.n, self.frames - np.arange(a, b) * self.n).astype(np.int32)
 
 
 def _read_header(path: str) -> _Header:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +101,25 @@ class TextSource(BaseSource):
                     raise OSError(f"{item!r} shrank while it was being read (from {size} bytes)")
                 yield self._block(chunk, a, b, size)
 
+    def window(self, item: str) -> dict[str, Any]:
+        """Random access (``streamcli.source``): the file mapped once, its steps read as slices of the map."""
+        w = self.width
+        if self._literal or self.newlines == "lf":
+            data = np.frombuffer(self._bytes(item), dtype=np.uint8)
+        else:
+            with open(item, "rb") as f:
+                skip = len(_BOM) if (not self.keep_bom and f.read(3) == _BOM) else 0
+                size = os.fstat(f.fileno()).st_size - skip
+            data = (
+                np.asarray(np.memmap(item, np.uint8, mode="r", offset=skip, shape=(size,)))
+                if size > 0
+                else (np.zeros(0, np.uint8))
+            )
+        n, size = -(-len(data) // w), len(data)
+        if size % w == 0:
+            return {"text": data.reshape(n, w), "nbytes": np.broadcast_to(np.int32(w), (n,))}
+        return {"text": _Padded(data, n, w), "nbytes": _NBytes(size, n, w)}
+
     def _blocks(self, data: np.ndarray, start: int) -> Iterator[Step]:
         w = self.width
         n = -(-len(data) // w)
@@ -124,6 +144,44 @@ class TextSource(BaseSource):
     def can_open(cls, arg: str) -> bool:
         p = Path(arg)
         return (p.is_file() and p.suffix == ".txt") or (p.is_dir() and any(p.rglob("*.txt")))
+
+
+class _Padded:
+    """The steps of ``data`` in chunks of ``w`` bytes, the last one zero-padded, read by slices."""
+
+    def __init__(self, data: np.ndarray, n: int, w: int) -> None:
+        self.data, self.n, self.w = data, n, w
+        self.full = len(data) // w  # steps that need no padding
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        a, b, _ = s.indices(self.n)
+        w = self.w
+        if b <= self.full:
+            return self.data[a * w : b * w].reshape(b - a, w)
+        out = np.zeros((max(b - a, 0), w), np.uint8)
+        chunk = self.data[a * w : b * w]
+        out.reshape(-1)[: len(chunk)] = chunk
+        return out
+
+
+class _NBytes:
+    """Each step's count of real bytes: ``w`` but on a file's last step."""
+
+    def __init__(self, size: int, n: int, w: int) -> None:
+        self.size, self.n, self.w = size, n, w
+        self._full = np.full(4096, w, np.int32)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        a, b, _ = s.indices(self.n)
+        if b < self.n and b - a <= len(self._full):
+            return self._full[: max(b - a, 0)]
+        return np.minimum(self.w, self.size - np.arange(a, b) * self.w).astype(np.int32)
 
 
 def _find_files(root: Path, glob: str) -> list[str]:

@@ -8,7 +8,7 @@
   ``control``: the control block's layout and methods, the shared state of the loader and the producers.
 - ``producer``: a producer's facts: the plan every producer shares, the rows it owns and what each is doing.
 - ``produce``: what a producer does next: claims in canonical order, rows that move, balanced work (born).
-  ``claims``: the claims planned from known lengths; ``heavy``: streams that cost far more per step go first.
+  ``claims``: the claims planned from known lengths;
 - ``write``: a row's claim of its next stream and its runs of checked steps into a slot; ``slots``: how a
   piece of work lands in the slot (data at once; flags, cursors and completion at its end); ``checks``: each step
   or block against the declared fields (the plugin contract).

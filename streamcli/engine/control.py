@@ -11,12 +11,14 @@ Its arrays (``arrays``), in the segment before the batch slots (``engine.ring``)
   given it up mid-stream), the canonical key of its next possible claim, and the batches it has completed;
 - ``held`` int64[B, 4]: the cursor of a row without a producer;
 - ``wstat`` float64[W, 8]: per producer, busy seconds, steps, the stream and position it is reading, idle,
-  messages sent, what its rows cost per batch, pieces of work done early for heavy streams;
+  messages sent, what its rows cost per batch;
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``engine.epoch``);
 - ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
 - ``cost`` float64[I]: per item, the seconds per step producers measured reading it, 0 until then (kept across
   epochs);
+- ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
+  (``fills.producer``);
 - ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
   into the source that can block (an open, each step or block): what a dead worker was doing, and the progress
   that ``timeout=`` measures.
@@ -50,6 +52,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
         ("start", (B, _cursor.WIDTH), "<i8"),
         ("cost", (max(num_items, 1),), "<f8"),
         ("mark", (num_workers, 2), "<i8"),
+        ("done", (num_slots,), "<i8"),
     )
 
 
@@ -73,14 +76,15 @@ class Control:
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
                  wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray,
-                 mark: np.ndarray):  # fmt: skip
+                 mark: np.ndarray, done: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
         self._wstat, self._order, self._start, self._cost, self._mark = wstat, order, start, cost, mark
+        self._done = done
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
         for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
-                  self._cost, self._mark):  # fmt: skip
+                  self._cost, self._mark, self._done):  # fmt: skip
             a[...] = 0
         self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
         self._mark[:, 0] = -1
@@ -91,7 +95,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._cost = self._mark = empty
+        self._cost = self._mark = self._done = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -117,6 +121,7 @@ class Control:
     def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
         self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
         self._ctl[_GIVEN] = 0
+        self._done[:] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
@@ -211,7 +216,7 @@ class Control:
 
     @property
     def costs_uneven(self) -> bool:
-        """What the loader last found ``uneven``: producers weigh costs only then (``engine.heavy``)."""
+        """What the loader last found ``uneven``."""
         return bool(self._ctl[_UNEVEN])
 
     def set_costs_uneven(self, uneven: bool) -> None:
@@ -303,10 +308,25 @@ class Control:
         """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark and
         wakes the loader (a second wake-up is harmless)."""
         k = int(self._ctl[_AWAITED])
-        if k < 0 or self.written_min() <= k:
+        if k < 0 or not self.batch_done(k):
             return False
         self._ctl[_AWAITED] = -1
         return True
+
+    def set_done(self, k: int) -> None:
+        """Batch ``k`` is whole, filled by one producer (the planned path's random-access sources)."""
+        self._done[k % len(self._done)] = k + 1
+
+    def batch_done(self, k: int) -> bool:
+        """Whether batch ``k`` is whole: every row has completed it, or one producer filled it whole."""
+        return int(self._done[k % len(self._done)]) == k + 1 or self.written_min() > k
+
+    def done_after(self, k: int) -> int:
+        """Batches after ``k`` that are already whole."""
+        n = 0
+        while n < len(self._done) and self.batch_done(k + 1 + n):
+            n += 1
+        return n
 
     def written_min(self) -> int:
         """Batches that every row has completed: batch k is whole once this exceeds k."""
@@ -341,14 +361,6 @@ class Control:
     def count_sent(self, w: int) -> None:
         self._wstat[w, _SENT] += 1
 
-    def count_heavy(self, w: int) -> None:
-        """Producer ``w`` did a piece of work out of the usual order for a heavy stream (``engine.heavy``)."""
-        self._wstat[w, _HEAVY] += 1
-
-    @property
-    def heavy_first(self) -> int:
-        return int(self._wstat[:, _HEAVY].sum())
-
     # -- read by the loader
     def busy(self) -> np.ndarray:
         return self._wstat[:, _BUSY].copy()
@@ -368,4 +380,4 @@ class Control:
 
     def progress(self) -> tuple[int, ...]:
         """A snapshot that changes whenever any producer reads a step, opens a stream or completes a row."""
-        return (*self._mark.ravel().tolist(), int(self._written.sum()))
+        return (*self._mark.ravel().tolist(), int(self._written.sum()), int(self._done.sum()))

@@ -104,12 +104,12 @@ class WorkerPool:
         control = self.ring.control
         check = time.perf_counter()
         stall = _Stall(self, timeout)
-        waited = control.written_min() <= k
-        while control.written_min() <= k:
+        waited = not control.batch_done(k)
+        while not control.batch_done(k):
             if stop is not None and stop():
                 raise Aborted
             control.await_batch(k)
-            if control.written_min() > k:  # completed before the mark was seen
+            if control.batch_done(k):  # completed before the mark was seen
                 control.await_batch(-1)
                 break
             events = self._poll_all.poll(_WAKE_MS)
@@ -137,7 +137,7 @@ class WorkerPool:
 
     def ready_batches(self, k: int) -> int:
         """Batches after ``k`` that are already whole (read from shared memory)."""
-        return max(0, self.ring.control.written_min() - k - 1)
+        return self.ring.control.done_after(k)
 
     def _check_alive(self) -> None:
         for v, proc in enumerate(self.procs):  # a dead worker can stall the living ones

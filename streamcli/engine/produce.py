@@ -16,7 +16,6 @@ pads until then.
 Rows are not tied to producers. A producer owns the rows whose streams it is reading; when a stream ends it
 releases the row, and the next claim goes to whichever producer is free (an idle one first), which opens the
 stream and owns the row from then on. That is how the work of expensive streams spreads over the workers. With
-planned claims, a stream known to cost far more per step than the rest goes first (``engine.heavy``).
 Producers run ahead of the consumer through the hand-out counter: any batch handed out may be written, so a
 producer whose rows are cheap fills later batches while another finishes an expensive one.
 
@@ -30,7 +29,7 @@ from __future__ import annotations
 import time
 
 from streamcli.engine import cursor as _cursor
-from streamcli.engine import heavy, write
+from streamcli.engine import write
 from streamcli.engine.claims import ClaimPlan
 from streamcli.engine.control import NEVER
 from streamcli.engine.producer import Aborted, Producer, Row, rows_from
@@ -95,19 +94,13 @@ def work(p: Producer, limit: int) -> bool:
     planned = p.claims is not None
     # Planned: the earliest row waiting for its claim (or the costliest); else the earliest undecided claim of all.
     b, key = control.next_waiting() if planned else control.next_claim()
-    weigh = planned and p.shared and control.costs_uneven  # heavy streams first (``engine.heavy``)
-    costly = False
-    if weigh and key < NEVER:
-        b, key, costly = heavy.costliest_claim(p, b, key, top)
     k_claim = key // (T * B)
-    early = k_claim <= k_run or costly
+    early = k_claim <= k_run
     if k_claim < top and control.waiting(b) and (not runnable or (early and not _lighter_elsewhere(p))):
         with p.lock:  # the lock orders owners between processes
             held = control.take_row(b, p.w, key, planned)
         if held is not None:
             set_idle(p, False)
-            if costly:
-                control.count_heavy(p.w)
             t0, steps = time.perf_counter(), p.steps
             write.take(p, b, held, key // B)
             if p.shared:
@@ -119,10 +112,6 @@ def work(p: Producer, limit: int) -> bool:
     if not runnable:
         return bool(control.given) and _adopt(p, top, own=True)
     set_idle(p, False)
-    lead = heavy.lead_row(p, k_run, top) if weigh else None
-    if lead is not None:
-        control.count_heavy(p.w)
-        return _run_alone(p, lead, lead.q // T)
     todo = sorted((r for r in p.rows.values() if r.q // T == k_run), key=lambda r: r.b)
     if p.shared and len(p.rows) > 1:
         todo = _give_one(p, todo, k_run)

@@ -17,7 +17,6 @@ import numpy as np
 
 from streamcli.config import LoaderConfig
 from streamcli.engine import cursor as _cursor
-from streamcli.engine import heavy
 from streamcli.engine.claims import ClaimPlan
 from streamcli.engine.control import NEVER, NO_OWNER
 from streamcli.engine.ring import Ring
@@ -90,7 +89,6 @@ class Row:
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
     pieces: int = 0  # the pieces ``rate`` is the least of (noted in the items' cost table from ``_STEADY_PIECES``)
-    next_item: int = heavy.UNKNOWN  # planned claims: the item of the stream it claims next (-1: none)
     fine: bool = True  # its steps are slow enough to mark each one read (``write._copy``)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 

@@ -24,7 +24,6 @@ import math
 import os
 import secrets
 import shutil
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,11 +158,6 @@ class Ring:
             return False
         self.reserved = n
         return True
-
-    def reserve_in_background(self, n: int) -> Reservation:
-        """``reserve(n)`` in a thread: backing 1 GiB takes about half a second, which the consumer should not
-        wait for. Nothing else may reserve until it is done (``Reservation.result`` or ``join``)."""
-        return Reservation(self, n)
 
     @classmethod
     def attach(cls, spec: RingSpec) -> Ring:
@@ -317,29 +311,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class Reservation:
-    """A ``Ring.reserve`` running in a thread (the system call releases the GIL, so batches keep flowing)."""
-
-    def __init__(self, ring: Ring, n: int) -> None:
-        self._ok: list[bool] = []  # filled once the thread is done; empty if it failed unexpectedly
-        self._thread = threading.Thread(target=_reserve, args=(ring, n, self._ok), name="streamcli-reserve",
-                                        daemon=True)  # fmt: skip
-        self._thread.start()
-
-    def result(self) -> bool | None:
-        """None while the slots are being backed; then whether they are."""
-        if self._thread.is_alive():
-            return None
-        return bool(self._ok and self._ok[0])
-
-    def join(self) -> None:
-        self._thread.join()
-
-
-def _reserve(ring: Ring, n: int, out: list[bool]) -> None:
-    out.append(ring.reserve(n))
-
-
 def _back(shm: shared_memory.SharedMemory, offset: int, length: int) -> bool:
     """Back ``length`` bytes of the segment from ``offset`` with memory now; False if there is no room. A
     shared-memory file is sparse: without this, a full ``/dev/shm`` (64 MiB in a default Docker container) shows
@@ -358,9 +329,6 @@ def _back(shm: shared_memory.SharedMemory, offset: int, length: int) -> bool:
 
 
 PREFETCH_MIN, PREFETCH_MAX, PREFETCH_BUDGET = 4, 16, 256 * 2**20
-# The deepest default window, for streams of uneven cost. Its slots are backed with memory only once the loader
-# needs them (``Ring.reserve``), so streams of even cost never pay for them.
-DEEP_MAX, DEEP_BUDGET = 256, 2**30
 
 
 def default_prefetch(

@@ -31,6 +31,7 @@ from streamcli.engine.ring import Ring, RingSpec
 from streamcli.engine.watchdog import die_with_parent, watch_parent
 from streamcli.engine.write import close_rows
 from streamcli.errors import StepSpecError
+from streamcli.fills.producer import Filler
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks
 
 
@@ -75,12 +76,15 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         conn.send(msg)
 
     p.on_skip = lambda s: send(("skip", p.gen, s))
+    f = Filler(spec.plan, spec.source, spec.items, ring, spec.w, spec.ring.num_workers, spec.lo, spec.hi,
+               lambda s: send(("skip", f.gen, s)))  # fmt: skip
     try:
-        _serve(p, spec, conn, wake.fileno(), send)
+        _serve(p, f, spec, conn, wake.fileno(), send)
     except (EOFError, OSError, Orphaned):
         pass  # the loader went away; exit quietly
     finally:
         close_rows(p.rows.values())
+        f.close()
         ring.close()
 
 
@@ -91,7 +95,8 @@ def _setup(source: StreamSource) -> None:
 _IDLE_SLEEP = 1e-4  # the longest nap of a briefly idle worker: how late it notices new work (longer after 0.2 s)
 
 
-def _serve(p: Producer, spec: WorkerSpec, conn: Connection, wake: int, send: Callable[[tuple[Any, ...]], None]) -> None:
+def _serve(p: Producer, f: Filler, spec: WorkerSpec, conn: Connection, wake: int,
+           send: Callable[[tuple[Any, ...]], None]) -> None:  # fmt: skip
     control = p.ring.control
     os.set_blocking(wake, False)
     spins = 0
@@ -105,11 +110,17 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, wake: int, send: Cal
                 return
             if msg[0] == "epoch":
                 begin_epoch(p, msg[1], spec.lo, spec.hi)
+                f.begin(msg[1])
                 send(("ready", p.gen))
             continue
-        t0, steps = time.perf_counter(), p.steps
+        t0, steps = time.perf_counter(), p.steps + f.steps
+        planned = False
         try:
-            did = control.ready(p.gen) and work(p, NEVER)
+            if control.ready(p.gen):
+                planned = f.is_planned()
+                did = f.step() if planned else work(p, NEVER)
+            else:
+                did = False
         except Aborted:
             continue
         except Exception as exc:
@@ -120,12 +131,15 @@ def _serve(p: Producer, spec: WorkerSpec, conn: Connection, wake: int, send: Cal
             continue
         if did:
             spins = 0
-            control.report(p.w, time.perf_counter() - t0, p.steps - steps, *reading_of(p))
+            reading = f.reading() if planned else reading_of(p)
+            control.report(p.w, time.perf_counter() - t0, p.steps + f.steps - steps, *reading)
             if control.wake_due():
                 with contextlib.suppress(BlockingIOError):  # a full pipe wakes the loader already
                     os.write(wake, b"w")
             continue
         set_idle(p, True)
+        if planned:
+            f.mark[0] = -1  # reading nothing: a death now is not a source's
         spins += 1
         if spins % 64 == 0:
             _check_parent(p)  # a cheap syscall: an orphaned worker exits within a second even when napping long

@@ -1,0 +1,176 @@
+"""Filling rows from iterator sources: each row's stream stays open in the producer that reads its row.
+
+Step and block sources (``open(item, start)``) are read in order, so a row's stream lives in one process: a
+producer fills its own rows of every batch (``lo .. hi-1``), copying blocks by slices (a block may cross a
+batch's end) or steps one by one. A row opens its stream where the plan says it starts, or reopens it where a
+resumed epoch left it (``open(item, start=pos)``): nothing is replayed. A stream that ends before its promise,
+or fails under ``on_error="skip"``, leaves its row padding until its planned next claim; one that goes on past
+it is cut there, and either is reported.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamcli.engine import checks
+from streamcli.fills.faults import SOURCE_ERRORS, Faults
+from streamcli.fills.schedule import BatchPlan, Run
+from streamcli.fills.slot import Views, pad
+from streamcli.source import Field, StreamSource
+
+_END = object()
+
+
+@dataclass
+class Reader:
+    """One row's open stream: the item, the next position it yields, and the current block (block sources)."""
+
+    item: int
+    pos: int
+    it: Iterator[Any] | None
+    blk: list[np.ndarray] | None = None
+    j: int = 0
+    dead: bool = False  # ended or failed before its promise: its row pads until the stream's planned end
+
+    def close(self) -> None:
+        it, self.it, self.blk = self.it, None, None
+        fn = getattr(it, "close", None)
+        if callable(fn):
+            try:
+                fn()  # release generators' files promptly
+            except Exception:
+                pass
+
+
+class Rows:
+    """The open streams of one producer's rows, and how it reads them into a slot."""
+
+    def __init__(self, source: StreamSource, fields: Sequence[Field], blocks: bool, faults: Faults,
+                 mark: np.ndarray) -> None:  # fmt: skip
+        self.source, self.fields, self.blocks, self.faults, self.mark = source, tuple(fields), blocks, faults, mark
+        self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
+        self.readers: dict[int, Reader] = {}
+        self.steps = 0  # valid steps read, for the busy statistics
+
+    def close(self) -> None:
+        for r in self.readers.values():
+            r.close()
+        self.readers.clear()
+
+    def fill(self, v: Views, plan: BatchPlan, lo: int, hi: int) -> set[int]:
+        """Write rows ``lo .. hi-1`` of batch ``plan.k`` (flags are written before, from the plan); returns the
+        rows that end the batch holding a stream that ran out before its promise."""
+        T = len(v.valid)
+        short: set[int] = set()
+        whole = plan.whole
+        sel = np.flatnonzero((whole >= lo) & (whole < hi))
+        for i in sel.tolist():
+            run = (int(whole[i]), 0, T, int(plan.item[i]), int(plan.pos[i]), False, False, int(plan.stop[i]),
+                   int(plan.expect[i]), int(plan.seg_end[i]))  # fmt: skip
+            if self._run(v, run, T):
+                short.add(run[0])
+        for run in plan.runs:
+            if lo <= run[0] < hi and self._run(v, run, T):
+                short.add(run[0])
+        for b, _, t1 in plan.pads:  # a row that only pads holds no open stream
+            if lo <= b < hi and t1 == T:
+                r = self.readers.pop(b, None)
+                if r is not None:
+                    r.close()
+        return short
+
+    def _run(self, v: Views, run: Run, T: int) -> bool:
+        """One run's steps; True if it ends the batch holding a stream that ran out before its promise."""
+        b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
+        r = self.readers.get(b)
+        if r is None or fresh or r.item != item or r.pos != p:
+            if r is not None:
+                r.close()
+            r = self.readers[b] = self._open(item, p)
+        got = 0 if r.dead else self._read(v, r, b, t0, n, expect)
+        if got < n:
+            pad(v, b, t0 + got, t0 + n)
+        r.pos = p + n
+        self.steps += got
+        if p + n == stop:  # the stream is over as planned: does it go on past its promise?
+            if not r.dead and stop == expect != seg_end and self._more(r):
+                self.faults.mismatch(item, stop, expect, "goes on past them")
+            r.close()
+            del self.readers[b]
+            return False
+        return r.dead and t0 + n == T
+
+    def _open(self, item: int, pos: int) -> Reader:
+        self.mark[0], self.mark[1] = item, pos
+        try:
+            it = iter(self.source.open(self.faults.items[item], pos))
+        except SOURCE_ERRORS as exc:
+            self.faults.fail(item, pos, exc, "opening")
+            return Reader(item, pos, None, dead=True)
+        return Reader(item, pos, it)
+
+    def _next(self, r: Reader) -> Any:
+        """The stream's next step or block, ``_END``, or ``_END`` with the reader dead after a skipped failure."""
+        assert r.it is not None
+        self.mark[0], self.mark[1] = r.item, r.pos
+        try:
+            return next(r.it, _END)
+        except SOURCE_ERRORS as exc:
+            self.faults.fail(r.item, r.pos, exc, "reading")
+            r.dead = True
+            return _END
+
+    def _more(self, r: Reader) -> bool:
+        """Whether the stream has a step after the ones read (its promise is over)."""
+        if r.it is None:
+            return False
+        if self.blocks and r.blk is not None and r.j < len(r.blk[0]):
+            return True
+        return self._next(r) is not _END and not r.dead
+
+    def _read(self, v: Views, r: Reader, b: int, t0: int, n: int, expect: int) -> int:
+        """Copy up to ``n`` steps of the row's stream into batch steps ``t0 ..``; returns the steps copied."""
+        cols = [a[:, b] for a in v.data]
+        got = 0
+        while got < n:
+            if self.blocks:
+                if r.blk is None or r.j >= len(r.blk[0]):
+                    block = self._next(r)
+                    if block is _END:
+                        break
+                    r.blk = checks.block_arrays(block, self.spec, self.fields,
+                                                functools.partial(self.faults.where, r.item, r.pos,
+                                                                  "block at step"))  # fmt: skip
+                    r.j = 0
+                blk, j = r.blk, r.j
+                m = min(n - got, len(blk[0]) - j)
+                t = t0 + got
+                for col, src in zip(cols, blk, strict=True):
+                    col[t : t + m] = src[j : j + m]
+                r.j = j + m
+            else:
+                step = self._next(r)
+                if step is _END:
+                    break
+                t = t0 + got
+                for col, (name, shape, dtype) in zip(cols, self.spec, strict=True):
+                    try:
+                        a = step[name]
+                    except (KeyError, TypeError, IndexError):
+                        a = None
+                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                        a = checks.step_field(step, name, shape, dtype,
+                                              functools.partial(self.faults.where, r.item, r.pos, "step"))  # fmt: skip
+                    col[t] = a
+                m = 1
+            got += m
+            r.pos += m
+        if got < n and not r.dead:  # ended before its promise
+            r.dead = True
+            self.faults.mismatch(r.item, r.pos, expect, f"ended after {r.pos} steps")
+        return got

@@ -1,0 +1,187 @@
+"""Where every row stands in each batch, planned from the streams' lengths alone: the schedule a filler follows.
+
+When every stream's length is known, the claims follow from the lengths (``engine.claims.ClaimPlan``: tickets in
+canonical key order, a row claiming again where its stream ends, or at the next batch under "pad"). ``Schedule``
+keeps every row's state as arrays (item, position, where its stream stops, its next claim) and turns each batch
+into a ``BatchPlan``: the rows one stream covers for the whole batch, as arrays, and the few rows that cross a
+stream's end, as runs. Nothing here reads a stream: a filler reads what the plan says, and only a stream that
+breaks its promise (ends early, fails under ``on_error="skip"``) changes what it writes, never the plan.
+
+Every producer computes the same plans, so batch k's content is a pure function of the source, the loader's
+settings, the epoch and k: the same for any number of workers and any timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamcli.engine import cursor as _cursor
+from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
+
+LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
+Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
+"""(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
+a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
+item (its segment's end or the item's promised length); ``fresh``: the run starts the stream (``is_first``)."""
+
+
+@dataclass
+class BatchPlan:
+    """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
+    stream's item, first position, replayed and fresh flags, and where it stops); ``runs`` and ``pads`` for the
+    rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
+
+    k: int
+    whole: np.ndarray  # int64 rows
+    item: np.ndarray  # int64, per whole row
+    pos: np.ndarray  # int64, per whole row
+    replay: np.ndarray  # bool, per whole row
+    fresh: np.ndarray  # bool, per whole row
+    stop: np.ndarray  # int64, per whole row
+    expect: np.ndarray  # int64, per whole row: the item's promised length
+    seg_end: np.ndarray  # int64, per whole row
+    runs: list[Run]
+    pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
+    cursors: np.ndarray  # (B, 4) int64 as ``engine.cursor`` records, planned
+    claims: np.ndarray  # (B,) int64 tickets taken in the batch
+    dry: np.ndarray  # (B,) int64 claims that found no stream
+
+    def runs_of(self, b: int) -> list[Run]:
+        return [r for r in self.runs if r[0] == b]
+
+
+class Schedule:
+    """Every row's state as arrays, advanced one batch at a time (``next_plan``), from an epoch's start or a
+    resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
+    stream) and ``start`` (the row cursors at batch ``first``)."""
+
+    def __init__(self, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
+                 segment: int, restream: bool) -> None:  # fmt: skip
+        self.T, self.B, self.pack, self.segment = T, len(start), pack, segment
+        self.order = order
+        self.plan = ClaimPlan.of_ring(order, start, first, tickets, T=T, pack=pack, segment=segment,
+                                      restream=restream)  # fmt: skip
+        self.k = first
+        B, q0 = self.B, first * T
+        self.item = start[:, _cursor.ITEM].copy()
+        self.pos = start[:, _cursor.POS].copy()
+        self.replay = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
+        self.fresh = np.zeros(B, bool)
+        self.stop = np.zeros(B, np.int64)
+        self.expect = np.full(B, -1, np.int64)
+        self.seg_end = np.zeros(B, np.int64)
+        self.claim_q = np.full(B, q0, np.int64)
+        self.state = np.full(B, IDLE, np.int8)
+        for b, (item, pos, state, _) in enumerate(start.tolist()):
+            if state == _cursor.DRY:
+                self.state[b] = DRY
+            elif state in (_cursor.LIVE, _cursor.SHORT):
+                length = self.plan.item_length(item)
+                end = stream_end(pos, length, segment)
+                self.stop[b], self.expect[b] = end, length
+                self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
+                self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
+                self.state[b] = LIVE if state == _cursor.LIVE else WAIT
+
+    def next_plan(self) -> BatchPlan:
+        """The plan of the next batch; the rows' state moves past it."""
+        T, B, k = self.T, self.B, self.k
+        q0, q1 = k * T, (k + 1) * T
+        plan = self.plan
+        claims = np.zeros(B, np.int64)
+        dry = np.zeros(B, np.int64)
+        by_row: dict[int, list[tuple[int, int, int, bool]]] = {}  # row -> its claims (step, first, count, dry)
+        heap, limit = plan._heap, q1 * B
+        while heap and heap[0][0] < limit:
+            key, b, c = plan.advance()
+            by_row.setdefault(b, []).append((key // B, c.first, c.count, c.dry))
+        state, pos = self.state, self.pos
+        live = state == LIVE
+        whole_mask = live & (self.stop - pos >= T)
+        wait_all = (state == WAIT) & (self.claim_q >= q1)
+        dry_all = state == DRY
+        crossing = ~(whole_mask | wait_all | dry_all)
+        if by_row:
+            crossing[list(by_row)] = True
+        whole = np.flatnonzero(whole_mask)
+        out = BatchPlan(
+            k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole],
+            fresh=np.zeros(len(whole), bool), stop=self.stop[whole], expect=self.expect[whole],
+            seg_end=self.seg_end[whole], runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
+            claims=claims, dry=dry,
+        )  # fmt: skip
+        pads = out.pads
+        for b in np.flatnonzero((wait_all | dry_all) & ~crossing).tolist():
+            pads.append((b, 0, T))
+        pos[whole] += T
+        pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
+        ended = whole[self.stop[whole] == pos[whole]]
+        state[ended] = WAIT
+        for b in np.flatnonzero(crossing).tolist():
+            self._cross(b, q0, by_row.get(b, []), out)
+        # Rows waiting for a claim at the next batch's first step are free now.
+        state[(state == WAIT) & (self.claim_q == q1)] = IDLE
+        cur = out.cursors
+        cur[:, _cursor.ITEM] = self.item
+        cur[:, _cursor.POS] = pos
+        cur[:, _cursor.STATE] = np.choose(state, (_cursor.LIVE, _cursor.SHORT, _cursor.IDLE, _cursor.DRY))
+        cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
+        self.k = k + 1
+        return out
+
+    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchPlan) -> None:
+        """Row ``b``'s runs and padding in a batch where it does not read one stream throughout."""
+        T = self.T
+        t, c = 0, 0
+        while t < T:
+            st = self.state[b]
+            if st == LIVE:
+                pos = int(self.pos[b])
+                n = min(int(self.stop[b]) - pos, T - t)
+                out.runs.append((b, t, n, int(self.item[b]), pos, bool(self.replay[b]), bool(self.fresh[b]),
+                                 int(self.stop[b]), int(self.expect[b]), int(self.seg_end[b])))  # fmt: skip
+                self.fresh[b] = False
+                self.pos[b] = pos + n
+                t += n
+                if pos + n == self.stop[b]:
+                    self.state[b] = WAIT
+            elif st == WAIT:
+                claim_t = int(self.claim_q[b]) - q0
+                e = min(T, claim_t)
+                if e > t:
+                    out.pads.append((b, t, e))
+                    if claim_t > T:
+                        self.pos[b] += T - t  # still padding at the batch's end: the position counts on
+                t = e
+                if claim_t <= T:
+                    self.state[b] = IDLE
+            elif st == IDLE:
+                step, first, count, is_dry = row_claims[c]
+                c += 1
+                assert step == q0 + t, (b, step, q0, t)
+                self._claim(b, step, first, count, is_dry, out)
+            else:  # DRY
+                out.pads.append((b, t, T))
+                t = T
+
+    def _claim(self, b: int, step: int, first: int, count: int, is_dry: bool, out: BatchPlan) -> None:
+        """Row ``b`` takes tickets ``first .. first + count - 1`` at epoch step ``step`` (``write._claim_planned``)."""
+        out.claims[b] += count
+        plan = self.plan
+        ticket = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
+        if ticket >= first:
+            item, start, _, length = self.order[ticket % plan.n].tolist()
+            self.item[b], self.pos[b], self.replay[b] = item, start, ticket >= plan.n
+        if is_dry:
+            self.state[b] = DRY
+            out.dry[b] += 1
+            return
+        steps = plan.steps_of(ticket)
+        self.stop[b] = start + steps
+        self.expect[b] = length
+        self.seg_end[b] = start + self.segment if self.segment else -1
+        self.claim_q[b] = next_claim_step(step, steps, self.T, self.pack)
+        self.fresh[b] = True
+        self.state[b] = LIVE

@@ -1,0 +1,96 @@
+"""What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's summary.
+
+Flags are written for whole column ranges at once, as if every row's stream covered the batch (a few array
+operations per batch, whatever B), then the few runs that cross a stream's end and the padding overwrite their
+cells. The summary (tickets, failed claims, live, valid steps) and the cursors come from the plan, corrected
+where a stream broke its promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamcli.engine import cursor as _cursor
+from streamcli.engine.ring import CLAIMS, DRY, LIVE, VALID
+from streamcli.fills.schedule import BatchPlan
+
+
+@dataclass
+class Views:
+    """One slot's arrays, time-major: the data fields in declared order, the flags, the summary and cursors."""
+
+    data: list[np.ndarray]
+    first: np.ndarray
+    valid: np.ndarray
+    stream: np.ndarray
+    position: np.ndarray
+    replayed: np.ndarray
+    summary: np.ndarray
+    cursor: np.ndarray
+
+    @classmethod
+    def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
+        return cls(data=[tb[n] for n in names], first=tb["is_first"], valid=tb["valid"], stream=tb["stream"],
+                   position=tb["position"], replayed=tb["replayed"], summary=tb["summary"],
+                   cursor=tb["cursor"])  # fmt: skip
+
+
+def write_flags(v: Views, plan: BatchPlan, lo: int, hi: int, steps_t: np.ndarray) -> None:
+    """The flags of rows ``lo .. hi-1``: whole rows in a few array operations, then runs and padding."""
+    B = v.valid.shape[1]
+    cols = slice(lo, hi)
+    whole = plan.whole
+    sel: Any = slice(None)
+    if lo or hi != B:
+        sel = np.flatnonzero((whole >= lo) & (whole < hi))
+        whole = whole[sel]
+    item = np.full(B, -1, np.int64)
+    pos = np.zeros(B, np.int64)
+    rep = np.zeros(B, bool)
+    item[whole], pos[whole], rep[whole] = plan.item[sel], plan.pos[sel], plan.replay[sel]
+    v.valid[:, cols] = True
+    v.first[:, cols] = False
+    v.stream[:, cols] = item[cols]
+    np.add(steps_t[:, None], pos[None, cols], out=v.position[:, cols])
+    v.replayed[:, cols] = rep[cols]
+    for b, t0, n, it, p0, rp, fresh, *_ in plan.runs:
+        if lo <= b < hi:
+            t1 = t0 + n
+            v.stream[t0:t1, b] = it
+            np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+            v.replayed[t0:t1, b] = rp
+            v.first[t0, b] = fresh
+    for b, t0, t1 in plan.pads:
+        if lo <= b < hi:
+            pad(v, b, t0, t1)
+
+
+def pad(v: Views, b: int, t0: int, t1: int) -> None:
+    """Row ``b`` is padding from batch step ``t0`` to ``t1``: zeros, not valid, stream and position -1."""
+    for a in v.data:
+        a[t0:t1, b] = 0
+    v.valid[t0:t1, b] = False
+    v.first[t0:t1, b] = False
+    v.replayed[t0:t1, b] = False
+    v.stream[t0:t1, b] = -1
+    v.position[t0:t1, b] = -1
+
+
+def write_summary(v: Views, plan: BatchPlan, lo: int, hi: int, short: Any = ()) -> int:
+    """Rows ``lo .. hi-1``'s cursors and counts; rows in ``short`` hold a stream that ended before its promise
+    (their cursor says so). Returns the valid steps written."""
+    cur = plan.cursors[lo:hi].copy()
+    for b in short:
+        if lo <= b < hi and cur[b - lo, _cursor.STATE] == _cursor.LIVE:
+            cur[b - lo, _cursor.STATE] = _cursor.SHORT
+    v.cursor[lo:hi] = cur
+    s = v.summary
+    s[lo:hi, CLAIMS] = plan.claims[lo:hi]
+    s[lo:hi, DRY] = plan.dry[lo:hi]
+    s[lo:hi, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    valid = np.count_nonzero(v.valid[:, lo:hi], axis=0)
+    s[lo:hi, VALID] = valid
+    return int(valid.sum())

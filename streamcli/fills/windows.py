@@ -1,0 +1,135 @@
+"""Filling a batch from random-access sources: one slice copy per row and field, read from the item's window.
+
+A source with a ``window(item)`` member (``streamcli.source``) exposes each item's steps as array-likes, one per
+field, read by ``a[pos:pos + n]``. Any producer can then fill any batch whole, straight from the plan: a row costs
+one slice copy per field, whatever the stream, its segment or a resume. Each item's window is opened and checked
+once per process (shape, dtype, length), and kept while it is used (``Windows``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from streamcli.errors import StepSpecError
+from streamcli.fills.faults import SOURCE_ERRORS, Faults
+from streamcli.fills.schedule import BatchPlan, Run
+from streamcli.fills.slot import Views, pad
+from streamcli.source import Field, StreamSource, call_window
+
+_KEEP = 4096  # windows kept open per process (least recently used go first)
+Window = tuple[list[Any], int]  # the arrays in field order, and the steps they hold (-1: the item failed)
+
+
+class Windows:
+    """Each item's window in this process, opened once and checked once. Under ``on_error="skip"`` an item whose
+    window fails is remembered with its error (``errors``), and reported by the run that starts its stream."""
+
+    def __init__(self, source: StreamSource, fields: Sequence[Field], faults: Faults, mark: np.ndarray) -> None:
+        self.source, self.fields, self.faults, self.mark = source, tuple(fields), faults, mark
+        self._open: OrderedDict[int, Window] = OrderedDict()
+        self.errors: dict[int, BaseException] = {}
+
+    def get(self, item: int, pos: int) -> Window:
+        got = self._open.get(item)
+        if got is not None:
+            self._open.move_to_end(item)
+            return got
+        self.mark[0], self.mark[1] = item, pos
+        try:
+            mapping = call_window(self.source, self.faults.items[item])
+            if mapping is None:
+                raise StepSpecError(f"{self.faults.where(item, pos, 'window at step')}: window() returned None; a "
+                                    "source with a window() member must return one mapping per item")  # fmt: skip
+            arrays = self._check(mapping, item)
+            got = (arrays, len(arrays[0]) if arrays else 0)
+        except SOURCE_ERRORS as exc:
+            if isinstance(exc, StepSpecError) or self.faults.on_error != "skip":
+                self.faults.fail(item, pos, exc, "opening")
+            self.errors[item] = exc
+            got = ([], -1)
+        self._open[item] = got
+        if len(self._open) > _KEEP:
+            self._open.popitem(last=False)
+        return got
+
+    def _check(self, mapping: Any, item: int) -> list[Any]:
+        out: list[Any] = []
+        for f in self.fields:
+            try:
+                a = mapping[f.name]
+            except (KeyError, TypeError, IndexError):
+                where = self.faults.where(item, 0, "window")
+                raise StepSpecError(f"{where}: the window has no field {f.name!r}; window() must map every declared "
+                                    "field to an array of steps") from None  # fmt: skip
+            if isinstance(a, np.ndarray):
+                a = np.asarray(a)  # a memmap's slices are memmaps: slower to make than plain views
+                probe = a
+            else:
+                probe = np.asarray(a[0:1])
+            if probe.shape[1:] != f.shape or probe.dtype != f.np_dtype or (out and len(a) != len(out[0])):
+                raise StepSpecError(
+                    f"{self.faults.where(item, 0, 'window')}: field {f.name!r} is {probe.dtype.name}"
+                    f"{['n', *probe.shape[1:]]} of {len(a)} steps but the source declared {f.np_dtype.name}"
+                    f"{['n', *f.shape]} (every field of one window has the same number of steps); make window() "
+                    "match fields()"
+                )
+            out.append(a)
+        return out
+
+
+def fill(v: Views, plan: BatchPlan, windows: Windows, faults: Faults, first: int) -> set[int]:
+    """Write batch ``plan.k``'s data from the windows (every row); ``first`` is the batch the epoch started or
+    resumed at. Returns the rows that end the batch holding a stream whose steps ran out before its promise
+    (their cursor says ``SHORT``). The flags are written before, from the plan alone."""
+    T = len(v.valid)
+    data = v.data
+    short: set[int] = set()
+    get = windows.get
+    cross: list[Run] = []
+    for b, item, p, stop in zip(plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(),
+                                strict=True):  # fmt: skip
+        arrays, n = get(item, p)
+        if n >= p + T:
+            for dst, a in zip(data, arrays, strict=True):
+                dst[:, b] = a[p : p + T]
+            if n == p + T < stop:  # the steps end with the batch, the promise goes on
+                faults.mismatch(item, n, _expect(plan, b), f"ended after {n} steps")
+                short.add(b)
+        else:
+            i = int(np.searchsorted(plan.whole, b))
+            cross.append((b, 0, T, item, p, bool(plan.replay[i]), False, stop, int(plan.expect[i]),
+                          int(plan.seg_end[i])))  # fmt: skip
+    for run in (*plan.runs, *cross):
+        if _run(v, run, windows, faults, plan.k == first, T):
+            short.add(run[0])
+    return short
+
+
+def _expect(plan: BatchPlan, b: int) -> int:
+    return int(plan.expect[int(np.searchsorted(plan.whole, b))])
+
+
+def _run(v: Views, run: Run, windows: Windows, faults: Faults, first_batch: bool, T: int) -> bool:
+    """One run's steps. True if it ends the batch holding a stream whose steps ran out before its promise."""
+    b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
+    arrays, have = windows.get(item, p)
+    m = max(0, min(n, have - p))
+    if m:
+        for dst, a in zip(v.data, arrays, strict=True):
+            dst[t0 : t0 + m, b] = a[p : p + m]
+    if m < n:
+        pad(v, b, t0 + m, t0 + n)
+    if have < 0:
+        if fresh or (first_batch and t0 == 0):
+            faults.fail(item, p, windows.errors[item], "opening")  # reported as skipped
+    elif fresh and have <= p:
+        faults.mismatch(item, p, expect, f"ended after {p} steps")
+    elif p < have < p + n or have == p + n < stop:
+        faults.mismatch(item, have, expect, f"ended after {have} steps")
+    elif p + n == stop == expect != seg_end and have > expect:
+        faults.mismatch(item, stop, expect, "goes on past them")
+    return t0 + n == T and p + n < stop and have <= p + n
