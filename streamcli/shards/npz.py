@@ -9,8 +9,9 @@ file is removed.
 Reading (``open_shard``): an uncompressed shard is memory-mapped, one map per shard, and each member is an
 array viewing it (copy-on-write, so tensors built on it are writable and the file is never changed); the
 map lives as long as any array or tensor that views it. A compressed shard is read once and each member
-decompressed once. Either way pickles are never loaded, and every member's shape and dtype is checked
-against the manifest before it is used. The sha256 of the whole file is checked only on request (it reads
+decompressed once (deflate through ``zipfile``; a zstd member, a stored frame, is sliced from the file's bytes and
+streamed into its array, see ``codec``). Either way pickles are never loaded, and every member's shape and dtype
+is checked against the manifest before it is used. The sha256 of the whole file is checked only on request (it reads
 every byte once more; ``verify`` always does it).
 """
 
@@ -255,7 +256,7 @@ def _load_frames(
                 out[key] = _read_member(name, key, reader, size, shape, dtype)
     except ShardError:
         raise
-    except (ValueError, OSError, EOFError, zstd.ZstdError) as exc:
+    except (ValueError, OSError, EOFError, struct.error, zstd.ZstdError) as exc:
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key}: {exc}") from None
     return out
 
