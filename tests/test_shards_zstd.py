@@ -314,3 +314,19 @@ def test_a_ray_task_writes_the_same_zstd_shards_as_a_local_export(tmp_path: Path
     assert records == manifest["shards"]
     local = {k: v for k, v in files(tmp_path / "local").items() if k != MANIFEST}
     assert files(tmp_path / "ray") == local
+
+
+def test_a_frame_whose_zip_header_lies_outside_the_file_is_refused(tmp_path: Path) -> None:
+    make_export(tmp_path, text_source, "zstd")
+    path = tmp_path / "shard-00000.npz"
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        entry = zf.start_dir  # the first central directory entry: data.text's
+    assert data[entry : entry + 4] == b"PK\x01\x02"
+    data[entry + 42 : entry + 46] = (len(data) - 8).to_bytes(4, "little")  # its local header: 8 bytes from the end
+    path.write_bytes(bytes(data))
+    m = json.loads((tmp_path / MANIFEST).read_text())
+    m["shards"][0].update(sha256=sha256_file(path))
+    (tmp_path / MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(ShardError, match=r"shard 'shard-00000.npz' is truncated or corrupted: data.text"):
+        list(ShardReader(tmp_path))
