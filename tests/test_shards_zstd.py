@@ -330,3 +330,24 @@ def test_a_frame_whose_zip_header_lies_outside_the_file_is_refused(tmp_path: Pat
     (tmp_path / MANIFEST).write_text(json.dumps(m))
     with pytest.raises(ShardError, match=r"shard 'shard-00000.npz' is truncated or corrupted: data.text"):
         list(ShardReader(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_export_engine_ray_with_zstd_writes_the_local_files(tmp_path: Path) -> None:
+    import subprocess
+
+    args = ["export", "camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
+            "--segment", "5", "--shard-size", "2kB", "--compress", "zstd", "--level", "4"]  # fmt: skip
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "streamcli", *args, *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+
+    r = run(str(tmp_path / "local"))
+    assert r.returncode == 0, r.stderr
+    r = run(str(tmp_path / "ray"), "--engine", "ray", "--partitions", "2")
+    assert r.returncode == 0, r.stderr
+    assert files(tmp_path / "ray") == files(tmp_path / "local")
+    m = load_manifest(tmp_path / "ray")
+    assert m["compression_level"] == 4 and len(m["shards"]) > 2
