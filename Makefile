@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,lint,ray,events]"
+	$(PIP) -e ".[test,lint,ray,events,zstd]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 
@@ -43,15 +43,18 @@ quick: $(STAMP)
 wheel-check: $(STAMP)
 	PYTHON=$(PY) bash .ci/wheel_smoke.sh
 
-# Full run takes a few minutes; `make bench BENCH_ARGS=--quick REPLAY_ARGS="--repeats 1"` is a ~1 min smoke run,
+# Full run takes a few minutes; a smoke run (a minute or two) is
+# `make bench BENCH_ARGS=--quick REPLAY_ARGS="--repeats 1" COMPRESS_ARGS="--repeats 1"`,
 # `BENCH_ARGS=--write` updates RESULTS.md. The video target has its own script: benchmarks/bench_video.py.
 REPLAY_ARGS ?=
+COMPRESS_ARGS ?=
 bench: $(STAMP)
 	$(PIP) -e ".[bench]"
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_replay.py $(REPLAY_ARGS)
 	$(PY) benchmarks/bench_small_steps.py
 	$(PY) benchmarks/bench_events.py
+	$(PY) benchmarks/bench_compress.py $(COMPRESS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

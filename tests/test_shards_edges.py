@@ -25,7 +25,7 @@ runner = CliRunner()
 TINY = ["-b", "2", "-t", "4", "-w", "0"]
 
 
-def header(*, per_shard: int = 2, compress: bool = False) -> dict[str, Any]:
+def header(*, per_shard: int = 2, compress: bool | str = False) -> dict[str, Any]:
     return make_header(
         fields=FIELDS,
         batch_size=3,
@@ -56,9 +56,9 @@ def test_flag_dtypes_are_declared_once_next_to_flags() -> None:
     )
 
 
-@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("compress", [False, True, "zstd"])
 def test_disk_full_leaves_no_temp_file_and_resumes_byte_identical(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: bool | str
 ) -> None:
     full, cut = tmp_path / "full", tmp_path / "cut"
     export((make_batch(i) for i in range(7)), full, header(compress=compress))

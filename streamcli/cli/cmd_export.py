@@ -59,7 +59,16 @@ def export(
         typer.Option(help="Write at most E epochs. Default: one, or as many as --batches needs.", min=1),
     ] = None,
     shard_size: Annotated[str, typer.Option(help="Roll shards over at about this size.")] = "64MB",
-    compress: Annotated[bool, typer.Option("--compress", help="Deflate the shards (smaller, slower).")] = False,
+    compress: Annotated[
+        str,
+        typer.Option(
+            help="Compress the shards: none, zstd (pip install 'streamcli[zstd]') or deflate. Smaller files, "
+            "slower replay: pays on remote storage and slow disks.",
+        ),
+    ] = "none",
+    level: Annotated[
+        int | None, typer.Option(help="With --compress zstd: the level, 1 (fastest) to 22 (smallest); default 3.")
+    ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an export already in OUT_DIR.")] = False,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted export from its last complete shard.")
@@ -93,6 +102,7 @@ def export(
         raise UsageFailure(f"--engine {engine!r} must be local or ray")
     if engine == "local" and (address is not None or partitions is not None):
         raise UsageFailure("--address and --partitions need --engine ray")
+    _check_compress(compress, level)
     if engine == "ray":
         from streamcli.shards.on_ray import import_ray
 
@@ -130,6 +140,7 @@ def export(
             loader={**opts.record(), "epochs": epochs, "batches": batches},
             shard_bytes=shard_bytes,
             compress=compress,
+            level=level,
             streams=[loader.stream_name(i) for i in range(loader.num_streams)],
             stream_lengths=[loader.stream_length(i) for i in range(loader.num_streams)],
         )
@@ -217,6 +228,23 @@ def export(
     hint = stats.padding_hint()
     if hint:
         console.print(f"[yellow]hint:[/] {hint}", highlight=False)
+
+
+def _check_compress(compress: str, level: int | None) -> None:
+    """Refuse a codec or level that ``make_header`` would refuse, or zstd without zstandard, before any work."""
+    from streamcli.shards import codec
+
+    if compress not in codec.NAMES:
+        raise UsageFailure(f"--compress {compress!r} must be one of {', '.join(codec.NAMES)}")
+    if level is not None and compress != "zstd":
+        raise UsageFailure(f"--level {level} needs --compress zstd (--compress {compress} has no level)")
+    if level is not None and level not in codec.ZSTD_LEVELS:
+        raise UsageFailure(f"--level {level} must be from {codec.ZSTD_LEVELS[0]} to {codec.ZSTD_LEVELS[-1]}")
+    if compress == "zstd":
+        try:
+            codec.import_zstd()
+        except ShardError as exc:
+            raise UsageFailure(f"--compress zstd: {exc}") from None
 
 
 def _shard_files(out_dir: Path) -> dict[str, tuple[int, int, int]]:
@@ -317,6 +345,7 @@ def register(app: typer.Typer) -> None:
         cls=StreamcliCommand,
         epilog="Examples: streamcli export text books/ out/ -b 16 -t 32 --batches 1000  |  "
         "streamcli export video clips/ out/ -o scan=true --segment 128 --resume  |  "
-        "streamcli export camera out/ --engine ray --partitions 4",
+        "streamcli export camera out/ --engine ray --partitions 4  |  "
+        "streamcli export camera out/ --compress zstd --level 3",
     )(loader_command()(export))
     app.command(cls=StreamcliCommand, epilog="Example: streamcli verify out/")(verify)

@@ -2,6 +2,7 @@
 
 - ``format``: names, member names and dtypes, the header and manifest, the partial record, ``tidy``.
 - ``npz``: shard files on disk: atomic aligned writing, memory-mapped or decompress-once reading.
+- ``codec``: how members are compressed (none, deflate, zstd) and the zstd frames' safe reading.
 - ``writer``: ``ShardWriter`` and ``export`` (resumable, byte-identical).
 - ``reader``: ``ShardReader`` (bit-identical replay) and ``verify``.
 - ``lock``: ``FolderLock``, the OS lock an export holds on its folder (one export per folder at a time).

@@ -26,6 +26,7 @@ import numpy as np
 
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
+from streamcli.shards import codec
 from streamcli.source import Field
 
 FORMAT = "streamcli-npz-shards"
@@ -41,9 +42,10 @@ DEFLATE_MAX_RATIO = 1032
 at least two bits), so a shard that declares more is impossible: refused before anything is decompressed."""
 BOMB_BYTES = 1 << 30
 BOMB_RATIO = 100
-"""A compressed shard may declare more than ``BOMB_BYTES`` (1 GiB) of arrays only at a ratio to its file of at most
-``BOMB_RATIO``: real batches (fields and per-step flags) stay far below it, while a zip bomb sits near deflate's
-1032. A small shard may have any possible ratio: inflating it costs little whatever it holds."""
+"""A compressed shard (deflate or zstd) may declare more than ``BOMB_BYTES`` (1 GiB) of arrays only at a ratio to
+its file of at most ``BOMB_RATIO``: real batches (fields and per-step flags) stay far below it, while a bomb sits
+near its codec's limit (1032 for deflate). A small shard may have any possible ratio: inflating it costs little
+whatever it holds."""
 _REQUIRED = ("format", "format_version", "fields", "batch_size", "time_steps", "layout", "shards", "batches")
 _ENTRY_KEYS = ("name", "batches", "bytes", "sha256")
 
@@ -95,13 +97,19 @@ def make_header(
     source: Mapping[str, Any],
     loader: Mapping[str, Any],
     shard_bytes: int,
-    compress: bool,
+    compress: bool | str,
+    level: int | None = None,
     streams: Sequence[str] = (),
     stream_lengths: Sequence[int | None] = (),
 ) -> dict[str, Any]:
-    """The manifest minus its shard list: everything that decides the bytes of the shards."""
+    """The manifest minus its shard list: everything that decides the bytes of the shards.
+
+    ``compress`` is False or ``"none"``, True or ``"deflate"``, or ``"zstd"`` (``level`` 1-22, default 3; recorded
+    as ``compression_level``, a key only zstd exports have).
+    """
     from streamcli import __version__
 
+    how = codec.parse(compress, level)
     per_batch = batch_nbytes(fields, batch_size, time_steps)
     header = {
         "format": FORMAT,
@@ -114,7 +122,8 @@ def make_header(
         "batch_size": int(batch_size),
         "time_steps": int(time_steps),
         "layout": layout,
-        "compression": "deflate" if compress else None,
+        "compression": how.name,
+        **({"compression_level": how.level} if how.name == "zstd" else {}),
         "batches_per_shard": max(1, int(shard_bytes) // per_batch),
         "streams": list(streams),
         "stream_lengths": list(stream_lengths),
@@ -198,9 +207,10 @@ def _is_int(v: object, low: int = 0) -> bool:
 def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, where: str) -> None:
     """Check a parsed manifest in place (and add ``"_fields"``); ``where`` names it in errors.
 
-    Every value is checked for its type and range, and each shard's declared arrays must fit its file: at most
-    the file's bytes uncompressed, at most ``DEFLATE_MAX_RATIO`` times them compressed, and at most ``BOMB_RATIO``
-    times them when that is over ``BOMB_BYTES``.
+    Every value is checked for its type and range, the codec must be known (and zstandard installed for zstd),
+    and each shard's declared arrays must fit its file: at most the file's bytes uncompressed, at most
+    ``DEFLATE_MAX_RATIO`` or ``codec.ZSTD_MAX_RATIO`` times them compressed, and at most ``BOMB_RATIO`` times them
+    when that is over ``BOMB_BYTES``.
     """
     missing = [k for k in _REQUIRED if k not in m]
     if missing:
@@ -245,18 +255,20 @@ def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, whe
         raise ShardError(f"{where}: bad field description: {exc}") from None
     if any(f.np_dtype.hasobject for f in m["_fields"]) or any(np.dtype(d).hasobject for d in m["flags"].values()):
         raise ShardError(f"{where}: object dtypes are not allowed")
-    ratio = 1 if m.get("compression") is None else DEFLATE_MAX_RATIO
+    codec.check(m, where)
+    ratio = {None: 1, "deflate": DEFLATE_MAX_RATIO, "zstd": codec.ZSTD_MAX_RATIO}[m.get("compression")]
+    packed = {None: "", "deflate": "deflated", "zstd": "zstd-compressed"}[m.get("compression")]
     for s in m["shards"]:
         declared = declared_nbytes(m, s["batches"])
         if declared > s["bytes"] * ratio:
-            how = "uncompressed" if ratio == 1 else f"deflated (at most {DEFLATE_MAX_RATIO}x)"
+            how = "uncompressed" if ratio == 1 else f"{packed} (at most {ratio}x)"
             raise ShardError(
                 f"{where}: shard {s['name']!r} declares {declared} bytes of arrays, more than its {s['bytes']} "
                 f"bytes can hold {how}; the manifest is corrupted or hostile"
             )
         if ratio > 1 and declared > BOMB_BYTES and declared > s["bytes"] * BOMB_RATIO:
             raise ShardError(
-                f"{where}: shard {s['name']!r} declares {declared} bytes of arrays in {s['bytes']} bytes deflated, "
+                f"{where}: shard {s['name']!r} declares {declared} bytes of arrays in {s['bytes']} bytes {packed}, "
                 f"{declared // max(1, s['bytes'])}x; shards over {BOMB_BYTES >> 30} GiB may inflate at most "
                 f"{BOMB_RATIO}x (a zip bomb?); if the export is real, redo it with a smaller --shard-size"
             )

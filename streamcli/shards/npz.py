@@ -9,8 +9,9 @@ file is removed.
 Reading (``open_shard``): an uncompressed shard is memory-mapped, one map per shard, and each member is an
 array viewing it (copy-on-write, so tensors built on it are writable and the file is never changed); the
 map lives as long as any array or tensor that views it. A compressed shard is read once and each member
-decompressed once. Either way pickles are never loaded, and every member's shape and dtype is checked
-against the manifest before it is used. The sha256 of the whole file is checked only on request (it reads
+decompressed once (deflate through ``zipfile``; a zstd member, a stored frame, is sliced from the file's bytes and
+streamed into its array, see ``codec``). Either way pickles are never loaded, and every member's shape and dtype
+is checked against the manifest before it is used. The sha256 of the whole file is checked only on request (it reads
 every byte once more; ``verify`` always does it).
 """
 
@@ -32,6 +33,7 @@ from typing import IO, Any, BinaryIO, Literal
 import numpy as np
 
 from streamcli.errors import ShardError
+from streamcli.shards.codec import Codec, compress_npy, import_zstd, open_frame
 from streamcli.shards.format import expected_shapes, member_names, shard_path
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -42,20 +44,25 @@ _ZIP64_EXTRA = 20  # what zipfile adds to a local header written with force_zip6
 _CHUNK = 1 << 20
 
 
-def write_npz(path: Path, arrays: Mapping[str, np.ndarray], compress: bool) -> None:
-    """Write ``arrays`` as an ``.npz`` with fixed timestamps and aligned members, atomically."""
+def write_npz(path: Path, arrays: Mapping[str, np.ndarray], codec: Codec) -> None:
+    """Write ``arrays`` as an ``.npz`` with fixed timestamps and aligned members, atomically, compressed by
+    ``codec`` (a zstd frame is a stored member)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    method = zipfile.ZIP_DEFLATED if codec.name == "deflate" else zipfile.ZIP_STORED
     try:
         with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a string path
             with zipfile.ZipFile(f, "w", compression=method, allowZip64=True) as zf:
                 for name, arr in arrays.items():
-                    info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_DATE)
+                    info = zipfile.ZipInfo(codec.member(name), date_time=_ZIP_DATE)
                     info.compress_type = method
                     info.external_attr = 0o644 << 16
                     info.extra = _padding(f.tell() + _LOCAL.size + len(info.filename.encode()) + _ZIP64_EXTRA)
                     with zf.open(info, "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+                        if codec.name == "zstd":
+                            assert codec.level is not None
+                            member.write(compress_npy(arr, codec.level))
+                        else:
+                            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -92,7 +99,8 @@ def open_shard(
 ) -> dict[str, np.ndarray]:
     """One shard's members (``only`` those, if given), checked against the manifest ``m``.
 
-    Uncompressed members are memory-mapped; compressed ones are decompressed once. ``check`` also compares
+    Uncompressed members are memory-mapped; compressed ones are decompressed once (a zstd frame only after its
+    ``.npy`` header and declared size agree with the manifest). ``check`` also compares
     the file's sha256 with the manifest entry (one more pass over its bytes). Raises ``ShardError`` naming
     the shard if it is missing, truncated, corrupted, pickled or of the wrong shape.
     """
@@ -101,17 +109,19 @@ def open_shard(
     want = expected_shapes(m, int(entry["batches"]))
     if only is not None:
         want = {key: want[key] for key in only}
+    codec = Codec.of(m)
     try:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size != entry["bytes"]:
                 raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
             with zipfile.ZipFile(f) as zf:
-                infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+                by_name = {i.filename: i for i in zf.infolist()}
+            infos = {key: by_name[codec.member(key)] for key in want if codec.member(key) in by_name}
             missing = sorted(set(want) - set(infos))
             if missing:
                 raise ShardError(f"shard {name!r} lacks {', '.join(missing)}")
-            if all(infos[key].compress_type == zipfile.ZIP_STORED for key in want):
+            if codec.name != "zstd" and all(infos[key].compress_type == zipfile.ZIP_STORED for key in want):
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
                 if check:
                     _check_sha(name, mm, entry)
@@ -126,6 +136,8 @@ def open_shard(
         raise ShardError(f"shard {name!r} is truncated or corrupted: {type(exc).__name__}: {exc}") from None
     if check:
         _check_sha(name, data, entry)
+    if codec.name == "zstd":
+        return _load_frames(name, data, infos, want)
     return _load_members(name, data, want)
 
 
@@ -164,10 +176,7 @@ def _map_member(
     name: str, mm: mmap.mmap, info: zipfile.ZipInfo, key: str, shape: tuple[int, ...], dtype: str
 ) -> np.ndarray:
     """An array viewing one stored member inside the shard's map, after checking its header and extent."""
-    sig, *_, name_len, extra_len = _LOCAL.unpack_from(mm, info.header_offset)
-    if sig != b"PK\x03\x04":
-        raise ShardError(f"shard {name!r}: {key} has a corrupted zip header")
-    start = info.header_offset + _LOCAL.size + name_len + extra_len
+    start = _data_start(name, key, mm, info)
     major = mm[start + 6] if start + 12 <= len(mm) else 0
     size_end = start + (10 if major == 1 else 12)
     head_len = size_end - start + int.from_bytes(mm[start + 8 : size_end], "little")
@@ -217,7 +226,7 @@ def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ..
             for key, (shape, dtype) in want.items():
                 info = zf.getinfo(f"{key}.npy")
                 with zf.open(info) as member:
-                    out[key] = _read_member(name, key, member, info, shape, dtype)
+                    out[key] = _read_member(name, key, member, info.file_size, shape, dtype)
     except ShardError:
         raise
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
@@ -225,25 +234,60 @@ def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ..
     return out
 
 
-def _read_member(
-    name: str, key: str, member: IO[bytes], info: zipfile.ZipInfo, shape: tuple[int, ...], dtype: str
-) -> np.ndarray:
+def _load_frames(
+    name: str, data: bytes, infos: Mapping[str, zipfile.ZipInfo], want: Mapping[str, tuple[tuple[int, ...], str]]
+) -> dict[str, np.ndarray]:
+    """Decompress the zstd frames ``want`` names (stored members of the shard's bytes ``data``), each only after its
+    ``.npy`` header and the content size its frame declares agree with the manifest."""
+    zstd = import_zstd()
+    out: dict[str, np.ndarray] = {}
+    view = memoryview(data)
+    key = ""
+    try:
+        for key, (shape, dtype) in want.items():
+            info = infos[key]
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ShardError(f"shard {name!r}: {key} is not a stored zstd frame; the shard is corrupted or hostile")
+            start = _data_start(name, key, view, info)
+            if start + info.compress_size > len(view):
+                raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit the file")
+            reader, size = open_frame(view[start : start + info.compress_size])
+            with reader:
+                out[key] = _read_member(name, key, reader, size, shape, dtype)
+    except ShardError:
+        raise
+    except (ValueError, OSError, EOFError, struct.error, zstd.ZstdError) as exc:
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {key}: {exc}") from None
+    return out
+
+
+def _data_start(name: str, key: str, buf: memoryview | mmap.mmap, info: zipfile.ZipInfo) -> int:
+    """Where a member's data starts in the shard's bytes ``buf``, from its local zip header."""
+    sig, *_, name_len, extra_len = _LOCAL.unpack_from(buf, info.header_offset)
+    if sig != b"PK\x03\x04":
+        raise ShardError(f"shard {name!r}: {key} has a corrupted zip header")
+    return int(info.header_offset + _LOCAL.size + name_len + extra_len)
+
+
+def _read_member(name: str, key: str, member: IO[bytes], size: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Member ``key``'s array, read from ``member`` (at its first byte, ``size`` bytes long): its ``.npy`` header and
+    ``size`` must agree with the manifest before the rest is read, so a member that only claims a huge array is
+    refused before any of it is inflated."""
     header = _read_header(member)
     if header is None:
         raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
     got_shape, fortran, got = header
     _refuse(name, key, got, got_shape, (shape, dtype))
     arr = np.empty(shape, dtype=got, order="F" if fortran else "C")
-    if info.file_size != member.tell() + arr.nbytes:  # the zip entry must hold exactly the array
+    if size != member.tell() + arr.nbytes:  # the zip entry (or zstd frame) must hold exactly the array
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit its zip entry")
     view = arr.reshape(-1, order="A").view(np.uint8)  # the array's own bytes, in the order they are stored
     pos = 0
     while pos < arr.nbytes:  # in chunks: never more than one chunk beyond the array itself
-        chunk = member.read(min(_CHUNK, arr.nbytes - pos))
-        if not chunk:
+        n = member.readinto(view[pos : pos + _CHUNK])  # type: ignore[attr-defined]
+        if not n:
             raise ShardError(f"shard {name!r} is truncated or corrupted: {key} ends early")
-        view[pos : pos + len(chunk)] = np.frombuffer(chunk, np.uint8)
-        pos += len(chunk)
+        pos += n
     if member.read(1):
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key} is longer than its header says")
     return arr
@@ -255,41 +299,57 @@ def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
     Every member's ``.npy`` header and zip entry size must match the header's shapes for that many batches before
     the CRCs are checked (streaming): a member that only claims a huge array is never inflated into memory.
     """
+    codec = Codec.of(header)
+    errors: tuple[type[Exception], ...] = (import_zstd().ZstdError,) if codec.name == "zstd" else ()
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block the zip reader forever
             return -1
         with zipfile.ZipFile(path) as zf:
-            infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
-            if sorted(infos) != sorted(member_names(header)):
+            by_name = {i.filename: i for i in zf.infolist()}
+            if sorted(by_name) != sorted(codec.member(n) for n in member_names(header)):
                 return -1
-            k = _npy_header(zf, infos["meta.index"])[0]
+            infos = {n: by_name[codec.member(n)] for n in member_names(header)}
+            k = _npy_header(zf, infos["meta.index"], codec)[0]
             if len(k) != 1:
                 return -1
             for key, (shape, dtype) in expected_shapes(header, k[0]).items():
-                got_shape, got, head_len = _npy_header(zf, infos[key])
+                got_shape, got, head_len, size = _npy_header(zf, infos[key], codec)
                 nbytes = got.itemsize * int(np.prod(shape, dtype=object))
-                if got_shape != shape or got.str != dtype or infos[key].file_size != head_len + nbytes:
+                if got_shape != shape or got.str != dtype or size != head_len + nbytes:
                     return -1
-            if zf.testzip() is not None:
+            if zf.testzip() is not None:  # for zstd, the CRC of the stored frame
                 return -1
             return k[0]
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
         return -1
+    except errors:  # a corrupted zstd frame
+        return -1
 
 
-def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype[Any], int]:
-    """Shape, dtype and header length of a member, reading only its header."""
-    with zf.open(info) as f:
+def _npy_header(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, codec: Codec
+) -> tuple[tuple[int, ...], np.dtype[Any], int, int]:
+    """Shape, dtype and header length of a member, reading only its header, and the member's size (a zstd frame's
+    declared content size)."""
+    if codec.name == "zstd":
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ValueError(f"{info.filename} is not a stored zstd frame")
+        f, size = open_frame(zf.read(info))  # the compressed frame; only its first block is decompressed
+    else:
+        f, size = zf.open(info), info.file_size
+    with f:
         header = _read_header(f)
         if header is None:
             raise ValueError(f"{info.filename} is not a .npy array of version 1.0 or 2.0")
-        return header[0], header[2], f.tell()
+        return header[0], header[2], f.tell(), size
 
 
 def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:
     """Members of a shard that the format does not name (``verify`` reports them)."""
+    codec = Codec.of(header)
     try:
         with zipfile.ZipFile(path) as zf:
-            return sorted({n.removesuffix(".npy") for n in zf.namelist()} - set(member_names(header)))
+            extra = set(zf.namelist()) - {codec.member(n) for n in member_names(header)}
+            return sorted(n.removesuffix(".npy") for n in extra)
     except (OSError, zipfile.BadZipFile):
         return []

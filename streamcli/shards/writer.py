@@ -20,6 +20,7 @@ import numpy as np
 
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
+from streamcli.shards.codec import Codec
 from streamcli.shards.format import (
     LOCK,
     MANIFEST,
@@ -104,7 +105,7 @@ class ShardWriter:
         self.out_dir = Path(out_dir)
         self.header = dict(header)
         self.k = int(self.header["batches_per_shard"])
-        self.compress = self.header.get("compression") is not None
+        self.codec = Codec.of(self.header)
         self.post = post
         self.shards: list[ShardInfo] = []
         self.resume_states: list[Any] = []
@@ -234,7 +235,7 @@ class ShardWriter:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamcli-export")
         path = self.out_dir / shard_name(len(self.shards))
         self._future = self._pool.submit(
-            _write_shard, path, pending, self.compress, self.header, self._records(), self._pending_state
+            _write_shard, path, pending, self.codec, self.header, self._records(), self._pending_state
         )
 
     def _collect(self) -> None:
@@ -293,13 +294,13 @@ class ShardWriter:
 def _write_shard(
     path: Path,
     pending: list[dict[str, np.ndarray]],
-    compress: bool,
+    codec: Codec,
     header: Mapping[str, Any],
     records: list[dict[str, Any]],
     state: Any,
 ) -> tuple[ShardInfo, Any]:
     arrays = {n: np.stack([b[n] for b in pending]) for n in pending[0]}
-    write_npz(path, arrays, compress)
+    write_npz(path, arrays, codec)
     info = ShardInfo(path.name, len(pending), path.stat().st_size, sha256_file(path))
     write_partial(path.parent, header, [*records, _record(info, state)])
     return info, state
@@ -352,7 +353,7 @@ batch_arrays = _batch_arrays
 def write_shard_file(path: Path, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
     """Write one shard of ``pending`` batches (from ``batch_arrays``) atomically; the same bytes as ``ShardWriter``."""
     arrays = {n: np.stack([b[n] for b in pending]) for n in pending[0]}
-    write_npz(path, arrays, header.get("compression") is not None)
+    write_npz(path, arrays, Codec.of(header))
     return ShardInfo(path.name, len(pending), path.stat().st_size, sha256_file(path))
 
 
