@@ -237,3 +237,22 @@ class RangeReader(io.RawIOBase):
         memoryview(b)[: len(data)] = data
         self.pos = end
         return len(data)
+
+
+def split(url: str) -> tuple[Remote, str]:
+    """An object's folder as a ``Remote``, and its name: ``s3://b/run/a.txt`` gives ``s3://b/run`` and ``a.txt``."""
+    parent, _, name = url.rstrip("/").rpartition("/")
+    return Remote(parent), name
+
+
+def find(url: str, glob: str) -> list[str]:
+    """``[url]`` if it is an object, else the URLs of the objects under it whose name matches ``glob``, at any depth
+    (as ``Path.rglob``), sorted. Empty if nothing is there."""
+    import fnmatch
+
+    if "/" in url.split("://", 1)[1].strip("/"):  # below a bucket: it may be one object
+        parent, name = split(url)
+        if parent.size(name) is not None:
+            return [url.rstrip("/")]
+    root = Remote(url)
+    return sorted(root.url_of(n) for n in root.listing() if fnmatch.fnmatchcase(n.rsplit("/", 1)[-1], glob))
