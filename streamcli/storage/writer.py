@@ -40,6 +40,54 @@ def read_json(remote: Remote, name: str, fix: str) -> dict[str, Any] | None:
     return obj
 
 
+def put_shard(remote: Remote, i: int, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
+    """Write shard ``i`` to a local temporary file with the local writer (the same bytes), then upload it whole."""
+    with tempfile.TemporaryDirectory(prefix="streamcli-upload-") as tmp:
+        info = write_shard_file(Path(tmp) / shard_name(i), pending, header)
+        remote.upload(Path(tmp) / info.name, info.name)
+    return info
+
+
+def prepare_ray(
+    remote: Remote, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: RemoteLock
+) -> dict[int, Any] | None:
+    """``on_ray._prepare`` for a URL: clear or check it; the shards already complete (number -> record), or None
+    if the export is. Ray tasks record no shard, so resuming checks each shard there by downloading it."""
+    from streamcli.shards.npz import complete_batches, sha256_file
+
+    if mode != "resume":
+        RemoteShardWriter(remote.url, header, mode=mode, lock=lock)  # the refusals and clearing; the partial record
+        return {}
+    if remote.size(MANIFEST) is not None:
+        RemoteShardWriter(remote.url, header, mode="resume", lock=lock)  # checks the header, tidies
+        return None
+    partial = read_json(remote, PARTIAL, "; rerun the export with --overwrite")
+    if partial is None:
+        raise ShardError(f"{remote.url!r} holds no interrupted export to resume")
+    check_same_header(partial.get("header", partial), header)
+    listing = remote.listing()
+    done: dict[int, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="streamcli-check-") as tmp:
+        for i in range(n_shards):
+            name, want = shard_name(i), min(k, total - i * k)
+            if name not in listing:
+                continue
+            local = Path(tmp) / name
+            local.write_bytes(remote.read(name))
+            if complete_batches(local, header) == want:
+                done[i] = ShardInfo(name, want, local.stat().st_size, sha256_file(local)).to_json()
+            else:
+                remote.remove(name)
+            local.unlink()
+    return done
+
+
+def commit(remote: Remote, manifest: Mapping[str, Any]) -> None:
+    """Write ``index.json`` (the commit point), then delete the partial record."""
+    remote.write(MANIFEST, json_bytes(dict(manifest)))
+    remote.remove(PARTIAL)
+
+
 class RemoteShardWriter(ShardWriter):
     """``ShardWriter`` for a URL (``s3://bucket/run``); the same arguments, ``lock`` a ``RemoteLock`` if given."""
 
@@ -122,11 +170,8 @@ class RemoteShardWriter(ShardWriter):
     def _write_shard(
         self, i: int, pending: list[dict[str, np.ndarray]], records: list[dict[str, Any]], state: Any
     ) -> tuple[ShardInfo, Any]:
-        with tempfile.TemporaryDirectory(prefix="streamcli-upload-") as tmp:
-            local = Path(tmp) / shard_name(i)
-            info = write_shard_file(local, pending, self.header)
-            self._check_lock()
-            self.remote.upload(local, info.name)
+        self._check_lock()
+        info = put_shard(self.remote, i, pending, self.header)
         self._save_partial([*records, _record(info, state)])
         return info, state
 
