@@ -20,7 +20,7 @@ def test_a_hit_reads_nothing_remote_and_a_changed_object_is_fetched_anew(
     bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     Remote(bucket).write("a.wav", b"one")
-    cache = Cache(tmp_path, limit=1000)
+    cache = Cache(tmp_path, limit=1000, fresh_s=0)  # every hit asks whether the object changed
     calls: list[str] = []
     real = Remote.call
 
@@ -36,6 +36,17 @@ def test_a_hit_reads_nothing_remote_and_a_changed_object_is_fetched_anew(
     again = cache.get(f"{bucket}/a.wav")
     assert again != first and again.read_bytes() == b"two!" and calls.count("downloading") == 2
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_hit_checked_lately_asks_the_server_nothing(
+    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Remote(bucket).write("a.wav", b"one")
+    cache = Cache(tmp_path)
+    first = cache.get(f"{bucket}/a.wav")
+    calls: list[str] = []
+    monkeypatch.setattr(Remote, "call", lambda self, what, name, fn: calls.append(what))
+    assert cache.get(f"{bucket}/a.wav") == first and calls == []
 
 
 def test_the_least_recently_used_entry_goes_first_when_the_cache_is_full(bucket: str, tmp_path: Path) -> None:

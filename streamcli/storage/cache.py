@@ -7,6 +7,10 @@ and two processes that fetch the same object at once both end with the same comp
 touches its modification time; after each download, entries beyond the size limit are evicted, least
 recently used first (an entry another process has open stays readable until it closes it).
 
+A hit asks the server whether the object changed (one HEAD request), except within ``fresh_s`` seconds
+(default 300) of this process's last check of that URL: a source reads each file several times (its header,
+then each stream's segments), and that many round trips would cost more than the local read.
+
 The cache dir is ``$STREAMCLI_CACHE_DIR`` or ``$XDG_CACHE_HOME/streamcli`` (default ``~/.cache/streamcli``);
 the limit is ``$STREAMCLI_CACHE_BYTES`` (default 10 GB).
 """
@@ -19,6 +23,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +55,13 @@ class Cache:
         limit: the size limit in bytes (default ``default_limit()``).
     """
 
-    def __init__(self, folder: str | os.PathLike[str] | None = None, limit: int | None = None) -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str] | None = None, limit: int | None = None, fresh_s: float = 300.0
+    ) -> None:
         self.folder = Path(folder) if folder is not None else cache_root() / "objects"
         self.limit = default_limit() if limit is None else int(limit)
+        self.fresh_s = float(fresh_s)
+        self._checked: dict[str, tuple[Path, float]] = {}  # url -> (entry, when this process last checked it)
 
     def entry(self, url: str, info: dict[str, Any]) -> Path:
         """Where the object ``url``, as ``info`` (fsspec's) describes it, is or will be cached."""
@@ -63,12 +72,20 @@ class Cache:
 
     def get(self, url: str) -> Path:
         """A local file holding the object at ``url``: from the cache (touched), else downloaded into it."""
+        known = self._checked.get(url)
+        if known is not None and time.monotonic() - known[1] < self.fresh_s:
+            try:
+                os.utime(known[0])  # a hit checked lately: now the most recently used
+                return known[0]
+            except FileNotFoundError:
+                pass  # evicted (by another process): fetch it again
         remote = Remote(url.rsplit("/", 1)[0])
         name = url.rsplit("/", 1)[1]
         info = remote.call("looking up", name, lambda fs, p: fs.info(p))
         path = self.entry(url, info)
         try:
             os.utime(path)  # a hit: now the most recently used
+            self._checked[url] = (path, time.monotonic())
             return path
         except FileNotFoundError:
             pass
@@ -78,6 +95,7 @@ class Cache:
         try:
             remote.call("downloading", name, lambda fs, p: fs.get_file(p, tmp))
             os.replace(tmp, path)
+            self._checked[url] = (path, time.monotonic())
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -117,6 +135,12 @@ class Cache:
         return sum(p.stat().st_size for p in self.folder.iterdir() if not p.name.startswith("."))
 
 
+_DEFAULT: Cache | None = None
+
+
 def fetch(url: str) -> Path:
-    """``url`` as a local file through the default cache."""
-    return Cache().get(url)
+    """``url`` as a local file through this process's default cache."""
+    global _DEFAULT
+    if _DEFAULT is None or _DEFAULT.folder != cache_root() / "objects":  # the environment may name another folder
+        _DEFAULT = Cache()
+    return _DEFAULT.get(url)

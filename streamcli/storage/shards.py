@@ -1,9 +1,11 @@
 """An export at a URL, read as a local one is: the manifest, shards by byte ranges, and ``verify``.
 
-``open_shard_url`` reads a shard's zip directory and then only the members asked for, each as ranged reads
-(the shards source indexes an export from its flags without fetching the data); ``check=True`` fetches the
-whole shard once to compare its sha256. Every read is retried on transient errors (``remote``); a whole-shard
-read that still fails raises ``StorageError`` naming the URL. The checks on hostile input are the local ones.
+``open_shard_url`` reads a shard's zip directory and then only the members asked for (``only``), each as
+ranged reads: the shards source indexes an export from its flags, and then reads the data members, without
+fetching the rest. A read of every member (``ShardReader``), or ``check=True`` (its sha256), fetches the whole
+shard in one request, which costs fewer round trips than ranges. Every request is retried on transient errors
+(``remote``); one that still fails raises ``StorageError`` naming the URL. The checks on hostile input are the
+local ones.
 """
 
 from __future__ import annotations
@@ -60,17 +62,21 @@ def open_shard_url(
     if only is not None:
         want = {key: want[key] for key in only}
     try:
-        f = remote.open(name)
+        if only is None or check:  # every member (replay, verify): one request for the whole object
+            data = remote.read(name)
+        else:
+            f = remote.open(name)
     except FileNotFoundError:
         raise ShardError(f"shard {name!r} is missing from {remote.url!r}") from None
-    with f:
-        size = f.raw.size  # type: ignore[attr-defined]
-        if size != entry["bytes"]:
-            raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
-        if not check:
+    if only is not None and not check:
+        with f:
+            size = f.raw.size  # type: ignore[attr-defined]
+            if size != entry["bytes"]:
+                raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
             return _load_members(name, f, want)
-        data = f.read()
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+    if len(data) != entry["bytes"]:
+        raise ShardError(f"shard {name!r} has {len(data)} bytes, the manifest says {entry['bytes']}")
+    if check and hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ShardError(f"shard {name!r} is corrupted: its sha256 differs from the manifest")
     return _load_members(name, data, want)
 
