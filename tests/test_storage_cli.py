@@ -47,6 +47,20 @@ def test_export_verify_and_replay_an_s3_url(tmp_path: Path, bucket: str) -> None
     assert result.exit_code == 2 and "is not empty" in result.output  # as a local folder
 
 
+def test_a_source_given_as_a_url_exports_what_the_local_folder_exports(tmp_path: Path, bucket: str) -> None:
+    r = Remote(f"{bucket}/books")
+    for p in sorted(TEXT.iterdir()):
+        r.write(p.name, p.read_bytes())
+    args = ["-b", "3", "-t", "16", "-w", "0", "--batches", "6"]
+    assert runner.invoke(app, ["export", "text", str(TEXT), str(tmp_path / "a"), *args]).exit_code == 0
+    result = runner.invoke(app, ["export", "text", f"{bucket}/books", str(tmp_path / "b"), *args])
+    assert result.exit_code == 0, result.output
+    shards = sorted(p.name for p in (tmp_path / "a").glob("shard-*"))
+    assert shards and all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in shards)
+    result = runner.invoke(app, ["export", f"{bucket}/books", str(tmp_path / "c"), *args])
+    assert result.exit_code == 2 and "name the source of a URL" in result.output, result.output
+
+
 def test_replay_of_an_interrupted_s3_export_hints_at_resume(bucket: str) -> None:
     Remote(f"{bucket}/cut").write(".partial.json", b"{}")
     result = runner.invoke(app, ["replay", f"{bucket}/cut"])

@@ -140,3 +140,26 @@ def test_the_local_writer_is_used_for_file_urls(tmp_path: Path) -> None:
 
 def test_server_stub_is_reachable(moto_s3: MotoS3) -> None:
     assert moto_s3.endpoint.startswith("http://127.0.0.1:")
+
+
+def test_without_conditional_puts_the_lock_still_admits_one_export(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamcli.storage.remote import NoConditionalPut
+
+    real = Remote.write
+
+    def no_create(self: Remote, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        if exclusive:
+            raise NoConditionalPut(name)
+        real(self, name, data)
+
+    monkeypatch.setattr(Remote, "write", no_create)
+    url = f"{bucket}/plain"
+    first = open_writer(url, header())
+    try:
+        with pytest.raises(ExportBusyError, match="being written by another export"):
+            open_writer(url, header(), mode="overwrite")
+    finally:
+        first._release()
+    assert ".streamcli.lock" not in Remote(url).listing()

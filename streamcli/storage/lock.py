@@ -26,7 +26,7 @@ from typing import Any
 
 from streamcli.errors import ExportBusyError
 from streamcli.shards.format import LOCK
-from streamcli.storage.remote import Remote
+from streamcli.storage.remote import NoConditionalPut, Remote
 
 
 def stale_after() -> float:
@@ -112,7 +112,7 @@ class RemoteLock:
             self.remote.write(LOCK, self._payload(), exclusive=True)
         except FileExistsError:
             return False
-        except NotImplementedError:  # a backend without conditional puts: write, then see whose token stayed
+        except NoConditionalPut:  # a backend without conditional puts: write, then see whose token stayed
             if read_holder(self.remote) is not None:
                 return False
             self.remote.write(LOCK, self._payload())

@@ -43,6 +43,10 @@ _TRANSIENT_WORDS = (
 )  # fmt: skip
 
 
+class NoConditionalPut(Exception):
+    """The storage cannot create an object only if it is absent (``RemoteLock`` then writes and re-reads)."""
+
+
 def attempts() -> int:
     """How many times a request is tried: ``STREAMCLI_STORAGE_RETRIES`` (at least 1), default 6."""
     try:
@@ -80,7 +84,7 @@ def retry(fn: Callable[[], T], what: str, url: str) -> T:
     for i in range(n):
         try:
             return fn()
-        except (FileNotFoundError, FileExistsError, NotImplementedError, StorageError):
+        except (FileNotFoundError, FileExistsError, NoConditionalPut, StorageError):
             raise  # the caller's to name or handle
         except Exception as exc:
             if not transient(exc):
@@ -145,7 +149,7 @@ class Remote:
 
     def write(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
         """Put ``data`` as object ``name`` (atomic: a reader sees all of it or the old one); ``exclusive`` raises
-        ``FileExistsError`` if the object exists (a conditional put; ``NotImplementedError`` where the storage has
+        ``FileExistsError`` if the object exists (a conditional put; ``NoConditionalPut`` where the storage has
         none)."""
 
         def put(fs: Any, p: str) -> None:
@@ -155,7 +159,7 @@ class Remote:
             try:
                 fs.pipe_file(p, data, mode="create")
             except TypeError:  # a backend without conditional puts
-                raise NotImplementedError(f"{self.url_of(name)!r}: no conditional put") from None
+                raise NoConditionalPut(f"{self.url_of(name)!r}: no conditional put") from None
 
         self.call("writing", name, put)
 
