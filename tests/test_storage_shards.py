@@ -163,3 +163,12 @@ def test_without_conditional_puts_the_lock_still_admits_one_export(
     finally:
         first._release()
     assert ".streamcli.lock" not in Remote(url).listing()
+
+
+def test_a_shard_writer_given_a_url_writes_there(bucket: str) -> None:
+    from streamcli.storage.writer import RemoteShardWriter
+
+    with ShardWriter(f"{bucket}/direct", header()) as w:
+        assert isinstance(w, RemoteShardWriter)
+        w.write(make_batch(0))
+    assert verify(f"{bucket}/direct") == []

@@ -108,3 +108,14 @@ def test_a_local_path_never_imports_fsspec(tmp_path: Path) -> None:
         "assert 'fsspec' not in sys.modules, 'fsspec imported'"
     )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_a_shard_writer_built_directly_on_an_unservable_url_raises_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_s3fs: None
+) -> None:
+    from streamcli.export import ShardWriter
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsupportedURLError, match="s3://bkt/run"):
+        ShardWriter("s3://bkt/run", header())
+    assert list(tmp_path.iterdir()) == []

@@ -91,6 +91,14 @@ class ShardWriter:
     ``complete`` is True when resuming an export that had already finished (nothing to write).
     """
 
+    def __new__(cls, out_dir: str | os.PathLike[str], *args: Any, **kwargs: Any) -> ShardWriter:
+        """A URL (``s3://...``) gets the writer for object storage, never a local folder named ``s3:``."""
+        if cls is ShardWriter and urls.is_remote(out_dir):
+            from streamcli.storage.writer import RemoteShardWriter
+
+            return super().__new__(RemoteShardWriter)
+        return super().__new__(cls)
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str],
@@ -102,7 +110,7 @@ class ShardWriter:
     ) -> None:
         if mode not in ("new", "overwrite", "resume"):
             raise ValueError(f"mode={mode!r} must be 'new', 'overwrite' or 'resume'")
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(urls.local_path(out_dir))
         self.header = dict(header)
         self.k = int(self.header["batches_per_shard"])
         self.compress = self.header.get("compression") is not None
@@ -320,11 +328,7 @@ def open_writer(
 ) -> ShardWriter:
     """A ``ShardWriter`` for ``out_dir``: a local folder (``file://`` URLs too), or a URL served by fsspec
     (``streamcli.storage.writer.RemoteShardWriter``; ``UnsupportedURLError`` if fsspec cannot serve it)."""
-    if urls.is_remote(out_dir):
-        from streamcli.storage.writer import RemoteShardWriter
-
-        return RemoteShardWriter(str(out_dir), header, mode=mode, post=post, lock=lock)
-    return ShardWriter(urls.local_path(out_dir), header, mode=mode, post=post, lock=lock)
+    return ShardWriter(out_dir, header, mode=mode, post=post, lock=lock)
 
 
 def _write_shard(
