@@ -172,3 +172,28 @@ def test_a_shard_writer_given_a_url_writes_there(bucket: str) -> None:
         assert isinstance(w, RemoteShardWriter)
         w.write(make_batch(0))
     assert verify(f"{bucket}/direct") == []
+
+
+def test_a_writer_dropped_without_close_frees_the_url(bucket: str) -> None:
+    import gc
+
+    url = f"{bucket}/dropped"
+    w = open_writer(url, header())
+    del w
+    gc.collect()
+    assert ".streamcli.lock" not in Remote(url).listing()
+    open_writer(url, header(), mode="overwrite")._release()
+
+
+def test_the_heartbeat_keeps_the_lock_fresh_and_notices_a_takeover(bucket: str) -> None:
+    from streamcli.storage.lock import RemoteLock, read_holder
+
+    lock = RemoteLock(Remote(f"{bucket}/beat"))
+    try:
+        before = read_holder(lock.remote)["beat"]  # type: ignore[index]
+        assert lock.refresh() and read_holder(lock.remote)["beat"] > before  # type: ignore[index]
+        Remote(f"{bucket}/beat").write(".streamcli.lock", b'{"token": "other"}')
+        assert not lock.refresh() and "took the lock over" in lock.lost
+    finally:
+        lock.release()
+    assert read_holder(lock.remote) == {"token": "other"}  # a lock that is not ours is never removed

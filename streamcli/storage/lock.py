@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from typing import Any
 
 from streamcli.errors import ExportBusyError
@@ -100,7 +101,10 @@ class RemoteLock:
         else:
             raise ExportBusyError(f"{remote.url!r}: cannot take the export lock; another export keeps taking it")
         self._held = True
-        self._thread = threading.Thread(target=self._beat, name="streamcli-lock", daemon=True)
+        # The thread holds the lock weakly, so a writer dropped without close() frees the URL, as a local one does.
+        self._thread = threading.Thread(
+            target=_beat, args=(weakref.ref(self), self._stop), name="streamcli-lock", daemon=True
+        )
         self._thread.start()
 
     def _payload(self) -> bytes:
@@ -122,16 +126,17 @@ class RemoteLock:
         info = read_holder(self.remote)
         return info is not None and info.get("token") == self.token
 
-    def _beat(self) -> None:
-        while not self._stop.wait(stale_after() / 4):
-            try:
-                if not self._ours():
-                    self.lost = "another export took the lock over"
-                    return
-                self.remote.write(LOCK, self._payload())
-            except Exception as exc:  # the next check() says so, in the writer's thread
-                self.lost = f"the lock could not be refreshed ({exc})"
-                return
+    def refresh(self) -> bool:
+        """Renew the heartbeat; False (and ``lost`` set) if the lock is no longer ours or cannot be renewed."""
+        try:
+            if not self._ours():
+                self.lost = "another export took the lock over"
+                return False
+            self.remote.write(LOCK, self._payload())
+            return True
+        except Exception as exc:  # the next check() says so, in the writer's thread
+            self.lost = f"the lock could not be refreshed ({exc})"
+            return False
 
     def check(self) -> None:
         """Raise ``ExportBusyError`` unless this export still holds the lock (called before each write)."""
@@ -144,7 +149,7 @@ class RemoteLock:
             return
         self._held = False
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
         try:
             if self._ours():
@@ -152,8 +157,23 @@ class RemoteLock:
         except Exception:
             pass  # a lock left behind expires; releasing must not hide the error that ended the export
 
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
     def __enter__(self) -> RemoteLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _beat(ref: weakref.ref[RemoteLock], stop: threading.Event) -> None:
+    """Refresh the lock every ``stale_after() / 4`` seconds until it is released, lost or dropped."""
+    while not stop.wait(stale_after() / 4):
+        lock = ref()
+        if lock is None or not lock.refresh():
+            return
+        del lock
