@@ -46,7 +46,7 @@ def export(
     args: Annotated[
         list[str],
         typer.Argument(
-            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder.",
+            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder (or a URL, s3://...).",
             show_default=False,
             metavar="[SOURCE] [PATH] OUT_DIR",
         ),
@@ -84,7 +84,7 @@ def export(
     seeks there, nothing before is read again) and the files are byte-identical to an uninterrupted export.
     --batches N writes N batches even when that takes several epochs; --epochs E stops after E epochs.
     --engine ray writes the same files on a Ray cluster. Replay with streamcli.ShardReader(OUT_DIR) or the
-    shards source.
+    shards source. OUT_DIR may be a URL (s3://bucket/run; pip install 'streamcli[s3]'): the same files, uploaded.
     """
     from streamcli.shards import MANIFEST, PARTIAL, make_header
     from streamcli.shards.writer import export_loader
