@@ -45,6 +45,8 @@ def test_export_verify_and_replay_an_s3_url(tmp_path: Path, bucket: str) -> None
     assert s["ok"] and s["batches"] == json.loads((tmp_path / "run" / "index.json").read_text())["batches"]
     result = runner.invoke(app, [*args, f"{bucket}/run"])
     assert result.exit_code == 2 and "is not empty" in result.output  # as a local folder
+    result = runner.invoke(app, ["export", "shards", f"{bucket}/run", str(tmp_path / "again"), "-w", "0"])
+    assert result.exit_code == 0, result.output  # the shards source reads the export at the URL
 
 
 def test_a_source_given_as_a_url_exports_what_the_local_folder_exports(tmp_path: Path, bucket: str) -> None:
@@ -59,6 +61,13 @@ def test_a_source_given_as_a_url_exports_what_the_local_folder_exports(tmp_path:
     assert shards and all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in shards)
     result = runner.invoke(app, ["export", f"{bucket}/books", str(tmp_path / "c"), *args])
     assert result.exit_code == 2 and "name the source of a URL" in result.output, result.output
+
+
+def test_an_export_to_a_missing_bucket_fails_in_one_line_naming_it(moto_s3: object) -> None:
+    result = runner.invoke(app, ["export", "text", str(TEXT), "s3://no-such-bucket-here/run", "-w", "0"])
+    assert result.exit_code == 1, result.output
+    assert "'s3://no-such-bucket-here/run/.streamcli.lock' failed" in result.output
+    assert "bucket does not exist" in result.output and "Traceback" not in result.output
 
 
 def test_replay_of_an_interrupted_s3_export_hints_at_resume(bucket: str) -> None:

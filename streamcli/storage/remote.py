@@ -88,7 +88,8 @@ def retry(fn: Callable[[], T], what: str, url: str) -> T:
             raise  # the caller's to name or handle
         except Exception as exc:
             if not transient(exc):
-                raise StorageError(f"{what} {url!r} failed: {_describe(exc)}") from exc
+                hint = _HINTS.get(type(exc), "")
+                raise StorageError(f"{what} {url!r} failed: {_describe(exc)}{hint}") from None
             if i == n - 1:
                 raise StorageError(
                     f"{what} {url!r} still failed after {n} tries: {_describe(exc)}; check the connection and "
@@ -99,6 +100,11 @@ def retry(fn: Callable[[], T], what: str, url: str) -> T:
                          i + 1, n - 1, wait)  # fmt: skip
             time.sleep(wait)
     raise AssertionError("unreachable")
+
+
+_HINTS: dict[type[BaseException], str] = {
+    PermissionError: "; check the credentials (AWS_* variables, ~/.aws, fsspec's config) and the permissions",
+}
 
 
 def _describe(exc: BaseException) -> str:
@@ -161,10 +167,16 @@ class Remote:
             except TypeError:  # a backend without conditional puts
                 raise NoConditionalPut(f"{self.url_of(name)!r}: no conditional put") from None
 
-        self.call("writing", name, put)
+        try:
+            self.call("writing", name, put)
+        except FileNotFoundError as exc:  # no bucket: a missing object is the reader's to name, not the writer's
+            raise StorageError(f"writing {self.url_of(name)!r} failed: {_describe(exc)}") from None
 
     def upload(self, local: str | os.PathLike[str], name: str) -> None:
-        self.call("uploading", name, lambda fs, p: fs.put_file(os.fspath(local), p))
+        try:
+            self.call("uploading", name, lambda fs, p: fs.put_file(os.fspath(local), p))
+        except FileNotFoundError as exc:
+            raise StorageError(f"uploading to {self.url_of(name)!r} failed: {_describe(exc)}") from None
 
     def size(self, name: str) -> int | None:
         """The size of object ``name``, or None if it does not exist."""
