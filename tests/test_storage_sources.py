@@ -194,3 +194,20 @@ def test_a_read_that_outlasts_the_retries_fails_naming_the_url(
             list(iter_steps(src, src.items()[0]))
     finally:
         moto_s3.start()
+
+
+def test_an_export_survives_the_server_stopping_between_shards(
+    tmp_path: Path, bucket: str, moto_s3: MotoS3, server_back_on_retry: _Retried
+) -> None:
+    from _shard_fakes import make_batch
+    from test_storage_shards import header, objects
+
+    export((make_batch(i) for i in range(6)), tmp_path, header(per_shard=1))
+
+    def stop_at_3(n: int, nbytes: int) -> None:
+        if n == 3:
+            moto_s3.stop()  # the next upload (or record) finds no server until streamcli retries
+
+    export((make_batch(i) for i in range(6)), f"{bucket}/run", header(per_shard=1), progress=stop_at_3)
+    assert server_back_on_retry.event.is_set()
+    assert objects(f"{bucket}/run") == {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())}
