@@ -211,3 +211,27 @@ def test_an_export_survives_the_server_stopping_between_shards(
     export((make_batch(i) for i in range(6)), f"{bucket}/run", header(per_shard=1), progress=stop_at_3)
     assert server_back_on_retry.event.is_set()
     assert objects(f"{bucket}/run") == {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())}
+
+
+def test_a_text_file_served_over_http_reads_as_the_local_file() -> None:
+    import functools
+    import http.server
+    import socketserver
+
+    pytest.importorskip("aiohttp")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(data_root("text")))
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/tom_sawyer_excerpt.txt"
+            remote = TextSource(url, width=64)
+            local = TextSource(str(data_root("text") / "tom_sawyer_excerpt.txt"), width=64)
+            assert remote.items() == [url] and remote.length(url) == local.length(local.items()[0])
+            assert steps_bytes(remote, url) == steps_bytes(local, local.items()[0])
+        finally:
+            server.shutdown()
