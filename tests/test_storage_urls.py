@@ -119,3 +119,13 @@ def test_a_shard_writer_built_directly_on_an_unservable_url_raises_and_writes_no
     with pytest.raises(UnsupportedURLError, match="s3://bkt/run"):
         ShardWriter("s3://bkt/run", header())
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("url", "backend"), [("gs://b/run", "gcsfs"), ("az://c/run", "adlfs")])
+def test_a_scheme_whose_backend_is_missing_names_the_backend(
+    url: str, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("fsspec")
+    monkeypatch.setitem(sys.modules, backend, None)
+    with pytest.raises(UnsupportedURLError, match=rf"'{url}'.*needs {backend}.*pip install fsspec {backend}"):
+        urls.check(url)
