@@ -145,7 +145,7 @@ class ShardWriter:
         if self._own_lock:
             self._lock.release()
 
-    # Where the files go: a subclass for object storage (``streamcli.storage.writer``) overrides these five.
+    # Where files go: the object-storage subclass (``streamcli.storage.writer``) overrides these, _clear and _resume.
     def _take_lock(self) -> Any:
         return FolderLock(self.out_dir)
 
