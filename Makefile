@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,lint,ray,events,zstd]"
+	$(PIP) -e ".[test,lint,ray,events,zstd,s3]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 
@@ -48,6 +48,7 @@ wheel-check: $(STAMP)
 # `BENCH_ARGS=--write` updates RESULTS.md. The video target has its own script: benchmarks/bench_video.py.
 REPLAY_ARGS ?=
 COMPRESS_ARGS ?=
+STORAGE_ARGS ?=
 bench: $(STAMP)
 	$(PIP) -e ".[bench]"
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
@@ -55,6 +56,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_small_steps.py
 	$(PY) benchmarks/bench_events.py
 	$(PY) benchmarks/bench_compress.py $(COMPRESS_ARGS)
+	$(PY) benchmarks/bench_storage.py $(STORAGE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -20,7 +20,9 @@ from streamcli.errors import (
     SourceError,
     StateError,
     StepSpecError,
+    StorageError,
     StreamcliError,
+    UnsupportedURLError,
     WorkerError,
 )
 from streamcli.loader import StreamLoader
@@ -49,9 +51,11 @@ __all__ = [
     "SourceError",
     "StateError",
     "StepSpecError",
+    "StorageError",
     "StreamLoader",
     "StreamSource",
     "StreamcliError",
+    "UnsupportedURLError",
     "WorkerError",
     "__version__",
     "list_plugins",

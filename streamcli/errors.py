@@ -47,6 +47,14 @@ class ExportBusyError(ShardError):
     """Another export holds the lock of the export folder (its message names the holder)."""
 
 
+class StorageError(StreamcliError):
+    """Object storage failed for good (not found, access denied, or still failing after the retries); names the URL."""
+
+
+class UnsupportedURLError(StorageError, ValueError):
+    """A URL streamcli cannot serve: its scheme is unknown or its fsspec backend is not installed (names the fix)."""
+
+
 class RemoteTraceback(Exception):
     """Carries a traceback formatted in another process; set as ``__cause__`` of the error raised here."""
 

@@ -136,7 +136,8 @@ class BaseSource:
       and slicing ``a[pos:pos + n]``). With known lengths the loader then reads any ``(position, n)`` window
       directly: any worker fills any batch, and resume and segments open nothing. ``open`` is still required
       (``export``, ``iter_steps``, and sources of unknown length use it). Not defined on ``BaseSource``: define
-      it only when every item supports it.
+      it only when every item supports it, or set ``self.window = None`` on an instance whose items do not
+      (e.g. objects read by byte ranges).
     - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
       ``progress(done, total)`` so the CLI can show it.
     """

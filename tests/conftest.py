@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _moto import bucket, moto_s3  # noqa: F401  (fixtures: a moto S3 server for the object-storage tests)
 
 
 def _segments() -> set[str]:

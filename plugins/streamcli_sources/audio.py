@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
+from streamcli.storage import urls
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,12 @@ class AudioSource(BaseSource):
             raise ValueError(f"mismatch={mismatch!r} must be 'error' or 'skip'")
         if int(rate) < 0:
             raise ValueError(f"rate={rate} must be 0 (the first file's rate) or a sample rate in Hz")
-        self.root = Path(folder)
-        if not (self.root.is_dir() or self.root.is_file()):
+        # A URL (s3://...) is listed remotely; each file is read from the local cache (``streamcli.storage.cache``).
+        self.url = str(folder) if urls.is_remote(folder) else None
+        self.root = Path(urls.local_path(folder) if self.url is None else urls.name(str(folder)))
+        if self.url is None and not (self.root.is_dir() or self.root.is_file()):
             raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of WAV audio; check the path")
-        if self.root.is_file() and self.root.stat().st_size == 0:
+        if self.url is None and self.root.is_file() and self.root.stat().st_size == 0:
             raise ValueError(f"{str(self.root)!r} is empty (0 bytes); give a .wav file or a folder of them")
         self.frame_ms = float(frame_ms)
         self.glob = glob
@@ -85,10 +88,17 @@ class AudioSource(BaseSource):
     def _index(self) -> dict[str, _Header]:
         if self._headers is not None:
             return self._headers
-        files = [str(self.root)] if self.root.is_file() else sorted(map(str, self.root.rglob(self.glob)))
+        if self.url is not None:
+            from streamcli.storage.remote import find
+
+            files = find(self.url, self.glob)
+            one = files == [self.url.rstrip("/")]
+        else:
+            one = self.root.is_file()
+            files = [str(self.root)] if one else sorted(map(str, self.root.rglob(self.glob)))
         if not files:
             raise ValueError(
-                f"no file matches glob={self.glob!r} under {str(self.root)!r}; point at a folder of "
+                f"no file matches glob={self.glob!r} under {self.url or str(self.root)!r}; point at a folder of "
                 "WAV files, or pass glob= for other names"
             )
         headers: dict[str, _Header] = {}
@@ -96,9 +106,9 @@ class AudioSource(BaseSource):
         want: _Header | None = None
         for path in files:
             try:
-                head = _read_header(path)
+                head = _read_header(_local(path))
             except (wave.Error, EOFError, OSError) as exc:
-                if self.root.is_file():  # the one file the user named: their input, not the data
+                if one:  # the one file the user named: their input, not the data
                     raise ValueError(
                         f"{path!r} is not a PCM WAV file that wave can read ({exc}); convert it, "
                         "e.g. ffmpeg -i IN -c:a pcm_s16le OUT.wav"
@@ -124,7 +134,7 @@ class AudioSource(BaseSource):
             warnings.warn(f"audio: skipping {path}: {why}", stacklevel=3)
         if not headers:
             raise ValueError(
-                f"no usable WAV file under {str(self.root)!r}: {len(skipped)} skipped (see the warnings); "
+                f"no usable WAV file under {self.url or str(self.root)!r}: {len(skipped)} skipped (see the warnings); "
                 "point at PCM WAV files of one format"
             )
         self.skipped, self._headers = skipped, headers
@@ -154,7 +164,9 @@ class AudioSource(BaseSource):
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
-        p = Path(arg)
+        if urls.is_remote(arg):
+            return False
+        p = Path(urls.local_path(arg))
         return (p.is_file() and p.suffix.lower() == ".wav") or (p.is_dir() and any(p.rglob("*.wav")))
 
     def window(self, item: str) -> dict[str, Any]:
@@ -180,7 +192,7 @@ class AudioSource(BaseSource):
         """Blocks of up to ``_BLOCK`` frames (``block_steps``): one read and one reshape per block."""
         head = self._index()[item]
         n, ch = self.samples, head.channels
-        with wave.open(item, "rb") as w:
+        with wave.open(_local(item), "rb") as w:
             pos = start * n
             if pos >= head.frames:
                 return
@@ -232,6 +244,14 @@ class _Counts:
     def __getitem__(self, s: slice) -> np.ndarray:
         a, b, _ = s.indices(self.steps)
         return np.minimum(self.n, self.frames - np.arange(a, b) * self.n).astype(np.int32)
+
+def _local(path: str) -> str:
+    """A local file holding ``path``: itself, or the cached copy of an object at a URL."""
+    if not urls.is_remote(path):
+        return path
+    from streamcli.storage.cache import fetch
+
+    return str(fetch(path))
 
 
 def _read_header(path: str) -> _Header:

@@ -20,6 +20,7 @@ import numpy as np
 from streamcli.errors import ShardError
 from streamcli.shards import MANIFEST, load_manifest, open_shard
 from streamcli.source import BaseSource, Field, Step
+from streamcli.storage import urls
 
 _MAPPED_SHARDS = 64  # memory maps cost address space (and a file descriptor), not memory
 _LOADED_BYTES = 512 << 20  # decompressed shards cost their full size; at least two are kept
@@ -29,7 +30,8 @@ class ShardSource(BaseSource):
     """The streams of an export folder (the one holding ``index.json``).
 
     Args:
-        arg: the export folder.
+        arg: the export folder, or its URL (``s3://bucket/run``: the flags and then each shard's data members are
+            read by byte ranges, and held in memory like decompressed shards).
         check: verify each shard's sha256 when it is first read in a process (off by default: it reads
             every byte once more; ``streamcli verify`` checks everything).
 
@@ -45,13 +47,13 @@ class ShardSource(BaseSource):
     def __init__(self, arg: str | os.PathLike[str] | None = None, *, check: bool = False) -> None:
         if arg is None:
             raise ValueError("the shards source needs an export folder, e.g. streamcli preview shards out/")
-        self.root = str(arg)
+        self.root = str(urls.local_path(arg))  # a URL (s3://...) stays one: its shards are read by byte ranges
         self.check = bool(check)
         m = load_manifest(self.root)
         self._manifest = m
         self._fields = tuple(m["_fields"])
         self._data = [f"data.{f.name}" for f in self._fields]
-        self._mapped = m.get("compression") is None
+        self._mapped = m.get("compression") is None and not urls.is_remote(self.root)
         self._names: list[str] = list(m.get("streams") or [])
         # stream id -> (shard number, batch k, t, b) per position; built from the flags only.
         self._where = _index(self.root, m)
@@ -116,7 +118,7 @@ class ShardSource(BaseSource):
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
-        return (Path(arg) / MANIFEST).is_file()
+        return not urls.is_remote(arg) and (Path(urls.local_path(arg)) / MANIFEST).is_file()
 
 
 def _index(root: str, m: dict[str, Any]) -> dict[int, np.ndarray]:

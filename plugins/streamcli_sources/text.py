@@ -1,5 +1,7 @@
 """``text``: each text file, or each string given, streamed as fixed-width chunks of bytes per step.
 
+Files may be objects at a URL (``s3://bucket/books/``): listed remotely and read by byte ranges, block by block.
+
 Works in bytes, so any encoding passes through untouched. A UTF-8 byte-order mark is dropped by default
 (``keep_bom=True`` keeps it) and CRLF line endings are kept unless ``newlines="lf"``.
 """
@@ -9,11 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from streamcli.source import BaseSource, Field, Step
+from streamcli.storage import urls
+
+if TYPE_CHECKING:
+    from streamcli.storage.remote import Remote
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -52,8 +58,11 @@ class TextSource(BaseSource):
             arg = [str(arg)]
         if self._literal:
             self._items: list[str] = [str(s) for s in arg]  # type: ignore[union-attr]
+        elif urls.is_remote(arg):
+            self._items = _find_remote(str(arg), glob)
+            self.window = None  # type: ignore[method-assign,assignment]  # objects are read by byte ranges: open()
         else:
-            self._items = _find_files(Path(arg), glob)  # type: ignore[arg-type]
+            self._items = _find_files(Path(urls.local_path(arg)), glob)  # type: ignore[arg-type]
 
     block_steps = True
 
@@ -64,7 +73,13 @@ class TextSource(BaseSource):
         return (Field("text", (self.width,), "uint8", display="text:nbytes"), Field("nbytes", (), "int32"))
 
     def _bytes(self, item: str) -> bytes:
-        data = item.encode("utf-8") if self._literal else Path(item).read_bytes()
+        if self._literal:
+            data = item.encode("utf-8")
+        elif urls.is_remote(item):
+            remote, name = _remote_parts(item)
+            data = remote.read(name)
+        else:
+            data = Path(item).read_bytes()
         if not self.keep_bom and data.startswith(_BOM):
             data = data[len(_BOM) :]
         if self.newlines == "lf":
@@ -75,8 +90,9 @@ class TextSource(BaseSource):
         if self._literal or self.newlines == "lf":
             n = len(self._bytes(item))
         else:
-            n = os.path.getsize(item)
-            with open(item, "rb") as f:
+            with self._file(item) as f:
+                n = f.seek(0, os.SEEK_END)
+                f.seek(0)
                 n -= len(_BOM) if (not self.keep_bom and f.read(3) == _BOM) else 0
         return -(-n // self.width)
 
@@ -88,9 +104,9 @@ class TextSource(BaseSource):
         if self._literal or self.newlines == "lf":
             yield from self._blocks(np.frombuffer(self._bytes(item), dtype=np.uint8), start)
             return
-        with open(item, "rb") as f:
+        with self._file(item) as f:
             skip = len(_BOM) if (not self.keep_bom and f.read(3) == _BOM) else 0
-            size = os.fstat(f.fileno()).st_size - skip
+            size = f.seek(0, os.SEEK_END) - skip
             w = self.width
             n = -(-size // w)
             for a in range(start, n, _BLOCK):
@@ -120,6 +136,14 @@ class TextSource(BaseSource):
             return {"text": data.reshape(n, w), "nbytes": np.broadcast_to(np.int32(w), (n,))}
         return {"text": _Padded(data, n, w), "nbytes": _NBytes(size, n, w)}
 
+    @staticmethod
+    def _file(item: str) -> BinaryIO:
+        """The file, or the object at a URL read by byte ranges (each retried on transient errors)."""
+        if urls.is_remote(item):
+            remote, name = _remote_parts(item)
+            return remote.open(name, buffer=_BLOCK * 64)
+        return open(item, "rb")
+
     def _blocks(self, data: np.ndarray, start: int) -> Iterator[Step]:
         w = self.width
         n = -(-len(data) // w)
@@ -142,7 +166,9 @@ class TextSource(BaseSource):
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
-        p = Path(arg)
+        if urls.is_remote(arg):
+            return False
+        p = Path(urls.local_path(arg))
         return (p.is_file() and p.suffix == ".txt") or (p.is_dir() and any(p.rglob("*.txt")))
 
 
@@ -182,6 +208,20 @@ class _NBytes:
         if b < self.n and b - a <= len(self._full):
             return self._full[: max(b - a, 0)]
         return np.minimum(self.w, self.size - np.arange(a, b) * self.w).astype(np.int32)
+
+def _remote_parts(url: str) -> tuple[Remote, str]:
+    from streamcli.storage.remote import split
+
+    return split(url)
+
+
+def _find_remote(url: str, glob: str) -> list[str]:
+    from streamcli.storage.remote import find
+
+    found = find(url, glob)
+    if not found:
+        raise FileNotFoundError(f"text source: nothing matches glob={glob!r} at {url!r}")
+    return found
 
 
 def _find_files(root: Path, glob: str) -> list[str]:

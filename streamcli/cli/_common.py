@@ -1,6 +1,7 @@
 """What every command shares: error translation into exit codes, and help without noise.
 
-Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, no streams, bad option);
+Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, no streams, bad option, a URL
+without its fsspec backend);
 1 failure at run time (one red line); 130 interrupted. ``--debug`` shows tracebacks instead.
 """
 
@@ -18,7 +19,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from streamcli.errors import StreamcliError
+from streamcli.errors import StreamcliError, UnsupportedURLError
 
 
 class _State:
@@ -158,6 +159,9 @@ class StreamcliGroup(TyperGroup):
             if denied is not None:  # a file or folder the user may not read or write: theirs to fix
                 err_line(f"{_filename(denied)}: permission denied; change its permissions or run as a user who may "
                          "use it")  # fmt: skip
+                code = 2
+            elif isinstance(exc, UnsupportedURLError):  # a URL the user gave that cannot be served: theirs to fix
+                err_line(str(exc))
                 code = 2
             elif isinstance(exc, StreamcliError):
                 err_line(str(exc))

@@ -24,6 +24,7 @@ from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
 from streamcli.errors import PluginLoadError, PluginNotFoundError, ShardError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
 from streamcli.source import StreamSource, call_prepare, can_open
+from streamcli.storage import urls
 
 if TYPE_CHECKING:
     from streamcli.loader import StreamLoader
@@ -101,14 +102,17 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         raise UsageFailure(did_you_mean(msg, args[0], names))
     else:
         plugin, arg = infer_plugin(args[0], names), args[0]
+    remote = arg is not None and urls.is_remote(arg)
+    if arg is not None:
+        arg = url_argument(arg)
     try:
         factory = load_factory(plugin)
     except PluginNotFoundError as exc:
         raise UsageFailure(flag_names(str(exc))) from None
     options = parse_options(factory, raw_options or [], plugin)
-    if arg is not None and _looks_like_path(arg) and not Path(arg).exists():
+    if arg is not None and not remote and _looks_like_path(arg) and not Path(arg).exists():
         raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
-    if arg is not None and Path(arg).exists():
+    if arg is not None and not remote and Path(arg).exists():
         check_readable(arg)
     value: Any = arg if arg is None else _convert_argument(factory, arg)
     option_names = list(option_signature(factory)[0])
@@ -122,7 +126,7 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         from streamcli.shards import MANIFEST, PARTIAL
 
         folder = Path(str(arg))
-        if folder.is_dir() and not (folder / MANIFEST).exists() and not (folder / PARTIAL).exists():
+        if not remote and folder.is_dir() and not (folder / MANIFEST).exists() and not (folder / PARTIAL).exists():
             return UsageFailure(
                 f"{plugin}: {arg!r} holds no export (no {MANIFEST}); point at a folder that streamcli export wrote"
             )
@@ -191,8 +195,11 @@ def check_readable(path: str | os.PathLike[str]) -> None:
 def check_input(args: Sequence[str] | None) -> None:
     """The cheap part of ``resolve_source``, before anything slow: a given PATH exists and can be read."""
     args = list(args or [])
+    for a in args:
+        url_argument(a)  # a URL that cannot be served: exit 2 before anything slow
+    args = [a if urls.scheme(a) != "file" else str(urls.local_path(a)) for a in args]
     path = args[1] if len(args) == 2 else args[0] if len(args) == 1 and Path(args[0]).exists() else None
-    if path is None:
+    if path is None or urls.is_remote(path):
         return
     if not Path(path).exists():
         if _looks_like_path(path):  # a plugin may take another argument (camera 4)
@@ -217,6 +224,15 @@ def _convert_argument(factory: Any, arg: str) -> Any:
     return arg
 
 
+def url_argument(arg: str) -> str:
+    """A path as given, or a ``file://`` URL as its path; any other URL must be servable (else
+    ``UnsupportedURLError``, exit 2, naming the URL and the package to install)."""
+    if urls.is_remote(arg):
+        urls.check(arg)
+        return arg
+    return str(urls.local_path(arg))
+
+
 def _looks_like_path(arg: str) -> bool:
     return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
 
@@ -229,6 +245,10 @@ def did_you_mean(message: str, name: str, names: Sequence[str]) -> str:
 
 def infer_plugin(path: str, names: Sequence[str]) -> str:
     """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
+    if urls.is_remote(path):
+        urls.check(path)
+        raise UsageFailure(f"name the source of a URL, e.g. streamcli preview shards {path} (or text, audio)")
+    path = str(urls.local_path(path))
     if not Path(path).exists():
         msg = f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}"
         raise UsageFailure(did_you_mean(msg, path, names))

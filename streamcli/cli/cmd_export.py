@@ -20,8 +20,10 @@ from streamcli.cli._sources import (
     check_option_syntax,
     open_loader,
     resolve_source,
+    url_argument,
 )
 from streamcli.errors import ShardError
+from streamcli.storage import urls
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
 
@@ -44,7 +46,7 @@ def export(
     args: Annotated[
         list[str],
         typer.Argument(
-            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder.",
+            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder (or a URL, s3://...).",
             show_default=False,
             metavar="[SOURCE] [PATH] OUT_DIR",
         ),
@@ -91,7 +93,7 @@ def export(
     seeks there, nothing before is read again) and the files are byte-identical to an uninterrupted export.
     --batches N writes N batches even when that takes several epochs; --epochs E stops after E epochs.
     --engine ray writes the same files on a Ray cluster. Replay with streamcli.ShardReader(OUT_DIR) or the
-    shards source.
+    shards source. OUT_DIR may be a URL (s3://bucket/run; pip install 'streamcli[s3]'): the same files, uploaded.
     """
     from streamcli.shards import MANIFEST, PARTIAL, make_header
     from streamcli.shards.writer import export_loader
@@ -115,13 +117,15 @@ def export(
     check_option_syntax(option, "; the export folder OUT_DIR is the last argument")
     check_config(opts)
     check_input(src)
-    out_dir = Path(out)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder")
-    blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (overwrite or resume):
+    out = url_argument(out)  # a URL that cannot be served is an error (exit 2), never a local folder "s3:"
+    out_dir: str | Path = out if urls.is_remote(out) else Path(out)
+    if isinstance(out_dir, Path):
+        if out_dir.exists() and not out_dir.is_dir():
+            raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder")
+        blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
+    if _listing(out_dir) and not (overwrite or resume):
         given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
         raise UsageFailure(
             f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue{given}"
@@ -154,9 +158,9 @@ def export(
                 + ("" if n_epochs is None else ", or give --batches N")
             )
         mode = "resume" if resume else "overwrite" if overwrite else "new"
-        was_complete = resume and (out_dir / MANIFEST).is_file()
+        was_complete = resume and MANIFEST in _listing(out_dir)
         before = _shard_files(out_dir) if resume else {}  # what a resumed run keeps, told apart after it
-        stale = was_complete and (out_dir / PARTIAL).exists()
+        stale = was_complete and PARTIAL in _listing(out_dir)
         t0 = time.perf_counter()
         counts = (
             (TextColumn("{task.fields[rate]}"),) if total is None else (MofNCompleteColumn(), TextColumn("batches"))
@@ -247,10 +251,29 @@ def _check_compress(compress: str, level: int | None) -> None:
             raise UsageFailure(f"--compress zstd: {exc}") from None
 
 
-def _shard_files(out_dir: Path) -> dict[str, tuple[int, int, int]]:
-    """Each shard file's identity (inode, size, mtime): a shard written again gets a new one (rename into place)."""
+def _listing(out_dir: str | Path) -> dict[str, Any]:
+    """The names in the export folder, or under the URL but its lock object (a killed export's, or a live one's
+    that the writer names) -> their fsspec info (locally None)."""
+    from streamcli.shards.format import LOCK
+
+    if isinstance(out_dir, str):
+        from streamcli.storage.remote import Remote
+
+        return {n: i for n, i in Remote(out_dir).listing().items() if n != LOCK}
+    return {p.name: None for p in out_dir.iterdir()} if out_dir.is_dir() else {}  # a local lock file counts
+
+
+def _shard_files(out_dir: str | Path) -> dict[str, tuple[Any, ...]]:
+    """Each shard file's identity (inode, size, mtime): a shard written again gets a new one (rename into place).
+    For an object: size, ETag and modification time."""
     from streamcli.shards.format import SHARD_RE
 
+    if isinstance(out_dir, str):
+        return {
+            n: (i.get("size"), i.get("ETag"), str(i.get("LastModified")))
+            for n, i in _listing(out_dir).items()
+            if SHARD_RE.match(n)
+        }
     if not out_dir.is_dir():
         return {}
     out = {}
@@ -275,7 +298,7 @@ def _total(loader: Any, epochs: int | None, batches: int | None) -> int | None:
 
 
 def _on_ray(
-    loader: Any, spec: Any, opts: LoaderOptions, header: dict[str, Any], out_dir: Path, epochs: int | None,
+    loader: Any, spec: Any, opts: LoaderOptions, header: dict[str, Any], out_dir: str | Path, epochs: int | None,
     total: int, mode: str, address: str | None, partitions: int | None, progress: Progress, task: Any,
     console: Console,
 ) -> dict[str, Any]:  # fmt: skip
@@ -312,7 +335,9 @@ def _epochs_for(loader: Any, total: int) -> int:
 
 
 def verify(
-    out_dir: Annotated[Path, typer.Argument(help="The export folder.", show_default=False, metavar="OUT_DIR")],
+    out_dir: Annotated[
+        str, typer.Argument(help="The export folder, or its URL (s3://...).", show_default=False, metavar="OUT_DIR")
+    ],
 ) -> None:
     """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
 
@@ -322,7 +347,8 @@ def verify(
     from streamcli.shards import load_manifest
     from streamcli.shards import verify as check
 
-    if not out_dir.is_dir():
+    out_dir = url_argument(out_dir)
+    if not urls.is_remote(out_dir) and not Path(out_dir).is_dir():
         raise UsageFailure(f"{str(out_dir)!r} is not a folder")
     console = Console()
     problems = check(out_dir)

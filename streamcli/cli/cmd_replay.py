@@ -15,10 +15,12 @@ import typer
 from rich.console import Console
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure, count
+from streamcli.cli._sources import url_argument
 from streamcli.errors import ShardError
+from streamcli.storage import urls
 
 
-def summarise(out_dir: Path) -> dict[str, Any]:
+def summarise(out_dir: str | Path) -> dict[str, Any]:
     """Replay every batch of a verified export with ``ShardReader`` and count what it delivers."""
     import torch
 
@@ -94,7 +96,9 @@ def _text(s: dict[str, Any]) -> list[str]:
 
 
 def replay(
-    out_dir: Annotated[Path, typer.Argument(help="The export folder.", show_default=False, metavar="OUT_DIR")],
+    out_dir: Annotated[
+        str, typer.Argument(help="The export folder, or its URL (s3://...).", show_default=False, metavar="OUT_DIR")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
 ) -> None:
     """Check an export in full (as verify does) and replay every batch with ShardReader, as training would.
@@ -105,10 +109,18 @@ def replay(
     from streamcli.shards import MANIFEST, PARTIAL
     from streamcli.shards import verify as check
 
-    if not out_dir.is_dir():
+    out_dir = url_argument(out_dir)
+    if urls.is_remote(out_dir):
+        from streamcli.storage.remote import Remote
+
+        remote = Remote(out_dir)
+        has_manifest, has_partial = remote.size(MANIFEST) is not None, remote.size(PARTIAL) is not None
+    elif not Path(out_dir).is_dir():
         raise UsageFailure(f"OUT_DIR {str(out_dir)!r} is not a folder; name a folder that streamcli export wrote")
-    if not (out_dir / MANIFEST).exists():
-        hint = " (an interrupted export: rerun it with --resume)" if (out_dir / PARTIAL).exists() else ""
+    else:
+        has_manifest, has_partial = (Path(out_dir) / MANIFEST).exists(), (Path(out_dir) / PARTIAL).exists()
+    if not has_manifest:
+        hint = " (an interrupted export: rerun it with --resume)" if has_partial else ""
         raise UsageFailure(
             f"OUT_DIR {str(out_dir)!r} holds no export (no {MANIFEST}){hint}; name a folder that streamcli export wrote"
         )

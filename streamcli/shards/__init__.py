@@ -6,6 +6,8 @@
 - ``writer``: ``ShardWriter`` and ``export`` (resumable, byte-identical).
 - ``reader``: ``ShardReader`` (bit-identical replay) and ``verify``.
 - ``lock``: ``FolderLock``, the OS lock an export holds on its folder (one export per folder at a time).
+
+Wherever a folder is taken, a URL (``s3://bucket/run``) is too: ``streamcli.storage`` serves it through fsspec.
 """
 
 from streamcli.shards.format import (

@@ -28,6 +28,7 @@ from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
 from streamcli.shards import codec
 from streamcli.source import Field
+from streamcli.storage import urls
 
 FORMAT = "streamcli-npz-shards"
 FORMAT_VERSION = 1
@@ -187,8 +188,13 @@ def shard_path(out_dir: str | os.PathLike[str], name: object) -> Path:
 def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse and validate ``index.json``; raise ``ShardError`` naming the file and the problem.
 
-    The result carries ``"_fields"``, the fields as ``Field`` objects.
+    The result carries ``"_fields"``, the fields as ``Field`` objects. ``out_dir`` may be a URL (``s3://...``).
     """
+    if urls.is_remote(out_dir):
+        from streamcli.storage.shards import load_manifest_url
+
+        return load_manifest_url(str(out_dir))
+    out_dir = urls.local_path(out_dir)
     path = Path(out_dir) / MANIFEST
     if not path.exists():
         hint = " (an interrupted export? rerun it with --resume)" if (Path(out_dir) / PARTIAL).exists() else ""
@@ -295,10 +301,15 @@ def declared_nbytes(m: Mapping[str, Any], k: int) -> int:
     return total
 
 
+def json_bytes(obj: Any) -> bytes:
+    """The bytes of a manifest or partial record, the same wherever it is written (a resumed export is identical)."""
+    return (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON atomically: a temporary name, then a rename; the temp file never outlives a failure."""
     tmp = path.with_name(f".{path.name}.tmp")
-    data = (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
+    data = json_bytes(obj)
     try:
         tmp.unlink(missing_ok=True)  # a leftover, or a link planted at the temporary name: never written through
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)

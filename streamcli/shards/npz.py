@@ -35,6 +35,7 @@ import numpy as np
 from streamcli.errors import ShardError
 from streamcli.shards.codec import Codec, compress_npy, import_zstd, open_frame
 from streamcli.shards.format import expected_shapes, member_names, shard_path
+from streamcli.storage import urls
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _ALIGN = 64
@@ -104,8 +105,12 @@ def open_shard(
     the file's sha256 with the manifest entry (one more pass over its bytes). Raises ``ShardError`` naming
     the shard if it is missing, truncated, corrupted, pickled or of the wrong shape.
     """
+    if urls.is_remote(out_dir):
+        from streamcli.storage.shards import open_shard_url
+
+        return open_shard_url(str(out_dir), m, entry, check=check, only=only)
     name = entry["name"]
-    path = shard_path(out_dir, name)
+    path = shard_path(urls.local_path(out_dir), name)
     want = expected_shapes(m, int(entry["batches"]))
     if only is not None:
         want = {key: want[key] for key in only}
@@ -217,12 +222,16 @@ def _parse_npy_header(head: bytes) -> Header | None:
     return _read_header(io.BytesIO(head))
 
 
-def _load_members(name: str, data: bytes, want: Mapping[str, tuple[tuple[int, ...], str]]) -> dict[str, np.ndarray]:
+def _load_members(
+    name: str, data: bytes | IO[bytes], want: Mapping[str, tuple[tuple[int, ...], str]]
+) -> dict[str, np.ndarray]:
     """Decompress the members ``want`` names, each only after its ``.npy`` header and its zip entry's size agree
-    with the manifest: a member that declares more than the manifest is refused before any of it is inflated."""
+    with the manifest: a member that declares more than the manifest is refused before any of it is inflated.
+
+    ``data`` is the shard's bytes, or a seekable file (a remote object: only the members asked for are read)."""
     out: dict[str, np.ndarray] = {}
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as zf:
             for key, (shape, dtype) in want.items():
                 info = zf.getinfo(f"{key}.npy")
                 with zf.open(info) as member:

@@ -8,7 +8,8 @@ place whole, so after a task or the driver dies, ``--resume`` keeps every shard 
 
 Ray is optional (``pip install 'streamcli[ray]'``). On a cluster of several machines the export folder must be
 a filesystem every node sees (NFS, a cloud bucket mounted with FUSE, ...), since each task writes its own
-shards there.
+shards there, or a URL (``s3://bucket/run``): each task then uploads its shards itself, with the credentials
+the nodes find in their environment.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, 
 from streamcli.shards.lock import FolderLock
 from streamcli.shards.npz import complete_batches
 from streamcli.shards.writer import batch_arrays, write_shard_file
+from streamcli.storage import urls
 
 RAY_HINT = "pip install 'streamcli[ray]'"
 _POLL_S = 0.25
@@ -204,13 +206,21 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
             pending.append(batch_arrays(batch))
             del batch
             if len(pending) == k:
-                info = write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
-                out.append(info.to_json())
+                out.append(_write(job, shard, pending).to_json())
                 pending, shard = [], shard + 1
         if pending:
-            info = write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
-            out.append(info.to_json())
+            out.append(_write(job, shard, pending).to_json())
     return out
+
+
+def _write(job: Job, shard: int, pending: list[dict[str, np.ndarray]]) -> ShardInfo:
+    """Shard number ``shard``, written into the export folder, or uploaded to its URL (from the task itself)."""
+    if urls.is_remote(job.out_dir):
+        from streamcli.storage.remote import Remote
+        from streamcli.storage.writer import put_shard
+
+        return put_shard(Remote(job.out_dir), shard, pending, job.header)
+    return write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
 
 
 def _check_same_data(here: Mapping[str, Any], driver: Mapping[str, Any]) -> None:
@@ -242,13 +252,19 @@ def export_on_ray(
     tasks only write their shards), so a second export into the folder is refused with ``ExportBusyError``.
     """
     ray = import_ray()
+    if urls.is_remote(job.out_dir):
+        from streamcli.storage.lock import RemoteLock
+        from streamcli.storage.remote import Remote
+
+        with RemoteLock(Remote(job.out_dir)) as remote_lock:
+            return _export_on_ray(ray, remote_lock, job, mode, partitions, address, progress, on_started)
     with FolderLock(job.out_dir) as lock:
         return _export_on_ray(ray, lock, job, mode, partitions, address, progress, on_started)
 
 
 def _export_on_ray(
     ray: Any,
-    lock: FolderLock,
+    lock: Any,
     job: Job,
     mode: str,
     partitions: int | None,
@@ -259,10 +275,20 @@ def _export_on_ray(
     out = Path(job.out_dir)
     k = int(job.header["batches_per_shard"])
     n_shards = -(-job.total // k)
-    done = _prepare(out, job.header, mode, n_shards, k, job.total, lock)
+    remote = None
+    if urls.is_remote(job.out_dir):
+        from streamcli.storage import writer as remote_writer
+        from streamcli.storage.remote import Remote
+
+        remote = Remote(job.out_dir)
+        done = remote_writer.prepare_ray(remote, job.header, mode, n_shards, k, job.total, lock)
+    else:
+        done = _prepare(out, job.header, mode, n_shards, k, job.total, lock)
     if done is None:  # already complete
         import json
 
+        if remote is not None:
+            return dict(json.loads(remote.read(MANIFEST)))
         return dict(json.loads((out / MANIFEST).read_text()))
     t0 = time.perf_counter()
     started_here = not ray.is_initialized()
@@ -293,7 +319,8 @@ def _export_on_ray(
                     for rec in got:
                         records[rec["name"]] = rec
                 if progress is not None:
-                    progress(min(job.total, _on_disk(out, n_shards) * k), job.total)
+                    on_disk = len(records) if remote is not None else _on_disk(out, n_shards)  # a listing costs
+                    progress(min(job.total, on_disk * k), job.total)
         except BaseException:
             for ref in refs:
                 ray.cancel(ref, force=True)
@@ -306,6 +333,10 @@ def _export_on_ray(
     manifest = dict(job.header)
     manifest["shards"] = shards
     manifest["batches"] = sum(int(s["batches"]) for s in shards)
+    if remote is not None:
+        lock.check()
+        remote_writer.commit(remote, manifest)
+        return manifest
     write_json(out / MANIFEST, manifest)  # the commit point, as in a local export
     (out / PARTIAL).unlink(missing_ok=True)
     return manifest

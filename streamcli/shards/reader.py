@@ -19,6 +19,7 @@ from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_n
 from streamcli.shards.lock import busy
 from streamcli.shards.npz import extra_members, open_shard
 from streamcli.source import Field
+from streamcli.storage import urls
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -28,7 +29,7 @@ class ShardReader:
     """Iterate an export's batches, bit-identical to the exported ones, as ``Batch`` objects.
 
     Args:
-        out_dir: the folder written by ``streamcli export``.
+        out_dir: the folder written by ``streamcli export``, or its URL (``s3://bucket/run``: read by ranges).
         check: compare each shard's sha256 with the manifest before using it. Off by default: it reads
             every byte once more, which took replay from 1.8-3.7 GB/s to 0.7-0.9 GB/s in
             ``benchmarks/RESULTS.md`` ("Replay"). Structure, shapes and dtypes are always checked, so a
@@ -41,7 +42,7 @@ class ShardReader:
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], *, check: bool = False) -> None:
-        self.out_dir = Path(out_dir)
+        self.out_dir: str | Path = str(out_dir) if urls.is_remote(out_dir) else Path(urls.local_path(out_dir))
         self.check = check
         self.manifest = load_manifest(out_dir)
         self.fields: tuple[Field, ...] = tuple(self.manifest["_fields"])
@@ -96,6 +97,11 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
     Every file in the folder that the manifest does not name is a problem too, and so is an export that is
     writing the folder right now.
     """
+    if urls.is_remote(out_dir):
+        from streamcli.storage.shards import verify_url
+
+        return verify_url(str(out_dir))
+    out_dir = urls.local_path(out_dir)
     writer = busy(out_dir)
     if writer is not None:
         return [f"an export is writing {str(out_dir)!r} right now ({writer}); verify it once that has finished"]

@@ -39,6 +39,7 @@ from streamcli.shards.format import (
 )
 from streamcli.shards.lock import FolderLock
 from streamcli.shards.npz import complete_batches, sha256_file, write_npz
+from streamcli.storage import urls
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -91,6 +92,14 @@ class ShardWriter:
     ``complete`` is True when resuming an export that had already finished (nothing to write).
     """
 
+    def __new__(cls, out_dir: str | os.PathLike[str], *args: Any, **kwargs: Any) -> ShardWriter:
+        """A URL (``s3://...``) gets the writer for object storage, never a local folder named ``s3:``."""
+        if cls is ShardWriter and urls.is_remote(out_dir):
+            from streamcli.storage.writer import RemoteShardWriter
+
+            return super().__new__(RemoteShardWriter)
+        return super().__new__(cls)
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str],
@@ -98,11 +107,11 @@ class ShardWriter:
         *,
         mode: str = "new",
         post: Callable[[ShardInfo], None] | None = None,
-        lock: FolderLock | None = None,
+        lock: Any = None,
     ) -> None:
         if mode not in ("new", "overwrite", "resume"):
             raise ValueError(f"mode={mode!r} must be 'new', 'overwrite' or 'resume'")
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(urls.local_path(out_dir))
         self.header = dict(header)
         self.k = int(self.header["batches_per_shard"])
         self.codec = Codec.of(self.header)
@@ -117,14 +126,14 @@ class ShardWriter:
         self._seen = 0
         self.complete = False
         self._own_lock = lock is None
-        self._lock = FolderLock(self.out_dir) if lock is None else lock  # before anything in the folder is read
+        self._lock: Any = self._take_lock() if lock is None else lock  # before anything in the folder is read
         try:
             if mode == "resume":
                 self._resume()
             else:
                 self._clear(mode)
             if not self.complete:
-                write_partial(self.out_dir, self.header, self._records())
+                self._save_partial(self._records())
             else:
                 self._release()  # a finished export: nothing to write, nothing to guard
         except BaseException:
@@ -136,6 +145,27 @@ class ShardWriter:
     def _release(self) -> None:
         if self._own_lock:
             self._lock.release()
+
+    # Where files go: the object-storage subclass (``streamcli.storage.writer``) overrides these, _clear and _resume.
+    def _take_lock(self) -> Any:
+        return FolderLock(self.out_dir)
+
+    def _save_partial(self, records: list[dict[str, Any]]) -> None:
+        write_partial(self.out_dir, self.header, records)
+
+    def _write_shard(
+        self, i: int, pending: list[dict[str, np.ndarray]], records: list[dict[str, Any]], state: Any
+    ) -> tuple[ShardInfo, Any]:
+        """Runs on the writer thread: shard ``i``, then the partial record that lists it."""
+        return _write_shard(self.out_dir / shard_name(i), pending, self.codec, self.header, records, state)
+
+    def _commit(self, manifest: dict[str, Any]) -> None:
+        write_json(self.out_dir / MANIFEST, manifest)  # the commit point: the export is complete
+        (self.out_dir / PARTIAL).unlink(missing_ok=True)
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest of a finished export (``complete``)."""
+        return dict(json.loads((self.out_dir / MANIFEST).read_text()))
 
     def _clear(self, mode: str) -> None:
         ours = [p for p in self.out_dir.iterdir() if is_export_file(p.name)]
@@ -233,9 +263,8 @@ class ShardWriter:
         pending, self._pending = self._pending, []
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamcli-export")
-        path = self.out_dir / shard_name(len(self.shards))
         self._future = self._pool.submit(
-            _write_shard, path, pending, self.codec, self.header, self._records(), self._pending_state
+            self._write_shard, len(self.shards), pending, self._records(), self._pending_state
         )
 
     def _collect(self) -> None:
@@ -262,8 +291,7 @@ class ShardWriter:
         manifest = dict(self.header)
         manifest["shards"] = [s.to_json() for s in self.shards]
         manifest["batches"] = sum(s.batches for s in self.shards)
-        write_json(self.out_dir / MANIFEST, manifest)  # the commit point: the export is complete
-        (self.out_dir / PARTIAL).unlink(missing_ok=True)
+        self._commit(manifest)
         self.complete = True
         self._release()
         return manifest
@@ -289,6 +317,19 @@ class ShardWriter:
                 self._shutdown()
         finally:
             self._release()
+
+
+def open_writer(
+    out_dir: str | os.PathLike[str],
+    header: Mapping[str, Any],
+    *,
+    mode: str = "new",
+    post: Callable[[ShardInfo], None] | None = None,
+    lock: Any = None,
+) -> ShardWriter:
+    """A ``ShardWriter`` for ``out_dir``: a local folder (``file://`` URLs too), or a URL served by fsspec
+    (``streamcli.storage.writer.RemoteShardWriter``; ``UnsupportedURLError`` if fsspec cannot serve it)."""
+    return ShardWriter(out_dir, header, mode=mode, post=post, lock=lock)
 
 
 def _write_shard(
@@ -319,9 +360,9 @@ def export(
     With ``mode="resume"`` pass the same batches from the start: those already in complete shards are
     skipped (the loader is deterministic), so the result is byte-identical to an uninterrupted export.
     """
-    with ShardWriter(out_dir, header, mode=mode) as writer:
+    with open_writer(out_dir, header, mode=mode) as writer:
         if writer.complete:
-            return dict(json.loads((writer.out_dir / MANIFEST).read_text()))
+            return writer.read_manifest()
         nbytes = batch_nbytes(manifest_fields(header), header["batch_size"], header["time_steps"])
         for batch in batches:
             writer.write(batch)
@@ -376,9 +417,9 @@ def export_loader(
     """
     import itertools
 
-    with ShardWriter(out_dir, header, mode=mode) as writer:
+    with open_writer(out_dir, header, mode=mode) as writer:
         if writer.complete:
-            return dict(json.loads((writer.out_dir / MANIFEST).read_text()))
+            return writer.read_manifest()
         done = writer.skip
         state = writer.resume_states[-1] if writer.resume_states else None
         if done and state is not None:  # seek: continue right after the last complete shard

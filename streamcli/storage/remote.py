@@ -1,0 +1,274 @@
+"""Object storage through fsspec: one URL root, every request retried on transient errors.
+
+``Remote(url)`` names a folder-like prefix (``s3://bucket/run``) and reads, writes, lists and removes the
+objects under it. Credentials and endpoints come from where fsspec and the backend look for them (for S3:
+``AWS_*`` variables, ``~/.aws``, ``AWS_ENDPOINT_URL``; fsspec's ``FSSPEC_S3_*`` variables and config files);
+streamcli never stores them.
+
+A transient error (connection refused or reset, a timeout, a 5xx answer, throttling) is retried with
+exponential backoff, ``STREAMCLI_STORAGE_RETRIES`` tries in all (default 6), each retry logged on the
+``streamcli`` logger. A permanent one, or one that outlasts the retries, raises ``StorageError`` naming the URL;
+a missing object raises ``FileNotFoundError`` for the caller to name, and an object that a conditional put
+finds raises ``FileExistsError``. fsspec is imported only here, and only
+when a URL is used.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from streamcli.errors import StorageError
+from streamcli.storage import urls
+
+T = TypeVar("T")
+_log = logging.getLogger("streamcli")
+
+BACKOFF_S = 0.25
+"""The first retry waits this long; each next one twice as long, up to ``BACKOFF_MAX_S``."""
+BACKOFF_MAX_S = 8.0
+_PERMANENT = (FileNotFoundError, PermissionError, FileExistsError, IsADirectoryError, NotADirectoryError)
+_TRANSIENT_TYPES = {
+    "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
+    "ServerDisconnectedError", "ClientConnectorError", "ClientConnectionError", "ClientPayloadError",
+    "ClientOSError", "IncompleteRead", "FSTimeoutError", "ResponseStreamingError", "ProtocolError",
+}  # fmt: skip
+_TRANSIENT_WORDS = (
+    "SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "ServiceUnavailable", "InternalError",
+    "RequestTimeout", "Bad Gateway", "Gateway Timeout", "Connection reset",
+)  # fmt: skip
+
+
+class NoConditionalPut(Exception):
+    """The storage cannot create an object only if it is absent (``RemoteLock`` then writes and re-reads)."""
+
+
+def attempts() -> int:
+    """How many times a request is tried: ``STREAMCLI_STORAGE_RETRIES`` (at least 1), default 6."""
+    try:
+        return max(1, int(os.environ.get("STREAMCLI_STORAGE_RETRIES", "6")))
+    except ValueError:
+        return 6
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error behind it) is worth retrying: the network or the service, not the request."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, _PERMANENT):
+            return False
+        if isinstance(cur, (ConnectionError, TimeoutError)):
+            return True
+        if any(t.__name__ in _TRANSIENT_TYPES for t in type(cur).__mro__):
+            return True
+        status = getattr(cur, "response", None)
+        if isinstance(status, dict):
+            code = status.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code >= 500 or code == 429:
+                return True
+        if any(w in str(cur) for w in _TRANSIENT_WORDS):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def retry(fn: Callable[[], T], what: str, url: str) -> T:
+    """``fn()``, retried with backoff on transient errors; ``what`` and ``url`` name it in logs and errors."""
+    n = attempts()
+    for i in range(n):
+        try:
+            return fn()
+        except (FileNotFoundError, FileExistsError, NoConditionalPut, StorageError):
+            raise  # the caller's to name or handle
+        except Exception as exc:
+            if not transient(exc):
+                hint = _HINTS.get(type(exc), "")
+                raise StorageError(f"{what} {url!r} failed: {_describe(exc)}{hint}") from None
+            if i == n - 1:
+                raise StorageError(
+                    f"{what} {url!r} still failed after {n} tries: {_describe(exc)}; check the connection and "
+                    "the service, then rerun (STREAMCLI_STORAGE_RETRIES sets the tries)"
+                ) from exc
+            wait = min(BACKOFF_MAX_S, BACKOFF_S * 2**i)
+            _log.warning("streamcli: %s %s failed (%s); retry %d of %d in %.2g s", what, url, _describe(exc),
+                         i + 1, n - 1, wait)  # fmt: skip
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+_HINTS: dict[type[BaseException], str] = {
+    PermissionError: "; check the credentials (AWS_* variables, ~/.aws, fsspec's config) and the permissions",
+}
+
+
+def _describe(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+class Remote:
+    """The objects under one URL prefix, read and written through fsspec with retries.
+
+    Holds only the URL: the filesystem object comes from fsspec's instance cache, so a ``Remote`` pickles to
+    worker processes as a string would.
+    """
+
+    def __init__(self, url: str) -> None:
+        urls.check(url)
+        self.url = url.rstrip("/")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url}
+
+    @property
+    def fs(self) -> Any:
+        return self._fs_and_root()[0]
+
+    def _fs_and_root(self) -> tuple[Any, str]:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.url, use_listings_cache=False)  # others write too: list afresh
+        return fs, root.rstrip("/")
+
+    def path(self, name: str = "") -> str:
+        """The backend's path of object ``name`` (``bucket/run/name``)."""
+        root = self._fs_and_root()[1]
+        return f"{root}/{name}" if name else root
+
+    def url_of(self, name: str) -> str:
+        return urls.join(self.url, name) if name else self.url
+
+    def call(self, what: str, name: str, fn: Callable[[Any, str], T]) -> T:
+        """``fn(fs, path_of_name)`` with retries; errors name ``url_of(name)``."""
+        return retry(lambda: fn(self.fs, self.path(name)), what, self.url_of(name))
+
+    def read(self, name: str) -> bytes:
+        return self.call("reading", name, lambda fs, p: bytes(fs.cat_file(p)))
+
+    def read_range(self, name: str, start: int, end: int) -> bytes:
+        return self.call("reading", name, lambda fs, p: bytes(fs.cat_file(p, start=start, end=end)))
+
+    def write(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Put ``data`` as object ``name`` (atomic: a reader sees all of it or the old one); ``exclusive`` raises
+        ``FileExistsError`` if the object exists (a conditional put; ``NoConditionalPut`` where the storage has
+        none)."""
+
+        def put(fs: Any, p: str) -> None:
+            if not exclusive:
+                fs.pipe_file(p, data)
+                return
+            try:
+                fs.pipe_file(p, data, mode="create")
+            except TypeError:  # a backend without conditional puts
+                raise NoConditionalPut(f"{self.url_of(name)!r}: no conditional put") from None
+
+        try:
+            self.call("writing", name, put)
+        except FileNotFoundError as exc:  # no bucket: a missing object is the reader's to name, not the writer's
+            raise StorageError(f"writing {self.url_of(name)!r} failed: {_describe(exc)}") from None
+
+    def upload(self, local: str | os.PathLike[str], name: str) -> None:
+        try:
+            self.call("uploading", name, lambda fs, p: fs.put_file(os.fspath(local), p))
+        except FileNotFoundError as exc:
+            raise StorageError(f"uploading to {self.url_of(name)!r} failed: {_describe(exc)}") from None
+
+    def size(self, name: str) -> int | None:
+        """The size of object ``name``, or None if it does not exist."""
+        try:
+            info = self.call("looking up", name, lambda fs, p: fs.info(p))
+        except FileNotFoundError:
+            return None
+        return int(info["size"]) if info.get("type", "file") == "file" else None
+
+    def exists(self, name: str = "") -> bool:
+        return bool(self.call("looking up", name, lambda fs, p: fs.exists(p)))
+
+    def listing(self, prefix: str = "") -> dict[str, dict[str, Any]]:
+        """Object name (relative to the root) -> fsspec's info, of everything under the root, read afresh."""
+
+        def ls(fs: Any, root: str) -> dict[str, dict[str, Any]]:
+            fs.invalidate_cache(root)
+            try:
+                found = fs.find(root, detail=True, withdirs=False)
+            except FileNotFoundError:
+                return {}
+            return {str(p)[len(root) + 1 :]: dict(i) for p, i in found.items() if str(p).startswith(root + "/")}
+
+        return self.call("listing", prefix, ls)
+
+    def remove(self, name: str) -> None:
+        """Delete object ``name``; a missing one is fine."""
+
+        def rm(fs: Any, p: str) -> None:
+            try:
+                fs.rm_file(p)
+            except FileNotFoundError:
+                pass
+
+        self.call("removing", name, rm)
+
+    def open(self, name: str, *, buffer: int = 1 << 20) -> io.BufferedReader:
+        """Object ``name`` as a seekable binary file whose every ranged read is retried (``FileNotFoundError`` if
+        missing)."""
+        size = self.size(name)
+        if size is None:
+            raise FileNotFoundError(self.url_of(name))
+        return io.BufferedReader(RangeReader(self, name, size), buffer_size=buffer)
+
+
+class RangeReader(io.RawIOBase):
+    """A seekable raw file over one object: each read is one ranged GET, retried on transient errors."""
+
+    def __init__(self, remote: Remote, name: str, size: int) -> None:
+        super().__init__()
+        self.remote, self.name, self.size, self.pos = remote, name, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, b: Any) -> int:
+        end = min(self.size, self.pos + len(b))
+        if end <= self.pos:
+            return 0
+        data = self.remote.read_range(self.name, self.pos, end)
+        if len(data) != end - self.pos:  # the object changed under us: a short read would corrupt silently
+            raise OSError(f"{self.remote.url_of(self.name)!r} changed while it was read")
+        memoryview(b)[: len(data)] = data
+        self.pos = end
+        return len(data)
+
+
+def split(url: str) -> tuple[Remote, str]:
+    """An object's folder as a ``Remote``, and its name: ``s3://b/run/a.txt`` gives ``s3://b/run`` and ``a.txt``."""
+    parent, _, name = url.rstrip("/").rpartition("/")
+    return Remote(parent), name
+
+
+def find(url: str, glob: str) -> list[str]:
+    """``[url]`` if it is an object, else the URLs of the objects under it whose name matches ``glob``, at any depth
+    (as ``Path.rglob``), sorted. Empty if nothing is there."""
+    import fnmatch
+
+    if "/" in url.split("://", 1)[1].strip("/"):  # below a bucket: it may be one object
+        parent, name = split(url)
+        if parent.size(name) is not None:
+            return [url.rstrip("/")]
+    root = Remote(url)
+    return sorted(root.url_of(n) for n in root.listing() if fnmatch.fnmatchcase(n.rsplit("/", 1)[-1], glob))

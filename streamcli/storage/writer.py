@@ -1,0 +1,190 @@
+"""``RemoteShardWriter``: the shard writer for a URL, with the local writer's order and bytes.
+
+Each shard is written to a local temporary file with the local writer's code (so its bytes are the same), then
+uploaded as one object (a put, or a multipart upload, is atomic: an object is whole or absent), then the partial
+record that lists it is put. ``index.json`` comes last, the commit point, and ``.partial.json`` is then deleted.
+
+Resuming keeps each shard that the partial record lists with the same size and a full count of batches: a record
+is written only after its shard's upload completed, so such an object is whole, and its recorded checksum is its
+own (no shard is downloaded again). A shard uploaded but not recorded (a kill in between) is written again with
+the same bytes. One export per URL at a time: ``RemoteLock``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamcli.errors import ShardError
+from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, ShardInfo, is_export_file, json_bytes, shard_name
+from streamcli.shards.writer import ShardWriter, _record, check_same_header, write_shard_file
+from streamcli.storage.lock import RemoteLock
+from streamcli.storage.remote import Remote
+
+
+def read_json(remote: Remote, name: str, fix: str) -> dict[str, Any] | None:
+    """Object ``name`` parsed as a JSON object, None if absent, ``ShardError`` naming it if malformed."""
+    try:
+        obj = json.loads(remote.read(name))
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ShardError(f"{remote.url_of(name)!r} is not valid JSON ({exc}){fix}") from None
+    if not isinstance(obj, dict):
+        raise ShardError(f"{remote.url_of(name)!r} must hold a JSON object{fix}")
+    return obj
+
+
+def put_shard(remote: Remote, i: int, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
+    """Write shard ``i`` to a local temporary file with the local writer (the same bytes), then upload it whole."""
+    with tempfile.TemporaryDirectory(prefix="streamcli-upload-") as tmp:
+        info = write_shard_file(Path(tmp) / shard_name(i), pending, header)
+        remote.upload(Path(tmp) / info.name, info.name)
+    return info
+
+
+def prepare_ray(
+    remote: Remote, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: RemoteLock
+) -> dict[int, Any] | None:
+    """``on_ray._prepare`` for a URL: clear or check it; the shards already complete (number -> record), or None
+    if the export is. Ray tasks record no shard, so resuming checks each shard there by downloading it."""
+    from streamcli.shards.npz import complete_batches, sha256_file
+
+    if mode != "resume":
+        RemoteShardWriter(remote.url, header, mode=mode, lock=lock)  # the refusals and clearing; the partial record
+        return {}
+    if remote.size(MANIFEST) is not None:
+        RemoteShardWriter(remote.url, header, mode="resume", lock=lock)  # checks the header, tidies
+        return None
+    partial = read_json(remote, PARTIAL, "; rerun the export with --overwrite")
+    if partial is None:
+        raise ShardError(f"{remote.url!r} holds no interrupted export to resume")
+    check_same_header(partial.get("header", partial), header)
+    listing = remote.listing()
+    done: dict[int, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="streamcli-check-") as tmp:
+        for i in range(n_shards):
+            name, want = shard_name(i), min(k, total - i * k)
+            if name not in listing:
+                continue
+            local = Path(tmp) / name
+            local.write_bytes(remote.read(name))
+            if complete_batches(local, header) == want:
+                done[i] = ShardInfo(name, want, local.stat().st_size, sha256_file(local)).to_json()
+            else:
+                remote.remove(name)
+            local.unlink()
+    return done
+
+
+def commit(remote: Remote, manifest: Mapping[str, Any]) -> None:
+    """Write ``index.json`` (the commit point), then delete the partial record."""
+    remote.write(MANIFEST, json_bytes(dict(manifest)))
+    remote.remove(PARTIAL)
+
+
+class RemoteShardWriter(ShardWriter):
+    """``ShardWriter`` for a URL (``s3://bucket/run``); the same arguments, ``lock`` a ``RemoteLock`` if given."""
+
+    def __init__(
+        self,
+        url: str,
+        header: Mapping[str, Any],
+        *,
+        mode: str = "new",
+        post: Callable[[ShardInfo], None] | None = None,
+        lock: RemoteLock | None = None,
+    ) -> None:
+        self.remote = Remote(url)
+        self.url = self.remote.url
+        super().__init__(url, header, mode=mode, post=post, lock=lock)
+
+    def _take_lock(self) -> RemoteLock:
+        return RemoteLock(self.remote)
+
+    def _check_lock(self) -> None:
+        if isinstance(self._lock, RemoteLock):
+            self._lock.check()
+
+    def _clear(self, mode: str) -> None:
+        names = [n for n in self.remote.listing() if n != LOCK]
+        ours = [n for n in names if "/" not in n and is_export_file(n)]
+        others = [n for n in names if n not in ours]
+        if mode == "new" and names:
+            raise ShardError(
+                f"{self.url!r} is not empty; pass --overwrite to replace it "
+                "or --resume to continue an interrupted export"
+            )
+        if others:
+            raise ShardError(
+                f"{self.url!r} holds objects that are not part of an export (e.g. {others[0]!r}); "
+                "refusing to overwrite it"
+            )
+        self.remote.remove(MANIFEST)  # first: a half-deleted export is never complete
+        for n in ours:
+            self.remote.remove(n)
+
+    def _resume(self) -> None:
+        fix = "; rerun the export with --overwrite"
+        old = read_json(self.remote, MANIFEST, fix)
+        if old is not None:
+            self._check_same(old)
+            for n in self.remote.listing():
+                if n == PARTIAL or (is_export_file(n) and not SHARD_RE.match(n) and n != MANIFEST):
+                    self.remote.remove(n)  # a stale partial record from a kill while finishing
+            self.complete = True
+            return
+        partial = read_json(self.remote, PARTIAL, fix)
+        listing = self.remote.listing()
+        if partial is None:
+            if any(n != LOCK for n in listing):
+                raise ShardError(f"{self.url!r} holds no interrupted export to resume")
+            return
+        header, records = partial.get("header", partial), partial.get("shards")
+        if not isinstance(header, dict) or not isinstance(records, list):
+            raise ShardError(f"{self.remote.url_of(PARTIAL)!r} is malformed{fix}")
+        self._check_same(header)
+        by_name = {r.get("name"): r for r in records if isinstance(r, dict)}
+        i = 0
+        while (name := shard_name(i)) in listing:
+            rec, size = by_name.get(name), int(listing[name]["size"])
+            if rec is None or rec.get("bytes") != size or rec.get("batches") != self.k:
+                break  # unrecorded (a kill between upload and record), or the short last shard: written again
+            self.shards.append(ShardInfo(name, self.k, size, str(rec["sha256"])))
+            self._states.append(rec.get("state"))
+            i += 1
+        for n in listing:
+            m = SHARD_RE.match(n)
+            if m and int(m.group(1)) >= i:
+                self.remote.remove(n)
+
+    def _save_partial(self, records: list[dict[str, Any]]) -> None:
+        self._check_lock()
+        self.remote.write(PARTIAL, json_bytes({"header": dict(self.header), "shards": [dict(r) for r in records]}))
+
+    def _write_shard(
+        self, i: int, pending: list[dict[str, np.ndarray]], records: list[dict[str, Any]], state: Any
+    ) -> tuple[ShardInfo, Any]:
+        self._check_lock()
+        info = put_shard(self.remote, i, pending, self.header)
+        self._save_partial([*records, _record(info, state)])
+        return info, state
+
+    def _commit(self, manifest: dict[str, Any]) -> None:
+        self._check_lock()
+        self.remote.write(MANIFEST, json_bytes(manifest))  # the commit point: the export is complete
+        self.remote.remove(PARTIAL)
+
+    def read_manifest(self) -> dict[str, Any]:
+        m = read_json(self.remote, MANIFEST, "")
+        if m is None:
+            raise ShardError(f"{self.remote.url_of(MANIFEST)!r} does not exist")
+        return m
+
+    def _check_same(self, old: Mapping[str, Any]) -> None:
+        check_same_header(old, self.header)
