@@ -67,7 +67,7 @@ class LoaderConfig:
     layout: str = "TB"
     on_error: str = "raise"
     pin_memory: bool = False
-    prefetch: int | None = None  # None: ``engine.ring.default_prefetch``
+    prefetch: int | None = None  # None: ``lives.ring.default_prefetch``
     timeout: float | None = None
     mp_context: str = "spawn"
     segment: int = 0

@@ -24,23 +24,23 @@ import numpy as np
 
 from streamcli.batch import FLAGS, Batch
 from streamcli.config import LoaderConfig
-from streamcli.engine import cursor as _cursor
-from streamcli.engine import state as _state
-from streamcli.engine.ahead import Ahead
-from streamcli.engine.epoch import Streams, all_streams, epoch_streams, rank_batches
-from streamcli.engine.guards import check_fields, check_main_guard, short_repr
-from streamcli.engine.leases import Leases
-from streamcli.engine.plan import count_batches
-from streamcli.engine.pool import WorkerPool, shutdown
-from streamcli.engine.produce import begin_epoch, fill
-from streamcli.engine.producer import Aborted, Plan, Producer, Skip, epoch_rows
-from streamcli.engine.ring import Ring, default_prefetch
-from streamcli.engine.seek import state_after
-from streamcli.engine.torchio import import_torch, pad_slot, pin_available, split_rows
-from streamcli.engine.worker import WorkerSpec
-from streamcli.engine.write import close_rows
 from streamcli.errors import SourceError, StateError
-from streamcli.fills.producer import Filler
+from streamcli.fills.checks import check_fields, short_repr
+from streamcli.fills.claimed.produce import begin_epoch, fill
+from streamcli.fills.claimed.rows import Producer, epoch_rows
+from streamcli.fills.claimed.write import close_rows
+from streamcli.fills.planned import Filler
+from streamcli.fills.spec import FillSpec, Skip
+from streamcli.lives.ahead import Ahead
+from streamcli.lives.control import Aborted
+from streamcli.lives.ring import Ring, default_prefetch
+from streamcli.lives.slots import Slots
+from streamcli.lives.tensors import import_torch, pad_slot, pin_available, split_rows
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled import state as _state
+from streamcli.scheduled.claims import count_batches
+from streamcli.scheduled.seek import state_after
+from streamcli.scheduled.streams import Streams, all_streams, epoch_streams, rank_batches
 from streamcli.source import (
     Field,
     StreamSource,
@@ -51,6 +51,9 @@ from streamcli.source import (
     uses_blocks,
 )
 from streamcli.stats import LoaderStats
+from streamcli.workers.main_guard import check_main_guard
+from streamcli.workers.pool import WorkerPool, shutdown
+from streamcli.workers.worker import WorkerSpec
 
 log = logging.getLogger("streamcli")
 AHEAD = 2  # batches the ``Ahead`` thread prepares before the consumer asks
@@ -175,7 +178,7 @@ class StreamLoader:
                 f"of batches, but source {self.plugin!r} does not report them all; make it report lengths (for "
                 "video: scan=True) or pass batches_per_epoch=N"
             )
-        self.plan = Plan(plugin=self.plugin, fields=fields, config=config)
+        self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config)
         producers = max(num_workers, 1)
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
@@ -190,7 +193,7 @@ class StreamLoader:
                  num_workers=producers, num_streams=len(self._all_streams), layout=self.layout,
                  num_items=len(self.items)),
         )  # fmt: skip
-        self._leases = Leases(self.ring.reserved)  # which slot holds which batch (the lifetime guarantee)
+        self._slots = Slots(self.ring.reserved)  # which slot holds which batch (the lifetime guarantee)
         self._names = [f.name for f in self.fields] + list(FLAGS)  # the arrays of a batch, in slot order
         self._pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self._tickets = 0  # tickets taken up to the position below
@@ -330,7 +333,7 @@ class StreamLoader:
         if self._filler is not None:
             self._filler.begin(gen)
         control.open_epoch(gen, first)
-        self._leases.new_epoch()  # only now: no producer writes the old epoch's slots any more
+        self._slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
         state, flags = self._cursor[:, _cursor.STATE], self._cursor[:, _cursor.FLAGS]
         n_live = int((((state == _cursor.LIVE) | (state == _cursor.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
         self._streams_done = max(0, min(self._tickets, self._n_streams) - n_live)
@@ -431,7 +434,7 @@ class StreamLoader:
                 raise Aborted
             self._k = k
             self._hand_out()
-            slot = self._leases.take(k)
+            slot = self._slots.take(k)
             self._wait_done(k)
             v = self.ring.slots[slot]
             skips = self._pending.pop(k, [])
@@ -439,7 +442,7 @@ class StreamLoader:
             target = self._epoch_target
             if self.epoch_end == "drop" and dry and not self._dropped:
                 if target is None:
-                    self._leases.give_back(slot)
+                    self._slots.give_back(slot)
                     yield _Ready(k=k, batch=None, last=True, tickets=tickets, cursors=None, n_live=0, n_valid=0,
                                  skips=skips, dropped=True)  # fmt: skip
                     return
@@ -455,7 +458,7 @@ class StreamLoader:
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self._assemble(torch, slot, epoch, k)
             else:
-                self._leases.give_back(slot)
+                self._slots.give_back(slot)
             yield _Ready(k=k, batch=batch, last=last, tickets=tickets, cursors=cursors, n_live=n_live,
                          n_valid=n_valid, skips=skips)  # fmt: skip
             del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``_hand_out``)
@@ -522,7 +525,7 @@ class StreamLoader:
 
         Frameworks that checkpoint on rank 0 alone (Lightning) hand every rank rank 0's loader state. Every rank
         yields the same number of batches, and a rank's position at a batch follows from the streams' lengths
-        alone (``engine.seek``), so no rank needs another's. Items skipped on the saving rank are not known here:
+        alone (``scheduled.seek``), so no rank needs another's. Items skipped on the saving rank are not known here:
         such a state is refused."""
         fp = state.get("fingerprint") if isinstance(state, Mapping) else None
         if self.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != self.world_size:
@@ -575,17 +578,17 @@ class StreamLoader:
         by the ``Ahead`` thread while its queue is full, so producers never wait for the consumer to take one.
 
         In-process nothing runs ahead: only the batch being made is handed out, into the slot freed last (free
-        slots are a stack, ``Leases``), which is still in the CPU's caches. Cycling through all the slots instead
+        slots are a stack, ``Slots``), which is still in the CPU's caches. Cycling through all the slots instead
         cost 4-8 % of the in-process rate with 1.5 MB batches (workloads A8 and A8b of ``bench_loader.py``)."""
         ahead = self.window if self._pool is not None else 1
-        self._k_next = self._leases.hand_out(self.ring.control, self._k_next, self._k + ahead)
+        self._k_next = self._slots.hand_out(self.ring.control, self._k_next, self._k + ahead)
 
     def _back_slots(self, n: int) -> bool:
         """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
         room for them now. Called before the first batch (pin_memory)."""
         if not self.ring.reserve(n):  # the ring knows what is backed already
             return False
-        self._leases.grow(self.ring.reserved)
+        self._slots.grow(self.ring.reserved)
         return True
 
     def _stop_ahead(self) -> None:
@@ -604,17 +607,17 @@ class StreamLoader:
     def _assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
         # Zero-copy unless the consumer is holding so many batches that producers would run out of slots.
         pin_copy = bool(self._pin) and not self._pinned_ring
-        copy = pin_copy or self._leases.crowded()
+        copy = pin_copy or self._slots.crowded()
         holder = self.ring.holder(slot)
         arrays = self.ring.holder_views(holder, self._names)  # the fields, then the flags (``FLAGS`` order)
         from_numpy = torch.from_numpy
         if copy:
             tensors = [from_numpy(a.copy()) for a in arrays]
             del arrays, holder
-            self._leases.give_back(slot)
+            self._slots.give_back(slot)
             self._copies += not pin_copy
         else:
-            self._leases.lend(holder, slot)
+            self._slots.lend(holder, slot)
             tensors = [from_numpy(a) for a in arrays]
             del arrays, holder
         if pin_copy:
@@ -685,7 +688,7 @@ class StreamLoader:
             ) from exc
 
     def _streams(self, epoch: int) -> Streams:
-        """This rank's streams of ``epoch`` in ticket order (see ``engine.epoch``)."""
+        """This rank's streams of ``epoch`` in ticket order (see ``scheduled.streams``)."""
         return epoch_streams(self._all_streams, seed=self.seed, epoch=epoch, shuffle=self.shuffle, rank=self.rank,
                              world_size=self.world_size)  # fmt: skip
 
@@ -735,7 +738,7 @@ class StreamLoader:
         return LoaderStats(
             batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
             first_batch_s=self._first_batch_s, waits_s=tuple(self._waits), worker_busy=busy,
-            worker_steps=steps, ready_slots=ready, num_slots=self._leases.num_slots,
+            worker_steps=steps, ready_slots=ready, num_slots=self._slots.num_slots,
             epoch=max(self._epoch, 0), streams_done=self._streams_done, streams_total=self._n_streams,
             skipped=self._skipped, copies=self._copies, steps_per_batch=self.batch_size * self.time_steps,
             length_mismatches=self._mismatches, batch_size=self.batch_size,

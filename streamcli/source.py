@@ -118,7 +118,7 @@ class BaseSource:
     Subclass it and implement ``items``, ``fields`` and ``open``. Override the rest when useful:
 
     - ``length(item)``: known lengths make ``len(loader)`` work, and let the loader plan the epoch's claims from
-      them, so workers never wait on one another's streams (``engine.claims``). A length is a promise: a stream
+      them, so workers never wait on one another's streams (``scheduled.claims``). A length is a promise: a stream
       that runs past it is cut there, and one that ends before it (or fails under ``on_error="skip"``) leaves
       its row padding until then. A broken promise is reported as a length mismatch.
     - ``item_name(item)``: a short name shown in previews and error messages.

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamcli.engine.ahead import _SWITCH, Ahead
+from streamcli.lives.ahead import _SWITCH, Ahead
 
 
 class Items:

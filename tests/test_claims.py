@@ -1,4 +1,4 @@
-"""Planned claims (``engine.claims``): with every length known, rows claim from a schedule computed from the
+"""Planned claims (``scheduled.claims``): with every length known, rows claim from a schedule computed from the
 lengths, without waiting on one another. With honest lengths the batches are those of the unplanned order; a
 stream that falls short of its promise pads its row until then, and no other row's batches change."""
 
@@ -16,7 +16,7 @@ from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource, RaisingSource
 
 from streamcli import StreamLoader
-from streamcli.engine import cursor as _cursor
+from streamcli.scheduled import cursor as _cursor
 
 LENGTHS = [9, 0, 23, 4, 17, 1, 30, 12, 0, 7, 26, 5, 14]
 

@@ -10,14 +10,15 @@ import pytest
 from _sources import CountingSource
 
 from streamcli import Field, LoaderConfig
-from streamcli.engine import cursor
-from streamcli.engine.epoch import all_streams, epoch_streams, rank_of_streams
-from streamcli.engine.plan import count_batches
-from streamcli.engine.pool import WorkerPool, shutdown
-from streamcli.engine.producer import Plan, epoch_rows
-from streamcli.engine.ring import Ring, sweep_stale
-from streamcli.engine.worker import WorkerSpec
 from streamcli.errors import WorkerError
+from streamcli.fills.claimed.rows import epoch_rows
+from streamcli.fills.spec import FillSpec
+from streamcli.lives.ring import Ring, sweep_stale
+from streamcli.scheduled import cursor
+from streamcli.scheduled.claims import count_batches
+from streamcli.scheduled.streams import all_streams, epoch_streams, rank_of_streams
+from streamcli.workers.pool import WorkerPool, shutdown
+from streamcli.workers.worker import WorkerSpec
 
 FIELDS = (Field("x", (2,), "int64"),)
 
@@ -162,7 +163,7 @@ def test_sweep_removes_only_segments_of_dead_processes() -> None:
 def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -> None:
     src = CountingSource([4, 2])
     ring = Ring.create(spec_args(workers=1, B=2, T=3))
-    plan = Plan(plugin="counting", fields=FIELDS, config=LoaderConfig(2, 3, num_workers=1))
+    plan = FillSpec(plugin="counting", fields=FIELDS, config=LoaderConfig(2, 3, num_workers=1))
     spec = WorkerSpec(w=0, lo=0, hi=2, plan=plan, ring=ring.spec, source=src, items=src.items())
     pool = WorkerPool([spec], ring, "spawn", str)
     try:
@@ -199,7 +200,7 @@ def test_steps_land_where_their_flags_say_in_small_and_large_slots(pad: int, T: 
     indexing the row's column otherwise, for one field or several; every field of every step must land where
     the flags say."""
     from streamcli import StreamLoader
-    from streamcli.engine import slots
+    from streamcli.fills.claimed import notes as slots
 
     assert 4 * 4 * 2 <= slots._CELLS < min(4 * 600 * 1, 4 * 300 * 2)  # B x T x fields: views, then the column
     source = CountingSource([37, 1250, 5, 630, 64, 9], pad=pad)

@@ -56,7 +56,7 @@ def test_len_needs_lengths() -> None:
 def test_pin_memory_without_cuda_warns_once_and_does_nothing() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: pinning is real here")
-    import streamcli.engine.torchio as mod
+    import streamcli.lives.tensors as mod
 
     mod._pin_warned = False
     with pytest.warns(RuntimeWarning, match="CUDA is not available"):
@@ -118,7 +118,7 @@ def test_a_ring_that_cannot_be_backed_is_a_clear_error(monkeypatch: pytest.Monke
 
 
 def test_default_prefetch_runs_deep_where_shared_memory_allows(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streamcli.engine import ring
+    from streamcli.lives import ring
 
     small, big = (Field("x", (2,), "int64"),), (Field("frame", (3, 512, 512), "uint8"),)
     assert ring.default_prefetch(small, 4, 8, "TB", 0) == 4  # in-process nothing runs ahead

@@ -77,13 +77,13 @@ class _Handed:
         self.slots[k] = slot
 
 
-def test_leases_keep_a_lent_slot_until_every_view_is_gone() -> None:
+def test_slots_keep_a_lent_slot_until_every_view_is_gone() -> None:
     import ctypes
     import gc
 
-    from streamcli.engine.leases import Leases
+    from streamcli.lives.slots import Slots
 
-    control, leases = _Handed(), Leases(4)
+    control, leases = _Handed(), Slots(4)
     assert leases.hand_out(control, 0, 3) == 3  # batches 0-2 get a slot each; one slot stays free
     holders = [(ctypes.c_ubyte * 8)() for _ in range(2)]  # what ``Ring.holder`` makes for each batch
     lent = []

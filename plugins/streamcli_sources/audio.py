@@ -245,6 +245,7 @@ class _Counts:
         a, b, _ = s.indices(self.steps)
         return np.minimum(self.n, self.frames - np.arange(a, b) * self.n).astype(np.int32)
 
+
 def _local(path: str) -> str:
     """A local file holding ``path``: itself, or the cached copy of an object at a URL."""
     if not urls.is_remote(path):

@@ -209,6 +209,7 @@ class _NBytes:
             return self._full[: max(b - a, 0)]
         return np.minimum(self.w, self.size - np.arange(a, b) * self.w).astype(np.int32)
 
+
 def _remote_parts(url: str) -> tuple[Remote, str]:
     from streamcli.storage.remote import split
 

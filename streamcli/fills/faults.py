@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamcli.engine.producer import Skip
 from streamcli.errors import SourceError, StepSpecError
+from streamcli.fills.spec import Skip
 from streamcli.source import StreamSource, item_name
 
 SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too

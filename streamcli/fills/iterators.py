@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine import checks
+from streamcli.fills import checks
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
-from streamcli.fills.schedule import BatchPlan, Run
-from streamcli.fills.slot import Views, pad
+from streamcli.fills.flags import Views, pad
+from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource
 
 _END = object()
@@ -62,7 +62,7 @@ class Rows:
             r.close()
         self.readers.clear()
 
-    def fill(self, v: Views, plan: BatchPlan, lo: int, hi: int) -> set[int]:
+    def fill(self, v: Views, plan: BatchRuns, lo: int, hi: int) -> set[int]:
         """Write rows ``lo .. hi-1`` of batch ``plan.k`` (flags are written before, from the plan); returns the
         rows that end the batch holding a stream that ran out before its promise."""
         T = len(v.valid)

@@ -16,8 +16,8 @@ import numpy as np
 
 from streamcli.errors import StepSpecError
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
-from streamcli.fills.schedule import BatchPlan, Run
-from streamcli.fills.slot import Views, pad
+from streamcli.fills.flags import Views, pad
+from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource, call_window
 
 _KEEP = 4096  # windows kept open per process (least recently used go first)
@@ -81,7 +81,7 @@ class Windows:
         return out
 
 
-def fill(v: Views, plan: BatchPlan, windows: Windows, faults: Faults, first: int) -> set[int]:
+def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int) -> set[int]:
     """Write batch ``plan.k``'s data from the windows (every row); ``first`` is the batch the epoch started or
     resumed at. Returns the rows that end the batch holding a stream whose steps ran out before its promise
     (their cursor says ``SHORT``). The flags are written before, from the plan alone."""
@@ -109,7 +109,7 @@ def fill(v: Views, plan: BatchPlan, windows: Windows, faults: Faults, first: int
     return short
 
 
-def _expect(plan: BatchPlan, b: int) -> int:
+def _expect(plan: BatchRuns, b: int) -> int:
     return int(plan.expect[int(np.searchsorted(plan.whole, b))])
 
 

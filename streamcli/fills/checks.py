@@ -1,4 +1,5 @@
-"""The plugin contract, checked as a producer reads: each step's (or block's) fields against the declared ones.
+"""The plugin contract, checked: the declared fields when a loader is made, and as a producer reads, each step's
+(or block's) fields against the declared ones.
 
 The usual step is cheap to check: an exact ``ndarray`` of the declared shape and dtype, tested in a few
 comparisons where it is copied (``write._copy``, the hot path). What is left lands here: array-likes and scalars
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.batch import FLAGS
 from streamcli.errors import StepSpecError
 from streamcli.source import Field
 
@@ -81,3 +83,23 @@ def _array(got: Any, name: str, where: Callable[[], str], what: str, fix: str) -
     except (KeyError, TypeError, IndexError):
         raise StepSpecError(f"{where()}: the {what} has no field {name!r} (got {type(got).__name__}); {fix}") from None
     return a if type(a) is np.ndarray else np.asarray(a)
+
+
+RESERVED = {*FLAGS, "reset", "summary"}
+
+
+def short_repr(value: object, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def check_fields(fields: tuple[Field, ...]) -> None:
+    if not fields:
+        raise ValueError("the source declares no fields; fields() must return at least one Field")
+    names = [f.name for f in fields]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"the source declares field(s) {sorted(dup)} more than once; give each a unique name")
+    bad = RESERVED.intersection(names)
+    if bad:
+        raise ValueError(f"field name(s) {sorted(bad)} clash with batch flags; rename them in fields()")

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine import cursor as _cursor
-from streamcli.engine.ring import CLAIMS, DRY, LIVE, VALID
-from streamcli.fills.schedule import BatchPlan
+from streamcli.lives.ring import CLAIMS, DRY, LIVE, VALID
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.schedule import BatchRuns
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Views:
                    cursor=tb["cursor"])  # fmt: skip
 
 
-def write_flags(v: Views, plan: BatchPlan, lo: int, hi: int, steps_t: np.ndarray) -> None:
+def write_flags(v: Views, plan: BatchRuns, lo: int, hi: int, steps_t: np.ndarray) -> None:
     """The flags of rows ``lo .. hi-1``: whole rows in a few array operations, then runs and padding."""
     B = v.valid.shape[1]
     cols = slice(lo, hi)
@@ -79,7 +79,7 @@ def pad(v: Views, b: int, t0: int, t1: int) -> None:
     v.position[t0:t1, b] = -1
 
 
-def write_summary(v: Views, plan: BatchPlan, lo: int, hi: int, short: Any = ()) -> int:
+def write_summary(v: Views, plan: BatchRuns, lo: int, hi: int, short: Any = ()) -> int:
     """Rows ``lo .. hi-1``'s cursors and counts; rows in ``short`` hold a stream that ended before its promise
     (their cursor says so). Returns the valid steps written."""
     cur = plan.cursors[lo:hi].copy()

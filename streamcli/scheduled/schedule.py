@@ -1,9 +1,9 @@
 """Where every row stands in each batch, planned from the streams' lengths alone: the schedule a filler follows.
 
-When every stream's length is known, the claims follow from the lengths (``engine.claims.ClaimPlan``: tickets in
+When every stream's length is known, the claims follow from the lengths (``scheduled.claims.ClaimPlan``: tickets in
 canonical key order, a row claiming again where its stream ends, or at the next batch under "pad"). ``Schedule``
 keeps every row's state as arrays (item, position, where its stream stops, its next claim) and turns each batch
-into a ``BatchPlan``: the rows one stream covers for the whole batch, as arrays, and the few rows that cross a
+into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few rows that cross a
 stream's end, as runs. Nothing here reads a stream: a filler reads what the plan says, and only a stream that
 breaks its promise (ends early, fails under ``on_error="skip"``) changes what it writes, never the plan.
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamcli.engine import cursor as _cursor
-from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
 
 LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
@@ -28,7 +28,7 @@ item (its segment's end or the item's promised length); ``fresh``: the run start
 
 
 @dataclass
-class BatchPlan:
+class BatchRuns:
     """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
     stream's item, first position, replayed and fresh flags, and where it stops); ``runs`` and ``pads`` for the
     rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
@@ -44,7 +44,7 @@ class BatchPlan:
     seg_end: np.ndarray  # int64, per whole row
     runs: list[Run]
     pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
-    cursors: np.ndarray  # (B, 4) int64 as ``engine.cursor`` records, planned
+    cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
     claims: np.ndarray  # (B,) int64 tickets taken in the batch
     dry: np.ndarray  # (B,) int64 claims that found no stream
 
@@ -85,7 +85,7 @@ class Schedule:
                 self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
                 self.state[b] = LIVE if state == _cursor.LIVE else WAIT
 
-    def next_plan(self) -> BatchPlan:
+    def next_plan(self) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it."""
         T, B, k = self.T, self.B, self.k
         q0, q1 = k * T, (k + 1) * T
@@ -106,7 +106,7 @@ class Schedule:
         if by_row:
             crossing[list(by_row)] = True
         whole = np.flatnonzero(whole_mask)
-        out = BatchPlan(
+        out = BatchRuns(
             k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole],
             fresh=np.zeros(len(whole), bool), stop=self.stop[whole], expect=self.expect[whole],
             seg_end=self.seg_end[whole], runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
@@ -131,7 +131,7 @@ class Schedule:
         self.k = k + 1
         return out
 
-    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchPlan) -> None:
+    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout."""
         T = self.T
         t, c = 0, 0
@@ -166,7 +166,7 @@ class Schedule:
                 out.pads.append((b, t, T))
                 t = T
 
-    def _claim(self, b: int, step: int, first: int, count: int, is_dry: bool, out: BatchPlan) -> None:
+    def _claim(self, b: int, step: int, first: int, count: int, is_dry: bool, out: BatchRuns) -> None:
         """Row ``b`` takes tickets ``first .. first + count - 1`` at epoch step ``step`` (``write._claim_planned``)."""
         out.claims[b] += count
         plan = self.plan

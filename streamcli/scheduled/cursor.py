@@ -24,7 +24,7 @@ STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry", FOLLOW: "follow", SHORT: 
 """``FOLLOW``: the row's segment ended at ``pos`` and its item goes on; the row's next step starts the next
 segment of the same item (segments of items whose length is unknown stay on their row). ``SHORT``: the stream
 ended before the length it promised (or failed under on_error="skip"); the row is padding, and ``pos`` counts on
-as if the stream did, up to its planned next claim (``engine.claims``)."""
+as if the stream did, up to its planned next claim (``scheduled.claims``)."""
 
 
 def fresh(batch_size: int) -> np.ndarray:

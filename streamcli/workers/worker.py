@@ -24,15 +24,16 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from streamcli.engine.control import NEVER
-from streamcli.engine.produce import begin_epoch, reading_of, set_idle, work
-from streamcli.engine.producer import Aborted, Plan, Producer
-from streamcli.engine.ring import Ring, RingSpec
-from streamcli.engine.watchdog import die_with_parent, watch_parent
-from streamcli.engine.write import close_rows
 from streamcli.errors import StepSpecError
-from streamcli.fills.producer import Filler
+from streamcli.fills.claimed.produce import begin_epoch, reading_of, set_idle, work
+from streamcli.fills.claimed.rows import Producer
+from streamcli.fills.claimed.write import close_rows
+from streamcli.fills.planned import Filler
+from streamcli.fills.spec import FillSpec
+from streamcli.lives.control import NEVER, Aborted
+from streamcli.lives.ring import Ring, RingSpec
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks
+from streamcli.workers.watchdog import die_with_parent, watch_parent
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class WorkerSpec:
     w: int
     lo: int  # first row of its block: the live rows it reopens when an epoch starts
     hi: int  # one past the last
-    plan: Plan
+    plan: FillSpec
     ring: RingSpec
     source: StreamSource
     items: list[Any]

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from streamcli.engine.producer import Aborted
+from streamcli.lives.control import Aborted
 
 T = TypeVar("T")
 _DONE = object()

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine import cursor as _cursor
-from streamcli.engine.control import Control
-from streamcli.engine.ring import SUMMARY
+from streamcli.lives.control import Control
+from streamcli.lives.ring import SUMMARY
+from streamcli.scheduled import cursor as _cursor
 
 _RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
 # Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs half of indexing the

@@ -1,7 +1,7 @@
 """The ring's control block: the shared state through which the loader and the producers coordinate, and the
 only code that knows its layout (``Control``; the loader and the producers call its methods, never index it).
 
-Its arrays (``arrays``), in the segment before the batch slots (``engine.ring``):
+Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 
 - ``ctl`` int64[10]: the generation, tickets handed out, the epoch's first batch, its number of streams,
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
@@ -13,7 +13,7 @@ Its arrays (``arrays``), in the segment before the batch slots (``engine.ring``)
 - ``wstat`` float64[W, 8]: per producer, busy seconds, steps, the stream and position it is reading, idle,
   messages sent, what its rows cost per batch;
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
-  length); a segment is a stream of its own (``engine.epoch``);
+  length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
 - ``cost`` float64[I]: per item, the seconds per step producers measured reading it, 0 until then (kept across
   epochs);
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.engine import cursor as _cursor
+from streamcli.scheduled import cursor as _cursor
 
 _GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN = range(10)  # ctl
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD, _HEAVY = range(8)  # columns of wstat
@@ -36,6 +36,10 @@ OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 _SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
+
+
+class Aborted(Exception):
+    """The loader moved to a new generation (new epoch, or closing); drop the current work."""
 
 
 def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
@@ -68,7 +72,7 @@ class Control:
     whichever producer is free takes it for the next claim: that is how work moves to idle workers. Tickets
     stay in canonical order through one rule: a claim at key K is made only when K is the smallest ``claim``
     of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. With
-    planned claims (``engine.claims``: every length known) each waiting row's key and tickets are fixed in
+    planned claims (``scheduled.claims``: every length known) each waiting row's key and tickets are fixed in
     advance, and any row whose key is handed out may claim. Values in ``claim`` and ``written`` only grow
     within an epoch, and each row has one writer at a time (its owner, changed only under the lock), so readers
     need no lock: a stale read only makes them wait longer.

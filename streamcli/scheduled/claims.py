@@ -1,9 +1,9 @@
 """An epoch's claims planned from the streams' promised lengths: which tickets each row takes, and where.
 
-Tickets go out in canonical key order (``engine.produce``). When every stream's length is known, that order
+Tickets go out in canonical key order (``fills.claimed.produce``). When every stream's length is known, that order
 follows from the lengths alone: a stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims
-again there ("pack") or at the next batch ("pad"); ``engine.plan.count_batches`` replays the same schedule to
-count an epoch's batches. Each producer replays it (``ClaimPlan``) as far as it needs, so a row whose stream ends
+again there ("pack") or at the next batch ("pad"); ``count_batches`` replays the same schedule to count an epoch's
+batches. Each producer replays it (``ClaimPlan``) as far as it needs, so a row whose stream ends
 takes its next ticket at once, without waiting until every earlier claim of the other rows has been made; rows
 are coupled only by the hand-out window, and a slow stream no longer holds up the claims of rows that run ahead
 of it.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamcli.engine import cursor as _cursor
+from streamcli.scheduled import cursor as _cursor
 
 
 def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
@@ -146,3 +146,32 @@ class ClaimPlan:
         nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
         heapq.heappush(self._heap, (nxt * self.B + b, b))
         return key, b, Claim(first, self._ticket - first, False)
+
+
+def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boundary: str, epoch_end: str) -> int:
+    """Batches yielded in an epoch whose streams, in ticket order, have these lengths."""
+    B, T, n = batch_size, time_steps, len(lengths)
+    if not any(lengths):
+        return 0
+    # Replays never extend the epoch: plan without them, then "restream" runs until the last ticket's batch.
+    plan = ClaimPlan(lengths, [(b, b) for b in range(B)], 0, B=B, T=T, pack=boundary == "pack", restream=False)
+    last_step = -1  # epoch step of the last original step
+    last_ticket_batch = 0  # batch in which ticket n-1 was taken
+    first_dry_batch: int | None = None
+    while plan.pending():
+        key, _, claim = plan.advance()
+        batch = key // (T * B)
+        if claim.first <= n - 1 < claim.first + claim.count:
+            last_ticket_batch = batch
+        if claim.dry:
+            if first_dry_batch is None:
+                first_dry_batch = batch
+            continue
+        last_step = max(last_step, key // B + plan.steps_of(claim.first + claim.count - 1) - 1)
+    batches = last_step // T + 1
+    if epoch_end == "restream":
+        return max(batches, last_ticket_batch + 1)
+    if epoch_end == "drop":
+        assert first_dry_batch is not None
+        return min(batches, first_dry_batch)
+    return batches

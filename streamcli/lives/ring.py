@@ -4,14 +4,14 @@ The loader (main process) creates the segment and is its only owner: it alone un
 attach by name and write their rows straight into slots, so no array is ever pickled. Every process that has the
 segment open holds a shared ``flock`` on it (``hold_alive``): that, not the pid in its name, is what tells another
 loader's sweep that it is in use. If the loader dies without closing, its workers' watchdog unlinks the segment
-(``engine.watchdog``); failing that, Python's resource tracker, or the next loader's sweep. Layout, all 64-byte
+(``workers.watchdog``); failing that, Python's resource tracker, or the next loader's sweep. Layout, all 64-byte
 aligned:
 
-- the control block (``engine.control``): the shared state through which the loader and the producers
+- the control block (``lives.control``): the shared state through which the loader and the producers
   coordinate (hand-out counter, rows, claims, tickets, the producers' counters and the items' costs);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
-  cursor after the batch (``engine.cursor``).
+  cursor after the batch (``scheduled.cursor``).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from streamcli.batch import FLAG_DTYPES
-from streamcli.engine import control
-from streamcli.engine import cursor as _cursor
-from streamcli.engine.control import Control
 from streamcli.errors import SharedMemoryError
+from streamcli.lives import control
+from streamcli.lives.control import Control
+from streamcli.scheduled import cursor as _cursor
 from streamcli.source import Field
 
 CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record per row

@@ -16,10 +16,10 @@ import weakref
 from collections import deque
 from typing import Any
 
-from streamcli.engine.control import Control
+from streamcli.lives.control import Control
 
 
-class Leases:
+class Slots:
     """The slots of one ring that are backed with memory: free, handed out (by batch index) and lent to the
     consumer. The ring may back more of its slots later (``grow``)."""
 

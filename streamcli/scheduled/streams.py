@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamcli.engine.plan import count_batches
+from streamcli.scheduled.claims import count_batches
 
 
 @dataclass(frozen=True)

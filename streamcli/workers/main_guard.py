@@ -1,21 +1,10 @@
-"""Checks on what the user gives a loader, made before any process or segment exists: the fields, a script's
-main guard (spawned workers re-run the main module), and names of values in messages."""
+"""A script's main guard, checked before any worker starts: spawned workers re-run the main module."""
 
 from __future__ import annotations
 
 import inspect
 import os
 import sys
-
-from streamcli.batch import FLAGS
-from streamcli.source import Field
-
-RESERVED = {*FLAGS, "reset", "summary"}
-
-
-def short_repr(value: object, width: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def check_main_guard() -> None:
@@ -52,15 +41,3 @@ def check_main_guard() -> None:
             '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
             'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'
         )
-
-
-def check_fields(fields: tuple[Field, ...]) -> None:
-    if not fields:
-        raise ValueError("the source declares no fields; fields() must return at least one Field")
-    names = [f.name for f in fields]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise ValueError(f"the source declares field(s) {sorted(dup)} more than once; give each a unique name")
-    bad = RESERVED.intersection(names)
-    if bad:
-        raise ValueError(f"field name(s) {sorted(bad)} clash with batch flags; rename them in fields()")

@@ -1,10 +1,10 @@
 """How a producer writes a row: a claim of its next stream, then runs of steps into the batch's slot.
 
 A row's steps of one batch are one run: the copy per step (or per block, for sources with
-``block_steps = True``) with its shape and dtype check (its slow path and errors: ``engine.checks``); the flags,
-cursors and completion of a piece of work are written at its end (``engine.slots``). The row reads its stream one
+``block_steps = True``) with its shape and dtype check (its slow path and errors: ``fills.checks``); the flags,
+cursors and completion of a piece of work are written at its end (``fills.claimed.notes``). The row reads its stream one
 step ahead, so it knows before the batch ends whether the stream goes on, and can announce its next possible claim
-(``Control.set_claim``). After a row's last step in a batch its cursor goes into the slot (``engine.cursor``). A
+(``Control.set_claim``). After a row's last step in a batch its cursor goes into the slot (``scheduled.cursor``). A
 row resumed or moved mid-stream reopens its stream with ``open(item, start=pos)`` (``promise_again`` restores
 what the row that opened it knew), so nothing is replayed. A length that ``length()`` promised is checked, never
 trusted: a stream that runs past it is cut there, one that ends early leaves its row padding until its planned
@@ -19,14 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine import checks
-from streamcli.engine import cursor as _cursor
-from streamcli.engine.claims import ClaimPlan, next_claim_step, stream_end
-from streamcli.engine.control import NEVER
-from streamcli.engine.producer import NO_END, Producer, Row, Skip
-from streamcli.engine.ring import CLAIMS, DRY, LIVE, VALID
-from streamcli.engine.slots import SlotViews, pad, record
 from streamcli.errors import SourceError, StepSpecError
+from streamcli.fills import checks
+from streamcli.fills.claimed.notes import SlotViews, pad, record
+from streamcli.fills.claimed.rows import NO_END, Producer, Row
+from streamcli.fills.spec import Skip
+from streamcli.lives.control import NEVER
+from streamcli.lives.ring import CLAIMS, DRY, LIVE, VALID
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
 from streamcli.source import Step, item_name
 
 _FINE_S = 20e-6  # seconds per step from which a row marks every step it reads (``_copy``)

@@ -1,7 +1,7 @@
 """The loader's resumable state as plain JSON data: what it holds, its fingerprint, and how it is checked.
 
 A state describes the position right after the last batch handed out: the epoch, the next batch index, the
-tickets taken, every row's cursor (see ``engine.cursor``) and the items skipped so far. Its fingerprint holds what
+tickets taken, every row's cursor (see ``scheduled.cursor``) and the items skipped so far. Its fingerprint holds what
 must not change between the run that saved it and the one that loads it; the worker count is not part of it,
 since batches are identical for every worker count.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine import cursor as _cursor
 from streamcli.errors import StateError
+from streamcli.scheduled import cursor as _cursor
 
 FORMAT = "streamcli-loader-state"
 VERSION = 1

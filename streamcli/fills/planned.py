@@ -16,20 +16,21 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.engine.claims import ClaimPlan
-from streamcli.engine.producer import Aborted, Plan, Skip
-from streamcli.engine.ring import Ring
 from streamcli.fills import iterators, windows
 from streamcli.fills.faults import Faults
-from streamcli.fills.schedule import BatchPlan, Schedule
-from streamcli.fills.slot import Views, write_flags, write_summary
+from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.spec import FillSpec, Skip
+from streamcli.lives.control import Aborted
+from streamcli.lives.ring import Ring
+from streamcli.scheduled.claims import ClaimPlan
+from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.source import StreamSource, has_window, uses_blocks
 
 
 class Filler:
     """Producer ``w`` of ``W`` (the main process is producer 0 of 1), owning rows ``lo .. hi-1``."""
 
-    def __init__(self, plan: Plan, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
+    def __init__(self, plan: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
                  lo: int, hi: int, on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
         self.config, self.ring, self.w, self.W, self.lo, self.hi = plan.config, ring, w, W, lo, hi
         self.faults = Faults(plan.plugin, source, items, plan.on_error, on_skip)
@@ -44,7 +45,7 @@ class Filler:
         self.sched: Schedule | None = None
         self.planned: bool | None = None  # decided when the epoch's tables are read
         self.first = 0
-        self._pending: BatchPlan | None = None
+        self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
         self.steps = 0  # valid steps written
 
@@ -112,7 +113,7 @@ class Filler:
             v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names)
         return v
 
-    def _fill(self, plan: BatchPlan) -> None:
+    def _fill(self, plan: BatchRuns) -> None:
         control = self.ring.control
         v = self._slot(plan.k)
         self.faults.k = plan.k

@@ -2,8 +2,8 @@
 
 A producer is a worker process, or the main process when ``num_workers=0``. It owns the rows whose streams it
 is reading (``Producer.rows``); a row's state is a plain ``Row``, and its cursor (``Row.cursor``) is all that
-a resumed or moved row needs to go on (``rows_from``). What a producer does next is ``engine.produce``; how it
-writes a row's steps is ``engine.write``.
+a resumed or moved row needs to go on (``rows_from``). What a producer does next is ``fills.claimed.produce``; how it
+writes a row's steps is ``fills.claimed.write``.
 """
 
 from __future__ import annotations
@@ -15,53 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.config import LoaderConfig
-from streamcli.engine import cursor as _cursor
-from streamcli.engine.claims import ClaimPlan
-from streamcli.engine.control import NEVER, NO_OWNER
-from streamcli.engine.ring import Ring
-from streamcli.engine.slots import Notes, SlotViews
-from streamcli.source import Field, Step, StreamSource
+from streamcli.fills.claimed.notes import Notes, SlotViews
+from streamcli.fills.spec import FillSpec, Skip
+from streamcli.lives.control import NEVER, NO_OWNER
+from streamcli.lives.ring import Ring
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.claims import ClaimPlan
+from streamcli.source import Step, StreamSource
 
 NO_END = 1 << 62  # ``Row.end`` of a stream that is not cut into segments
-
-
-class Aborted(Exception):
-    """The loader moved to a new generation (new epoch, or closing); drop the current work."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The static facts every producer shares: the plugin's name, its fields and the loader's one configuration.
-    Picklable. The settings are read from ``config``, never copied."""
-
-    plugin: str
-    fields: tuple[Field, ...]
-    config: LoaderConfig
-
-    @property
-    def batch_size(self) -> int:
-        return self.config.batch_size
-
-    @property
-    def time_steps(self) -> int:
-        return self.config.time_steps
-
-    @property
-    def boundary(self) -> str:
-        return self.config.boundary
-
-    @property
-    def epoch_end(self) -> str:
-        return self.config.epoch_end
-
-    @property
-    def on_error(self) -> str:
-        return self.config.on_error
-
-    @property
-    def segment(self) -> int:
-        return self.config.segment
 
 
 @dataclass
@@ -104,25 +66,11 @@ class Row:
         return _cursor.record(self.item, self.pos, state, self.replay, self.open_ended)
 
 
-@dataclass(frozen=True)
-class Skip:
-    """An item skipped under on_error="skip" (``kind="skip"``), or a stream whose length differs from what
-    ``length()`` promised (``kind="length"``; ``error`` says both numbers), reported with the batch in which it
-    happened."""
-
-    batch: int
-    item: int
-    name: str
-    step: int
-    error: str
-    kind: str = "skip"
-
-
 @dataclass
 class Producer:
     """One producer's context: a worker process, or the main process when num_workers=0."""
 
-    plan: Plan
+    plan: FillSpec
     source: StreamSource
     items: Sequence[Any]
     ring: Ring

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from streamcli.engine.producer import Aborted, Skip
-from streamcli.engine.ring import Ring, SegmentLock
-from streamcli.engine.worker import WorkerSpec, describe_exit, worker_main
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
+from streamcli.fills.spec import Skip
+from streamcli.lives.control import Aborted
+from streamcli.lives.ring import Ring, SegmentLock
+from streamcli.workers.worker import WorkerSpec, describe_exit, worker_main
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit"
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
@@ -57,7 +58,7 @@ class WorkerPool:
         # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
         alive, self._alive = ctx.Pipe(duplex=False)
         # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
-        # long as the process (``engine.watchdog``).
+        # long as the process (``workers.watchdog``).
         pdeathsig = threading.current_thread() is threading.main_thread()
         for spec in specs:
             parent, child = ctx.Pipe()

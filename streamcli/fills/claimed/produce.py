@@ -8,7 +8,7 @@ smallest. So the ticket a row gets, and hence every batch, depends only on the s
 timing or on which producer fills a row.
 
 When every stream's length is known, the order of the claims follows from the lengths alone: each producer
-replays that schedule (``engine.claims``), and a row takes its next ticket as soon as its stream ends, whatever
+replays that schedule (``scheduled.claims``), and a row takes its next ticket as soon as its stream ends, whatever
 the other rows are doing. Then a slow stream holds up no other row's claims, and rows are coupled only by the
 hand-out window. A stream that breaks its promise cannot shift the schedule: it is cut at its length, or its row
 pads until then.
@@ -19,8 +19,8 @@ stream and owns the row from then on. That is how the work of expensive streams 
 Producers run ahead of the consumer through the hand-out counter: any batch handed out may be written, so a
 producer whose rows are cheap fills later batches while another finishes an expensive one.
 
-A producer's facts (its rows, the shared plan) are ``engine.producer``; how it claims a stream and writes a
-row's run of steps is ``engine.write``. Everything here is a plain function over them, shared by worker processes
+A producer's facts (its rows, the shared plan) are ``fills.claimed.rows``; how it claims a stream and writes a
+row's run of steps is ``fills.claimed.write``. Everything here is a plain function over them, shared by worker processes
 and the in-process path.
 """
 
@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import time
 
-from streamcli.engine import cursor as _cursor
-from streamcli.engine import write
-from streamcli.engine.claims import ClaimPlan
-from streamcli.engine.control import NEVER
-from streamcli.engine.producer import Aborted, Producer, Row, rows_from
-from streamcli.engine.slots import flush
+from streamcli.fills.claimed import write
+from streamcli.fills.claimed.notes import flush
+from streamcli.fills.claimed.rows import Producer, Row, rows_from
+from streamcli.lives.control import NEVER, Aborted
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.claims import ClaimPlan
 
 
 def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:

@@ -1,0 +1,56 @@
+"""What every producer of a loader shares: its fixed facts (``FillSpec``), and what it reports (``Skip``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamcli.config import LoaderConfig
+from streamcli.source import Field
+
+
+@dataclass(frozen=True)
+class FillSpec:
+    """The static facts every producer shares: the plugin's name, its fields and the loader's one configuration.
+    Picklable. The settings are read from ``config``, never copied."""
+
+    plugin: str
+    fields: tuple[Field, ...]
+    config: LoaderConfig
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    @property
+    def time_steps(self) -> int:
+        return self.config.time_steps
+
+    @property
+    def boundary(self) -> str:
+        return self.config.boundary
+
+    @property
+    def epoch_end(self) -> str:
+        return self.config.epoch_end
+
+    @property
+    def on_error(self) -> str:
+        return self.config.on_error
+
+    @property
+    def segment(self) -> int:
+        return self.config.segment
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An item skipped under on_error="skip" (``kind="skip"``), or a stream whose length differs from what
+    ``length()`` promised (``kind="length"``; ``error`` says both numbers), reported with the batch in which it
+    happened."""
+
+    batch: int
+    item: int
+    name: str
+    step: int
+    error: str
+    kind: str = "skip"
