@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,lint,ray,events]"
+	$(PIP) -e ".[test,lint,ray,events,pyav]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 
