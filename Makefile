@@ -46,12 +46,14 @@ wheel-check: $(STAMP)
 # Full run takes a few minutes; `make bench BENCH_ARGS=--quick REPLAY_ARGS="--repeats 1"` is a ~1 min smoke run,
 # `BENCH_ARGS=--write` updates RESULTS.md. The video target has its own script: benchmarks/bench_video.py.
 REPLAY_ARGS ?=
+VIDEO_BACKENDS_ARGS ?=
 bench: $(STAMP)
 	$(PIP) -e ".[bench]"
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_replay.py $(REPLAY_ARGS)
 	$(PY) benchmarks/bench_small_steps.py
 	$(PY) benchmarks/bench_events.py
+	$(PY) benchmarks/bench_video_backends.py $(VIDEO_BACKENDS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

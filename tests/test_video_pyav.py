@@ -223,3 +223,15 @@ def test_a_loader_resumes_exactly_with_pyav(tmp_path: Path) -> None:
 
     check_resume(make, 4, 4, cuts=[1, 5, 13])
     check_resume(make, 4, 4, cuts=[7], workers_before=0, workers_after=2)
+
+
+@pytest.mark.slow
+def test_the_backend_bench_runs_on_a_folder_and_reports_both_backends(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import bench_video_backends
+
+    bench_video_backends.main(["--folder", str(LOCAL), "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "# Video backends: 6 clips" in out  # the DV clip is PyAV's alone, so it is left out
+    for row in ("decode to BGR, frames/s", "VideoSource.open 128x128, frames/s", "seek to first frame"):
+        assert f"| {row}" in out
+    assert "| realshort.mp4 | 36 |" in out

@@ -274,7 +274,7 @@ class VideoSource(BaseSource):
             cap.release()
 
     def _probe_pyav(self, path: str) -> str:
-        from streamcli_sources._decode_pyav import open_video, to_bgr
+        from streamcli_sources._decode_pyav import open_video
 
         video = open_video(path, threads=1, max_failed=self.max_failed_reads)
         if video is None:
@@ -283,7 +283,7 @@ class VideoSource(BaseSource):
             first = next(video.frames(), None)
             if first is None:
                 return _NO_FRAME
-            return "" if to_bgr(first) is not None else _NO_CONVERT
+            return "" if video.bgr(first) is not None else _NO_CONVERT
 
     def _steps(self, path: str) -> int | None:
         scan = self._scans.get(path)
@@ -363,7 +363,7 @@ class VideoSource(BaseSource):
 
     def _open_pyav(self, path: str, step: float, end: float) -> Iterator[Step]:
         """Steps ``step`` to ``end`` decoded by PyAV: the same frames and times as a decode from frame 0."""
-        from streamcli_sources._decode_pyav import open_video, to_bgr
+        from streamcli_sources._decode_pyav import open_video
 
         video = None if step >= end else open_video(path, self.threads, self.max_failed_reads)
         if video is None:
@@ -375,7 +375,7 @@ class VideoSource(BaseSource):
                 ms = clock(video.ms(frame))  # every frame decoded, so times extrapolate as in a full read
                 if index < target or (index - target) % self.stride:
                     continue
-                bgr = to_bgr(frame)
+                bgr = video.bgr(frame)
                 if bgr is None:
                     warnings.warn(_cut_warning(path, index), stacklevel=2)
                     return
