@@ -36,7 +36,7 @@ VideoFile = str | os.PathLike[str] | IO[bytes]
 """A path, or a binary file-like object that can ``read`` and ``seek`` (an fsspec file, ``io.BytesIO``)."""
 
 _TIMEOUT_S = 20.0  # FFmpeg's interrupt callback: a stalled read cannot hang a worker (as in _decode)
-_SEEK_TRIES = 4  # seeks from 0, 1, 4 and 16 seconds before the target, then a decode from the start
+_SEEK_TRIES = 4  # seeks before a decode from the start (see ``PyAVVideo.seek``)
 
 
 def _quiet_native_logs() -> None:
@@ -113,22 +113,22 @@ class PyAVVideo:
         """``(index, frame)`` from frame ``target`` on, or from frame 0 where no seek can be verified.
 
         Seeking needs a scan whose times tell frames apart (``Scan.seekable``): frame ``target`` is the frame
-        with the scan's time, and its pixels must have the scan's checksum. Some demuxers land after the
-        keyframe asked for (MPEG program streams), and some keyframes are not clean starts (an H.264 I-frame
-        that is not IDR decodes differently without the frames before it). A landing past the target seeks
-        again from further back, up to ``_SEEK_TRIES`` times; other pixels, or no luck, mean a decode from the
-        start (an earlier keyframe is seldom cleaner, and each try decodes up to the target).
+        with the scan's time, and its pixels must have the scan's checksum. A landing past the target (MPEG
+        program streams seek inexactly) seeks again 1, 4, then 16 s earlier. Other pixels at the target mean
+        the keyframe was no clean start (H.264 I-frames that are not IDR, as in cockatoo.mp4, where no
+        keyframe but the first gives the pixels of a full decode): the file is then decoded from the start.
         """
         if target > 0 and scan is not None and scan.seekable and target < scan.frames:
             want = float(scan.pos_ms[target])
-            pts = round(Fraction(want) / 1000 / self._base) + self._start
+            offset = round(Fraction(want) / 1000 / self._base) + self._start
             second = max(1, round(1 / self._base))
-            for back in (0, *(second * 4**i for i in range(_SEEK_TRIES - 1))):
-                if pts - back <= self._start:
+            for attempt in range(_SEEK_TRIES):
+                if offset <= self._start:
                     break  # as far back as the start: decoding from frame 0 is the same work
-                self.container.seek(pts - back, stream=self.stream, backward=True, any_frame=False)
+                self.container.seek(offset, stream=self.stream, backward=True, any_frame=False)
                 self.stream.codec_context.flush_buffers()
                 frames = self.frames()
+                overshot = True  # also where nothing decodes from there (a seek to the last frame of some WebM)
                 for frame in frames:
                     got = self.ms(frame)
                     if got < want:  # a frame between the keyframe and the target
@@ -139,11 +139,10 @@ class PyAVVideo:
                         return
                     overshot = got > want
                     break
-                else:
-                    overshot = True  # nothing decodes from there (a seek to the last frame of some WebM files)
                 frames.close()
                 if not overshot:
-                    break  # the target decoded to other pixels, or did not convert
+                    break
+                offset -= second * 4**attempt
             self.close()
             self._open()
         yield from enumerate(self.frames())
