@@ -115,13 +115,20 @@ class PyAVVideo:
         Seeking needs a scan whose times tell frames apart (``Scan.seekable``): frame ``target`` is the frame
         with the scan's time, and its pixels must have the scan's checksum. A landing past the target (MPEG
         program streams seek inexactly) seeks again 1, 4, then 16 s earlier. Other pixels at the target mean
-        the keyframe was no clean start (H.264 I-frames that are not IDR, as in cockatoo.mp4, where no
-        keyframe but the first gives the pixels of a full decode): the file is then decoded from the start.
+        the keyframe was no clean start (an open GOP): the file is then decoded from the start.
+
+        The first frame is decoded before any seek: a decoder learns things at the start of a stream that no
+        keyframe repeats (FFmpeg's H.264 decoder reads the encoder's version from its first frame and works
+        around that version's known bugs), and without them every frame after a seek in cockatoo.mp4 differs
+        from a full decode's.
         """
         if target > 0 and scan is not None and scan.seekable and target < scan.frames:
             want = float(scan.pos_ms[target])
             offset = round(Fraction(want) / 1000 / self._base) + self._start
             second = max(1, round(1 / self._base))
+            primer = self.frames()
+            next(primer, None)
+            primer.close()
             for attempt in range(_SEEK_TRIES):
                 if offset <= self._start:
                     break  # as far back as the start: decoding from frame 0 is the same work
