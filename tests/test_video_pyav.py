@@ -30,9 +30,9 @@ SMALL = (24, 32)
 # (tests/data/README.md); PyAV's conversion (the older sws_scale call) converts it, the same bytes every time.
 # So this is the one clip only PyAV opens: the frame counts cannot be compared there.
 ONLY_PYAV = {"tests/data": {"odd/realshort_ntsc.dv"}, "shared": set[str]()}
-# Where the pixels differ (Theora: the two FFmpeg builds convert its colours slightly differently), frames are
-# still compared for layout and colour order, within a small mean difference.
-NOT_BIT_EXACT = {"Shepard_Calais_1906_FrenchGP.ogv"}
+# With the versions in constraints.txt the two give the same pixels on every clip but the Theora ones (a mean
+# difference under 1); another FFmpeg build may convert colours a little differently, so the tests allow that much.
+PIXEL_SLACK = 2.0
 
 
 def _folder(where: str) -> Path:
@@ -76,10 +76,7 @@ def test_pyav_and_opencv_count_the_same_frames_on_every_clip_both_open(where: st
         np.testing.assert_allclose(t_av, t_cv, rtol=0, atol=1e-6, err_msg=name)
         diff = np.abs(f_av.astype(int) - f_cv.astype(int)).mean()
         swapped = np.abs(f_av[:, ::-1].astype(int) - f_cv.astype(int)).mean()
-        if name in NOT_BIT_EXACT:
-            assert diff < 2, name
-        else:
-            assert diff == 0, f"{name}: PyAV's frames differ from OpenCV's by {diff:.2f} on average"
+        assert diff < PIXEL_SLACK, f"{name}: PyAV's frames differ from OpenCV's by {diff:.2f} on average"
         assert diff <= swapped, f"{name}: colour order"
 
 
@@ -93,10 +90,11 @@ def test_the_colour_order_is_rgb_like_opencv_and_gray_is_one_channel() -> None:
         for gray in (False, True)
     }
     for gray in (False, True):
-        assert read["pyav", gray].shape == (5, 1 if gray else 3, *SMALL)
-        np.testing.assert_array_equal(read["pyav", gray], read["opencv", gray])
-    rgb = read["pyav", False]
-    assert not np.array_equal(rgb[:, 0], rgb[:, 2])  # R and B differ here, so the equality above pins the order
+        got, want = read["pyav", gray], read["opencv", gray]
+        assert got.shape == want.shape == (5, 1 if gray else 3, *SMALL) and got.dtype == np.uint8
+        assert np.abs(got.astype(int) - want.astype(int)).mean() < PIXEL_SLACK
+    rgb, cv = read["pyav", False].astype(int), read["opencv", False].astype(int)
+    assert np.abs(rgb[:, ::-1] - cv).mean() > 5 * PIXEL_SLACK  # R and B differ here: BGR would be far off
 
 
 def _take(it: Iterator[Any], n: int) -> list[Any]:
