@@ -67,7 +67,7 @@ class PyAVVideo:
     def _open(self) -> None:
         file: Any = os.fspath(self.file) if isinstance(self.file, os.PathLike) else self.file
         if not isinstance(file, str):
-            file.seek(0)  # a reopen after a seek that could not be verified
+            file.seek(0)  # from its start, also when reopened after a seek that could not be verified
         self.container = av.open(file, mode="r", timeout=_TIMEOUT_S)
         if not self.container.streams.video:
             self.container.close()
