@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,lint,ray,events,zstd,s3]"
+	$(PIP) -e ".[test,lint,ray,events,zstd,s3,pyav]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 
@@ -49,6 +49,7 @@ wheel-check: $(STAMP)
 REPLAY_ARGS ?=
 COMPRESS_ARGS ?=
 STORAGE_ARGS ?=
+VIDEO_BACKENDS_ARGS ?=
 bench: $(STAMP)
 	$(PIP) -e ".[bench]"
 	$(PY) benchmarks/bench_loader.py $(BENCH_ARGS)
@@ -57,6 +58,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_events.py
 	$(PY) benchmarks/bench_compress.py $(COMPRESS_ARGS)
 	$(PY) benchmarks/bench_storage.py $(STORAGE_ARGS)
+	$(PY) benchmarks/bench_video_backends.py $(VIDEO_BACKENDS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

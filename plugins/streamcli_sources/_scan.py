@@ -4,7 +4,7 @@ A scan records, per decodable frame, its raw container time and an Adler-32 of t
 The count gives exact lengths; the two tables let ``open(item, start=k)`` seek and then *verify* that it
 landed on frame k (seeking by frame index is inexact for MPEG program streams and some H.264 files).
 
-The cache holds one small JSON file per video, keyed by absolute path, size and mtime, under
+The cache holds one small JSON file per video, keyed by absolute path, size, mtime and decoder, under
 ``$STREAMCLI_CACHE_DIR`` or ``$XDG_CACHE_HOME/streamcli`` (default ``~/.cache/streamcli``). Files are
 written to a temporary name and renamed, so concurrent scans never read a half-written entry.
 """
@@ -90,16 +90,19 @@ def scan_file(path: str, max_failed: int) -> Scan:
     return Scan(np.asarray(pos, np.float64), np.asarray(sums, np.uint32), opened, cut)
 
 
-def _key(path: str) -> tuple[Path, dict[str, object]]:
+def _key(path: str, backend: str) -> tuple[Path, dict[str, object]]:
     st = os.stat(path)
-    ident = {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "v": _VERSION}
+    ident: dict[str, object] = {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    ident["v"] = _VERSION
+    if backend != "opencv":  # OpenCV's entries keep the key they had before there was a second decoder
+        ident["backend"] = backend
     name = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     return Path(name + ".json"), ident
 
 
-def load_scan(folder: Path, path: str) -> Scan | None:
-    """The cached scan of ``path`` if one exists for its current size and mtime."""
-    name, ident = _key(path)
+def load_scan(folder: Path, path: str, backend: str = "opencv") -> Scan | None:
+    """The cached scan of ``path`` by ``backend`` if one exists for its current size and mtime."""
+    name, ident = _key(path, backend)
     try:
         entry = json.loads((folder / name).read_text())
     except (OSError, ValueError):
@@ -110,8 +113,8 @@ def load_scan(folder: Path, path: str) -> Scan | None:
     return Scan(pos, adler, entry["opened"], entry["cut"])
 
 
-def _store(folder: Path, path: str, scan: Scan) -> None:
-    name, ident = _key(path)
+def _store(folder: Path, path: str, scan: Scan, backend: str) -> None:
+    name, ident = _key(path, backend)
     entry = {"key": ident, "frames": scan.frames, "pos_ms": scan.pos_ms.tolist()}
     entry.update(adler=scan.adler.tolist(), opened=scan.opened, cut=scan.cut)
     try:
@@ -133,14 +136,24 @@ Progress = Callable[[int, int], None]
 
 
 def scan_files(
-    paths: list[str], *, max_failed: int, folder: Path, workers: int = 0, progress: Progress | None = None
+    paths: list[str],
+    *,
+    max_failed: int,
+    folder: Path,
+    workers: int = 0,
+    progress: Progress | None = None,
+    backend: str = "opencv",
 ) -> dict[str, Scan]:
     """Scans of ``paths``: from the cache where it is fresh, else decoded in parallel threads and cached.
 
-    Threads suffice: OpenCV releases the GIL while it decodes. ``progress`` is called from the calling
-    thread: once after the cache is read, then as each decode finishes (in any order).
+    Threads suffice: OpenCV and PyAV release the GIL while they decode. ``progress`` is called from the
+    calling thread: once after the cache is read, then as each decode finishes (in any order). ``backend``
+    picks the decoder (``"pyav"``: ``_decode_pyav.scan_file``); each has its own cache entries.
     """
-    out = {p: s for p in paths if (s := load_scan(folder, p)) is not None}
+    scanner = scan_file
+    if backend == "pyav":
+        from streamcli_sources._decode_pyav import scan_file as scanner  # av is an optional extra
+    out = {p: s for p in paths if (s := load_scan(folder, p, backend)) is not None}
     todo = [p for p in paths if p not in out]
     if progress is not None:
         progress(len(out), len(paths))
@@ -148,12 +161,12 @@ def scan_files(
         return out
     pool = ThreadPoolExecutor(max_workers=workers or min(len(todo), os.cpu_count() or 1))
     try:
-        futures = {pool.submit(scan_file, p, max_failed): p for p in todo}
+        futures = {pool.submit(scanner, p, max_failed): p for p in todo}
         for future in as_completed(futures):
             p, s = futures[future], future.result()
             out[p] = s
             if s.opened:  # a file that did not open (unreadable, for one) may open once fixed: mtime won't say
-                _store(folder, p, s)
+                _store(folder, p, s, backend)
             if progress is not None:
                 progress(len(out), len(paths))
     finally:

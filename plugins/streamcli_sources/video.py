@@ -2,10 +2,13 @@
 
 Real files are messy, so nothing in a header is trusted: frame counts come from decoding (``scan``),
 times from each frame's container timestamp, and a file OpenCV cannot open is skipped with a warning.
+``backend="pyav"`` decodes with PyAV instead (``_decode_pyav``: exact seeks, file-like objects); the two
+count the same frames and deliver them in the same layout.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import warnings
@@ -43,7 +46,9 @@ EXTENSIONS = tuple(
 )
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
 
-_NO_OPEN = "OpenCV cannot open it (not a video, or no video track)"
+BACKENDS = {"opencv": "OpenCV", "pyav": "PyAV"}
+"""The decoders ``backend=`` picks from, and the names messages give them."""
+_NO_OPEN = "{} cannot open it (not a video, or no video track)"
 _NO_FRAME = "no frame decodes"
 _NO_CONVERT = (
     "FFmpeg decodes its frames but cannot convert them to RGB (interlaced DV, for one), so their pixels would "
@@ -67,10 +72,10 @@ def _read_problem(path: str) -> str:
     return ""
 
 
-def _scan_problem(path: str, scan: Scan) -> str:
+def _scan_problem(path: str, scan: Scan, decoder: str) -> str:
     """Why a scanned file with no frame is skipped."""
     if not scan.opened:
-        return _read_problem(path) or _NO_OPEN
+        return _read_problem(path) or _NO_OPEN.format(decoder)
     return _NO_CONVERT if scan.cut else _NO_FRAME
 
 
@@ -104,6 +109,8 @@ class VideoSource(BaseSource):
     a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``;
     ``threads`` is FFmpeg's decoder threads per clip: 1 (the default) gives the same frames on every run,
     0 is OpenCV's automatic choice, which may not.
+    ``backend`` is the decoder: ``opencv`` (the default) or ``pyav`` (the ``streamcli[pyav]`` extra), which
+    seeks exactly where a scan gives frame times (see ``_decode_pyav``); both count the same frames.
     A file OpenCV cannot open, with no decodable frame, or whose first frame FFmpeg cannot convert to RGB,
     is skipped with a warning and listed in ``skipped``; with ``strict=True`` it is an error. A stream ends,
     with a warning, at a later frame that does not convert: its pixels were never written.
@@ -127,6 +134,7 @@ class VideoSource(BaseSource):
         threads: int = 1,
         max_failed_reads: int = 5,
         cache_dir: str = "",
+        backend: str = "opencv",
     ) -> None:
         if folder is None:
             raise ValueError("the video source needs a folder or file of videos, e.g. video clips/")
@@ -143,6 +151,10 @@ class VideoSource(BaseSource):
             raise ValueError(f"max_failed_reads={max_failed_reads} must be at least 1")
         if int(threads) < 0:
             raise ValueError(f"threads={threads} must be a number of decoder threads (1: reproducible) or 0 (auto)")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend={backend!r} must be one of {', '.join(BACKENDS)} (opencv is the default)")
+        if backend == "pyav" and importlib.util.find_spec("av") is None:
+            raise ImportError("backend='pyav' needs PyAV (the av package): pip install 'streamcli[pyav]'")
         self.root = Path(folder)
         if not (self.root.is_dir() or self.root.is_file()):
             raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos; check the path")
@@ -159,6 +171,7 @@ class VideoSource(BaseSource):
         self.threads = int(threads)
         self.max_failed_reads = int(max_failed_reads)
         self.cache_dir = cache_dir
+        self.backend = backend
         self.skipped: list[tuple[str, str]] = []
         self._items: list[VideoItem] | None = None
         self._scans: dict[str, Scan] = {}
@@ -183,7 +196,9 @@ class VideoSource(BaseSource):
         """
         files = self.files()
         folder = cache_dir(self.cache_dir)
-        self._scans = scan_files(files, max_failed=self.max_failed_reads, folder=folder, progress=progress)
+        self._scans = scan_files(
+            files, max_failed=self.max_failed_reads, folder=folder, progress=progress, backend=self.backend
+        )
         return {p: s.frames for p, s in self._scans.items()}
 
     def prepare(self, progress: Progress | None = None) -> None:
@@ -207,7 +222,8 @@ class VideoSource(BaseSource):
         if self.scan_lengths:
             if not all(p in self._scans for p in files):  # else scan() has just run
                 self.scan()
-            problems = {p: _scan_problem(p, s) for p, s in self._scans.items() if not s.frames}
+            decoder = BACKENDS[self.backend]
+            problems = {p: _scan_problem(p, s, decoder) for p, s in self._scans.items() if not s.frames}
             for p, s in self._scans.items():
                 if s.frames and s.cut:
                     warnings.warn(_cut_warning(p, s.frames), stacklevel=3)
@@ -221,7 +237,7 @@ class VideoSource(BaseSource):
             if why.startswith("cannot read"):
                 raise ValueError(f"{str(self.root)!r}: {why}; check its permissions, or give another file")
             raise ValueError(
-                f"{str(self.root)!r} is not a video this OpenCV can decode: {why}; "
+                f"{str(self.root)!r} is not a video this {BACKENDS[self.backend]} can decode: {why}; "
                 "give a video file or a folder of them"
             )
         for path, why in self.skipped:
@@ -240,20 +256,34 @@ class VideoSource(BaseSource):
         if not items:
             raise ValueError(
                 f"no usable video under {str(self.root)!r}: {_files(len(self.skipped))} found, none decodes (see the "
-                "warnings); point at a folder with at least one video OpenCV can decode"
+                f"warnings); point at a folder with at least one video {BACKENDS[self.backend]} can decode"
             )
         return items
 
     def _probe(self, path: str) -> str:
+        if self.backend == "pyav":
+            return self._probe_pyav(path)
         cap = open_capture(path, threads=1)
         try:
             if not cap.isOpened():
-                return _read_problem(path) or _NO_OPEN
+                return _read_problem(path) or _NO_OPEN.format("OpenCV")
             if next(grab_frames(cap, self.max_failed_reads), None) is None:
                 return _NO_FRAME
             return "" if retrieve(cap) is not None else _NO_CONVERT
         finally:
             cap.release()
+
+    def _probe_pyav(self, path: str) -> str:
+        from streamcli_sources._decode_pyav import open_video
+
+        video = open_video(path, threads=1, max_failed=self.max_failed_reads)
+        if video is None:
+            return _read_problem(path) or _NO_OPEN.format("PyAV")
+        with video:
+            first = next(video.frames(), None)
+            if first is None:
+                return _NO_FRAME
+            return "" if video.bgr(first) is not None else _NO_CONVERT
 
     def _steps(self, path: str) -> int | None:
         scan = self._scans.get(path)
@@ -296,6 +326,9 @@ class VideoSource(BaseSource):
         path, first, count = item
         step = first + start
         end = math.inf if count < 0 else first + count
+        if self.backend == "pyav":
+            yield from self._open_pyav(path, step, end)
+            return
         if step >= end or (pos := self._seek(path, step * self.stride)) is None:
             return
         cap, clock, frames, frame = pos
@@ -321,6 +354,35 @@ class VideoSource(BaseSource):
             cap.release()
 
     # -- decoding --------------------------------------------------------------------------------------
+
+    def _scan_of(self, path: str) -> Scan | None:
+        scan = self._scans.get(path)
+        if scan is None and self.scan_lengths:  # a worker given the source before items() ran
+            scan = load_scan(cache_dir(self.cache_dir), path, self.backend)
+        return scan
+
+    def _open_pyav(self, path: str, step: float, end: float) -> Iterator[Step]:
+        """Steps ``step`` to ``end`` decoded by PyAV: the same frames and times as a decode from frame 0."""
+        from streamcli_sources._decode_pyav import open_video
+
+        video = None if step >= end else open_video(path, self.threads, self.max_failed_reads)
+        if video is None:
+            return
+        target = int(step) * self.stride
+        with video:
+            clock = Clock(video.fps)
+            for index, frame in video.seek(target, self._scan_of(path)):
+                ms = clock(video.ms(frame))  # every frame decoded, so times extrapolate as in a full read
+                if index < target or (index - target) % self.stride:
+                    continue
+                bgr = video.bgr(frame)
+                if bgr is None:
+                    warnings.warn(_cut_warning(path, index), stacklevel=2)
+                    return
+                yield {"frame": self._convert(bgr), "time_ms": np.float64(ms)}
+                step += 1
+                if step >= end:
+                    return
 
     def _seek(self, path: str, target: int) -> _Position | None:
         """A capture positioned on frame ``target`` (grabbed), its clock, and the rest of its frames;
