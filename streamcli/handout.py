@@ -1,0 +1,198 @@
+"""Where a batch is handed out: the loader gives producers slots, waits for each batch and wraps its slot as a
+``Batch`` of zero-copy tensors.
+
+The main process only hands out slots: it writes "batch k goes into slot s" into the control block's hand-out
+counter (producers run ahead as far as the window allows), waits until batch k is whole, and yields the slot as
+tensors. When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list
+(``lives.slots``). With workers, a thread (``lives.ahead``) prepares the next batches while the consumer works.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamcli.batch import FLAGS, Batch
+from streamcli.config import LoaderConfig
+from streamcli.fills.spec import Skip
+from streamcli.lives.ahead import Ahead
+from streamcli.lives.control import Aborted
+from streamcli.lives.ring import Ring
+from streamcli.lives.slots import Slots
+from streamcli.lives.tensors import pad_slot, pin_available
+from streamcli.source import Field
+from streamcli.workers.producers import InProcess, Workers
+
+AHEAD = 2  # batches the ``Ahead`` thread prepares before the consumer asks
+
+
+@dataclass
+class Ready:
+    """Batch ``k`` prepared for hand-out, with what the loader's position becomes once it is handed out."""
+
+    k: int
+    batch: Batch | None  # None: all padding, not handed out
+    last: bool  # the epoch ends with it
+    tickets: int  # tickets taken up to the end of it
+    cursors: np.ndarray | None  # every row's cursor after it (None when last)
+    n_live: int  # rows holding a live original stream after it
+    n_valid: int
+    skips: list[Skip]
+    dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
+
+
+@dataclass
+class Epoch:
+    """What the hand-out of one epoch needs to know: where it starts and when it ends."""
+
+    number: int
+    first: int  # the batch it starts (or resumes) at
+    tickets: int  # tickets taken before ``first``
+    streams: int  # this rank's streams
+    target: int | None  # batches it must yield (None: its natural end)
+    dropped: bool  # under "drop", it has ended already (a resumed state past its end)
+
+
+class HandOut:
+    """Slots handed out to the producers and batches handed to the consumer, for one ring."""
+
+    def __init__(self, ring: Ring, fields: tuple[Field, ...], config: LoaderConfig, producers: InProcess | Workers,
+                 prefetch: int) -> None:  # fmt: skip
+        self.ring, self.fields, self.config, self.producers = ring, fields, config, producers
+        self.window = prefetch if producers.pool is not None else 1  # in-process nothing runs ahead
+        self.slots = Slots(ring.reserved)
+        self.names = [f.name for f in fields] + list(FLAGS)  # the arrays of a batch, in slot order
+        self.pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
+        self.k = 0  # the batch being waited for or consumed
+        self.k_next = 0  # the next batch to hand out
+        self.waited = False  # preparing the last batch waited for the workers (read by ``Ahead``)
+        self.ahead: Ahead[Ready] | None = None
+        self.pin: bool | None = None
+        self.pinned_ring = False
+        self.copies = 0
+        self.busy: deque[tuple[float, np.ndarray]] = deque(maxlen=64)  # (time, the producers' busy seconds)
+
+    def pin_ring(self, torch: Any) -> None:
+        """Decide once whether batches are pinned; page-lock the whole ring if possible (no copy per batch)."""
+        if self.pin is None:
+            self.pin = pin_available(torch) if self.config.pin_memory else False
+            whole = bool(self.pin) and self.back_slots(self.ring.spec.num_slots)  # page-locking touches all
+            self.pinned_ring = whole and self.ring.page_lock(torch)
+
+    def back_slots(self, n: int) -> bool:
+        """Back the ring's slots up to ``n`` with memory, and let batches use them; False if shared memory has no
+        room for them now."""
+        if not self.ring.reserve(n):  # the ring knows what is backed already
+            return False
+        self.slots.grow(self.ring.reserved)
+        return True
+
+    def ready(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
+        """The epoch's batches as they become whole: with workers prepared by a thread (``Ahead``), so that waiting
+        and building tensors happen while the consumer works; in-process, inside ``next()``."""
+        ready = self._prepare(torch, epoch, alive)
+        if self.producers.pool is None:
+            return ready
+        self.ahead = Ahead(ready, AHEAD, self.hand_out, lambda: self.waited)
+        return self.ahead
+
+    def stop_ahead(self) -> None:
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            ahead.stop()
+
+    def _prepare(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
+        self.k_next = k = epoch.first
+        tickets, target, dropped = epoch.tickets, epoch.target, epoch.dropped
+        drop = self.config.epoch_end == "drop"
+        while True:
+            if not alive():
+                raise Aborted
+            self.k = k
+            self.hand_out()
+            slot = self.slots.take(k)
+            self._wait(k)
+            v = self.ring.slots[slot]
+            skips = self.pending.pop(k, [])
+            claims, dry, n_live, n_valid = np.add.reduce(v["summary"], axis=0).tolist()
+            if drop and dry and not dropped:
+                if target is None:
+                    self.slots.give_back(slot)
+                    yield Ready(k=k, batch=None, last=True, tickets=tickets, cursors=None, n_live=0, n_valid=0,
+                                skips=skips, dropped=True)  # fmt: skip
+                    return
+                dropped = True
+            if dropped:  # a fixed-length epoch past its "drop" end: padding
+                pad_slot(v, self.fields)
+                n_valid = 0
+            tickets += claims
+            ended = tickets >= epoch.streams and n_live == 0
+            last = ended if target is None else k + 1 >= target
+            cursors = None if last else v["cursor"].copy()
+            batch = None
+            if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
+                batch = self.assemble(torch, slot, epoch.number, k)
+            else:
+                self.slots.give_back(slot)
+            yield Ready(k=k, batch=batch, last=last, tickets=tickets, cursors=cursors, n_live=n_live,
+                        n_valid=n_valid, skips=skips)  # fmt: skip
+            del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``hand_out``)
+            if last:
+                return
+            k += 1
+
+    def _wait(self, k: int) -> None:
+        ahead = self.ahead
+        self.waited = self.producers.wait(k, self.config.timeout, ahead.stopping if ahead is not None else None)
+        t = time.perf_counter()
+        if not self.busy or t - self.busy[-1][0] > 0.1:
+            self.busy.append((t, self.ring.control.busy()))
+
+    def hand_out(self) -> None:
+        """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
+        ``Ahead`` thread while its queue is full, so producers never wait for the consumer to take one.
+
+        In-process only the batch being made is handed out, into the slot freed last (free slots are a stack,
+        ``Slots``), which is still in the CPU's caches."""
+        self.k_next = self.slots.hand_out(self.ring.control, self.k_next, self.k + self.window)
+
+    def assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
+        """Slot ``slot`` as batch ``k``: zero-copy tensors, unless the consumer holds so many batches that the
+        producers would run out of slots (or batches must be pinned by copying)."""
+        pin_copy = bool(self.pin) and not self.pinned_ring
+        copy = pin_copy or self.slots.crowded()
+        holder = self.ring.holder(slot)
+        arrays = self.ring.holder_views(holder, self.names)  # the fields, then the flags (``FLAGS`` order)
+        from_numpy = torch.from_numpy
+        if copy:
+            tensors = [from_numpy(a.copy()) for a in arrays]
+            del arrays, holder
+            self.slots.give_back(slot)
+            self.copies += not pin_copy
+        else:
+            self.slots.lend(holder, slot)
+            tensors = [from_numpy(a) for a in arrays]
+            del arrays, holder
+        if pin_copy:
+            tensors = [t.pin_memory() for t in tensors]
+        n = len(self.fields)
+        flags = dict(zip(FLAGS, tensors[n:], strict=True))
+        first = flags["is_first"]
+        layout = self.config.layout
+        reset = first[0] if layout == "TB" else first[:, 0]
+        return Batch(data=dict(zip(self.names[:n], tensors[:n], strict=True)), reset=reset, epoch=epoch, index=k,
+                     layout=layout, **flags)  # fmt: skip
+
+    def busy_shares(self, closed: bool, workers: int) -> tuple[float, ...]:
+        """Each producer's recent share of time busy (last three seconds)."""
+        hist = self.busy
+        if len(hist) >= 2:
+            recent = [h for h in hist if hist[-1][0] - h[0] <= 3.0] or list(hist)
+            (t0, b0), (t1, b1) = (recent[0] if len(recent) > 1 else hist[-2]), hist[-1]
+            return tuple(float(x) for x in np.clip((b1 - b0) / max(t1 - t0, 1e-9), 0.0, 1.0))
+        return () if closed else tuple(0.0 for _ in range(max(workers, 1)))

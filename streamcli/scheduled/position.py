@@ -1,0 +1,108 @@
+"""Where a loader stands: right after the last batch handed out, as the ``state_dict`` saves it and
+``load_state_dict`` takes it back (checked in full before anything is applied).
+
+A position is the epoch, the next batch, the tickets taken, every row's cursor and the items skipped so far in
+the epoch. A state saved by another rank of the same run becomes this rank's position at the same batch: every
+rank yields the same number of batches, and a rank's position follows from the lengths alone (``scheduled.seek``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamcli.errors import StateError
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled import state as _state
+from streamcli.scheduled.epochs import Epochs
+
+
+@dataclass
+class Position:
+    """Epoch ``epoch``'s next batch is ``batch``; ``tickets`` were taken and the rows stand at ``cursors``."""
+
+    epoch: int
+    batch: int
+    tickets: int
+    cursors: np.ndarray
+    skipped: list[list[int]] = field(default_factory=list)  # [item, step] of this epoch's skipped items
+
+    @classmethod
+    def start_of(cls, epoch: int, batch_size: int) -> Position:
+        return cls(epoch, 0, 0, _cursor.fresh(batch_size), [])
+
+    @classmethod
+    def of_state(cls, state: Mapping[str, Any], batch_size: int, num_items: int) -> Position:
+        """The position a checked state holds."""
+        cursors = _cursor.from_json(state["rows"], batch_size, num_items)
+        skipped = [list(s) for s in state["skipped"]]
+        return cls(int(state["epoch"]), int(state["batch"]), int(state["tickets"]), cursors, skipped)
+
+    def to_state(self, fingerprint: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "format": _state.FORMAT,
+            "version": _state.VERSION,
+            "fingerprint": fingerprint,
+            "epoch": max(self.epoch, 0),
+            "batch": self.batch,
+            "tickets": self.tickets,
+            "rows": _cursor.to_json(self.cursors),
+            "skipped": [list(s) for s in self.skipped],
+        }
+
+
+def checked(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs, batch_size: int,
+            num_items: int) -> tuple[dict[str, Any], int]:  # fmt: skip
+    """``state`` checked against this loader (``StateError`` naming what differs or cannot be), as plain data,
+    and the number of items it says were skipped."""
+    _state.check(state, fingerprint)
+    cursors = _cursor.from_json(state["rows"], batch_size, num_items)
+    epoch = int(state["epoch"])
+    c = epochs.config
+    try:
+        batches: int | None = epochs.batches(epoch)
+    except TypeError:  # lengths unknown
+        batches = None
+    skipped = _state.check_values(
+        state, cursors, lengths=epochs.lengths(), num_streams=len(epochs.streams(epoch)), batches=batches,
+        segment=c.segment, restream=c.epoch_end == "restream", time_steps=c.time_steps,
+    )  # fmt: skip
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(dict(state)))
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"the state is not plain JSON data: {exc}") from None
+    return plain, len(skipped)
+
+
+def for_this_rank(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs,
+                  seek: Callable[[list[int], int], dict[str, Any]]) -> Mapping[str, Any]:  # fmt: skip
+    """A state saved by another rank of the same run, as this rank's state at the same epoch and batch.
+
+    Frameworks that checkpoint on rank 0 alone (Lightning) hand every rank rank 0's loader state. Items skipped
+    on the saving rank are not known here: such a state is refused. ``seek(lengths, batches)`` is the state of
+    this loader after ``batches`` batches (``scheduled.seek``)."""
+    c = epochs.config
+    fp = state.get("fingerprint") if isinstance(state, Mapping) else None
+    if c.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != c.world_size:
+        return state
+    if fp.get("rank") == c.rank or not isinstance(fp.get("rank"), int):
+        return state
+    _state.check({**state, "fingerprint": {**fp, "rank": c.rank}}, fingerprint)  # all else the same
+    if state["skipped"]:
+        raise StateError(
+            f"the state was saved on rank {fp['rank']} after it skipped items, which rank {c.rank} cannot "
+            "know; save every rank's own state_dict() and load each on its rank"
+        )
+    lengths = epochs.lengths()
+    if any(n is None for n in lengths):
+        raise StateError(
+            f"the state was saved on rank {fp['rank']}; taking it on rank {c.rank} needs every stream's "
+            "length; save every rank's own state_dict() and load each on its rank"
+        )
+    epoch = int(state["epoch"])
+    batches = sum(epochs.batches(e) for e in range(epoch)) + int(state["batch"])
+    return seek([int(n) for n in lengths if n is not None], batches)

@@ -1,0 +1,114 @@
+"""A loader's producers behind one interface: the main process itself (``num_workers=0``), or a pool of worker
+processes. Either fills the batches handed out in the ring; the loader only asks for batch k and waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from streamcli.fills.checks import short_repr
+from streamcli.fills.claimed.produce import begin_epoch, fill
+from streamcli.fills.claimed.rows import Producer
+from streamcli.fills.claimed.write import close_rows
+from streamcli.fills.planned import Filler
+from streamcli.fills.spec import FillSpec, Skip
+from streamcli.lives.control import Aborted
+from streamcli.lives.ring import Ring
+from streamcli.source import StreamSource, item_name, uses_blocks
+from streamcli.workers.main_guard import check_main_guard
+from streamcli.workers.pool import WorkerPool
+from streamcli.workers.worker import WorkerSpec
+
+
+class InProcess:
+    """The main process produces each batch when the consumer asks for it: on the planned path (``Filler``) when
+    every length is known, else by claims (``fills.claimed``)."""
+
+    pool: WorkerPool | None = None
+
+    def __init__(self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring,
+                 on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+        self.local = Producer(plan=spec, source=source, items=items, ring=ring, w=0, lock=contextlib.nullcontext(),
+                              blocks=uses_blocks(source))  # fmt: skip
+        self.local.on_skip = on_skip
+        self.filler = Filler(spec, source, items, ring, 0, 1, 0, spec.batch_size, on_skip)
+
+    def start_epoch(self, gen: int, timeout: float | None) -> None:
+        return None  # nothing runs between batches: nothing to stop
+
+    def begin(self, gen: int) -> None:
+        begin_epoch(self.local, gen, 0, self.local.B)
+        self.filler.begin(gen)
+
+    def wait(self, k: int, timeout: float | None, stop: Callable[[], bool] | None) -> bool:
+        try:
+            if self.filler.is_planned():
+                self.filler.fill_until(k)
+            else:
+                fill(self.local, k)
+        except Aborted:  # pragma: no cover - only a newer epoch changes the generation
+            raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
+        return False
+
+    def ready_batches(self, k: int) -> int:
+        return 0
+
+    def close(self) -> None:
+        close_rows(self.local.rows.values())
+        self.filler.close()
+
+
+class Workers:
+    """Worker processes fill batches ahead of the consumer, within the hand-out window."""
+
+    def __init__(self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring,
+                 bounds: Sequence[tuple[int, int]], mp_context: str,
+                 on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+        if mp_context != "fork":
+            check_main_guard()
+        check_picklable(source, items, spec.plugin)
+        specs = [WorkerSpec(w=w, lo=lo, hi=hi, plan=spec, ring=ring.spec, source=source, items=list(items))
+                 for w, (lo, hi) in enumerate(bounds)]  # fmt: skip
+        self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
+        self.pool.on_skip = on_skip
+
+    def start_epoch(self, gen: int, timeout: float | None) -> None:
+        assert self.pool is not None
+        self.pool.start_epoch(gen, timeout)
+
+    def begin(self, gen: int) -> None:
+        return None  # each worker begins when it acknowledges the epoch (``start_epoch``)
+
+    def wait(self, k: int, timeout: float | None, stop: Callable[[], bool] | None) -> bool:
+        assert self.pool is not None
+        return self.pool.wait_batch(k, timeout, stop)
+
+    def ready_batches(self, k: int) -> int:
+        assert self.pool is not None
+        return self.pool.ready_batches(k)
+
+    def close(self) -> None:
+        return None  # the loader's finalizer stops the pool (``pool.shutdown``): it must not hold the loader
+
+
+def check_picklable(source: StreamSource, items: Sequence[Any], plugin: str) -> None:
+    """Refuse, before any process starts, a source or item that cannot travel to a spawned worker."""
+    try:
+        pickle.dumps(source)
+    except Exception as exc:
+        raise TypeError(
+            f"source {plugin!r} cannot be pickled for worker processes ({exc}); make it a "
+            "module-level class holding only paths and options, or use num_workers=0"
+        ) from exc
+    for i, item in enumerate(items):
+        try:
+            pickle.dumps(item)
+        except Exception as exc:
+            raise TypeError(
+                f"item {i} of source {plugin!r} ({short_repr(item)}) cannot be pickled: "
+                f"{type(exc).__name__}: {exc}; worker processes receive every item, so items() must return "
+                "plain data (paths, numbers, tuples), or use num_workers=0"
+            ) from exc
