@@ -3,10 +3,8 @@
 Tickets go out in canonical key order (``fills.claimed.produce``). When every stream's length is known, that order
 follows from the lengths alone: a stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims
 again there ("pack") or at the next batch ("pad"); ``count_batches`` replays the same schedule to count an epoch's
-batches. Each producer replays it (``ClaimPlan``) as far as it needs, so a row whose stream ends
-takes its next ticket at once, without waiting until every earlier claim of the other rows has been made; rows
-are coupled only by the hand-out window, and a slow stream no longer holds up the claims of rows that run ahead
-of it.
+batches, and every producer replays it batch by batch (``scheduled.schedule``): no claim waits on another
+row's stream, and no producer on another.
 
 The plan is the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
 leaves its row padding until its planned next claim (``cursor.SHORT``), and one that runs on is cut at it. So
@@ -64,8 +62,6 @@ class ClaimPlan:
         self._ticket = tickets
         self._heap = list(due)
         heapq.heapify(self._heap)
-        self._made: dict[tuple[int, int], Claim] = {}
-        self._keep = 4 * B  # entries in ``_made`` that trigger dropping those surely made
         self._item_length = np.zeros(0, np.int64)  # promised length per item, for rows that reopen (``of_ring``)
 
     @classmethod
@@ -104,24 +100,6 @@ class ClaimPlan:
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""
         return int(self._steps[ticket % self.n])
-
-    def claim(self, b: int, key: int, done_below: int) -> Claim:
-        """What row ``b`` takes at ``key``, which must be its next planned claim. Claims at keys below
-        ``done_below`` have been made by some producer: their entries are dropped as the schedule advances."""
-        self.peek(b, key, done_below)
-        return self._made.pop((b, key))
-
-    def peek(self, b: int, key: int, done_below: int) -> Claim:
-        """What row ``b`` will take at ``key`` (its next planned claim), leaving the claim to be made."""
-        while (b, key) not in self._made:
-            if not self._heap or self._heap[0][0] > key:
-                raise RuntimeError(f"internal error: row {b} has no planned claim at key {key}")
-            key_b, b_, claim = self.advance()
-            self._made[(b_, key_b)] = claim
-            if len(self._made) > self._keep:  # other producers' claims: keep only those not yet surely made
-                self._made = {rk: c for rk, c in self._made.items() if rk[1] >= done_below or rk == (b, key)}
-                self._keep = max(4 * self.B, 2 * len(self._made))  # peeked claims stay: prune when it doubles
-        return self._made[(b, key)]
 
     def pending(self) -> bool:
         """Whether any row will claim again."""

@@ -1,4 +1,4 @@
-"""Where a batch is born: what a producer does next, and why no batch depends on it.
+"""What a producer does next when streams' lengths are not all known, and why no batch depends on it.
 
 Determinism for any number of workers comes from one rule. A row that needs a new stream takes the next
 *ticket* (an index into this epoch's shuffled order) at its canonical position ``key = (batch * T + t) * B + row``,
@@ -7,15 +7,12 @@ next possible claim (``Control``), found by reading its stream one step ahead; a
 smallest. So the ticket a row gets, and hence every batch, depends only on the streams' contents, never on
 timing or on which producer fills a row.
 
-When every stream's length is known, the order of the claims follows from the lengths alone: each producer
-replays that schedule (``scheduled.claims``), and a row takes its next ticket as soon as its stream ends, whatever
-the other rows are doing. Then a slow stream holds up no other row's claims, and rows are coupled only by the
-hand-out window. A stream that breaks its promise cannot shift the schedule: it is cut at its length, or its row
-pads until then.
+(When every stream's length is known, the claims follow from the lengths alone and producers follow that
+schedule instead: ``fills.planned``.)
 
 Rows are not tied to producers. A producer owns the rows whose streams it is reading; when a stream ends it
 releases the row, and the next claim goes to whichever producer is free (an idle one first), which opens the
-stream and owns the row from then on. That is how the work of expensive streams spreads over the workers. With
+stream and owns the row from then on. That is how the work of expensive streams spreads over the workers.
 Producers run ahead of the consumer through the hand-out counter: any batch handed out may be written, so a
 producer whose rows are cheap fills later batches while another finishes an expensive one.
 
@@ -33,7 +30,6 @@ from streamcli.fills.claimed.notes import flush
 from streamcli.fills.claimed.rows import Producer, Row, rows_from
 from streamcli.lives.control import NEVER, Aborted
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import ClaimPlan
 
 
 def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
@@ -45,20 +41,17 @@ def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     p.slots.clear()
     p.last = (-1, None)
     p.rows = {}
-    p.block, p.setup, p.claims = (lo, hi), True, None
+    p.block, p.setup = (lo, hi), True
 
 
 def _set_up(p: Producer) -> None:
-    """Read the epoch's start from the control block: this producer's rows, and the planned claims if every
-    stream's length is known. Not in ``begin_epoch``: a worker acknowledges the new epoch before the loader
-    writes its streams (a producer of the old one may read them until it has acknowledged)."""
+    """Read the epoch's start from the control block: this producer's rows. Not in ``begin_epoch``: a worker
+    acknowledges the new epoch before the loader writes its streams (a producer of the old one may read them until
+    it has acknowledged)."""
     control = p.ring.control
     lo, hi = p.block
-    first, start, order = control.first_batch, control.cursors(0, p.B), control.order_table()
+    first, start = control.first_batch, control.cursors(0, p.B)
     p.setup = False
-    if ClaimPlan.applies(order, start):
-        p.claims = ClaimPlan.of_ring(order, start, first, control.tickets, T=p.T, pack=p.pack,
-                                     segment=p.plan.segment, restream=p.plan.epoch_end == "restream")  # fmt: skip
     q = first * p.T
     rows = rows_from(start[lo:hi], lo, p.plan.segment, q)
     p.rows = {r.b: r for r in rows if r.done or r.reopen or r.short}
@@ -91,14 +84,12 @@ def work(p: Producer, limit: int) -> bool:
         return True
     k_run = min((row.q for row in p.rows.values()), default=NEVER) // T
     runnable = k_run < top
-    planned = p.claims is not None
-    # Planned: the earliest row waiting for its claim (or the costliest); else the earliest undecided claim of all.
-    b, key = control.next_waiting() if planned else control.next_claim()
+    b, key = control.next_claim()  # the earliest undecided claim of all
     k_claim = key // (T * B)
     early = k_claim <= k_run
     if k_claim < top and control.waiting(b) and (not runnable or (early and not _lighter_elsewhere(p))):
         with p.lock:  # the lock orders owners between processes
-            held = control.take_row(b, p.w, key, planned)
+            held = control.take_row(b, p.w, key)
         if held is not None:
             set_idle(p, False)
             t0, steps = time.perf_counter(), p.steps

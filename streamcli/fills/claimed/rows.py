@@ -20,7 +20,6 @@ from streamcli.fills.spec import FillSpec, Skip
 from streamcli.lives.control import NEVER, NO_OWNER
 from streamcli.lives.ring import Ring
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import ClaimPlan
 from streamcli.source import Step, StreamSource
 
 NO_END = 1 << 62  # ``Row.end`` of a stream that is not cut into segments
@@ -90,7 +89,6 @@ class Producer:
     steps_t: np.ndarray = field(init=False)  # 0 .. T-1
     block: tuple[int, int] = (0, 0)  # the rows this producer reopens when its epoch starts
     setup: bool = False  # the epoch's rows are still to be read from the control block (``_set_up``)
-    claims: ClaimPlan | None = None  # the epoch's planned claims, when every stream's length is known
     # The plan's numbers, read once: the per-run path reads them for every row of every batch.
     T: int = field(init=False)
     B: int = field(init=False)

@@ -27,7 +27,6 @@ from streamcli.fills.spec import Skip
 from streamcli.lives.control import NEVER
 from streamcli.lives.ring import CLAIMS, DRY, LIVE, VALID
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
 from streamcli.source import Step, item_name
 
 _FINE_S = 20e-6  # seconds per step from which a row marks every step it reads (``_copy``)
@@ -44,15 +43,10 @@ def close_rows(rows: Any) -> None:
 
 def promise_again(p: Producer, row: Row) -> None:
     """A row that reopens its stream mid-way (resumed, or moved to another producer) checks the length that
-    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way.
-    With planned claims it also learns where its next claim is."""
+    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
     if not (row.reopen or row.short):
         return
-    if p.claims is not None:
-        row.expect = p.claims.item_length(row.item)
-        end = stream_end(row.pos, row.expect, p.plan.segment)
-        row.claim_q = next_claim_step(row.q, end - row.pos, p.T, p.pack)
-    elif not p.plan.segment:
+    if not p.plan.segment:
         row.expect = p.ring.control.promised_length(row.item, 0)
 
 
@@ -86,17 +80,12 @@ def take(p: Producer, b: int, held: np.ndarray, q: int) -> None:
 
 def _publish(p: Producer, row: Row) -> None:
     """Announce the row's next possible claim: after the looked-ahead step, which exists and goes at ``row.q``."""
-    if row.done:
-        key = NEVER
-    elif p.claims is not None:
-        key = row.claim_q * p.B + row.b  # planned: only this row waits for it
-    else:
-        key = _after_next_step(p, row) * p.B + row.b
+    key = NEVER if row.done else _after_next_step(p, row) * p.B + row.b
     p.ring.control.set_claim(row.b, key)
 
 
 def _after_next_step(p: Producer, row: Row) -> int:
-    """Unplanned claims: the earliest epoch step of the row's next claim, after its step at ``row.q``."""
+    """The earliest epoch step of the row's next claim, after its step at ``row.q``."""
     return row.q + 1 if p.pack else (row.q // p.T + 1) * p.T
 
 
@@ -150,7 +139,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     assert it is not None
     mark = p.mark
     mark[0], mark[1] = row.item, pos0 + 1  # the first step this run reads (``pos0`` was read ahead)
-    claims = p.shared and p.pack and p.claims is None  # let other rows' claims go as this run reads ahead
+    claims = p.shared and p.pack  # let other rows' claims go as this run reads ahead
     control, B, q0 = p.ring.control, p.B, k * T + t0
     nxt: Any = row.nxt
     n = 0
@@ -263,11 +252,7 @@ def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
 
 
 def _ended(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
-    """The row's stream is over at batch step ``t``. Planned claims: if it ended before its promise (or failed
-    under on_error="skip"), the row pads until its planned claim, so that no other row's batches change."""
-    if p.claims is not None and k * p.T + t < row.claim_q:
-        row.short = True
-        return _wait_out(p, row, v, k, t)
+    """The row's stream is over at batch step ``t``: the row is free for its next claim."""
     _release(p, row, v, k, t)
 
 
@@ -307,8 +292,6 @@ def _claim(p: Producer, row: Row, k: int) -> None:
     possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
     seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
     on_error="skip"), the row keeps that announcement: it is padding until then (``row.short``)."""
-    if p.claims is not None:
-        return _claim_planned(p, p.claims, row, k)
     control = p.ring.control
     n = control.num_streams
     segment = p.plan.segment
@@ -344,32 +327,6 @@ def _claim(p: Producer, row: Row, k: int) -> None:
             row.short, row.claim_q = True, _after_next_step(p, row)
             return
         empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
-
-
-def _claim_planned(p: Producer, plan: ClaimPlan, row: Row, k: int) -> None:
-    """``_claim`` when every length is known: the tickets and the next claim come from the plan, so the row may
-    claim whatever the other rows are doing. A stream that ends before its promise leaves the row padding."""
-    got = plan.claim(row.b, row.q * p.B + row.b, p.ring.control.written_min() * p.T * p.B)
-    row.tally[CLAIMS] += got.count
-    ticket = got.first + got.count - 1 - got.dry  # the stream it takes (dry: the last empty one it passed)
-    if ticket >= got.first:
-        item, start, _, length = p.ring.control.stream(ticket)
-        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, ticket >= plan.n, True, False
-    if got.dry:
-        row.done = True
-        row.tally[DRY] += 1
-        return
-    row.end = start + p.plan.segment if p.plan.segment else NO_END
-    row.expect = length
-    row.blk, row.j = None, 0
-    row.claim_q = next_claim_step(row.q, plan.steps_of(ticket), p.T, p.pack)
-    row.it = _open(p, row, k)
-    row.nxt = _END if row.it is None else _look(p, row, k)
-    if row.nxt is _END:
-        close(row)
-        if row.expect >= 0:  # not a skipped failure (that is reported already)
-            _mismatch(p, row, k, f"ended after {row.pos} steps")
-        row.short = True
 
 
 def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
