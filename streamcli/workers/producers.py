@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamcli.fills.checks import short_repr
+from streamcli.fills.claimed.claim import close_rows
 from streamcli.fills.claimed.produce import begin_epoch, fill
 from streamcli.fills.claimed.rows import Producer
-from streamcli.fills.claimed.write import close_rows
 from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.lives.control import Aborted

@@ -25,9 +25,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from streamcli.errors import StepSpecError
+from streamcli.fills.claimed.claim import close_rows
 from streamcli.fills.claimed.produce import begin_epoch, reading_of, set_idle, work
 from streamcli.fills.claimed.rows import Producer
-from streamcli.fills.claimed.write import close_rows
 from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec
 from streamcli.lives.control import NEVER, Aborted

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 
-from streamcli.fills.claimed import write
+from streamcli.fills.claimed import claim, write
 from streamcli.fills.claimed.notes import flush
 from streamcli.fills.claimed.rows import Producer, Row, rows_from
 from streamcli.lives.control import NEVER, Aborted
@@ -36,7 +36,7 @@ def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
     """Start (or resume) an epoch from the cursor table in the control block: the one way in-process and worker
     producers begin. This producer takes the rows of its block ``[lo, hi)`` that hold a stream (or are dry),
     once the loader has written the epoch's tables (``_set_up``, on the first piece of work)."""
-    write.close_rows(p.rows.values())
+    claim.close_rows(p.rows.values())
     p.gen = gen
     p.slots.clear()
     p.last = (-1, None)
@@ -56,7 +56,7 @@ def _set_up(p: Producer) -> None:
     rows = rows_from(start[lo:hi], lo, p.plan.segment, q)
     p.rows = {r.b: r for r in rows if r.done or r.reopen or r.short}
     for row in p.rows.values():
-        write.promise_again(p, row)
+        claim.promise_again(p, row)
 
 
 def fill(p: Producer, k: int) -> None:
@@ -150,7 +150,7 @@ def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
         return todo
     row = min(movable, key=lambda r: (r.cost, r.b))
     cursor = row.cursor()  # before closing: the stream goes on at ``row.pos``
-    write.close(row)
+    claim.close(row)
     del p.rows[row.b]
     with p.lock:
         control.give_row(row.b, p.w, cursor)
@@ -170,7 +170,7 @@ def _adopt(p: Producer, top: int, own: bool) -> bool:
     b, held = got
     k = control.written_of(b)
     row = rows_from(held[None, :], b, p.plan.segment, k * p.T)[0]
-    write.promise_again(p, row)
+    claim.promise_again(p, row)
     p.rows[b] = row
     return _run_alone(p, row, k)
 

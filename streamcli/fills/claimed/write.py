@@ -14,40 +14,29 @@ claim, and either is reported (``Skip``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from streamcli.errors import SourceError, StepSpecError
 from streamcli.fills import checks
+from streamcli.fills.claimed.claim import (
+    END,
+    SOURCE_ERRORS,
+    claim,
+    close,
+    fail,
+    look,
+    mismatch,
+    publish,
+    reopen,
+    where,
+)
 from streamcli.fills.claimed.notes import SlotViews, pad, record
-from streamcli.fills.claimed.rows import NO_END, Producer, Row
-from streamcli.fills.spec import Skip
-from streamcli.lives.control import NEVER
-from streamcli.lives.ring import CLAIMS, DRY, LIVE, VALID
+from streamcli.fills.claimed.rows import Producer, Row
+from streamcli.lives.ring import LIVE, VALID
 from streamcli.scheduled import cursor as _cursor
-from streamcli.source import Step, item_name
 
 _FINE_S = 20e-6  # seconds per step from which a row marks every step it reads (``_copy``)
-_SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
-_END = object()  # the look-ahead found the stream over
-_BLK = object()  # the look-ahead step lies in the row's current block
-
-
-def close_rows(rows: Any) -> None:
-    """Close the streams of ``rows`` (an epoch ends, or the producer stops)."""
-    for row in list(rows):
-        close(row)
-
-
-def promise_again(p: Producer, row: Row) -> None:
-    """A row that reopens its stream mid-way (resumed, or moved to another producer) checks the length that
-    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
-    if not (row.reopen or row.short):
-        return
-    if not p.plan.segment:
-        row.expect = p.ring.control.promised_length(row.item, 0)
 
 
 def slot_views(p: Producer, k: int) -> SlotViews:
@@ -73,20 +62,9 @@ def take(p: Producer, b: int, held: np.ndarray, q: int) -> None:
     if q % T:  # released mid-batch: the counts of this batch so far were left in the slot
         row.tally = slot_views(p, k).summary[b].tolist()
     p.rows[b] = row
-    _claim(p, row, k)
-    _publish(p, row)
+    claim(p, row, k)
+    publish(p, row)
     run(p, row, k)
-
-
-def _publish(p: Producer, row: Row) -> None:
-    """Announce the row's next possible claim: after the looked-ahead step, which exists and goes at ``row.q``."""
-    key = NEVER if row.done else _after_next_step(p, row) * p.B + row.b
-    p.ring.control.set_claim(row.b, key)
-
-
-def _after_next_step(p: Producer, row: Row) -> int:
-    """The earliest epoch step of the row's next claim, after its step at ``row.q``."""
-    return row.q + 1 if p.pack else (row.q // p.T + 1) * p.T
 
 
 def run(p: Producer, row: Row, k: int) -> None:
@@ -100,10 +78,10 @@ def run(p: Producer, row: Row, k: int) -> None:
     if row.short:
         return _wait_out(p, row, v, k, t)
     if row.reopen:
-        _reopen(p, row, k)
+        reopen(p, row, k)
         if row.it is None:
             return _ended(p, row, v, k, t)
-        _publish(p, row)
+        publish(p, row)
     while t < T:
         if row.done:
             pad(v, b, t, p.out)
@@ -121,7 +99,7 @@ def run(p: Producer, row: Row, k: int) -> None:
         if not row.follow:
             break  # the batch is full
     row.q = (k + 1) * T
-    _publish(p, row)
+    publish(p, row)
     _finish(p, row, v, k)
 
 
@@ -159,8 +137,8 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
             if pos0 + n == stop:
                 break
             row.pos = pos0 + n
-            nxt = _look(p, row, k)
-            if nxt is _END:
+            nxt = look(p, row, k)
+            if nxt is END:
                 break
             if claims:
                 control.set_claim(b, (q0 + n + 1) * B + b)
@@ -206,12 +184,12 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
             if t == t_stop:
                 break
             try:
-                nxt = next(it, _END)
-            except _SOURCE_ERRORS as exc:
+                nxt = next(it, END)
+            except SOURCE_ERRORS as exc:
                 row.pos = pos0 + t - t0
-                _fail(p, row, k, exc, "reading")
-                nxt, row.expect = _END, -1  # skipped, not short
-            if nxt is _END:
+                fail(p, row, k, exc, "reading")
+                nxt, row.expect = END, -1  # skipped, not short
+            if nxt is END:
                 break
             if each:
                 beat[1] = t + off  # the next step to read
@@ -229,14 +207,14 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         if pos == row.end and not row.open_ended:
             close(row)  # the segment is over; the item's next one is a stream of its own
             return t0 + n
-        nxt = _look(p, row, k)
+        nxt = look(p, row, k)
     row.nxt = nxt
-    if nxt is _END:
+    if nxt is END:
         if row.expect >= 0 and pos != row.expect:
-            _mismatch(p, row, k, f"ended after {pos} steps")
+            mismatch(p, row, k, f"ended after {pos} steps")
         close(row)
     elif pos == row.expect:  # it goes on past the promised length: cut it there, as len() counted
-        _mismatch(p, row, k, "goes on past them")
+        mismatch(p, row, k, "goes on past them")
         close(row)
     elif pos == row.end:
         row.follow = True
@@ -285,138 +263,6 @@ def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
     p.out.releases.append((b, (k * T + t) * p.B + b, written, cursor))
 
 
-def _claim(p: Producer, row: Row, k: int) -> None:
-    """Give ``row`` its next stream: its turn has come (no row can claim before it).
-
-    A stream whose item promised a length that covers its start has a first step, so the row announces its next
-    possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
-    seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
-    on_error="skip"), the row keeps that announcement: it is padding until then (``row.short``)."""
-    control = p.ring.control
-    n = control.num_streams
-    segment = p.plan.segment
-    empty_replays = 0
-    while True:
-        with p.lock:  # the lock orders the ticket counter between processes
-            ticket = control.take_ticket()
-        row.tally[CLAIMS] += 1
-        replay = ticket >= n
-        if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
-            row.done = True
-            row.tally[DRY] += 1
-            return
-        item, start, open_ended, length = control.stream(ticket)
-        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
-        row.end = start + segment if segment else NO_END
-        row.expect = start + length if length >= 0 and not segment else -1
-        row.blk, row.j = None, 0
-        if 0 <= length <= start:  # promised empty: nothing to open, take the next ticket at the same position
-            empty_replays += replay
-            continue
-        promised = length > start
-        if promised:
-            _publish(p, row)
-        row.it = _open(p, row, k)
-        row.nxt = _END if row.it is None else _look(p, row, k)
-        if row.nxt is not _END:
-            return
-        close(row)
-        if promised:
-            if row.expect >= 0:  # not a skipped failure (that is reported already)
-                _mismatch(p, row, k, "ended after 0 steps")
-            row.short, row.claim_q = True, _after_next_step(p, row)
-            return
-        empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
-
-
-def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
-    _mark(p, row)
-    try:
-        it = iter(p.source.open(p.items[row.item], row.pos))
-    except _SOURCE_ERRORS as exc:
-        _fail(p, row, k, exc, "opening")
-        row.expect = -1  # skipped, not short
-        return None
-    return it
-
-
-def _reopen(p: Producer, row: Row, k: int) -> None:
-    """Continue a resumed row's stream at ``row.pos``: ``open(item, start=pos)``, nothing replayed."""
-    row.reopen = False
-    row.it = _open(p, row, k)
-    row.nxt = _END if row.it is None else _look(p, row, k)
-    if row.nxt is _END:
-        close(row)  # the stream ended exactly at the cut (or failed): the row claims at its next chance
-
-
-def _mark(p: Producer, row: Row) -> None:
-    """Publish the step the producer is about to read (``Control.mark_of``)."""
-    mark = p.mark
-    mark[0], mark[1] = row.item, row.pos
-
-
-def _look(p: Producer, row: Row, k: int) -> Any:
-    """The row's look-ahead: the next step, ``_BLK`` when it is ``row.blk[...][row.j]``, or ``_END``."""
-    assert row.it is not None
-    if p.blocks:
-        if row.blk is not None and row.j < len(row.blk[0]):
-            return _BLK
-        _mark(p, row)
-        try:
-            block: Any = next(row.it, _END)
-        except _SOURCE_ERRORS as exc:
-            _fail(p, row, k, exc, "reading")
-            row.expect = -1  # skipped, not short
-            return _END
-        if block is _END:
-            return _END
-        row.blk, row.j = checks.block_arrays(block, p.spec, p.plan.fields, lambda: _where(p, row, "block at step")), 0
-        return _BLK
-    _mark(p, row)
-    try:
-        return next(row.it, _END)
-    except _SOURCE_ERRORS as exc:
-        _fail(p, row, k, exc, "reading")
-        row.expect = -1  # skipped, not short
-        return _END
-
-
-def _fail(p: Producer, row: Row, k: int, exc: BaseException, doing: str) -> None:
-    if isinstance(exc, StepSpecError):
-        raise exc  # a block that breaks the declared fields is the plugin's bug: never skipped, never wrapped
-    name = item_name(p.source, p.items[row.item])
-    if p.plan.on_error == "skip":
-        error = f"{type(exc).__name__}: {exc}"
-        p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=error))
-        return
-    err = SourceError(
-        f"plugin {p.plan.plugin!r} failed {doing} item {name!r} (stream {row.item}) at step {row.pos}: "
-        f"{type(exc).__name__}: {exc}"
-    )
-    raise err from exc
-
-
-def _mismatch(p: Producer, row: Row, k: int, what: str) -> None:
-    name = item_name(p.source, p.items[row.item])
-    msg = f"item {name!r} (stream {row.item}): length() said {row.expect} steps but it {what}"
-    p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=msg, kind="length"))
-
-
 def _step_field(p: Producer, row: Row, step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     """The slow path of the per-step check (``checks.step_field``): convert scalars and lists, or raise."""
-    return checks.step_field(step, name, shape, dtype, lambda: _where(p, row, "step"))
-
-
-def _where(p: Producer, row: Row, what: str) -> str:
-    """Where a step broke the contract, for its error: "plugin ... item ... step N" (or "block at step N")."""
-    return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} {what} {row.pos}"
-
-
-def close(row: Row) -> None:
-    it, row.it, row.nxt, row.follow, row.blk = row.it, None, None, False, None
-    close = getattr(it, "close", None)
-    if callable(close):
-        try:
-            close()  # release generators' files promptly
-        except Exception:
-            pass
+    return checks.step_field(step, name, shape, dtype, lambda: where(p, row, "step"))

@@ -1,0 +1,179 @@
+"""How a row of the claimed path takes its next stream and reads it: the claim in canonical key order, the
+open (or reopen, for a resumed or moved row), the one-step look-ahead that tells whether the stream goes on, and
+the report of a source that fails or breaks the length it promised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from streamcli.errors import SourceError, StepSpecError
+from streamcli.fills import checks
+from streamcli.fills.claimed.rows import NO_END, Producer, Row
+from streamcli.fills.spec import Skip
+from streamcli.lives.control import NEVER
+from streamcli.lives.ring import CLAIMS, DRY
+from streamcli.source import Step, item_name
+
+SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
+END = object()  # the look-ahead found the stream over
+BLK = object()  # the look-ahead step lies in the row's current block
+
+
+def close_rows(rows: Any) -> None:
+    """Close the streams of ``rows`` (an epoch ends, or the producer stops)."""
+    for row in list(rows):
+        close(row)
+
+
+def promise_again(p: Producer, row: Row) -> None:
+    """A row that reopens its stream mid-way (resumed, or moved to another producer) checks the length that
+    ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
+    if not (row.reopen or row.short):
+        return
+    if not p.plan.segment:
+        row.expect = p.ring.control.promised_length(row.item, 0)
+
+
+def publish(p: Producer, row: Row) -> None:
+    """Announce the row's next possible claim: after the looked-ahead step, which exists and goes at ``row.q``."""
+    key = NEVER if row.done else after_next_step(p, row) * p.B + row.b
+    p.ring.control.set_claim(row.b, key)
+
+
+def after_next_step(p: Producer, row: Row) -> int:
+    """The earliest epoch step of the row's next claim, after its step at ``row.q``."""
+    return row.q + 1 if p.pack else (row.q // p.T + 1) * p.T
+
+
+def claim(p: Producer, row: Row, k: int) -> None:
+    """Give ``row`` its next stream: its turn has come (no row can claim before it).
+
+    A stream whose item promised a length that covers its start has a first step, so the row announces its next
+    possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
+    seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
+    on_error="skip"), the row keeps that announcement: it is padding until then (``row.short``)."""
+    control = p.ring.control
+    n = control.num_streams
+    segment = p.plan.segment
+    empty_replays = 0
+    while True:
+        with p.lock:  # the lock orders the ticket counter between processes
+            ticket = control.take_ticket()
+        row.tally[CLAIMS] += 1
+        replay = ticket >= n
+        if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
+            row.done = True
+            row.tally[DRY] += 1
+            return
+        item, start, open_ended, length = control.stream(ticket)
+        row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
+        row.end = start + segment if segment else NO_END
+        row.expect = start + length if length >= 0 and not segment else -1
+        row.blk, row.j = None, 0
+        if 0 <= length <= start:  # promised empty: nothing to open, take the next ticket at the same position
+            empty_replays += replay
+            continue
+        promised = length > start
+        if promised:
+            publish(p, row)
+        row.it = open_stream(p, row, k)
+        row.nxt = END if row.it is None else look(p, row, k)
+        if row.nxt is not END:
+            return
+        close(row)
+        if promised:
+            if row.expect >= 0:  # not a skipped failure (that is reported already)
+                mismatch(p, row, k, "ended after 0 steps")
+            row.short, row.claim_q = True, after_next_step(p, row)
+            return
+        empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
+
+
+def open_stream(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
+    mark(p, row)
+    try:
+        it = iter(p.source.open(p.items[row.item], row.pos))
+    except SOURCE_ERRORS as exc:
+        fail(p, row, k, exc, "opening")
+        row.expect = -1  # skipped, not short
+        return None
+    return it
+
+
+def reopen(p: Producer, row: Row, k: int) -> None:
+    """Continue a resumed row's stream at ``row.pos``: ``open(item, start=pos)``, nothing replayed."""
+    row.reopen = False
+    row.it = open_stream(p, row, k)
+    row.nxt = END if row.it is None else look(p, row, k)
+    if row.nxt is END:
+        close(row)  # the stream ended exactly at the cut (or failed): the row claims at its next chance
+
+
+def mark(p: Producer, row: Row) -> None:
+    """Publish the step the producer is about to read (``Control.mark_of``)."""
+    mark = p.mark
+    mark[0], mark[1] = row.item, row.pos
+
+
+def look(p: Producer, row: Row, k: int) -> Any:
+    """The row's look-ahead: the next step, ``BLK`` when it is ``row.blk[...][row.j]``, or ``END``."""
+    assert row.it is not None
+    if p.blocks:
+        if row.blk is not None and row.j < len(row.blk[0]):
+            return BLK
+        mark(p, row)
+        try:
+            block: Any = next(row.it, END)
+        except SOURCE_ERRORS as exc:
+            fail(p, row, k, exc, "reading")
+            row.expect = -1  # skipped, not short
+            return END
+        if block is END:
+            return END
+        row.blk, row.j = checks.block_arrays(block, p.spec, p.plan.fields, lambda: where(p, row, "block at step")), 0
+        return BLK
+    mark(p, row)
+    try:
+        return next(row.it, END)
+    except SOURCE_ERRORS as exc:
+        fail(p, row, k, exc, "reading")
+        row.expect = -1  # skipped, not short
+        return END
+
+
+def fail(p: Producer, row: Row, k: int, exc: BaseException, doing: str) -> None:
+    if isinstance(exc, StepSpecError):
+        raise exc  # a block that breaks the declared fields is the plugin's bug: never skipped, never wrapped
+    name = item_name(p.source, p.items[row.item])
+    if p.plan.on_error == "skip":
+        error = f"{type(exc).__name__}: {exc}"
+        p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=error))
+        return
+    err = SourceError(
+        f"plugin {p.plan.plugin!r} failed {doing} item {name!r} (stream {row.item}) at step {row.pos}: "
+        f"{type(exc).__name__}: {exc}"
+    )
+    raise err from exc
+
+
+def mismatch(p: Producer, row: Row, k: int, what: str) -> None:
+    name = item_name(p.source, p.items[row.item])
+    msg = f"item {name!r} (stream {row.item}): length() said {row.expect} steps but it {what}"
+    p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=msg, kind="length"))
+
+
+def where(p: Producer, row: Row, what: str) -> str:
+    """Where a step broke the contract, for its error: "plugin ... item ... step N" (or "block at step N")."""
+    return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} {what} {row.pos}"
+
+
+def close(row: Row) -> None:
+    it, row.it, row.nxt, row.follow, row.blk = row.it, None, None, False, None
+    close = getattr(it, "close", None)
+    if callable(close):
+        try:
+            close()  # release generators' files promptly
+        except Exception:
+            pass
