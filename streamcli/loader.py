@@ -51,6 +51,8 @@ from streamcli.source import (
     uses_blocks,
 )
 from streamcli.stats import LoaderStats
+from streamcli.transforms import output_fields
+from streamcli.transforms import resolve as resolve_transform
 from streamcli.workers.main_guard import check_main_guard
 from streamcli.workers.pool import WorkerPool, shutdown
 from streamcli.workers.worker import WorkerSpec
@@ -117,6 +119,10 @@ class StreamLoader:
         rank, world_size: this process's share of every epoch's streams under ``torch.distributed``; by
             default from the initialised process group, else ``RANK``/``WORLD_SIZE``, else 0 of 1. Every rank
             yields the same number of batches per epoch (the most any rank needs; the fewest with "drop").
+        transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
+            producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
+            stream and epoch, so a draw from it is the same on every step of a stream. Its optional
+            ``fields(fields)`` member gives the batch's fields.
 
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
     Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
@@ -145,6 +151,7 @@ class StreamLoader:
         batches_per_epoch: int | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        transform: Callable[..., Any] | str | None = None,
     ) -> None:
         import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
@@ -167,6 +174,9 @@ class StreamLoader:
         self.plugin = plugin_name(source)
         fields = _calling(self.plugin, "declaring its fields", lambda: tuple(source.fields()))
         check_fields(fields)
+        transform = resolve_transform(transform)  # a CLI spelling ("crop=112,flip") or a callable
+        source_fields, fields = fields, fields if transform is None else output_fields(transform, fields)
+        check_fields(fields)
         self.fields: tuple[Field, ...] = fields
         self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
         self._lengths: list[int | None] | None = None
@@ -178,7 +188,8 @@ class StreamLoader:
                 f"of batches, but source {self.plugin!r} does not report them all; make it report lengths (for "
                 "video: scan=True) or pass batches_per_epoch=N"
             )
-        self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config)
+        self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config, transform=transform,
+                             source_fields=None if transform is None else source_fields)  # fmt: skip
         producers = max(num_workers, 1)
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
@@ -258,6 +269,12 @@ class StreamLoader:
 
     def _check_picklable(self) -> None:
         try:
+            pickle.dumps(self.plan.transform)
+        except Exception as exc:
+            self.close()
+            raise TypeError(f"transform {self.plan.transform!r} cannot be pickled for worker processes ({exc}); make "
+                            "it a module-level class or function, or use num_workers=0") from exc  # fmt: skip
+        try:
             pickle.dumps(self.source)
         except Exception as exc:
             self.close()
@@ -316,7 +333,7 @@ class StreamLoader:
         from the cursors in ``self._cursor`` (fresh, or those of a resumed state)."""
         ring = self.ring
         control = ring.control
-        control.stage(self._cursor, first)
+        control.stage(self._cursor, first, epoch)
         control.set_generation(gen)  # producers of an older generation abandon their batch
         self._pending.clear()
         if self._pool is not None:

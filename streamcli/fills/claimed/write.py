@@ -380,7 +380,7 @@ def _open(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
         _fail(p, row, k, exc, "opening")
         row.expect = -1  # skipped, not short
         return None
-    return it
+    return it if p.tf is None else p.tf.wrap(it, row.item, row.pos, p.blocks)
 
 
 def _reopen(p: Producer, row: Row, k: int) -> None:
