@@ -264,3 +264,15 @@ def test_fields_of_a_field_argument_must_exist() -> None:
         RandomCrop(4, field="depth").fields(ImageSource([1]).fields())
     with pytest.raises(ValueError, match="declares no image field"):
         HorizontalFlip().fields([Field("x", (2,), "int64")])
+
+
+@pytest.mark.slow
+def test_the_example_runs_as_a_script_and_checks_its_claim() -> None:
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "transforms.py"
+    done = subprocess.run([sys.executable, str(example), "--workers", "1", "--batches", "2", "--crop", "64"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "frame uint8[3, 64, 64]" in done.stdout and "every frame matched" in done.stdout
