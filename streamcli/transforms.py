@@ -123,47 +123,39 @@ def _size(size: int | Sequence[int], who: str) -> tuple[int, int]:
 
 
 class _ImageTransform:
-    """A transform of the image fields: subclasses set ``name`` and define ``_apply`` (and ``_shape``)."""
+    """A transform of the image fields. Subclasses set ``name``, draw their parameters once per call with
+    ``_draw`` (so every image field of a step gets the same crop, flip or colour) and apply them with
+    ``_apply``; one that changes a shape defines ``_shape``."""
 
     name = ""
     field: str | None = None
 
-    def fields(self, fields: Sequence[Field]) -> tuple[Field, ...]:
-        """The output fields; also remembers which fields it transforms (the loader calls it before pickling)."""
-        self._names = [f.name for f in _image_fields(fields, self.field, self.name)]
-        out = []
-        for f in fields:
-            if f.name in self._names:
-                _layout(f)  # an image field that is not HW, HWC or CHW is refused here, not in a worker
-                f = dataclasses.replace(f, shape=self._shape(f))
-            out.append(f)
-        return tuple(out)
+    def fields(self, fields: Sequence[Field], layouts: Mapping[str, _Layout] | None = None) -> tuple[Field, ...]:
+        """The output fields. Also remembers the image fields and their layouts (``Compose`` passes on those it
+        knows: a crop to a width of 3 would make a CHW frame look like HWC); the loader calls it before the
+        transform is pickled to the workers."""
+        known = layouts or {}
+        self._layouts = {f.name: known.get(f.name) or _layout(f) for f in _image_fields(fields, self.field, self.name)}
+        return tuple(dataclasses.replace(f, shape=self._shape(f)) if f.name in self._layouts else f for f in fields)
 
     def _shape(self, f: Field) -> tuple[int, ...]:
         return f.shape
 
     def __call__(self, block: Block, ctx: Context) -> Block:
-        rng = ctx.rng()
+        layouts: dict[str, _Layout] | None = getattr(self, "_layouts", None)
+        if layouts is None:
+            raise RuntimeError(f"{self!r}: call fields(source_fields) before the transform (StreamLoader does)")
+        params = self._draw(ctx.rng())
         out = dict(block)
-        for name in self._targets(block):
-            out[name] = self._apply(block[name], rng)
+        for name, lay in layouts.items():
+            out[name] = self._apply(np.asarray(block[name]), lay, params)
         return out
 
-    def _targets(self, block: Block) -> list[str]:
-        if self.field is not None:
-            return [self.field]
-        names: list[str] | None = getattr(self, "_names", None)
-        if names is None:
-            raise RuntimeError(f"{self.name}: call fields(source_fields) before the transform (StreamLoader does)")
-        return names
+    def _draw(self, rng: np.random.Generator) -> Any:
+        return None
 
-    def _apply(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _apply(self, a: np.ndarray, lay: _Layout, params: Any) -> np.ndarray:
         raise NotImplementedError
-
-    def _lay(self, a: np.ndarray) -> _Layout:
-        shape = a.shape[1:]
-        f = Field("x", shape, a.dtype.str, display="image")
-        return _layout(f)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and v is not None)
@@ -171,7 +163,8 @@ class _ImageTransform:
 
 
 class RandomCrop(_ImageTransform):
-    """Crop a window of ``size`` (an int or (height, width)) at an offset drawn once per stream and epoch."""
+    """Crop a window of ``size`` (an int or (height, width)) at an offset drawn once per stream and epoch (the
+    same place, as a fraction of the room left, in every image field)."""
 
     name = "crop"
 
@@ -189,11 +182,12 @@ class RandomCrop(_ImageTransform):
         shape[lay.h - 1], shape[lay.w - 1] = self.size
         return tuple(shape)
 
-    def _apply(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        lay = self._lay(a)
-        H, W = a.shape[lay.h], a.shape[lay.w]
-        h, w = self.size
-        y, x = int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))
+    def _draw(self, rng: np.random.Generator) -> Any:
+        return rng.random(2)
+
+    def _apply(self, a: np.ndarray, lay: _Layout, params: Any) -> np.ndarray:
+        (h, w), (H, W) = self.size, (a.shape[lay.h], a.shape[lay.w])
+        y, x = int(params[0] * (H - h + 1)), int(params[1] * (W - w + 1))
         index: list[slice] = [slice(None)] * a.ndim
         index[lay.h], index[lay.w] = slice(y, y + h), slice(x, x + w)
         return a[tuple(index)]
@@ -210,16 +204,17 @@ class HorizontalFlip(_ImageTransform):
         self.p = float(p)
         self.field = field
 
-    def _apply(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if rng.random() >= self.p:
-            return a
-        return np.flip(a, axis=self._lay(a).w)
+    def _draw(self, rng: np.random.Generator) -> Any:
+        return rng.random() < self.p
+
+    def _apply(self, a: np.ndarray, lay: _Layout, params: Any) -> np.ndarray:
+        return np.flip(a, axis=lay.w) if params else a
 
 
 class ColorJitter(_ImageTransform):
     """Scale brightness by ``1 + U(-brightness, brightness)`` and contrast by ``1 + U(-contrast, contrast)``
-    around each frame's mean, both drawn once per stream and epoch. uint8 stays uint8 (rounded and clipped);
-    floats are clipped to [0, 1]."""
+    around each frame's mean, both drawn once per stream and epoch. Integer frames keep their dtype (rounded and
+    clipped to its range); float frames are taken to be in [0, 1] and clipped to it."""
 
     name = "color"
 
@@ -230,14 +225,18 @@ class ColorJitter(_ImageTransform):
         self.brightness, self.contrast = float(brightness), float(contrast)
         self.field = field
 
-    def _apply(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _draw(self, rng: np.random.Generator) -> Any:
         b = 1.0 + rng.uniform(-self.brightness, self.brightness)
         c = 1.0 + rng.uniform(-self.contrast, self.contrast)
+        return np.float32(b), np.float32(c)
+
+    def _apply(self, a: np.ndarray, lay: _Layout, params: Any) -> np.ndarray:
+        b, c = params
         x = a.astype(np.float32)
         if c != 1.0:
             mean = x.mean(axis=tuple(range(1, x.ndim)), keepdims=True)
-            x = (x - mean) * np.float32(c) + mean
-        x *= np.float32(b)
+            x = (x - mean) * c + mean
+        x *= b
         if a.dtype.kind in "ui":
             info = np.iinfo(a.dtype)
             return np.clip(np.rint(x), info.min, info.max).astype(a.dtype)
@@ -264,10 +263,9 @@ class Resize(_ImageTransform):
         shape[lay.h - 1], shape[lay.w - 1] = self.size
         return tuple(shape)
 
-    def _apply(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _apply(self, a: np.ndarray, lay: _Layout, params: Any) -> np.ndarray:
         import cv2
 
-        lay = self._lay(a)
         h, w = self.size
         if a.shape[lay.h] == h and a.shape[lay.w] == w:
             return a
@@ -301,8 +299,16 @@ class Compose:
 
     def fields(self, fields: Sequence[Field]) -> tuple[Field, ...]:
         out = tuple(fields)
+        layouts: dict[str, _Layout] = {}  # image layouts known so far; a crop or resize keeps the axes' places
         for t in self.transforms:
-            out = output_fields(t, out)
+            if isinstance(t, _ImageTransform):
+                new = t.fields(out, layouts)
+                layouts.update(t._layouts)
+            else:
+                new = output_fields(t, out)
+            before, after = {f.name: len(f.shape) for f in out}, {f.name: len(f.shape) for f in new}
+            layouts = {k: v for k, v in layouts.items() if before.get(k) == after.get(k)}  # gone or reshaped: forget
+            out = new
         return out
 
     def __call__(self, block: Block, ctx: Context) -> Block:

@@ -276,3 +276,25 @@ def test_the_example_runs_as_a_script_and_checks_its_claim() -> None:
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "frame uint8[3, 64, 64]" in done.stdout and "every frame matched" in done.stdout
+
+
+def test_bench_refuses_a_baseline_that_would_not_run_the_transform() -> None:
+    result = runner.invoke(app, ["bench", "camera", *TINY, "--baseline", "--transform", "flip"])
+    assert result.exit_code == 2, result.output
+    assert "--baseline" in result.output and "--transform" in result.output
+
+
+def test_every_image_field_of_a_step_gets_the_same_crop_and_flip_even_at_channel_like_sizes() -> None:
+    fields = [Field("rgb", (3, 12, 16), "uint8", display="image"), Field("mask", (12, 16), "uint8", display="image")]
+    # A crop 3 wide leaves a CHW frame looking like HWC; the flip must still mirror the width.
+    t = Compose([RandomCrop((4, 3)), HorizontalFlip(1.0)])
+    out_fields = t.fields(fields)
+    assert [f.shape for f in out_fields] == [(3, 4, 3), (4, 3)]
+    source = ImageSource([5])
+    rgb = np.stack([source.frame(0, p) for p in range(5)])
+    for seed in range(10):
+        out = t({"rgb": rgb, "mask": rgb[:, 0].copy()}, Context(0, 0, 0, seed))
+        assert np.array_equal(out["mask"], out["rgb"][:, 0]), "the two fields were cropped or flipped apart"
+        found = [(y, x) for y in range(12 - 4 + 1) for x in range(16 - 3 + 1)
+                 if np.array_equal(rgb[:, :, y : y + 4, x : x + 3][..., ::-1], out["rgb"])]  # fmt: skip
+        assert len(found) == 1, "not a width-mirrored window of the frame"
