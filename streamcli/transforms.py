@@ -9,12 +9,16 @@ steps as it is read, before it is written into the batch::
 (item) in one epoch: draws made from ``np.random.default_rng(ctx.seed)`` are the same at every call for that
 stream, whatever the chunking into blocks and batches, the worker count, a resume or a rank. A transform that
 changes a field's shape or dtype says so with an optional ``fields(fields) -> fields`` member; the ring, the
-batch and the export then use its output fields. Transforms are pickled to spawned workers: make them
-module-level classes holding plain options.
+batch and the export then use its output fields. The block's arrays are read-only (they may be views of the
+source's data): return new arrays, or views of them. Transforms are pickled to spawned workers: make them
+module-level classes holding plain options. A replayed stream (``epoch_end="restream"``) gets its epoch's draw
+again.
 
 The built-ins (``RandomCrop``, ``HorizontalFlip``, ``ColorJitter``, ``Resize``, chained by ``Compose``) work on
-the image fields (``Field.display == "image"``, or the one named by ``field=``), HWC or CHW, on the whole block
-at once. ``parse_transform("crop=112,flip,brightness=0.2")`` builds a ``Compose`` from the CLI's spelling.
+the image fields (``Field.display == "image"``, or the one named by ``field=``), HW, HWC or CHW, on the whole
+block at once; every image field of a step gets the same draw. Other fields pass unchanged: ground truth that
+depends on the image's geometry (the camera source's ``homography``) no longer matches a cropped or flipped
+frame. ``parse_transform("crop=112,flip,brightness=0.2")`` builds a ``Compose`` from the CLI's spelling.
 """
 
 from __future__ import annotations

@@ -298,3 +298,15 @@ def test_every_image_field_of_a_step_gets_the_same_crop_and_flip_even_at_channel
         found = [(y, x) for y in range(12 - 4 + 1) for x in range(16 - 3 + 1)
                  if np.array_equal(rgb[:, :, y : y + 4, x : x + 3][..., ::-1], out["rgb"])]  # fmt: skip
         assert len(found) == 1, "not a width-mirrored window of the frame"
+
+
+class _InPlace:
+    def __call__(self, block: dict[str, np.ndarray], ctx: Context) -> dict[str, np.ndarray]:
+        block["x"] += 1
+        return block
+
+
+def test_a_transform_cannot_change_the_sources_window_in_place() -> None:
+    with StreamLoader(WindowSource([4, 4]), 2, 2, transform=_InPlace()) as loader:
+        with pytest.raises(TransformError, match="read-only"):
+            next(iter(loader))

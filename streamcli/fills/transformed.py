@@ -52,7 +52,7 @@ class Transformer:
         """The transformed block of ``item`` from step ``pos``: ``arrays`` in source field order, the result in
         the loader's field order; raises ``TransformError`` if the transform fails or breaks its fields."""
         n = len(arrays[0])
-        block = {f.name: np.asarray(a) for f, a in zip(self.raw, arrays, strict=True)}
+        block = {f.name: _read_only(a) for f, a in zip(self.raw, arrays, strict=True)}
         epoch = self.control.epoch
         ctx = Context(stream=item, position=pos, epoch=epoch, seed=self._seed(epoch, item))
         try:
@@ -107,6 +107,13 @@ class Transformer:
 
     def _at(self, item: int, pos: int, what: str = "block at step") -> str:
         return f"plugin {self.plugin!r} item {self.name(item)!r} {what} {pos}"
+
+
+def _read_only(a: Any) -> np.ndarray:
+    """A read-only view: a block may be a view of a source's window, kept and read again by later batches."""
+    v = np.asarray(a).view()
+    v.flags.writeable = False
+    return v
 
 
 def _name(transform: Any) -> str:
