@@ -310,3 +310,17 @@ def test_a_transform_cannot_change_the_sources_window_in_place() -> None:
     with StreamLoader(WindowSource([4, 4]), 2, 2, transform=_InPlace()) as loader:
         with pytest.raises(TransformError, match="read-only"):
             next(iter(loader))
+
+
+def test_each_rank_draws_from_the_same_stream_seeds() -> None:
+    seen: dict[tuple[int, int], set[int]] = {}
+    for rank in (0, 1):
+        kw: dict[str, Any] = {"seed": 3, "rank": rank, "world_size": 2, "transform": DrawTransform()}
+        with StreamLoader(WindowSource(LENGTHS), 2, 3, **kw) as lo:
+            batches = run_epochs(lo, 1)
+        for key, got in draws_of(batches, [0] * len(batches)).items():
+            assert not seen.get(key), f"stream {key[1]} on both ranks"
+            seen[key] = got
+    assert sorted(seen) == [(0, i) for i in range(len(LENGTHS))]
+    for (_, item), got in seen.items():
+        assert got == {np.random.default_rng(stream_seed(3, 0, item)).integers(0, DRAW_HIGH)}
