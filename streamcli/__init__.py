@@ -22,6 +22,7 @@ from streamcli.errors import (
     StepSpecError,
     StorageError,
     StreamcliError,
+    TransformError,
     UnsupportedURLError,
     WorkerError,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "StreamLoader",
     "StreamSource",
     "StreamcliError",
+    "TransformError",
     "UnsupportedURLError",
     "WorkerError",
     "__version__",

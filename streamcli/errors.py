@@ -31,6 +31,10 @@ class StepSpecError(StreamcliError, ValueError):
     """A step's field is missing, or its shape or dtype differs from what the source declared."""
 
 
+class TransformError(StepSpecError):
+    """A transform (``StreamLoader(transform=...)``) raised, or returned a block that differs from its fields."""
+
+
 class WorkerError(StreamcliError):
     """A worker process died or stopped answering."""
 

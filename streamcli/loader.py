@@ -34,6 +34,8 @@ from streamcli.scheduled.position import Position
 from streamcli.scheduled.seek import state_after
 from streamcli.source import Field, StreamSource, call_default_segment, check_source, item_name, plugin_name
 from streamcli.stats import LoaderStats
+from streamcli.transforms import output_fields
+from streamcli.transforms import resolve as resolve_transform
 from streamcli.workers.pool import WorkerPool, shutdown
 from streamcli.workers.producers import InProcess, Workers
 
@@ -83,6 +85,10 @@ class StreamLoader:
         rank, world_size: this process's share of every epoch's streams under ``torch.distributed``; by
             default from the initialised process group, else ``RANK``/``WORLD_SIZE``, else 0 of 1. Every rank
             yields the same number of batches per epoch (the most any rank needs; the fewest with "drop").
+        transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
+            producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
+            stream and epoch, so a draw from it is the same on every step of a stream. Its optional
+            ``fields(fields)`` member gives the batch's fields.
 
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
     Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
@@ -111,6 +117,7 @@ class StreamLoader:
         batches_per_epoch: int | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        transform: Callable[..., Any] | str | None = None,
     ) -> None:
         import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
@@ -133,11 +140,15 @@ class StreamLoader:
         self.plugin = plugin_name(source)
         fields = _calling(self.plugin, "declaring its fields", lambda: tuple(source.fields()))
         check_fields(fields)
+        transform = resolve_transform(transform)  # a CLI spelling ("crop=112,flip") or a callable
+        source_fields, fields = fields, fields if transform is None else output_fields(transform, fields)
+        check_fields(fields)
         self.fields: tuple[Field, ...] = fields
         self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
         self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
                              self.plugin)  # fmt: skip
-        self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config)
+        self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config, transform=transform,
+                             source_fields=None if transform is None else source_fields)  # fmt: skip
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
         extra = 2 + (AHEAD if num_workers else 0)
@@ -223,7 +234,7 @@ class StreamLoader:
         """Stop whatever producers were doing, then set the shared tables for the epoch from the position (fresh,
         or a resumed state's)."""
         pos, control = self._position, self.ring.control
-        control.stage(pos.cursors, pos.batch)
+        control.stage(pos.cursors, pos.batch, epoch)
         control.set_generation(gen)  # producers of an older generation abandon their batch
         self._handout.pending.clear()
         try:

@@ -87,6 +87,9 @@ LOADER_OPTIONS: tuple[LoaderOption, ...] = (
                  "Cut every item into streams of at most N steps, each with its own reset (0: whole items)."),
     LoaderOption("batches_per_epoch", ("--batches-per-epoch",), int | None, None,
                  "Make every epoch exactly N batches: cut, or padded (replayed with --epoch-end restream)."),
+    LoaderOption("transform", ("--transform",), str | None, None,
+                 "Augment image fields with the same draw along each stream, in order, e.g. "
+                 "crop=112,flip,brightness=0.2,contrast=0.2,resize=64."),
 )  # fmt: skip
 """Every loader keyword the CLI exposes, in ``--help`` order."""
 
@@ -121,7 +124,8 @@ class LoaderOptions:
     def from_cli(cls, values: dict[str, Any]) -> LoaderOptions:
         plain = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        extra = {k: v for k, v in plain.items() if k not in known}
+        # No transform is left out of the record, so exports without one keep the header they always had.
+        extra = {k: v for k, v in plain.items() if k not in known and (k != "transform" or v is not None)}
         opts = cls(**{k: v for k, v in plain.items() if k in known}, extra=extra)
         if plain.get("num_workers", 0) is None:  # not given: the shared default, capped by B
             opts.num_workers = default_workers(opts.batch_size)

@@ -378,6 +378,13 @@ def check_config(opts: LoaderOptions, **overrides: Any) -> None:
     from streamcli.config import LoaderConfig
 
     kwargs = {**opts.kwargs(), **overrides}
+    if kwargs.get("transform") is not None:
+        from streamcli.transforms import parse_transform
+
+        try:
+            parse_transform(kwargs["transform"])
+        except ValueError as exc:
+            raise UsageFailure(f"--transform: {exc}") from None
     known = {k: v for k, v in kwargs.items() if k in LoaderConfig.__dataclass_fields__}
     try:
         LoaderConfig(opts.batch_size, opts.time_steps, **known)

@@ -20,6 +20,7 @@ import numpy as np
 from streamcli.fills import checks
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
+from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource
 
@@ -51,8 +52,9 @@ class Rows:
     """The open streams of one producer's rows, and how it reads them into a slot."""
 
     def __init__(self, source: StreamSource, fields: Sequence[Field], blocks: bool, faults: Faults,
-                 mark: np.ndarray) -> None:  # fmt: skip
+                 mark: np.ndarray, tf: Transformer | None = None) -> None:  # fmt: skip
         self.source, self.fields, self.blocks, self.faults, self.mark = source, tuple(fields), blocks, faults, mark
+        self.tf = tf  # the loader's transform: each stream is wrapped where it opens; ``fields`` are its output
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
         self.readers: dict[int, Reader] = {}
         self.steps = 0  # valid steps read, for the busy statistics
@@ -112,7 +114,7 @@ class Rows:
         except SOURCE_ERRORS as exc:
             self.faults.fail(item, pos, exc, "opening")
             return Reader(item, pos, None, dead=True)
-        return Reader(item, pos, it)
+        return Reader(item, pos, it if self.tf is None else self.tf.wrap(it, item, pos, self.blocks))
 
     def _next(self, r: Reader) -> Any:
         """The stream's next step or block, ``_END``, or ``_END`` with the reader dead after a skipped failure."""

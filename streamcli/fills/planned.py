@@ -20,6 +20,7 @@ from streamcli.fills import iterators, windows
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.spec import FillSpec, Skip
+from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
 from streamcli.scheduled.claims import ClaimPlan
@@ -36,9 +37,10 @@ class Filler:
         self.faults = Faults(plan.plugin, source, items, plan.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
-        self.windows = windows.Windows(source, plan.fields, self.faults, self.mark) if self.by_batch else None
+        tf = Transformer.of(plan, ring.control, self.faults.name)
+        self.windows = windows.Windows(source, raw_fields(plan), self.faults, self.mark, tf) if self.by_batch else None
         self.rows = None if self.by_batch else iterators.Rows(source, plan.fields, uses_blocks(source), self.faults,
-                                                              self.mark)  # fmt: skip
+                                                              self.mark, tf)  # fmt: skip
         self.names = [f.name for f in plan.fields]
         self.steps_t = np.arange(plan.time_steps, dtype=np.int64)
         self.gen = -1

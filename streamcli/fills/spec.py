@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from streamcli.config import LoaderConfig
 from streamcli.source import Field
@@ -10,12 +11,15 @@ from streamcli.source import Field
 
 @dataclass(frozen=True)
 class FillSpec:
-    """The static facts every producer shares: the plugin's name, its fields and the loader's one configuration.
-    Picklable. The settings are read from ``config``, never copied."""
+    """The static facts every producer shares: the plugin's name, the fields written into the batch and the
+    loader's one configuration. Picklable. The settings are read from ``config``, never copied. With a
+    ``transform`` (``fills.transformed``), producers read ``source_fields`` and write ``fields``, its output."""
 
     plugin: str
     fields: tuple[Field, ...]
     config: LoaderConfig
+    transform: Any = None
+    source_fields: tuple[Field, ...] | None = None
 
     @property
     def batch_size(self) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 from streamcli.errors import StepSpecError
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
+from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource, call_window
 
@@ -28,8 +29,10 @@ class Windows:
     """Each item's window in this process, opened once and checked once. Under ``on_error="skip"`` an item whose
     window fails is remembered with its error (``errors``), and reported by the run that starts its stream."""
 
-    def __init__(self, source: StreamSource, fields: Sequence[Field], faults: Faults, mark: np.ndarray) -> None:
+    def __init__(self, source: StreamSource, fields: Sequence[Field], faults: Faults, mark: np.ndarray,
+                 tf: Transformer | None = None) -> None:  # fmt: skip
         self.source, self.fields, self.faults, self.mark = source, tuple(fields), faults, mark
+        self.tf = tf  # the loader's transform, run on each run's slice; ``fields`` are the source's own
         self._open: OrderedDict[int, Window] = OrderedDict()
         self.errors: dict[int, BaseException] = {}
 
@@ -89,13 +92,18 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
     data = v.data
     short: set[int] = set()
     get = windows.get
+    tf = windows.tf
     cross: list[Run] = []
     for b, item, p, stop in zip(plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(),
                                 strict=True):  # fmt: skip
         arrays, n = get(item, p)
         if n >= p + T:
-            for dst, a in zip(data, arrays, strict=True):
-                dst[:, b] = a[p : p + T]
+            if tf is None:  # the hot path: one slice copy per field
+                for dst, a in zip(data, arrays, strict=True):
+                    dst[:, b] = a[p : p + T]
+            else:
+                for dst, a in zip(data, tf.apply([a[p : p + T] for a in arrays], item, p), strict=True):
+                    dst[:, b] = a
             if n == p + T < stop:  # the steps end with the batch, the promise goes on
                 faults.mismatch(item, n, _expect(plan, b), f"ended after {n} steps")
                 short.add(b)
@@ -119,8 +127,11 @@ def _run(v: Views, run: Run, windows: Windows, faults: Faults, first_batch: bool
     arrays, have = windows.get(item, p)
     m = max(0, min(n, have - p))
     if m:
-        for dst, a in zip(v.data, arrays, strict=True):
-            dst[t0 : t0 + m, b] = a[p : p + m]
+        got = [a[p : p + m] for a in arrays]
+        if windows.tf is not None:
+            got = windows.tf.apply(got, item, p)
+        for dst, a in zip(v.data, got, strict=True):
+            dst[t0 : t0 + m, b] = a
     if m < n:
         pad(v, b, t0 + m, t0 + n)
     if have < 0:

@@ -3,9 +3,10 @@ only code that knows its layout (``Control``; the loader and the producers call 
 
 Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 
-- ``ctl`` int64[10]: the generation, tickets handed out, the epoch's first batch, its number of streams,
+- ``ctl`` int64[11]: the generation, tickets handed out, the epoch's first batch, its number of streams,
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
-  mid-stream and not yet taken, rows moved mid-stream in all, whether the items' costs are uneven;
+  mid-stream and not yet taken, rows moved mid-stream in all, whether the items' costs are uneven, the epoch
+  (what a transform's ``ctx.epoch`` says);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its producer (or -1 while it waits for a claim, or -2-w while producer w has
   given it up mid-stream), the canonical key of its next possible claim, and the batches it has completed;
@@ -30,7 +31,7 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 
-_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN = range(10)  # ctl
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN, _EPOCH = range(11)
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD, _HEAVY = range(8)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
@@ -47,7 +48,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
     """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
     B = batch_size
     return (
-        ("ctl", (10,), "<i8"),
+        ("ctl", (11,), "<i8"),
         ("slot_of", (num_slots,), "<i8"),
         ("rows", (B, 3), "<i8"),
         ("held", (B, _cursor.WIDTH), "<i8"),
@@ -111,10 +112,11 @@ class Control:
         self._ctl[_GEN] = gen
 
     # -- an epoch's set-up, written by the loader
-    def stage(self, cursors: np.ndarray, first_batch: int) -> None:
-        """The row cursors the next epoch starts from, and the batch it starts at."""
+    def stage(self, cursors: np.ndarray, first_batch: int, epoch: int = 0) -> None:
+        """The row cursors the next epoch starts from, the batch it starts at, and its number."""
         self._start[:] = cursors
         self._ctl[_FIRST_BATCH] = first_batch
+        self._ctl[_EPOCH] = epoch
 
     def set_streams(self, table: np.ndarray, tickets: int) -> None:
         """The epoch's streams in ticket order and the tickets already taken."""
@@ -148,6 +150,11 @@ class Control:
         return int(self._ctl[_READY]) == gen
 
     # -- read by producers
+    @property
+    def epoch(self) -> int:
+        """The epoch being produced (``stage``): a transform's ``ctx.epoch``."""
+        return int(self._ctl[_EPOCH])
+
     @property
     def first_batch(self) -> int:
         return int(self._ctl[_FIRST_BATCH])

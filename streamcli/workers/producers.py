@@ -70,6 +70,11 @@ class Workers:
         if mp_context != "fork":
             check_main_guard()
         check_picklable(source, items, spec.plugin)
+        try:
+            pickle.dumps(spec.transform)
+        except Exception as exc:
+            raise TypeError(f"transform {spec.transform!r} cannot be pickled for worker processes ({exc}); make it "
+                            "a module-level class or function, or use num_workers=0") from exc  # fmt: skip
         specs = [WorkerSpec(w=w, lo=lo, hi=hi, plan=spec, ring=ring.spec, source=source, items=list(items))
                  for w, (lo, hi) in enumerate(bounds)]  # fmt: skip
         self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))

@@ -99,7 +99,7 @@ def open_stream(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
         fail(p, row, k, exc, "opening")
         row.expect = -1  # skipped, not short
         return None
-    return it
+    return it if p.tf is None else p.tf.wrap(it, row.item, row.pos, p.blocks)
 
 
 def reopen(p: Producer, row: Row, k: int) -> None:

@@ -17,10 +17,11 @@ import numpy as np
 
 from streamcli.fills.claimed.notes import Notes, SlotViews
 from streamcli.fills.spec import FillSpec, Skip
+from streamcli.fills.transformed import Transformer
 from streamcli.lives.control import NEVER, NO_OWNER
 from streamcli.lives.ring import Ring
 from streamcli.scheduled import cursor as _cursor
-from streamcli.source import Step, StreamSource
+from streamcli.source import Step, StreamSource, item_name
 
 NO_END = 1 << 62  # ``Row.end`` of a stream that is not cut into segments
 
@@ -95,6 +96,7 @@ class Producer:
     pack: bool = field(init=False)
     spec: list[tuple[str, tuple[int, ...], np.dtype[Any]]] = field(init=False)  # (name, shape, dtype) per field
     mark: np.ndarray = field(init=False)  # [stream, step] being read, in the control block (``Control.mark_of``)
+    tf: Transformer | None = field(init=False)  # the loader's transform, wrapped round each stream it opens
 
     def __post_init__(self) -> None:
         self.T, self.B = self.plan.time_steps, self.plan.batch_size
@@ -102,6 +104,7 @@ class Producer:
         self.pack = self.plan.boundary == "pack"
         self.steps_t = np.arange(self.T, dtype=np.int64)
         self.mark = self.ring.control.mark_of(self.w)
+        self.tf = Transformer.of(self.plan, self.ring.control, lambda i: item_name(self.source, self.items[i]))
 
 
 def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:

@@ -1,0 +1,125 @@
+"""A producer's transform (``StreamLoader(transform=...)``): run on each block of steps as it is read.
+
+The source's steps and blocks are checked against the source's own fields, handed to the transform with a
+``Context`` (the stream, the block's first position, the epoch and the stream's seed), and what comes back is
+checked against the loader's fields (the transform's output). Iterator sources are wrapped where they are
+opened (``wrap``): a step is a block of one. Random-access sources transform the slice a run reads
+(``apply``). The epoch is the one the loader published in the control block when it began the epoch.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from streamcli.errors import TransformError
+from streamcli.fills import checks
+from streamcli.fills.spec import FillSpec
+from streamcli.lives.control import Control
+from streamcli.source import Field
+from streamcli.transforms import Context, stream_seed
+
+
+class Transformer:
+    """The transform of one producer: ``plan.transform`` from ``plan.source_fields`` to ``plan.fields``."""
+
+    def __init__(self, plan: FillSpec, control: Control, name: Callable[[int], str]) -> None:
+        assert plan.source_fields is not None
+        self.transform, self.plugin, self.name = plan.transform, plan.plugin, name
+        self.seed, self.control = plan.config.seed, control
+        self.raw = plan.source_fields
+        self.raw_spec = [(f.name, f.shape, f.np_dtype) for f in self.raw]
+        self.out = plan.fields
+        self._seeds: dict[tuple[int, int], int] = {}
+
+    @classmethod
+    def of(cls, plan: FillSpec, control: Control, name: Callable[[int], str]) -> Transformer | None:
+        return None if plan.transform is None else cls(plan, control, name)
+
+    def _seed(self, epoch: int, item: int) -> int:
+        key = (epoch, item)
+        got = self._seeds.get(key)
+        if got is None:
+            if len(self._seeds) > 4096:
+                self._seeds.clear()
+            got = self._seeds[key] = stream_seed(self.seed, epoch, item)
+        return got
+
+    def apply(self, arrays: Sequence[np.ndarray], item: int, pos: int) -> list[np.ndarray]:
+        """The transformed block of ``item`` from step ``pos``: ``arrays`` in source field order, the result in
+        the loader's field order; raises ``TransformError`` if the transform fails or breaks its fields."""
+        n = len(arrays[0])
+        block = {f.name: _read_only(a) for f, a in zip(self.raw, arrays, strict=True)}
+        epoch = self.control.epoch
+        ctx = Context(stream=item, position=pos, epoch=epoch, seed=self._seed(epoch, item))
+        try:
+            got = self.transform(block, ctx)
+        except Exception as exc:
+            raise TransformError(f"transform {_name(self.transform)} failed on {self._where(item, pos)}: "
+                                 f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+        out: list[np.ndarray] = []
+        for f in self.out:
+            try:
+                a = got[f.name]
+            except (KeyError, TypeError, IndexError):
+                where = self._where(item, pos)
+                raise TransformError(f"transform {_name(self.transform)} returned no field {f.name!r} on {where}; "
+                                     "return every field of the block") from None  # fmt: skip
+            a = np.asarray(a)
+            if a.shape != (n, *f.shape) or a.dtype != f.np_dtype:
+                raise TransformError(
+                    f"transform {_name(self.transform)} returned field {f.name!r} as {a.dtype.name}{list(a.shape)} "
+                    f"on {self._where(item, pos)}, but the batch expects {f.np_dtype.name}{[n, *f.shape]} (the "
+                    "transform's fields(), else the source's); keep the block's step count and declare a changed "
+                    "shape or dtype with a fields(fields) member"
+                )
+            out.append(a)
+        return out
+
+    def _where(self, item: int, pos: int) -> str:
+        return f"plugin {self.plugin!r} item {self.name(item)!r} block at step {pos}"
+
+    def wrap(self, it: Iterator[Any], item: int, start: int, blocks: bool) -> Iterator[Any]:
+        """The source's iterator of ``item`` from ``start``, transformed: blocks stay blocks, steps stay steps."""
+        names, spec = [f.name for f in self.out], self.raw_spec
+        pos = start
+        try:
+            if blocks:
+                for block in it:
+                    arrays = checks.block_arrays(block, self.raw_spec, self.raw, functools.partial(self._at, item, pos))
+                    out = self.apply(arrays, item, pos)
+                    pos += len(out[0])
+                    yield dict(zip(names, out, strict=True))
+            else:
+                for step in it:
+                    where = functools.partial(self._at, item, pos, "step")
+                    arrays = [checks.step_field(step, name, shape, dtype, where)[None] for name, shape, dtype in spec]
+                    out = self.apply(arrays, item, pos)
+                    pos += 1
+                    yield {k: a[0] for k, a in zip(names, out, strict=True)}
+        finally:
+            close = getattr(it, "close", None)
+            if callable(close):
+                close()
+
+    def _at(self, item: int, pos: int, what: str = "block at step") -> str:
+        return f"plugin {self.plugin!r} item {self.name(item)!r} {what} {pos}"
+
+
+def _read_only(a: Any) -> np.ndarray:
+    """A read-only view: a block may be a view of a source's window, kept and read again by later batches."""
+    v = np.asarray(a).view()
+    v.flags.writeable = False
+    return v
+
+
+def _name(transform: Any) -> str:
+    return type(transform).__name__ if not hasattr(transform, "__name__") else str(transform.__name__)
+
+
+def raw_fields(plan: FillSpec) -> tuple[Field, ...]:
+    """The fields a producer reads from the source (the transform's input, or the loader's fields)."""
+    return plan.source_fields if plan.source_fields is not None else plan.fields
