@@ -5,4 +5,5 @@
 - ``runner``: one measured run (through ``streamcli.bench.time_run``), repeats, the quiet-machine wait, checks;
 - ``report``: tables, the targets as data and their verdicts, RESULTS.md;
 - ``bench_loader``: the command line.
+- ``videos``: the real clips and the plain decoding loop that ``bench_video`` and ``bench_host`` both time.
 """
