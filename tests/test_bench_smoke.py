@@ -64,8 +64,8 @@ def test_harness_measures_streamcli() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
-def test_harness_torch_peer_is_the_library_baseline_and_coherent(workers: int) -> None:
-    from streamcli.bench import TorchBaseline
+def test_harness_torch_peer_is_the_torch_baseline_and_coherent(workers: int) -> None:
+    from benchmarks.torch_baseline import TorchBaseline
 
     source = ChunkedFrames(8, 3, 30)
     cand = runner.make("torch", source, workers, 1)
