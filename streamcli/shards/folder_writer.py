@@ -149,3 +149,35 @@ class FolderPlace:
 
     def read_manifest(self) -> dict[str, Any]:
         return dict(json.loads((self.path / MANIFEST).read_text()))
+
+
+def prepare_ray(
+    out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: FolderLock
+) -> dict[int, Any] | None:
+    """``on_ray``'s start for a folder: clear or check it; the shards already complete (number -> record), or None
+    if the export is. Ray tasks record no shard, so resuming checks each shard's batches. ``lock`` is held."""
+    place = FolderPlace(out)
+    if mode != "resume":  # the refusals and clearing; the partial record
+        place.clear(mode)
+        place.save_partial(header, [])
+        return {}
+    if (out / MANIFEST).exists():
+        place.resume(header, k)  # checks the header, tidies a stale partial record
+        return None
+    partial = read_partial(out)
+    if partial is None:
+        raise ShardError(f"{str(out)!r} holds no interrupted export to resume")
+    check_same_header(partial[0], header)
+    for p in out.iterdir():
+        if is_temp_name(p.name):
+            p.unlink()
+    done: dict[int, Any] = {}
+    for i in range(n_shards):
+        path = out / shard_name(i)
+        want = min(k, total - i * k)
+        if path.exists():
+            if complete_batches(path, header) == want:
+                done[i] = ShardInfo(path.name, want, path.stat().st_size, sha256_file(path)).to_json()
+            else:
+                path.unlink()
+    return done

@@ -133,7 +133,7 @@ def open_folder_shard(
         _check_sha(name, data, entry)
     if codec.name == "zstd":
         return _load_frames(name, data, infos, want)
-    return _load_members(name, data, want)
+    return load_members(name, data, want)
 
 
 def open_regular(path: Path) -> BinaryIO:
@@ -212,7 +212,7 @@ def _parse_npy_header(head: bytes) -> Header | None:
     return _read_header(io.BytesIO(head))
 
 
-def _load_members(
+def load_members(
     name: str, data: bytes | IO[bytes], want: Mapping[str, tuple[tuple[int, ...], str]]
 ) -> dict[str, np.ndarray]:
     """Decompress the members ``want`` names, each only after its ``.npy`` header and its zip entry's size agree

@@ -28,14 +28,13 @@ import numpy as np
 
 from streamcli.errors import RemoteTraceback, ShardError, StreamcliError
 from streamcli.scheduled.state import first_difference
-from streamcli.shards import remote_writer
+from streamcli.shards import folder_writer, remote_writer
 from streamcli.shards.exporting import iter_limit
-from streamcli.shards.folder_writer import check_same_header, write_shard_file
-from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
+from streamcli.shards.folder_writer import write_shard_file
+from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, shard_name, write_json
 from streamcli.shards.lock import FolderLock
-from streamcli.shards.npz import complete_batches, sha256_file
 from streamcli.shards.remote_lock import RemoteLock
-from streamcli.shards.writer import ShardWriter, batch_arrays
+from streamcli.shards.writer import batch_arrays
 from streamcli.storage import urls
 from streamcli.storage.remote import Remote
 
@@ -278,7 +277,7 @@ def _export_on_ray(
         remote = Remote(job.out_dir)
         done = remote_writer.prepare_ray(remote, job.header, mode, n_shards, k, job.total, lock)
     else:
-        done = _prepare(out, job.header, mode, n_shards, k, job.total, lock)
+        done = folder_writer.prepare_ray(out, job.header, mode, n_shards, k, job.total, lock)
     if done is None:  # already complete
         import json
 
@@ -349,34 +348,3 @@ def task_error(exc: Any) -> BaseException:
 
 def _on_disk(out: Path, n_shards: int) -> int:
     return sum(1 for i in range(n_shards) if (out / shard_name(i)).exists())
-
-
-def _prepare(
-    out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: FolderLock
-) -> dict[int, Any] | None:
-    """Clear or check the folder; returns the shards already complete (number -> record), None if all are."""
-    if mode != "resume":
-        ShardWriter(
-            out, header, mode=mode, lock=lock
-        )  # the local writer's refusals and clearing; writes the partial record
-        return {}
-    if (out / MANIFEST).exists():
-        ShardWriter(out, header, mode="resume", lock=lock)  # checks the header, tidies a stale partial record
-        return None
-    partial = read_partial(out)
-    if partial is None:
-        raise ShardError(f"{str(out)!r} holds no interrupted export to resume")
-    check_same_header(partial[0], header)
-    for p in out.iterdir():
-        if is_temp_name(p.name):
-            p.unlink()
-    done: dict[int, Any] = {}
-    for i in range(n_shards):
-        path = out / shard_name(i)
-        want = min(k, total - i * k)
-        if path.exists():
-            if complete_batches(path, header) == want:
-                done[i] = ShardInfo(path.name, want, path.stat().st_size, sha256_file(path)).to_json()
-            else:
-                path.unlink()
-    return done

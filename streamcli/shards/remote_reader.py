@@ -26,7 +26,7 @@ from streamcli.shards.format import (
     shard_path,
     validate_manifest,
 )
-from streamcli.shards.npz import _load_members
+from streamcli.shards.npz import load_members
 from streamcli.storage.remote import Remote
 
 
@@ -81,9 +81,9 @@ def open_shard_url(
             size = f.raw.size  # type: ignore[attr-defined]
             if size != entry["bytes"]:
                 raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
-            return _load_members(name, f, want)
+            return load_members(name, f, want)
     if len(data) != entry["bytes"]:
         raise ShardError(f"shard {name!r} has {len(data)} bytes, the manifest says {entry['bytes']}")
     if check and hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ShardError(f"shard {name!r} is corrupted: its sha256 differs from the manifest")
-    return _load_members(name, data, want)
+    return load_members(name, data, want)

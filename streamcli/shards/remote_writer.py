@@ -39,7 +39,7 @@ def put_shard(remote: Remote, i: int, pending: list[dict[str, np.ndarray]], head
 def prepare_ray(
     remote: Remote, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: RemoteLock
 ) -> dict[int, Any] | None:
-    """``on_ray._prepare`` for a URL: clear or check it; the shards already complete (number -> record), or None
+    """``on_ray``'s start for a URL: clear or check it; the shards already complete (number -> record), or None
     if the export is. Ray tasks record no shard, so resuming checks each shard there by downloading it."""
     place = RemotePlace(remote.url)
     if mode != "resume":  # the refusals and clearing; the partial record
