@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from benchmarks.torch_baseline import TorchBaseline
 from benchmarks.workloads import FRAME_SHAPE, SyntheticFrames, write_chunk
-from streamcli.bench import TorchBaseline
 from streamcli.stats import LoaderStats
 
 
@@ -99,12 +99,12 @@ class StreamcliCandidate(Candidate):
         }
 
 
-# --- torch DataLoader: the library's baseline (each worker yields its rows' (T, B/W, ...) chunk) ----------
+# --- torch DataLoader: the hand-written baseline (each worker yields its rows' (T, B/W, ...) chunk) -------
 
 
 class TorchCandidate(Candidate):
-    """``streamcli.bench.TorchBaseline``, the same baseline as ``streamcli bench --baseline``, with the peers'
-    item order and fork workers (torch's default start method on Linux)."""
+    """``torch_baseline.TorchBaseline``, with the peers' item order and fork workers (torch's default start method
+    on Linux)."""
 
     name = "torch DataLoader"
 

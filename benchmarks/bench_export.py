@@ -26,7 +26,7 @@ from typing import Any
 
 from streamcli import StreamLoader, load_source
 from streamcli.shards import make_header
-from streamcli.shards.writer import export_loader
+from streamcli.shards.exporting import export_loader
 
 OPTIONS: dict[str, Any] = {"count": 16, "steps": 2000, "size": (64, 64)}
 SOURCE: dict[str, Any] = {"plugin": "camera", "arg": None, "options": OPTIONS}

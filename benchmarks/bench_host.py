@@ -128,39 +128,6 @@ def run(
     return sum(n for n, _ in got) / max(secs), secs
 
 
-def _decode_child(paths: list[str], frames: int | None, barrier: Barrier, res: Queue[tuple[int, float]]) -> None:
-    import cv2
-
-    from benchmarks.bench_video import bare
-
-    cv2.setNumThreads(1)  # as a loader's worker decodes: one FFmpeg thread
-    barrier.wait()
-    t0 = time.perf_counter()
-    n = bare(paths, True, frames)
-    res.put((n, time.perf_counter() - t0))
-
-
-def decode_round(paths: list[str], frames: int | None = None) -> tuple[float, float, float]:
-    """One round of the host's ceiling for video decoding: one process decodes ``frames`` frames of ``paths``
-    (every frame if None) as ``bench_video``'s bare loop does, then two processes decode the same each, at once.
-    Returns (1-process seconds, the slower 2-process seconds, 2-proc / (2 x 1-proc)): each process does the whole
-    work, so the ratio is the 1-process time over the slower 2-process time."""
-    secs = []
-    for procs in (1, 2):
-        ctx = mp.get_context("spawn")
-        barrier, res = ctx.Barrier(procs), ctx.Queue()
-        ps = [ctx.Process(target=_decode_child, args=(paths, frames, barrier, res)) for _ in range(procs)]
-        for p in ps:
-            p.start()
-        got = [res.get(timeout=300) for _ in range(procs)]
-        for p in ps:
-            p.join()
-            if p.exitcode:
-                raise RuntimeError(f"decoder exited with {p.exitcode}")
-        secs.append(max(s for _, s in got))
-    return secs[0], secs[1], secs[0] / secs[1]
-
-
 def _wakes(text: str) -> tuple[float, float]:
     try:
         wakes, us = (float(x) for x in text.split(","))
@@ -194,7 +161,7 @@ def main() -> None:
         ap.error(f"--folder {args.folder}: only the video variant decodes files; add --variant video")
     if args.variant == "video":
         if args.folder is not None:
-            from benchmarks.bench_video import use_folder
+            from benchmarks.videos import use_folder
 
             use_folder(args.folder)
         return video_main(args)
@@ -239,7 +206,7 @@ def main() -> None:
 
 def video_main(args: argparse.Namespace) -> None:
     """``--variant video``: the host's ceiling for the video target (2 workers >= 1.8x 1 worker, ``bench_video``)."""
-    from benchmarks.bench_video import clip_paths
+    from benchmarks.videos import clip_paths, decode_round
 
     paths = clip_paths()
     log = sys.stderr if args.json else sys.stdout

@@ -35,11 +35,7 @@ import numpy as np
 import torch
 
 from streamcli import Batch, Field, ShardReader, StreamLoader, load_source
-
-try:
-    from streamcli.shards import export, make_header
-except ImportError:  # a streamcli from before the shards package, to measure the "before" figures
-    from streamcli.export import export, make_header
+from streamcli.shards import export, make_header
 
 B, T = 8, 16
 CAMERA = {"count": 16, "steps": 256, "size": (96, 96)}

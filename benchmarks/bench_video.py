@@ -18,7 +18,7 @@ order could gain (``stream_bound``: the epoch takes at least its costliest strea
 parts, from the workers' busy seconds (``LoaderStats.worker_busy_s``): the share of the 2-worker passes' time that
 both workers were busy (the scheduler's part), and the worker-seconds the same epoch took with 2 workers against 1
 (the host's part: decoding costs more while both cores decode). After each round, the host's own
-figure: two plain decoders at once against one (``bench_host.decode_round``); on this host they gain 1.2-2.2x over
+figure: two plain decoders at once against one (``videos.decode_round``); on this host they gain 1.2-2.2x over
 one from minute to minute, so each round's ratio is also given as a share of the host's figure then.
 """
 
@@ -44,11 +44,10 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 from streamcli_sources.camera import CameraSource
 from streamcli_sources.video import VideoSource
 
-from benchmarks.bench_host import decode_round
+from benchmarks.videos import SIZE, bare, clip_paths, data_dir, decode_round, use_folder
 from benchmarks.workloads import scaling_figures, windowed_figure
 from streamcli import StreamLoader
 
-SIZE = (128, 128)
 # Frames each plain decoder reads for the host's figure after each scaling round (2-4 s a round): on this VM two
 # plain decoders gain 1.2-2.2x over one from minute to minute (``bench_host.py --variant video``).
 HOST_FRAMES = 2000
@@ -57,58 +56,6 @@ B, T = 8, 16
 # other rows, and the other worker, idle for most of the run; segments spread long clips over rows (segment=).
 SEGMENT = 128
 BARE, CAM = "bare cv2 loop, OpenCV default threads", "CameraSource.open, in-process"
-
-
-_folder: Path | None = None  # ``--folder`` (``use_folder``)
-
-
-def data_dir() -> Path:
-    """The clips' folder: ``--folder``, else $STREAMCLI_DATA/video, else ../shared/data/video beside the repo."""
-    if _folder is not None:
-        return _folder
-    root = Path(os.environ.get("STREAMCLI_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
-    if not (root / "video").is_dir():
-        sys.exit(f"real clips not found at {root / 'video'}; check out shared/ beside the repo or set STREAMCLI_DATA")
-    return root / "video"
-
-
-def use_folder(folder: str) -> None:
-    """Run every row on the videos of ``folder`` (``--folder``): your own clips, not the project's. Exits with a
-    one-line error if it holds none that OpenCV can open."""
-    global _folder
-    _folder = Path(folder).expanduser()
-    try:
-        paths = clip_paths()
-    except ValueError as exc:
-        sys.exit(f"--folder {folder}: {exc}")
-    if not paths:
-        sys.exit(f"--folder {folder}: none of its videos can be decoded by OpenCV; pass a folder of video files")
-
-
-def bare(paths: list[str], single_thread: bool, limit: int | None = None) -> int:
-    """The loop anyone would write: read, resize, convert; no loader. Stops after ``limit`` frames if given."""
-    params = [cv2.CAP_PROP_N_THREADS, 1] if single_thread else []
-    n = 0
-    for path in paths:
-        cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, params)
-        while limit is None or n < limit:
-            ok, bgr = cap.read()
-            if not ok:
-                break
-            small = cv2.resize(bgr, (SIZE[1], SIZE[0]), interpolation=cv2.INTER_LINEAR)
-            np.ascontiguousarray(cv2.cvtColor(small, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))
-            n += 1
-        cap.release()
-    return n
-
-
-def clip_paths(src: VideoSource | None = None) -> list[str]:
-    """The usable clips of ``src`` (default: a scan of ``data_dir()``), as ``VideoSource`` finds them (the two
-    non-videos are skipped, as the tests check)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        src = src if src is not None else VideoSource(data_dir(), size=SIZE, scan=True)
-        return [item[0] for item in src.items()]
 
 
 def direct(src: VideoSource | CameraSource) -> int:

@@ -1,4 +1,5 @@
-"""``streamcli.bench``: one wait, one runner, one torch baseline, and a bottleneck line that tells the truth."""
+"""``streamcli.bench``: one wait and one runner; the harness's torch baseline; and a bottleneck line (the ``bench``
+command's verdict) that tells the truth."""
 
 from __future__ import annotations
 
@@ -10,17 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchmarks.torch_baseline import TorchBaseline
 from benchmarks.workloads import BlockFrames, ChunkedFrames, CoherenceCheck, decode_stamps
 from streamcli import StreamLoader
-from streamcli.bench import (
-    BenchResult,
-    TorchBaseline,
-    bottleneck,
-    run_benchmark,
-    scheduling,
-    summarize,
-    time_run,
-)
+from streamcli.bench import BenchResult, run_benchmark, summarize, time_run
+from streamcli.cli._bench_verdict import bottleneck, scheduling
 from streamcli.stats import LoaderStats
 
 
@@ -139,3 +134,19 @@ def test_torch_baseline_with_spawn_workers_reads_a_block_source() -> None:
     finally:
         base.close()
     assert check.finish() == []
+
+
+def test_the_library_bench_module_only_measures_its_peer_and_verdicts_live_outside() -> None:
+    import streamcli.bench as lib
+
+    for name in ("TorchBaseline", "run_baseline", "RowsDataset", "bottleneck", "imbalance", "scheduling"):
+        assert not hasattr(lib, name), name
+
+
+def test_bench_has_no_baseline_option_any_more() -> None:
+    from typer.testing import CliRunner
+
+    from streamcli.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "sine", "--baseline"])
+    assert result.exit_code == 2 and "--baseline" in result.output

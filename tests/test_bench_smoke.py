@@ -64,8 +64,8 @@ def test_harness_measures_streamcli() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
-def test_harness_torch_peer_is_the_library_baseline_and_coherent(workers: int) -> None:
-    from streamcli.bench import TorchBaseline
+def test_harness_torch_peer_is_the_torch_baseline_and_coherent(workers: int) -> None:
+    from benchmarks.torch_baseline import TorchBaseline
 
     source = ChunkedFrames(8, 3, 30)
     cand = runner.make("torch", source, workers, 1)
@@ -92,13 +92,13 @@ def test_host_ceiling_loop_writes_every_frame_into_its_ring() -> None:
 
 
 @pytest.mark.slow
-@needs_shared("video")  # bench_video reads the shared clips (more than 10 of them)
+@needs_shared("video")  # the video benchmarks read the shared clips (more than 10 of them)
 def test_host_video_round_times_one_and_two_decoders_on_the_real_clips() -> None:
-    from benchmarks import bench_host, bench_video
+    from benchmarks import videos
 
-    paths = bench_video.clip_paths()
-    assert len(paths) > 10 and bench_video.bare(paths, True, limit=7) == 7
-    one, two, ratio = bench_host.decode_round(paths, frames=20)
+    paths = videos.clip_paths()
+    assert len(paths) > 10 and videos.bare(paths, True, limit=7) == 7
+    one, two, ratio = videos.decode_round(paths, frames=20)
     assert one > 0 and two > 0 and ratio == pytest.approx(one / two)
 
 

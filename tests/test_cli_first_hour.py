@@ -12,8 +12,9 @@ from conftest import data_root
 from typer.testing import CliRunner
 
 from streamcli import __version__
-from streamcli.bench import BenchResult, bottleneck
+from streamcli.bench import BenchResult
 from streamcli.cli import app
+from streamcli.cli._bench_verdict import bottleneck
 from streamcli.cli.cmd_bench import plot, results_text, ticks
 
 runner = CliRunner()

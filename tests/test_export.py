@@ -12,8 +12,7 @@ import torch
 from _shard_fakes import FIELDS, make_batch
 
 from streamcli.errors import ShardError
-from streamcli.export import ShardWriter, batch_nbytes, export, iter_limit, make_header
-from streamcli.replay import ShardReader, verify
+from streamcli.shards import ShardReader, ShardWriter, batch_nbytes, export, iter_limit, make_header, verify
 
 
 def header(*, layout: str = "TB", per_shard: int = 2, compress: bool = False) -> dict:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from streamcli import ShardReader, StreamLoader, load_source
-from streamcli.export import export, make_header
+from streamcli.shards import export, make_header
 from streamcli.source import iter_steps
 
 TEXTS = ["the quick brown fox jumps", "over the lazy dog", "a", "streams of bytes, one step at a time!"]

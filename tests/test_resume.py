@@ -126,7 +126,7 @@ def test_resume_video(scan: bool) -> None:
 
 @pytest.mark.slow
 def test_resume_shards_source(tmp_path: Path) -> None:
-    from streamcli.export import export, make_header
+    from streamcli.shards import export, make_header
 
     cam = load_source("camera", 4, steps=17, size=(8, 8))
     with StreamLoader(cam, 2, 4) as loader:

@@ -18,8 +18,18 @@ from typer.testing import CliRunner
 from streamcli.batch import FLAG_DTYPES, FLAGS
 from streamcli.cli import app
 from streamcli.errors import ShardError
-from streamcli.shards import PARTIAL, ShardReader, ShardWriter, batch_nbytes, export, make_header, open_shard, verify
-from streamcli.shards.format import load_manifest, read_partial, write_partial
+from streamcli.shards import (
+    PARTIAL,
+    ShardReader,
+    ShardWriter,
+    batch_nbytes,
+    export,
+    load_manifest,
+    make_header,
+    open_shard,
+    verify,
+)
+from streamcli.shards.format import read_partial, write_partial
 
 runner = CliRunner()
 TINY = ["-b", "2", "-t", "4", "-w", "0"]

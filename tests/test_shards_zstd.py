@@ -21,9 +21,10 @@ from streamcli import ShardReader, StreamLoader, load_source
 from streamcli.cli import app
 from streamcli.errors import ShardError
 from streamcli.shards import MANIFEST, export, load_manifest, make_header, verify
+from streamcli.shards.exporting import export_loader
 from streamcli.shards.npz import complete_batches, sha256_file
 from streamcli.shards.on_ray import Job, export_range
-from streamcli.shards.writer import ShardWriter, export_loader
+from streamcli.shards.writer import ShardWriter
 
 runner = CliRunner()
 TEXTS = ["the quick brown fox jumps", "over the lazy dog", "a", "streams of bytes, one step at a time!"]

@@ -11,9 +11,7 @@ from _moto import MotoS3
 from _shard_fakes import FIELDS, make_batch
 
 from streamcli.errors import ExportBusyError, ShardError
-from streamcli.export import ShardWriter, batch_nbytes, export, make_header
-from streamcli.replay import ShardReader, verify
-from streamcli.shards.writer import open_writer
+from streamcli.shards import ShardReader, ShardWriter, batch_nbytes, export, make_header, open_writer, verify
 from streamcli.storage.remote import Remote
 
 
@@ -133,8 +131,10 @@ def test_a_new_export_refuses_a_non_empty_url(bucket: str) -> None:
 
 
 def test_the_local_writer_is_used_for_file_urls(tmp_path: Path) -> None:
+    from streamcli.shards.folder_writer import FolderPlace
+
     w = open_writer(f"file://{tmp_path}/run", header())
-    assert type(w) is ShardWriter and w.out_dir == tmp_path / "run"
+    assert isinstance(w.place, FolderPlace) and w.place.path == tmp_path / "run"
     w._release()
 
 
@@ -166,10 +166,10 @@ def test_without_conditional_puts_the_lock_still_admits_one_export(
 
 
 def test_a_shard_writer_given_a_url_writes_there(bucket: str) -> None:
-    from streamcli.storage.writer import RemoteShardWriter
+    from streamcli.shards.remote_writer import RemotePlace
 
     with ShardWriter(f"{bucket}/direct", header()) as w:
-        assert isinstance(w, RemoteShardWriter)
+        assert isinstance(w.place, RemotePlace)
         w.write(make_batch(0))
     assert verify(f"{bucket}/direct") == []
 
@@ -186,7 +186,7 @@ def test_a_writer_dropped_without_close_frees_the_url(bucket: str) -> None:
 
 
 def test_the_heartbeat_keeps_the_lock_fresh_and_notices_a_takeover(bucket: str) -> None:
-    from streamcli.storage.lock import RemoteLock, read_holder
+    from streamcli.shards.remote_lock import RemoteLock, read_holder
 
     lock = RemoteLock(Remote(f"{bucket}/beat"))
     try:

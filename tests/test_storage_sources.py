@@ -19,9 +19,8 @@ from streamcli_sources.text import TextSource
 
 from streamcli import StreamLoader
 from streamcli.batch import Batch
-from streamcli.export import export
-from streamcli.replay import ShardReader
-from streamcli.shards.writer import export_loader
+from streamcli.shards import ShardReader, export
+from streamcli.shards.exporting import export_loader
 from streamcli.source import iter_steps
 from streamcli.storage.remote import Remote
 

@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 
 from streamcli.cli import app
 from streamcli.errors import UnsupportedURLError
-from streamcli.export import batch_nbytes, export, make_header
-from streamcli.replay import ShardReader
+from streamcli.shards import ShardReader, batch_nbytes, export, make_header
 from streamcli.storage import urls
 
 runner = CliRunner()
@@ -103,7 +102,7 @@ def test_a_local_path_never_imports_fsspec(tmp_path: Path) -> None:
     import subprocess
 
     code = (
-        "import sys; from streamcli.export import export; from streamcli.replay import ShardReader, verify\n"
+        "import sys; from streamcli.shards import ShardReader, export, verify\n"
         "import streamcli_sources.text, streamcli_sources.shards, streamcli_sources.audio\n"
         "assert 'fsspec' not in sys.modules, 'fsspec imported'"
     )
@@ -113,7 +112,7 @@ def test_a_local_path_never_imports_fsspec(tmp_path: Path) -> None:
 def test_a_shard_writer_built_directly_on_an_unservable_url_raises_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_s3fs: None
 ) -> None:
-    from streamcli.export import ShardWriter
+    from streamcli.shards import ShardWriter
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UnsupportedURLError, match="s3://bkt/run"):

@@ -145,9 +145,6 @@ def bench(
     batches: Annotated[int, typer.Option(help="Timed batches per run.", min=1)] = 100,
     warmup: Annotated[int, typer.Option(help="Untimed batches first (start-up, caches).", min=0)] = 10,
     repeats: Annotated[int, typer.Option(help="Runs per configuration; medians are reported.", min=1)] = 3,
-    baseline: Annotated[
-        bool, typer.Option("--baseline", help="Also time a plain torch DataLoader on the same source.")
-    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Draw a bar chart to this PNG.", dir_okay=False)
@@ -156,7 +153,8 @@ def bench(
     opts: LoaderOptions,
 ) -> None:
     """Measure throughput at each worker count: batches/s, steps/s, MB/s, waits, worker load, start-up, RSS."""
-    from streamcli.bench import bottleneck, run_baseline, run_benchmark, scheduling
+    from streamcli.bench import run_benchmark
+    from streamcli.cli._bench_verdict import bottleneck, scheduling
 
     counts = parse_workers(workers)
     if baseline and opts.extra.get("transform"):
@@ -184,21 +182,13 @@ def bench(
         )
     caught.report()
     best = max(results, key=lambda r: r.steps_per_s)
-    base: list[BenchResult] = []
-    if baseline:
-        if not as_json:
-            err.print("[dim]torch DataLoader baseline...[/]")
-        assert spec.source is not None
-        base = run_baseline(
-            spec.source, batch_size, time_steps, counts, batches=batches, warmup=warmup, repeats=repeats
-        )
     title = f"{spec.label()}  B={batch_size} T={time_steps}  {batches} batches x {repeats} runs (medians)"
     if as_json:
         out: dict[str, Any] = {
             "source": spec.record(),
             "batch_size": batch_size,
             "time_steps": time_steps,
-            "results": [r.to_json() for r in results + base],
+            "results": [r.to_json() for r in results],
             "bottleneck": bottleneck(best),
             "scheduling": scheduling(best),
             "best_workers": best.workers,
@@ -208,10 +198,10 @@ def bench(
     else:
         console = Console()
         if console.is_terminal:
-            console.print(results_table(results + base, title))
+            console.print(results_table(results, title))
             console.print(f"[bold]bottleneck[/] (workers={best.workers}): {bottleneck(best)}", highlight=False)
         else:
-            typer.echo(results_text(results + base, title))
+            typer.echo(results_text(results, title))
             typer.echo(f"bottleneck (workers={best.workers}): {bottleneck(best)}")
         sched = scheduling(best)
         if sched and console.is_terminal:
@@ -223,12 +213,12 @@ def bench(
         if hint:
             Console(stderr=True).print(f"[yellow]hint:[/] {hint}", highlight=False)
     if plot_path is not None:
-        plot(results + base, plot_path, title)
+        plot(results, plot_path, title)
 
 
 def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
         epilog="Examples: streamcli bench video clips/ -w 0,1,2  |  streamcli bench sine -b 32 --json  |  "
-        "streamcli bench text books/ --baseline --plot bench.png",
+        "streamcli bench text books/ --plot bench.png",
     )(loader_command(workers=False)(bench))

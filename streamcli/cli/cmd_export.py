@@ -96,7 +96,7 @@ def export(
     shards source. OUT_DIR may be a URL (s3://bucket/run; pip install 'streamcli[s3]'): the same files, uploaded.
     """
     from streamcli.shards import MANIFEST, PARTIAL, make_header
-    from streamcli.shards.writer import export_loader
+    from streamcli.shards.exporting import export_loader
 
     if overwrite and resume:
         raise UsageFailure("--overwrite and --resume exclude each other; pick one")

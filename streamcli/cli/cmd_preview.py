@@ -159,7 +159,7 @@ def preview(
     paused. On a non-terminal it prints a plain summary at the end.
     """
     from streamcli.cli.preview import dashboard, frame_from_batch, snapshot_png, text_summary
-    from streamcli.export import iter_limit
+    from streamcli.shards import iter_limit
 
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")

@@ -1,15 +1,22 @@
-"""The shard format: an export folder of ``.npz`` shards and an ``index.json`` manifest.
+"""The shard format: an export folder of ``.npz`` shards and an ``index.json`` manifest, or the same at a URL.
 
 - ``format``: names, member names and dtypes, the header and manifest, the partial record, ``tidy``.
 - ``npz``: shard files on disk: atomic aligned writing, memory-mapped or decompress-once reading.
 - ``codec``: how members are compressed (none, deflate, zstd) and the zstd frames' safe reading.
-- ``writer``: ``ShardWriter`` and ``export`` (resumable, byte-identical).
-- ``reader``: ``ShardReader`` (bit-identical replay) and ``verify``.
+- ``writer``: ``ShardWriter``, batches rolled into the shards of a folder (resumable, byte-identical).
+- ``exporting``: ``open_writer`` (a folder or a URL), ``export``, ``export_loader`` and ``iter_limit``.
+- ``reader``: ``load_manifest``, ``open_shard``, ``ShardReader`` (bit-identical replay) and ``verify``.
 - ``lock``: ``FolderLock``, the OS lock an export holds on its folder (one export per folder at a time).
+- ``remote_reader``, ``remote_writer``, ``remote_lock``: the same at a URL (``s3://bucket/run``), over
+  ``streamcli.storage``; the reader and ``open_writer`` pick them for a URL.
+- ``on_ray``: an export cut into runs of shards, one Ray task each.
 
-Wherever a folder is taken, a URL (``s3://bucket/run``) is too: ``streamcli.storage`` serves it through fsspec.
+Limits, by design: a resumed export at a URL trusts the sizes and checksums its partial record gives for the
+shards already uploaded (it downloads none of them; ``verify`` checks them all), and the remote lock's takeover
+of a stale lock is not atomic (``remote_lock``).
 """
 
+from streamcli.shards.exporting import export, iter_limit, open_writer
 from streamcli.shards.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -19,16 +26,14 @@ from streamcli.shards.format import (
     ShardInfo,
     batch_nbytes,
     expected_shapes,
-    load_manifest,
     make_header,
     member_names,
     shard_name,
     shard_path,
     tidy,
 )
-from streamcli.shards.npz import open_shard
-from streamcli.shards.reader import ShardReader, verify
-from streamcli.shards.writer import ShardWriter, export, iter_limit
+from streamcli.shards.reader import ShardReader, load_manifest, open_shard, verify
+from streamcli.shards.writer import ShardWriter
 
 __all__ = [
     "FORMAT",
@@ -47,6 +52,7 @@ __all__ = [
     "make_header",
     "member_names",
     "open_shard",
+    "open_writer",
     "shard_name",
     "shard_path",
     "tidy",

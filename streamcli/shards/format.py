@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli._version import __version__
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
 from streamcli.shards import codec
@@ -108,8 +109,6 @@ def make_header(
     ``compress`` is False or ``"none"``, True or ``"deflate"``, or ``"zstd"`` (``level`` 1-22, default 3; recorded
     as ``compression_level``, a key only zstd exports have).
     """
-    from streamcli import __version__
-
     how = codec.parse(compress, level)
     per_batch = batch_nbytes(fields, batch_size, time_steps)
     header = {
@@ -185,15 +184,11 @@ def shard_path(out_dir: str | os.PathLike[str], name: object) -> Path:
     return path
 
 
-def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse and validate ``index.json``; raise ``ShardError`` naming the file and the problem.
+def load_folder_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse and validate a folder's ``index.json``; raise ``ShardError`` naming the file and the problem.
 
-    The result carries ``"_fields"``, the fields as ``Field`` objects. ``out_dir`` may be a URL (``s3://...``).
+    The result carries ``"_fields"``, the fields as ``Field`` objects. ``load_manifest`` takes a URL too.
     """
-    if urls.is_remote(out_dir):
-        from streamcli.storage.shards import load_manifest_url
-
-        return load_manifest_url(str(out_dir))
     out_dir = urls.local_path(out_dir)
     path = Path(out_dir) / MANIFEST
     if not path.exists():

@@ -6,7 +6,7 @@ on a 64-byte boundary (a padding extra field, as Android's zipalign does), so a 
 aligned. The file is written under a temporary name, fsynced and renamed; on any failure the temporary
 file is removed.
 
-Reading (``open_shard``): an uncompressed shard is memory-mapped, one map per shard, and each member is an
+Reading (``open_folder_shard``): an uncompressed shard is memory-mapped, one map per shard, and each member is an
 array viewing it (copy-on-write, so tensors built on it are writable and the file is never changed); the
 map lives as long as any array or tensor that views it. A compressed shard is read once and each member
 decompressed once (deflate through ``zipfile``; a zstd member, a stored frame, is sliced from the file's bytes and
@@ -90,7 +90,7 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def open_shard(
+def open_folder_shard(
     out_dir: str | os.PathLike[str],
     m: Mapping[str, Any],
     entry: Mapping[str, Any],
@@ -98,17 +98,7 @@ def open_shard(
     check: bool = False,
     only: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray]:
-    """One shard's members (``only`` those, if given), checked against the manifest ``m``.
-
-    Uncompressed members are memory-mapped; compressed ones are decompressed once (a zstd frame only after its
-    ``.npy`` header and declared size agree with the manifest). ``check`` also compares
-    the file's sha256 with the manifest entry (one more pass over its bytes). Raises ``ShardError`` naming
-    the shard if it is missing, truncated, corrupted, pickled or of the wrong shape.
-    """
-    if urls.is_remote(out_dir):
-        from streamcli.storage.shards import open_shard_url
-
-        return open_shard_url(str(out_dir), m, entry, check=check, only=only)
+    """``open_shard`` for an export folder: uncompressed members are memory-mapped (see the module's text)."""
     name = entry["name"]
     path = shard_path(urls.local_path(out_dir), name)
     want = expected_shapes(m, int(entry["batches"]))
@@ -143,7 +133,7 @@ def open_shard(
         _check_sha(name, data, entry)
     if codec.name == "zstd":
         return _load_frames(name, data, infos, want)
-    return _load_members(name, data, want)
+    return load_members(name, data, want)
 
 
 def open_regular(path: Path) -> BinaryIO:
@@ -222,7 +212,7 @@ def _parse_npy_header(head: bytes) -> Header | None:
     return _read_header(io.BytesIO(head))
 
 
-def _load_members(
+def load_members(
     name: str, data: bytes | IO[bytes], want: Mapping[str, tuple[tuple[int, ...], str]]
 ) -> dict[str, np.ndarray]:
     """Decompress the members ``want`` names, each only after its ``.npy`` header and its zip entry's size agree

@@ -28,11 +28,15 @@ import numpy as np
 
 from streamcli.errors import RemoteTraceback, ShardError, StreamcliError
 from streamcli.scheduled.state import first_difference
-from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, is_temp_name, read_partial, shard_name, write_json
+from streamcli.shards import folder_writer, remote_writer
+from streamcli.shards.exporting import iter_limit
+from streamcli.shards.folder_writer import write_shard_file
+from streamcli.shards.format import MANIFEST, PARTIAL, ShardInfo, shard_name, write_json
 from streamcli.shards.lock import FolderLock
-from streamcli.shards.npz import complete_batches
-from streamcli.shards.writer import batch_arrays, write_shard_file
+from streamcli.shards.remote_lock import RemoteLock
+from streamcli.shards.writer import batch_arrays
 from streamcli.storage import urls
+from streamcli.storage.remote import Remote
 
 RAY_HINT = "pip install 'streamcli[ray]'"
 _POLL_S = 0.25
@@ -177,7 +181,6 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     from streamcli.loader import StreamLoader
     from streamcli.plugins import load_source
     from streamcli.scheduled.seek import state_after
-    from streamcli.shards.writer import iter_limit
     from streamcli.source import call_setup_worker
 
     k = int(job.header["batches_per_shard"])
@@ -216,10 +219,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
 def _write(job: Job, shard: int, pending: list[dict[str, np.ndarray]]) -> ShardInfo:
     """Shard number ``shard``, written into the export folder, or uploaded to its URL (from the task itself)."""
     if urls.is_remote(job.out_dir):
-        from streamcli.storage.remote import Remote
-        from streamcli.storage.writer import put_shard
-
-        return put_shard(Remote(job.out_dir), shard, pending, job.header)
+        return remote_writer.put_shard(Remote(job.out_dir), shard, pending, job.header)
     return write_shard_file(Path(job.out_dir) / shard_name(shard), pending, job.header)
 
 
@@ -253,9 +253,6 @@ def export_on_ray(
     """
     ray = import_ray()
     if urls.is_remote(job.out_dir):
-        from streamcli.storage.lock import RemoteLock
-        from streamcli.storage.remote import Remote
-
         with RemoteLock(Remote(job.out_dir)) as remote_lock:
             return _export_on_ray(ray, remote_lock, job, mode, partitions, address, progress, on_started)
     with FolderLock(job.out_dir) as lock:
@@ -277,13 +274,10 @@ def _export_on_ray(
     n_shards = -(-job.total // k)
     remote = None
     if urls.is_remote(job.out_dir):
-        from streamcli.storage import writer as remote_writer
-        from streamcli.storage.remote import Remote
-
         remote = Remote(job.out_dir)
         done = remote_writer.prepare_ray(remote, job.header, mode, n_shards, k, job.total, lock)
     else:
-        done = _prepare(out, job.header, mode, n_shards, k, job.total, lock)
+        done = folder_writer.prepare_ray(out, job.header, mode, n_shards, k, job.total, lock)
     if done is None:  # already complete
         import json
 
@@ -354,37 +348,3 @@ def task_error(exc: Any) -> BaseException:
 
 def _on_disk(out: Path, n_shards: int) -> int:
     return sum(1 for i in range(n_shards) if (out / shard_name(i)).exists())
-
-
-def _prepare(
-    out: Path, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: FolderLock
-) -> dict[int, Any] | None:
-    """Clear or check the folder; returns the shards already complete (number -> record), None if all are."""
-    from streamcli.shards.npz import sha256_file
-    from streamcli.shards.writer import ShardWriter, check_same_header
-
-    if mode != "resume":
-        ShardWriter(
-            out, header, mode=mode, lock=lock
-        )  # the local writer's refusals and clearing; writes the partial record
-        return {}
-    if (out / MANIFEST).exists():
-        ShardWriter(out, header, mode="resume", lock=lock)  # checks the header, tidies a stale partial record
-        return None
-    partial = read_partial(out)
-    if partial is None:
-        raise ShardError(f"{str(out)!r} holds no interrupted export to resume")
-    check_same_header(partial[0], header)
-    for p in out.iterdir():
-        if is_temp_name(p.name):
-            p.unlink()
-    done: dict[int, Any] = {}
-    for i in range(n_shards):
-        path = out / shard_name(i)
-        want = min(k, total - i * k)
-        if path.exists():
-            if complete_batches(path, header) == want:
-                done[i] = ShardInfo(path.name, want, path.stat().st_size, sha256_file(path)).to_json()
-            else:
-                path.unlink()
-    return done

@@ -1,4 +1,5 @@
-"""Read an export back: ``ShardReader`` yields the exported batches bit-identically, ``verify`` checks one.
+"""Read an export back, from a folder or a URL: ``load_manifest``, ``open_shard``, ``ShardReader`` (the exported
+batches, bit-identically) and ``verify``. A URL is served by ``remote_reader``; a folder by ``format`` and ``npz``.
 
 Safe on hostile input: pickles are never loaded, manifest shard names must be plain file names inside the
 export folder, and every member's shape and dtype is checked against the manifest before it becomes a
@@ -8,21 +9,56 @@ tensor. A truncated or corrupted shard raises ``ShardError`` naming it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from streamcli.errors import ShardError
-from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name, load_manifest
+from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name, load_folder_manifest, member_names
 from streamcli.shards.lock import busy
-from streamcli.shards.npz import extra_members, open_shard
+from streamcli.shards.npz import extra_members, open_folder_shard
+from streamcli.shards.remote_lock import busy as remote_busy
+from streamcli.shards.remote_reader import load_manifest_url, open_shard_url
 from streamcli.source import Field
 from streamcli.storage import urls
+from streamcli.storage.remote import Remote
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
+
+
+def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse and validate ``index.json``; raise ``ShardError`` naming the file and the problem.
+
+    The result carries ``"_fields"``, the fields as ``Field`` objects. ``out_dir`` may be a URL (``s3://...``).
+    """
+    if urls.is_remote(out_dir):
+        return load_manifest_url(str(out_dir))
+    return load_folder_manifest(out_dir)
+
+
+def open_shard(
+    out_dir: str | os.PathLike[str],
+    m: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    *,
+    check: bool = False,
+    only: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """One shard's members (``only`` those, if given), checked against the manifest ``m``.
+
+    Uncompressed members are memory-mapped; compressed ones are decompressed once (a zstd frame only after its
+    ``.npy`` header and declared size agree with the manifest). ``check`` also compares
+    the file's sha256 with the manifest entry (one more pass over its bytes). Raises ``ShardError`` naming
+    the shard if it is missing, truncated, corrupted, pickled or of the wrong shape. At a URL the members are
+    read into memory (nothing to map).
+    """
+    if urls.is_remote(out_dir):
+        return open_shard_url(str(out_dir), m, entry, check=check, only=only)
+    return open_folder_shard(out_dir, m, entry, check=check, only=only)
 
 
 class ShardReader:
@@ -98,9 +134,7 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
     writing the folder right now.
     """
     if urls.is_remote(out_dir):
-        from streamcli.storage.shards import verify_url
-
-        return verify_url(str(out_dir))
+        return _verify_url(str(out_dir))
     out_dir = urls.local_path(out_dir)
     writer = busy(out_dir)
     if writer is not None:
@@ -135,6 +169,45 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
         if p.name == PARTIAL or is_temp_name(p.name):
             hint = " (left by a kill while the export finished; streamcli export ... --resume removes it)"
         problems.append(f"{kind} {p.name!r} is on disk but not in the manifest{hint}")
+    return problems
+
+
+def _verify_url(url: str) -> list[str]:
+    """``verify`` for an export at a URL: every problem, changing nothing."""
+    remote = Remote(url)
+    holder = remote_busy(remote)
+    if holder is not None:
+        return [f"an export is writing {remote.url!r} right now ({holder}); verify it once that has finished"]
+    try:
+        m = load_manifest_url(url)
+    except ShardError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    listed, total = set(), 0
+    for entry in m["shards"]:
+        name = entry["name"]
+        listed.add(name)
+        total += int(entry["batches"])
+        try:
+            arrays = open_shard_url(url, m, entry, check=True)
+        except ShardError as exc:
+            problems.append(str(exc))
+            continue
+        problems += _stream_problems(m, name, arrays)
+        with remote.open(name) as f, zipfile.ZipFile(f) as zf:
+            extra = sorted({n.removesuffix(".npy") for n in zf.namelist()} - set(member_names(m)))
+        if extra:
+            problems.append(f"shard {name!r} holds unexpected members: {', '.join(extra)}")
+    if total != m["batches"]:
+        problems.append(f"the shard entries add up to {total} batches, the manifest says {m['batches']}")
+    for n in sorted(remote.listing()):
+        if n in (MANIFEST, LOCK) or n in listed:
+            continue
+        kind = "shard" if SHARD_RE.match(n) else "object"
+        hint = ""
+        if n == PARTIAL or is_temp_name(n):
+            hint = " (left by a kill while the export finished; streamcli export ... --resume removes it)"
+        problems.append(f"{kind} {n!r} is in {remote.url!r} but not in the manifest{hint}")
     return problems
 
 

@@ -1,4 +1,4 @@
-"""``RemoteShardWriter``: the shard writer for a URL, with the local writer's order and bytes.
+"""``RemotePlace``: where a ``ShardWriter`` writes an export at a URL, in the local folder's order and bytes.
 
 Each shard is written to a local temporary file with the local writer's code (so its bytes are the same), then
 uploaded as one object (a put, or a multipart upload, is atomic: an object is whole or absent), then the partial
@@ -12,32 +12,20 @@ the same bytes. One export per URL at a time: ``RemoteLock``.
 
 from __future__ import annotations
 
-import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from streamcli.errors import ShardError
+from streamcli.shards.folder_writer import Kept, check_same_header, write_shard_file
 from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, ShardInfo, is_export_file, json_bytes, shard_name
-from streamcli.shards.writer import ShardWriter, _record, check_same_header, write_shard_file
-from streamcli.storage.lock import RemoteLock
+from streamcli.shards.npz import complete_batches, sha256_file
+from streamcli.shards.remote_lock import RemoteLock
+from streamcli.shards.remote_reader import read_json
 from streamcli.storage.remote import Remote
-
-
-def read_json(remote: Remote, name: str, fix: str) -> dict[str, Any] | None:
-    """Object ``name`` parsed as a JSON object, None if absent, ``ShardError`` naming it if malformed."""
-    try:
-        obj = json.loads(remote.read(name))
-    except FileNotFoundError:
-        return None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ShardError(f"{remote.url_of(name)!r} is not valid JSON ({exc}){fix}") from None
-    if not isinstance(obj, dict):
-        raise ShardError(f"{remote.url_of(name)!r} must hold a JSON object{fix}")
-    return obj
 
 
 def put_shard(remote: Remote, i: int, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
@@ -51,15 +39,16 @@ def put_shard(remote: Remote, i: int, pending: list[dict[str, np.ndarray]], head
 def prepare_ray(
     remote: Remote, header: Mapping[str, Any], mode: str, n_shards: int, k: int, total: int, lock: RemoteLock
 ) -> dict[int, Any] | None:
-    """``on_ray._prepare`` for a URL: clear or check it; the shards already complete (number -> record), or None
+    """``on_ray``'s start for a URL: clear or check it; the shards already complete (number -> record), or None
     if the export is. Ray tasks record no shard, so resuming checks each shard there by downloading it."""
-    from streamcli.shards.npz import complete_batches, sha256_file
-
-    if mode != "resume":
-        RemoteShardWriter(remote.url, header, mode=mode, lock=lock)  # the refusals and clearing; the partial record
+    place = RemotePlace(remote.url)
+    if mode != "resume":  # the refusals and clearing; the partial record
+        place.clear(mode)
+        place.check_lock(lock)
+        place.save_partial(header, [])
         return {}
     if remote.size(MANIFEST) is not None:
-        RemoteShardWriter(remote.url, header, mode="resume", lock=lock)  # checks the header, tidies
+        place.resume(header, k)  # checks the header, tidies
         return None
     partial = read_json(remote, PARTIAL, "; rerun the export with --overwrite")
     if partial is None:
@@ -88,30 +77,22 @@ def commit(remote: Remote, manifest: Mapping[str, Any]) -> None:
     remote.remove(PARTIAL)
 
 
-class RemoteShardWriter(ShardWriter):
-    """``ShardWriter`` for a URL (``s3://bucket/run``); the same arguments, ``lock`` a ``RemoteLock`` if given."""
+class RemotePlace:
+    """An export at a URL (``s3://bucket/run``), as a ``ShardWriter`` writes it; its lock is a ``RemoteLock``."""
 
-    def __init__(
-        self,
-        url: str,
-        header: Mapping[str, Any],
-        *,
-        mode: str = "new",
-        post: Callable[[ShardInfo], None] | None = None,
-        lock: RemoteLock | None = None,
-    ) -> None:
+    def __init__(self, url: str) -> None:
         self.remote = Remote(url)
-        self.url = self.remote.url
-        super().__init__(url, header, mode=mode, post=post, lock=lock)
+        self.url = self.where = self.remote.url
 
-    def _take_lock(self) -> RemoteLock:
+    def take_lock(self) -> RemoteLock:
         return RemoteLock(self.remote)
 
-    def _check_lock(self) -> None:
-        if isinstance(self._lock, RemoteLock):
-            self._lock.check()
+    def check_lock(self, lock: Any) -> None:
+        """Stop here if another export took the lock over (its heartbeat went stale)."""
+        if isinstance(lock, RemoteLock):
+            lock.check()
 
-    def _clear(self, mode: str) -> None:
+    def clear(self, mode: str) -> None:
         names = [n for n in self.remote.listing() if n != LOCK]
         ours = [n for n in names if "/" not in n and is_export_file(n)]
         others = [n for n in names if n not in ours]
@@ -129,62 +110,52 @@ class RemoteShardWriter(ShardWriter):
         for n in ours:
             self.remote.remove(n)
 
-    def _resume(self) -> None:
+    def resume(self, header: Mapping[str, Any], k: int) -> Kept:
         fix = "; rerun the export with --overwrite"
         old = read_json(self.remote, MANIFEST, fix)
         if old is not None:
-            self._check_same(old)
+            check_same_header(old, header)
             for n in self.remote.listing():
                 if n == PARTIAL or (is_export_file(n) and not SHARD_RE.match(n) and n != MANIFEST):
                     self.remote.remove(n)  # a stale partial record from a kill while finishing
-            self.complete = True
-            return
+            return Kept(True, [], [])
+        kept = Kept(False, [], [])
         partial = read_json(self.remote, PARTIAL, fix)
         listing = self.remote.listing()
         if partial is None:
             if any(n != LOCK for n in listing):
                 raise ShardError(f"{self.url!r} holds no interrupted export to resume")
-            return
-        header, records = partial.get("header", partial), partial.get("shards")
-        if not isinstance(header, dict) or not isinstance(records, list):
+            return kept
+        old_header, records = partial.get("header", partial), partial.get("shards")
+        if not isinstance(old_header, dict) or not isinstance(records, list):
             raise ShardError(f"{self.remote.url_of(PARTIAL)!r} is malformed{fix}")
-        self._check_same(header)
+        check_same_header(old_header, header)
         by_name = {r.get("name"): r for r in records if isinstance(r, dict)}
         i = 0
         while (name := shard_name(i)) in listing:
             rec, size = by_name.get(name), int(listing[name]["size"])
-            if rec is None or rec.get("bytes") != size or rec.get("batches") != self.k:
+            if rec is None or rec.get("bytes") != size or rec.get("batches") != k:
                 break  # unrecorded (a kill between upload and record), or the short last shard: written again
-            self.shards.append(ShardInfo(name, self.k, size, str(rec["sha256"])))
-            self._states.append(rec.get("state"))
+            kept.shards.append(ShardInfo(name, k, size, str(rec["sha256"])))
+            kept.states.append(rec.get("state"))
             i += 1
         for n in listing:
             m = SHARD_RE.match(n)
             if m and int(m.group(1)) >= i:
                 self.remote.remove(n)
+        return kept
 
-    def _save_partial(self, records: list[dict[str, Any]]) -> None:
-        self._check_lock()
-        self.remote.write(PARTIAL, json_bytes({"header": dict(self.header), "shards": [dict(r) for r in records]}))
+    def save_partial(self, header: Mapping[str, Any], records: list[dict[str, Any]]) -> None:
+        self.remote.write(PARTIAL, json_bytes({"header": dict(header), "shards": [dict(r) for r in records]}))
 
-    def _write_shard(
-        self, i: int, pending: list[dict[str, np.ndarray]], records: list[dict[str, Any]], state: Any
-    ) -> tuple[ShardInfo, Any]:
-        self._check_lock()
-        info = put_shard(self.remote, i, pending, self.header)
-        self._save_partial([*records, _record(info, state)])
-        return info, state
+    def put_shard(self, i: int, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
+        return put_shard(self.remote, i, pending, header)
 
-    def _commit(self, manifest: dict[str, Any]) -> None:
-        self._check_lock()
-        self.remote.write(MANIFEST, json_bytes(manifest))  # the commit point: the export is complete
-        self.remote.remove(PARTIAL)
+    def commit(self, manifest: dict[str, Any]) -> None:
+        commit(self.remote, manifest)  # index.json is the commit point: the export is complete
 
     def read_manifest(self) -> dict[str, Any]:
         m = read_json(self.remote, MANIFEST, "")
         if m is None:
             raise ShardError(f"{self.remote.url_of(MANIFEST)!r} does not exist")
         return m
-
-    def _check_same(self, old: Mapping[str, Any]) -> None:
-        check_same_header(old, self.header)
