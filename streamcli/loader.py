@@ -48,6 +48,8 @@ from streamcli.source import (
     check_source,
     item_name,
     plugin_name,
+    source_lookup,
+    stream_order_of,
     uses_blocks,
 )
 from streamcli.stats import LoaderStats
@@ -171,7 +173,9 @@ class StreamLoader:
         self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
         self._lengths: list[int | None] | None = None
         needs_lengths = bool(segment) or self.world_size > 1
-        self._all_streams = all_streams(self._item_lengths() if needs_lengths else [None] * len(self.items), segment)
+        self._all_streams = all_streams(self._item_lengths() if needs_lengths else [None] * len(self.items), segment,
+                                        stream_order_of(source))  # fmt: skip
+        self._source_lookup = source_lookup(source)  # a mix: ``batch.source`` from ``batch.stream``
         if self.world_size > 1 and self._all_streams.lengths is None and batches_per_epoch is None:
             raise ValueError(
                 f"world_size={self.world_size} needs every stream's length so that all ranks yield the same number "
@@ -547,7 +551,7 @@ class StreamLoader:
         epoch = int(state["epoch"])
         batches = sum(self.batches_in_epoch(e) for e in range(epoch)) + int(state["batch"])
         return state_after(type(self), [int(n) for n in lengths if n is not None], batches, self._fingerprint(),
-                           **self.config.content())  # fmt: skip
+                           order=self._all_streams.order, **self.config.content())  # fmt: skip
 
     def _fingerprint(self) -> dict[str, Any]:
         if self._fingerprint_cache is None:
@@ -626,8 +630,10 @@ class StreamLoader:
         flags = dict(zip(FLAGS, tensors[n:], strict=True))
         first = flags["is_first"]
         reset = first[0] if self.layout == "TB" else first[:, 0]
+        lookup = self._source_lookup
+        source = None if lookup is None else from_numpy(lookup.take(flags["stream"].numpy()))
         return Batch(data=dict(zip(self._names[:n], tensors[:n], strict=True)), reset=reset, epoch=epoch, index=k,
-                     layout=self.layout, **flags)  # fmt: skip
+                     layout=self.layout, source=source, **flags)  # fmt: skip
 
     # ------------------------------------------------------------------------------------ information
     def __len__(self) -> int:
@@ -655,7 +661,9 @@ class StreamLoader:
                 "batches_per_epoch=N to fix the epoch's length, or make the source report lengths (for video: "
                 "scan=True)"
             )
-        base = self._all_streams if self._all_streams.lengths is not None else all_streams(lengths, self.segment)
+        base = self._all_streams
+        if base.lengths is None:
+            base = all_streams(lengths, self.segment, base.order)
         s = epoch_streams(base, seed=self.seed, epoch=epoch, shuffle=self.shuffle)
         assert s.lengths is not None
         return count_batches(s.lengths.tolist(), self.batch_size, self.time_steps, self.boundary, self.epoch_end)

@@ -132,6 +132,8 @@ def export(
         )
     shard_bytes = parse_size(shard_size)
     spec = resolve_source(src, option)
+    if engine == "ray" and spec.plugin == "mix":  # Ray tasks rebuild the source from one plugin name
+        raise UsageFailure("--engine ray cannot export a mix yet; use --engine local")
     console = Console(stderr=True)
     caught = CollectedWarnings(STATE.debug)  # e.g. a length mismatch: one line each, after the progress bar
     with caught, open_loader(spec, opts) as loader:
