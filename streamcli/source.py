@@ -140,6 +140,9 @@ class BaseSource:
       (e.g. objects read by byte ranges).
     - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
       ``progress(done, total)`` so the CLI can show it.
+    - ``stream_order(items, steps, seed, epoch, shuffle)``: the source orders each epoch's streams itself, in
+      place of the loader's seeded permutation (``stream_order_of``); ``source_table()``: each item's index
+      among mixed sources, which makes ``batch.source`` (``source_lookup``). ``streamcli.mix`` defines both.
     """
 
     def items(self) -> Sequence[Any]:

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 from _resume import check_resume
-from _sources import CountingSource
+from _sources import CountingSource, RaisingSource
 from conftest import data_root, needs_shared, shared_data
 from typer.testing import CliRunner
 
-from streamcli import BaseSource, Field, Mix, StreamLoader, load_source, mix
+from streamcli import BaseSource, Field, Mix, SourceError, StreamLoader, load_source, mix
 from streamcli.cli import app
 from streamcli.cli._common import UsageFailure
 from streamcli.cli._mix import parse_part, split_options
@@ -195,6 +195,25 @@ def test_segments_of_an_item_are_streams_of_its_source() -> None:
     check_shares(per, (0.7, 0.3))
 
 
+@pytest.mark.parametrize("layout", ["TB", "BT"])
+def test_len_counts_the_mixed_epoch_and_source_follows_the_layout(layout: str) -> None:
+    m = mix({"a": CountingSource([5, 9, 2, 7, 4, 8]), "b": CountingSource([3, 6, 10])}, {"a": 0.5, "b": 0.5})
+    with StreamLoader(m, 2, 3, seed=1, layout=layout) as loader:
+        for epoch in range(2):
+            expected = len(loader)
+            batches = list(loader)
+            assert len(batches) == expected, f"epoch {epoch}"
+            for batch in batches:
+                assert batch.source is not None and batch.source.shape == batch.stream.shape
+                assert batch.clone().source is not None and batch.to("cpu").source is not None
+
+
+def test_a_failing_mixed_source_names_the_mix_and_the_item() -> None:
+    m = mix({"good": CountingSource([4, 4]), "bad": RaisingSource([4, 4], bad=1, at=2)}, until="restream")
+    with StreamLoader(m, 2, 2) as loader, pytest.raises(SourceError, match=r"item 'bad:1'"):
+        list(loader)
+
+
 def test_without_a_mix_batches_have_no_source() -> None:
     with StreamLoader(load_source("text", str(SMALL)), 2, 8) as loader:
         assert next(iter(loader)).source is None
@@ -353,6 +372,7 @@ def test_cli_exports_a_mix_and_refuses_bad_specs(tmp_path: Path) -> None:
         (["mix", books, code, "-o", "code.width=8"], "field 'text' has shape"),
         (["mix", books, "books=1:text:x"], "names 'books' twice"),
         (["mix"], "mix needs one or more"),
+        (["mix", books, code, "--engine", "ray"], "--engine ray cannot export a mix yet"),
     ]:
         r = runner.invoke(app, ["export", *bad, str(tmp_path / "bad")])
         assert r.exit_code == 2, (bad, r.output)
