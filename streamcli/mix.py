@@ -307,13 +307,14 @@ def _size(lengths: Sequence[int | None]) -> float:
 
 def _passes(sizes: Sequence[float], weights: Sequence[float]) -> list[int]:
     """Passes per source under ``until="restream"``: the source that takes longest to cover at its weight needs
-    one; every other enough to keep pace until then, plus one for the interleaving's slack."""
+    one; every other enough to keep pace until then, plus one for the interleaving's slack. A source of no steps
+    has nothing to restream: one pass."""
     need = [s / w for s, w in zip(sizes, weights, strict=True)]
     last = max(range(len(sizes)), key=lambda i: (need[i], -i))
-    out = []
-    for i, (s, w) in enumerate(zip(sizes, weights, strict=True)):
-        out.append(1 if i == last else max(1, math.ceil(w * need[last] / max(s, 1e-9))) + 1)
-    return out
+    return [
+        1 if i == last or s <= 0 else math.ceil(w * need[last] / s) + 1
+        for i, (s, w) in enumerate(zip(sizes, weights, strict=True))
+    ]
 
 
 def names_of(source: object) -> tuple[str, ...] | None:

@@ -15,6 +15,8 @@ import pytest
 from _resume import check_resume
 from _sources import CountingSource, RaisingSource
 from conftest import data_root, needs_shared, shared_data
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from streamcli import BaseSource, Field, Mix, SourceError, StreamLoader, load_source, mix
@@ -111,6 +113,46 @@ def test_until_restream_restreams_the_smaller_source_until_every_source_is_cover
     assert {p for s, p in covered if s == 1} == set(range(886))
     assert max(n for (s, _), n in covered.items() if s == 1) == 2, "code is restreamed (about 1.6 passes)"
     check_shares(per, (0.7, 0.3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    a=st.lists(st.integers(0, 40), min_size=1, max_size=25),
+    b=st.lists(st.integers(0, 40), min_size=1, max_size=25),
+    w=st.floats(0.05, 0.95),
+    until=st.sampled_from(["first", "restream"]),
+    shuffle=st.booleans(),
+)
+def test_every_prefix_of_the_order_stays_within_one_stream_of_the_weights(
+    a: list[int], b: list[int], w: float, until: str, shuffle: bool
+) -> None:
+    assume(sum(a) and sum(b))  # a source with no steps cannot take its share
+    m = mix({"a": CountingSource(a), "b": CountingSource(b)}, {"a": w, "b": 1 - w}, until=until)
+    steps = np.asarray([m.length(it) or 0 for it in m.items()], np.int64)
+    order = m.stream_order(np.arange(len(steps), dtype=np.int64), steps, 3, 1, shuffle)
+    assert len(set(order.tolist())) == len(order), "no stream twice in an epoch"
+    src = m.source_table()[order]
+    longest = max(a + b)
+    taken, total = np.zeros(2), 0.0
+    for j, s_ in zip(order.tolist(), src.tolist(), strict=True):
+        deficit = np.array([w, 1 - w]) * total - taken
+        assert np.abs(deficit).max() <= longest + 1e-9, "each source's steps so far are within one stream of its share"
+        taken[s_] += steps[j]
+        total += steps[j]
+    firsts = [set(np.nonzero((m.source_table() == i) & (m._pass_of == 0))[0].tolist()) for i in range(2)]
+    if until == "first":
+        assert any(f <= set(order.tolist()) for f in firsts), "the source that ran out is wholly in the epoch"
+    else:
+        assert all(f <= set(order.tolist()) for f in firsts), "every source is covered once"
+    if not shuffle:
+        for i in range(2):  # without shuffle each source's streams come in item order
+            mine = order[src == i]
+            assert (np.diff(mine) > 0).all()
+
+
+def test_a_source_of_no_steps_is_not_restreamed() -> None:
+    m = mix({"empty": CountingSource([0, 0]), "b": CountingSource([5, 3])}, until="restream")
+    assert [src for src, _ in m.items()] == [0, 0, 1, 1]
 
 
 def test_equal_weights_by_default() -> None:

@@ -47,7 +47,8 @@ SourceArgs = Annotated[
     list[str] | None,
     typer.Argument(
         autocompletion=complete_source,
-        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred.",
+        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred; or "
+        "mix NAME=WEIGHT:SOURCE[:PATH] ... to mix sources by weight (-o until=restream, -o NAME.key=value).",
         show_default=False,
         metavar="[SOURCE] [PATH]",
     ),
