@@ -27,6 +27,7 @@ from streamcli.errors import (
     WorkerError,
 )
 from streamcli.loader import StreamLoader
+from streamcli.mix import Mix, mix
 from streamcli.plugins import PluginInfo, list_plugins, load_source
 from streamcli.shards import ShardReader, ShardWriter
 from streamcli.source import BaseSource, Field, StreamSource
@@ -42,6 +43,7 @@ __all__ = [
     "Field",
     "LoaderConfig",
     "LoaderStats",
+    "Mix",
     "PluginInfo",
     "PluginLoadError",
     "PluginNotFoundError",
@@ -62,6 +64,7 @@ __all__ = [
     "__version__",
     "list_plugins",
     "load_source",
+    "mix",
     "run_benchmark",
 ]
 assert sorted(__all__) == __all__

@@ -41,6 +41,8 @@ class Batch(Mapping[str, "torch.Tensor"]):
     - ``stream`` int64 (T, B): the item index within the source's ``items()``, or -1 on padding.
     - ``position`` int64 (T, B): the step's index within its stream, or -1 on padding.
     - ``replayed`` bool (T, B): the step belongs to a replayed stream (``epoch_end="restream"``).
+    - ``source`` int64 (T, B), only from a mixed source (``streamcli.mix``), else None: the index into
+      ``mix.names`` of the source a step's stream came from, or -1 on padding.
     """
 
     data: dict[str, torch.Tensor]
@@ -54,6 +56,7 @@ class Batch(Mapping[str, "torch.Tensor"]):
     index: int = 0
     layout: str = "TB"
     extras: dict[str, Any] = field(default_factory=dict)
+    source: torch.Tensor | None = None
 
     def __getitem__(self, name: str) -> torch.Tensor:
         try:
@@ -94,6 +97,7 @@ class Batch(Mapping[str, "torch.Tensor"]):
             index=self.index,
             layout=self.layout,
             extras=dict(self.extras),
+            source=None if self.source is None else mv(self.source),
         )
 
     def clone(self) -> Batch:
@@ -105,4 +109,5 @@ class Batch(Mapping[str, "torch.Tensor"]):
             index=self.index,
             layout=self.layout,
             extras=dict(self.extras),
+            source=None if self.source is None else self.source.clone(),
         )

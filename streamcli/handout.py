@@ -62,7 +62,7 @@ class HandOut:
     """Slots handed out to the producers and batches handed to the consumer, for one ring."""
 
     def __init__(self, ring: Ring, fields: tuple[Field, ...], config: LoaderConfig, producers: InProcess | Workers,
-                 prefetch: int) -> None:  # fmt: skip
+                 prefetch: int, source_lookup: np.ndarray | None = None) -> None:  # fmt: skip
         self.ring, self.fields, self.config, self.producers = ring, fields, config, producers
         self.window = prefetch if producers.pool is not None else 1  # in-process nothing runs ahead
         self.slots = Slots(ring.reserved)
@@ -75,6 +75,7 @@ class HandOut:
         self.pin: bool | None = None
         self.pinned_ring = False
         self.copies = 0
+        self.source_lookup = source_lookup  # a mix: ``batch.source`` from ``batch.stream`` (-1 on padding)
         self.busy: deque[tuple[float, np.ndarray]] = deque(maxlen=64)  # (time, the producers' busy seconds)
 
     def pin_ring(self, torch: Any) -> None:
@@ -185,8 +186,10 @@ class HandOut:
         first = flags["is_first"]
         layout = self.config.layout
         reset = first[0] if layout == "TB" else first[:, 0]
+        lookup = self.source_lookup
+        source = None if lookup is None else from_numpy(lookup.take(flags["stream"].numpy()))
         return Batch(data=dict(zip(self.names[:n], tensors[:n], strict=True)), reset=reset, epoch=epoch, index=k,
-                     layout=layout, **flags)  # fmt: skip
+                     layout=layout, source=source, **flags)  # fmt: skip
 
     def busy_shares(self, closed: bool, workers: int) -> tuple[float, ...]:
         """Each producer's recent share of time busy (last three seconds)."""

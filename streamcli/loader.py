@@ -32,7 +32,16 @@ from streamcli.scheduled import state as _state
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.position import Position
 from streamcli.scheduled.seek import state_after
-from streamcli.source import Field, StreamSource, call_default_segment, check_source, item_name, plugin_name
+from streamcli.source import (
+    Field,
+    StreamSource,
+    call_default_segment,
+    check_source,
+    item_name,
+    plugin_name,
+    source_lookup,
+    stream_order_of,
+)
 from streamcli.stats import LoaderStats
 from streamcli.transforms import output_fields
 from streamcli.transforms import resolve as resolve_transform
@@ -146,7 +155,7 @@ class StreamLoader:
         self.fields: tuple[Field, ...] = fields
         self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
         self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
-                             self.plugin)  # fmt: skip
+                             self.plugin, stream_order_of(source))  # fmt: skip
         self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config, transform=transform,
                              source_fields=None if transform is None else source_fields)  # fmt: skip
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
@@ -192,7 +201,7 @@ class StreamLoader:
             self.close()
             raise
         self._producers = producers
-        self._handout = HandOut(self.ring, fields, config, producers, prefetch)
+        self._handout = HandOut(self.ring, fields, config, producers, prefetch, source_lookup(source))
         self._handout.pending = pending
 
     @property
@@ -360,7 +369,8 @@ class StreamLoader:
         self._skipped += skipped
 
     def _seek(self, lengths: list[int], batches: int) -> dict[str, Any]:
-        return state_after(type(self), lengths, batches, self._fingerprint(), **self.config.content())
+        return state_after(type(self), lengths, batches, self._fingerprint(), order=self.epochs.all.order,
+                           **self.config.content())  # fmt: skip
 
     def _fingerprint(self) -> dict[str, Any]:
         if self._fingerprint_cache is None:

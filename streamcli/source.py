@@ -140,6 +140,9 @@ class BaseSource:
       (e.g. objects read by byte ranges).
     - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
       ``progress(done, total)`` so the CLI can show it.
+    - ``stream_order(items, steps, seed, epoch, shuffle)``: the source orders each epoch's streams itself, in
+      place of the loader's seeded permutation (``stream_order_of``); ``source_table()``: each item's index
+      among mixed sources, which makes ``batch.source`` (``source_lookup``). ``streamcli.mix`` defines both.
     """
 
     def items(self) -> Sequence[Any]:
@@ -229,6 +232,33 @@ def call_window(source: StreamSource, item: Any) -> Mapping[str, Any] | None:
     """Hook ``source.window(item)``: the item's steps as array-likes, one per field (see ``BaseSource``)."""
     fn = getattr(source, "window", None)
     return fn(item) if callable(fn) else None
+
+
+StreamOrder = Callable[["npt.NDArray[np.int64]", "npt.NDArray[np.int64] | None", int, int, bool], "npt.ArrayLike"]
+"""``stream_order(items, steps, seed, epoch, shuffle)``: see ``stream_order_of``."""
+
+
+def stream_order_of(source: StreamSource) -> StreamOrder | None:
+    """Hook ``source.stream_order``: the source orders each epoch's streams itself; default None (the loader's
+    seeded permutation, ``scheduled.streams.shuffled``).
+
+    Called as ``stream_order(items, steps, seed, epoch, shuffle)`` with every stream of the run before any
+    shuffle: ``items[j]`` is stream j's index into ``items()``, ``steps[j]`` its promised steps (None when some
+    length is unknown). It returns the epoch's ticket order as indices into those streams; it may leave streams
+    out (they are not in that epoch). It must be a pure function of its arguments, as resume and ranks
+    recompute it (``streamcli.mix`` interleaves its sources' streams by weight this way)."""
+    fn = getattr(source, "stream_order", None)
+    return fn if callable(fn) else None
+
+
+def source_lookup(source: StreamSource) -> np.ndarray | None:
+    """Hook ``source.source_table()``: for each item, the index of the mixed source it comes from
+    (``streamcli.mix``); default None (no ``batch.source``). Returned with ``-1`` appended, so that
+    ``lookup.take(batch_stream)`` maps padding (stream -1) to -1 in one ``take``."""
+    fn = getattr(source, "source_table", None)
+    if not callable(fn):
+        return None
+    return np.append(np.asarray(fn(), np.int64), np.int64(-1))
 
 
 def call_prepare(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> None:

@@ -12,12 +12,12 @@ import pytest
 from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource
 from _transform_fakes import DRAW_HIGH, BlockSource, DrawTransform, ImageSource, WindowSource, WrongShapeTransform
+from streamcli.replay import ShardReader
 from typer.testing import CliRunner
 
 from streamcli import StreamLoader, StreamSource
 from streamcli.cli import app
 from streamcli.errors import StepSpecError, TransformError
-from streamcli.replay import ShardReader
 from streamcli.source import Field
 from streamcli.transforms import (
     ColorJitter,
@@ -276,12 +276,6 @@ def test_the_example_runs_as_a_script_and_checks_its_claim() -> None:
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "frame uint8[3, 64, 64]" in done.stdout and "every frame matched" in done.stdout
-
-
-def test_bench_refuses_a_baseline_that_would_not_run_the_transform() -> None:
-    result = runner.invoke(app, ["bench", "camera", *TINY, "--baseline", "--transform", "flip"])
-    assert result.exit_code == 2, result.output
-    assert "--baseline" in result.output and "--transform" in result.output
 
 
 def test_every_image_field_of_a_step_gets_the_same_crop_and_flip_even_at_channel_like_sizes() -> None:

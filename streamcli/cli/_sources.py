@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from streamcli.cli._common import STATE, UsageFailure, unreadable
+from streamcli.cli._mix import check_mix_input, is_mix, resolve_mix
 from streamcli.cli._noise import quiet
 from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
 from streamcli.errors import PluginLoadError, PluginNotFoundError, ShardError, SourceError, StreamcliError
@@ -46,7 +47,8 @@ SourceArgs = Annotated[
     list[str] | None,
     typer.Argument(
         autocompletion=complete_source,
-        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred.",
+        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred; or "
+        "mix NAME=WEIGHT:SOURCE[:PATH] ... to mix sources by weight (-o until=restream, -o NAME.key=value).",
         show_default=False,
         metavar="[SOURCE] [PATH]",
     ),
@@ -90,6 +92,8 @@ class SourceSpec:
 def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
     """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
     args = list(args or [])
+    if is_mix(args):  # mix NAME=WEIGHT:SOURCE[:PATH] ...
+        return resolve_mix(args[1:], raw_options)  # type: ignore[no-any-return]
     names = [p.name for p in list_plugins()]
     if len(args) > 2:
         raise UsageFailure(f"expected [SOURCE] [PATH], got {len(args)} arguments: {' '.join(args)}")
@@ -195,6 +199,8 @@ def check_readable(path: str | os.PathLike[str]) -> None:
 def check_input(args: Sequence[str] | None) -> None:
     """The cheap part of ``resolve_source``, before anything slow: a given PATH exists and can be read."""
     args = list(args or [])
+    if is_mix(args):
+        return check_mix_input(args[1:])
     for a in args:
         url_argument(a)  # a URL that cannot be served: exit 2 before anything slow
     args = [a if urls.scheme(a) != "file" else str(urls.local_path(a)) for a in args]

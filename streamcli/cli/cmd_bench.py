@@ -157,8 +157,6 @@ def bench(
     from streamcli.cli._bench_verdict import bottleneck, scheduling
 
     counts = parse_workers(workers)
-    if baseline and opts.extra.get("transform"):
-        raise UsageFailure("--baseline times a plain torch DataLoader, which skips --transform; drop one of them")
     for w in counts:  # every count of the sweep, before the first run is timed
         check_config(opts, num_workers=w)
     opts.num_workers = counts[0]

@@ -46,7 +46,8 @@ def export(
     args: Annotated[
         list[str],
         typer.Argument(
-            help="[SOURCE] [PATH] OUT_DIR: the source as for preview, then the export folder (or a URL, s3://...).",
+            help="[SOURCE] [PATH] OUT_DIR: the source as for preview (or mix NAME=WEIGHT:SOURCE[:PATH] ...), then "
+            "the export folder (or a URL, s3://...).",
             show_default=False,
             metavar="[SOURCE] [PATH] OUT_DIR",
         ),
@@ -132,6 +133,8 @@ def export(
         )
     shard_bytes = parse_size(shard_size)
     spec = resolve_source(src, option)
+    if engine == "ray" and spec.plugin == "mix":  # Ray tasks rebuild the source from one plugin name
+        raise UsageFailure("--engine ray cannot export a mix yet; use --engine local")
     console = Console(stderr=True)
     caught = CollectedWarnings(STATE.debug)  # e.g. a length mismatch: one line each, after the progress bar
     with caught, open_loader(spec, opts) as loader:
@@ -372,6 +375,7 @@ def register(app: typer.Typer) -> None:
         epilog="Examples: streamcli export text books/ out/ -b 16 -t 32 --batches 1000  |  "
         "streamcli export video clips/ out/ -o scan=true --segment 128 --resume  |  "
         "streamcli export camera out/ --engine ray --partitions 4  |  "
-        "streamcli export camera out/ --compress zstd --level 3",
+        "streamcli export camera out/ --compress zstd --level 3  |  "
+        "streamcli export mix books=0.7:text:books/ code=0.3:text:src/ out/ --segment 256",
     )(loader_command()(export))
     app.command(cls=StreamcliCommand, epilog="Example: streamcli verify out/")(verify)

@@ -11,19 +11,20 @@ from collections.abc import Callable
 from streamcli.config import LoaderConfig
 from streamcli.scheduled.claims import count_batches
 from streamcli.scheduled.streams import Streams, all_streams, epoch_streams, rank_batches
+from streamcli.source import StreamOrder
 
 
 class Epochs:
     """The epochs of ``n_items`` items under ``config``; ``measure()`` asks the source for every item's length."""
 
     def __init__(self, config: LoaderConfig, n_items: int, measure: Callable[[], list[int | None]],
-                 plugin: str) -> None:  # fmt: skip
+                 plugin: str, order: StreamOrder | None = None) -> None:  # fmt: skip
         self.config, self.plugin = config, plugin
         self._measure = measure
         self._lengths: list[int | None] | None = None
         assert config.world_size is not None
         needs_lengths = bool(config.segment) or config.world_size > 1
-        self.all = all_streams(self.lengths() if needs_lengths else [None] * n_items, config.segment)
+        self.all = all_streams(self.lengths() if needs_lengths else [None] * n_items, config.segment, order)
         if config.world_size > 1 and self.all.lengths is None and config.batches_per_epoch is None:
             raise ValueError(
                 f"world_size={config.world_size} needs every stream's length so that all ranks yield the same "
@@ -75,7 +76,7 @@ class Epochs:
                 "scan=True)"
             )
         c = self.config
-        base = self.all if self.all.lengths is not None else all_streams(lengths, c.segment)
+        base = self.all if self.all.lengths is not None else all_streams(lengths, c.segment, self.all.order)
         s = epoch_streams(base, seed=c.seed, epoch=epoch, shuffle=c.shuffle)
         assert s.lengths is not None
         return count_batches(s.lengths.tolist(), c.batch_size, c.time_steps, c.boundary, c.epoch_end)

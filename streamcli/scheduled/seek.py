@@ -12,16 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.source import BaseSource, Field, Step
+from streamcli.source import BaseSource, Field, Step, StreamOrder
 
 _ZERO = {"z": np.zeros((), np.uint8)}
 
 
 class LengthsOnly(BaseSource):
-    """``len(lengths)`` streams whose steps are a single zero byte; stream ``i`` has ``lengths[i]`` steps."""
+    """``len(lengths)`` streams whose steps are a single zero byte; stream ``i`` has ``lengths[i]`` steps.
+    ``order``: the real source's ``stream_order`` hook (a mix), so that the stand-in's epochs hold the same streams."""
 
-    def __init__(self, lengths: Sequence[int]) -> None:
+    def __init__(self, lengths: Sequence[int], order: StreamOrder | None = None) -> None:
         self.lengths = [int(n) for n in lengths]
+        if order is not None:
+            self.stream_order = order
 
     def items(self) -> list[int]:
         return list(range(len(self.lengths)))
@@ -38,15 +41,22 @@ class LengthsOnly(BaseSource):
 
 
 def state_after(
-    loader_type: Callable[..., Any], lengths: Sequence[int], batches: int, fingerprint: dict[str, Any], **loader_kw: Any
+    loader_type: Callable[..., Any],
+    lengths: Sequence[int],
+    batches: int,
+    fingerprint: dict[str, Any],
+    *,
+    order: StreamOrder | None = None,
+    **loader_kw: Any,
 ) -> dict[str, Any]:
     """The state of a loader over streams of these ``lengths`` after it has handed out ``batches`` batches
-    (counted across epochs, as an export counts them), carrying ``fingerprint`` (the real loader's).
+    (counted across epochs, as an export counts them), carrying ``fingerprint`` (the real loader's); ``order``: the
+    real source's ``stream_order`` hook, if it has one.
 
     ``loader_type`` is ``StreamLoader``, passed in by the caller: the engine does not import the loader above it."""
     kw = {k: v for k, v in loader_kw.items() if k not in ("num_workers", "pin_memory", "prefetch", "timeout")}
     B, T = kw.pop("batch_size"), kw.pop("time_steps")
-    with loader_type(LengthsOnly(lengths), B, T, num_workers=0, **kw) as loader:
+    with loader_type(LengthsOnly(lengths, order), B, T, num_workers=0, **kw) as loader:
         n = 0
         while n < batches:
             got = 0

@@ -8,16 +8,21 @@ once its N-th step shows the item goes on, starts on the same row (``_cursor.FOL
 With ``world_size > 1`` each epoch's shuffled streams are split among ranks, every rank computing the same
 split: greedily by length (each stream to the rank with the fewest steps so far) when lengths are known,
 round-robin otherwise. Everything here is a pure function of lengths, seed and epoch.
+
+A source may order the epoch's streams itself (the ``stream_order`` hook, ``source.stream_order_of``): then
+that order replaces the seeded permutation, and may leave streams out of the epoch (``streamcli.mix``
+interleaves its sources by weight). The rank split comes after it, as after the permutation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from streamcli.scheduled.claims import count_batches
+from streamcli.source import StreamOrder
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class Streams:
     starts: np.ndarray  # int64, the first step within the item
     open_ended: np.ndarray  # bool: length unknown, segments follow on the same row
     lengths: np.ndarray | None  # int64 steps of each stream
+    order: StreamOrder | None = field(default=None, compare=False)  # the source's ``stream_order`` hook
 
     def __len__(self) -> int:
         return len(self.items)
@@ -40,8 +46,8 @@ class Streams:
         return np.stack([self.items, self.starts, self.open_ended.astype(np.int64), expect], axis=1)
 
 
-def all_streams(lengths: Sequence[int | None], segment: int) -> Streams:
-    """Every item's streams in item order, before shuffling."""
+def all_streams(lengths: Sequence[int | None], segment: int, order: StreamOrder | None = None) -> Streams:
+    """Every item's streams in item order, before shuffling; ``order``: the source's ``stream_order`` hook."""
     items: list[int] = []
     starts: list[int] = []
     open_ended: list[bool] = []
@@ -69,6 +75,7 @@ def all_streams(lengths: Sequence[int | None], segment: int) -> Streams:
         np.asarray(starts, np.int64),
         np.asarray(open_ended, bool),
         np.asarray(plen, np.int64) if known else None,
+        order,
     )
 
 
@@ -77,7 +84,11 @@ def _subset(s: Streams, idx: np.ndarray) -> Streams:
 
 
 def shuffled(s: Streams, seed: int, epoch: int, shuffle: bool) -> Streams:
-    """The epoch's ticket order: ``default_rng([seed, epoch]).permutation`` of the streams."""
+    """The epoch's ticket order: ``default_rng([seed, epoch]).permutation`` of the streams, or the order of the
+    source's ``stream_order`` hook (which also decides for ``shuffle=False``)."""
+    if s.order is not None:
+        idx = np.asarray(s.order(s.items, s.lengths, seed, epoch, shuffle), np.int64)
+        return _subset(s, idx)
     if not shuffle:
         return s
     return _subset(s, np.random.default_rng([seed, epoch]).permutation(len(s)))
