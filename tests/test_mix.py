@@ -85,7 +85,7 @@ def test_a_07_03_mix_of_the_shared_books_gives_real_step_shares_within_two_point
 def test_the_order_is_a_pure_function_of_seed_and_epoch_and_changes_with_them() -> None:
     def streams(seed: int, epochs: int) -> list[list[int]]:
         with StreamLoader(text_mix(), 4, 16, segment=32, seed=seed) as loader:
-            return [[int(x) for x in loader._streams(e).starts] for e in range(epochs)]
+            return [[int(x) for x in loader.epochs.streams(e).starts] for e in range(epochs)]
 
     a, b = streams(0, 2), streams(0, 2)
     assert a == b
@@ -291,7 +291,7 @@ def test_with_unknown_lengths_shares_are_counted_in_streams() -> None:
     m = mix({"a": CountingSource([5] * 40, report_length=False), "b": CountingSource([5] * 40, report_length=False)},
             {"a": 0.75, "b": 0.25})  # fmt: skip
     with StreamLoader(m, 4, 4, seed=0) as loader:
-        order = loader._streams(0).items
+        order = loader.epochs.streams(0).items
     picked = np.bincount(m.source_table()[order], minlength=2)
     assert picked[0] == 40, "a runs out first, which ends the epoch"
     assert abs(picked[1] - 0.25 * picked.sum()) <= 1, f"b took a quarter of the streams, within one: {picked}"

@@ -12,7 +12,7 @@ import pytest
 from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource
 from _transform_fakes import DRAW_HIGH, BlockSource, DrawTransform, ImageSource, WindowSource, WrongShapeTransform
-from streamcli.replay import ShardReader
+from streamcli.shards import ShardReader
 from typer.testing import CliRunner
 
 from streamcli import StreamLoader, StreamSource

@@ -30,7 +30,7 @@ from av.video.frame import VideoFrame
 from av.video.reformatter import VideoReformatter
 
 from streamcli_sources._decode import NATIVE_LOG_ENV
-from streamcli_sources._scan import Scan, checksum
+from streamcli_sources._scan_record import Scan, checksum
 
 VideoFile = str | os.PathLike[str] | IO[bytes]
 """A path, or a binary file-like object that can ``read`` and ``seek`` (an fsspec file, ``io.BytesIO``)."""

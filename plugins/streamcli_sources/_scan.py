@@ -16,43 +16,17 @@ import json
 import logging
 import os
 import tempfile
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
 from streamcli_sources._decode import grab_frames, open_capture, retrieve
+from streamcli_sources._scan_record import Scan, checksum
 
 _VERSION = 2  # bump when the decode loop's notion of a frame changes (2: a frame that cannot convert ends it)
 _log = logging.getLogger("streamcli")
-
-
-@dataclass(frozen=True)
-class Scan:
-    """What one full decode of a file found: raw ``POS_MSEC`` and pixel checksum per frame."""
-
-    pos_ms: npt.NDArray[np.float64]
-    adler: npt.NDArray[np.uint32]
-    opened: bool = True
-    cut: bool = False  # the decode stopped at a frame FFmpeg could not convert (see ``_decode``)
-
-    @property
-    def frames(self) -> int:
-        return len(self.pos_ms)
-
-    @property
-    def seekable(self) -> bool:
-        """Whether frames can be told apart by time, which seeking needs to verify where it landed.
-
-        Also what makes ``time_ms`` the raw container time for every frame (``_decode.Clock`` passes finite,
-        non-negative, increasing times through), so a seek and a sequential decode give the same times.
-        """
-        t = self.pos_ms
-        return bool(self.frames > 1 and np.all(np.isfinite(t)) and t[0] >= 0 and np.all(np.diff(t) > 0))
 
 
 def cache_dir(option: str = "") -> Path:
@@ -63,10 +37,6 @@ def cache_dir(option: str = "") -> Path:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "streamcli"
-
-
-def checksum(frame: npt.NDArray[np.uint8]) -> int:
-    return zlib.adler32(np.ascontiguousarray(frame).data)
 
 
 def scan_file(path: str, max_failed: int) -> Scan:

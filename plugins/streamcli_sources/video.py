@@ -24,7 +24,8 @@ import numpy.typing as npt
 from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
 from streamcli_sources._decode import Clock, grab_frames, open_capture, retrieve
-from streamcli_sources._scan import Progress, Scan, cache_dir, checksum, load_scan, scan_files
+from streamcli_sources._scan import Progress, cache_dir, load_scan, scan_files
+from streamcli_sources._scan_record import Scan, checksum
 
 # What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
 # demuxer and decoder lists). FFmpeg sniffs the content, so the name only picks candidates: ``glob=`` or a

@@ -9,12 +9,12 @@ Each spec names a mixed source, its weight and the source as ``preview`` takes i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from streamcli.cli._common import UsageFailure
+from streamcli.cli._spec import SourceSpec, check_option_syntax, did_you_mean
 from streamcli.plugins import list_plugins
 from streamcli.source import StreamSource
 
@@ -55,8 +55,6 @@ def parse_part(text: str, plugins: Sequence[str]) -> MixPart:
     if plugin in plugins:
         return MixPart(name, weight, (plugin, path) if path else (plugin,))
     if sep and not Path(src).exists() and "/" not in plugin and not path.startswith("//"):  # an unknown PLUGIN
-        from streamcli.cli._sources import did_you_mean
-
         msg = f"mix spec {text!r}: no plugin named {plugin!r}; installed plugins: {', '.join(plugins) or 'none'}"
         raise UsageFailure(did_you_mean(msg, plugin, plugins))
     return MixPart(name, weight, (src,))  # a path (or URL): the plugin is inferred
@@ -98,10 +96,9 @@ def split_options(raw: Sequence[str], names: Sequence[str]) -> tuple[str, list[s
     return until, common, per
 
 
-def check_mix_input(args: Sequence[str]) -> None:
-    """The cheap checks of a mix, before anything slow: the specs parse, and their paths exist and can be read."""
-    from streamcli.cli._sources import check_input
-
+def check_mix_input(args: Sequence[str], check_input: Callable[[Sequence[str]], None]) -> None:
+    """The cheap checks of a mix, before anything slow: the specs parse, and their paths exist and can be read
+    (``check_input``, the checks of one source)."""
     for part in parse_parts(args):
         try:
             check_input(part.args)
@@ -109,9 +106,10 @@ def check_mix_input(args: Sequence[str]) -> None:
             raise UsageFailure(f"mix {part.name}: {exc}") from None
 
 
-def resolve_mix(args: Sequence[str], raw_options: Sequence[str] | None) -> Any:
-    """The ``SourceSpec`` of a mix: every part resolved as ``preview`` resolves a source, then mixed."""
-    from streamcli.cli._sources import SourceSpec, check_option_syntax, resolve_source
+def resolve_mix(args: Sequence[str], raw_options: Sequence[str] | None,
+                resolve_source: Callable[[Sequence[str], Sequence[str]], SourceSpec]) -> SourceSpec:  # fmt: skip
+    """The ``SourceSpec`` of a mix: every part resolved as ``preview`` resolves one source (``resolve_source``),
+    then mixed."""
     from streamcli.mix import mix
 
     parts = parse_parts(args)

@@ -5,14 +5,12 @@ Every problem with what the user gave raises ``UsageFailure`` (exit 2) with a me
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import os
 import stat
 import types
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,9 +20,10 @@ from streamcli.cli._common import STATE, UsageFailure, unreadable
 from streamcli.cli._mix import check_mix_input, is_mix, resolve_mix
 from streamcli.cli._noise import quiet
 from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
+from streamcli.cli._spec import SourceSpec, check_option_syntax, did_you_mean
 from streamcli.errors import PluginLoadError, PluginNotFoundError, ShardError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
-from streamcli.source import StreamSource, call_prepare, can_open
+from streamcli.source import call_prepare, can_open
 from streamcli.storage import urls
 
 if TYPE_CHECKING:
@@ -70,30 +69,11 @@ SourceOpts = Annotated[
 # Sources.
 
 
-@dataclass
-class SourceSpec:
-    plugin: str
-    arg: str | None
-    options: dict[str, Any] = field(default_factory=dict)
-    source: StreamSource | None = None
-
-    def record(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "arg": self.arg, "options": self.options}
-
-    def label(self) -> str:
-        return self.plugin + (f" {self.arg}" if self.arg is not None else "")
-
-    @property
-    def skipped(self) -> int:
-        """Files the source skipped when it was built (sources list them in ``skipped``)."""
-        return len(getattr(self.source, "skipped", None) or ())
-
-
 def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
     """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
     args = list(args or [])
     if is_mix(args):  # mix NAME=WEIGHT:SOURCE[:PATH] ...
-        return resolve_mix(args[1:], raw_options)  # type: ignore[no-any-return]
+        return resolve_mix(args[1:], raw_options, resolve_source)
     names = [p.name for p in list_plugins()]
     if len(args) > 2:
         raise UsageFailure(f"expected [SOURCE] [PATH], got {len(args)} arguments: {' '.join(args)}")
@@ -200,7 +180,7 @@ def check_input(args: Sequence[str] | None) -> None:
     """The cheap part of ``resolve_source``, before anything slow: a given PATH exists and can be read."""
     args = list(args or [])
     if is_mix(args):
-        return check_mix_input(args[1:])
+        return check_mix_input(args[1:], check_input)
     for a in args:
         url_argument(a)  # a URL that cannot be served: exit 2 before anything slow
     args = [a if urls.scheme(a) != "file" else str(urls.local_path(a)) for a in args]
@@ -243,12 +223,6 @@ def _looks_like_path(arg: str) -> bool:
     return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
 
 
-def did_you_mean(message: str, name: str, names: Sequence[str]) -> str:
-    """``message`` plus "; did you mean 'video'?" when ``name`` is close to one of ``names``."""
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    return f"{message}; did you mean {close[0]!r}?" if close else message
-
-
 def infer_plugin(path: str, names: Sequence[str]) -> str:
     """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
     if urls.is_remote(path):
@@ -269,14 +243,6 @@ def infer_plugin(path: str, names: Sequence[str]) -> str:
 
 # ----------------------------------------------------------------------------------------------------------
 # -o key=value, converted with the factory's signature annotations.
-
-
-def check_option_syntax(raw: Sequence[str] | None, hint: str = "") -> None:
-    """Refuse an ``-o`` that is not ``key=value`` before anything else is looked at (``hint`` ends the message)."""
-    for item in raw or []:
-        key, sep, _ = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageFailure(f"-o {item!r} must be key=value: -o sets a source option, e.g. -o width=32{hint}")
 
 
 def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
 from streamcli.cli._noise import CollectedWarnings
-from streamcli.cli._sources import SourceOpts, check_input, check_option_syntax, resolve_source
+from streamcli.cli._sources import SourceOpts, check_input, resolve_source
+from streamcli.cli._spec import check_option_syntax
 
 FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": (".npy", "numpy")}
 """``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""

@@ -17,11 +17,11 @@ from streamcli.cli._sources import (
     SourceOpts,
     check_config,
     check_input,
-    check_option_syntax,
     open_loader,
     resolve_source,
     url_argument,
 )
+from streamcli.cli._spec import check_option_syntax
 from streamcli.errors import ShardError
 from streamcli.storage import urls
 
