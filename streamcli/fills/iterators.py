@@ -71,11 +71,23 @@ class Rows:
         short: set[int] = set()
         whole = plan.whole
         sel = np.flatnonzero((whole >= lo) & (whole < hi))
-        for i in sel.tolist():
-            run = (int(whole[i]), 0, T, int(plan.item[i]), int(plan.pos[i]), False, False, int(plan.stop[i]),
-                   int(plan.expect[i]), int(plan.seg_end[i]))  # fmt: skip
-            if self._run(v, run, T):
-                short.add(run[0])
+        data, readers, blocks = v.data, self.readers, self.blocks
+        for b, item, p, stop, expect, seg_end in zip(whole[sel].tolist(), plan.item[sel].tolist(),
+                                                     plan.pos[sel].tolist(), plan.stop[sel].tolist(),
+                                                     plan.expect[sel].tolist(), plan.seg_end[sel].tolist(),
+                                                     strict=True):  # fmt: skip
+            r = readers.get(b)
+            # The usual whole row: its stream goes on past the batch and its current block holds all T steps.
+            if blocks and r is not None and r.blk is not None and r.item == item and r.pos == p and p + T < stop:
+                j = r.j
+                if j + T <= len(r.blk[0]) and not r.dead:
+                    for dst, src in zip(data, r.blk, strict=True):
+                        dst[:, b] = src[j : j + T]
+                    r.j, r.pos = j + T, p + T
+                    self.steps += T
+                    continue
+            if self._run(v, (b, 0, T, item, p, False, False, stop, expect, seg_end), T):
+                short.add(b)
         for run in plan.runs:
             if lo <= run[0] < hi and self._run(v, run, T):
                 short.add(run[0])

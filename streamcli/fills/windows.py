@@ -8,7 +8,6 @@ once per process (shape, dtype, length), and kept while it is used (``Windows``)
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,8 +20,12 @@ from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource, call_window
 
-_KEEP = 4096  # windows kept open per process (least recently used go first)
-Window = tuple[list[Any], int]  # the arrays in field order, and the steps they hold (-1: the item failed)
+_KEEP = 4096  # windows kept open per process (the oldest opened go first)
+Const = tuple[bytes, np.ndarray] | None  # a field whose every step is the same value (a stride-0 array): its value
+Window = tuple[list[Any], int, list[Const] | None]
+"""The arrays in field order, the steps they hold (-1: the item failed), and which fields are constant (None:
+none is). A constant field costs no copy per row: the whole field is set to that value once per batch
+(``Windows.fills``), and only rows whose value differs are copied."""
 
 
 class Windows:
@@ -33,13 +36,13 @@ class Windows:
                  tf: Transformer | None = None) -> None:  # fmt: skip
         self.source, self.fields, self.faults, self.mark = source, tuple(fields), faults, mark
         self.tf = tf  # the loader's transform, run on each run's slice; ``fields`` are the source's own
-        self._open: OrderedDict[int, Window] = OrderedDict()
+        self.open: dict[int, Window] = {}  # the hot loop looks windows up here directly
+        self.fills: list[Const] = [None] * len(self.fields)  # per field, the constant value a batch starts from
         self.errors: dict[int, BaseException] = {}
 
     def get(self, item: int, pos: int) -> Window:
-        got = self._open.get(item)
+        got = self.open.get(item)
         if got is not None:
-            self._open.move_to_end(item)
             return got
         self.mark[0], self.mark[1] = item, pos
         try:
@@ -48,15 +51,16 @@ class Windows:
                 raise StepSpecError(f"{self.faults.where(item, pos, 'window at step')}: window() returned None; a "
                                     "source with a window() member must return one mapping per item")  # fmt: skip
             arrays = self._check(mapping, item)
-            got = (arrays, len(arrays[0]) if arrays else 0)
+            consts: list[Const] = [_constant(a) for a in arrays]
+            got = (arrays, len(arrays[0]) if arrays else 0, consts if any(c is not None for c in consts) else None)
         except SOURCE_ERRORS as exc:
             if isinstance(exc, StepSpecError) or self.faults.on_error != "skip":
                 self.faults.fail(item, pos, exc, "opening")
             self.errors[item] = exc
-            got = ([], -1)
-        self._open[item] = got
-        if len(self._open) > _KEEP:
-            self._open.popitem(last=False)
+            got = ([], -1, None)
+        self.open[item] = got
+        if len(self.open) > _KEEP:
+            del self.open[next(iter(self.open))]
         return got
 
     def _check(self, mapping: Any, item: int) -> list[Any]:
@@ -91,19 +95,33 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
     T = len(v.valid)
     data = v.data
     short: set[int] = set()
-    get = windows.get
+    get, opened = windows.get, windows.open
     tf = windows.tf
     cross: list[Run] = []
+    fills = windows.fills
+    learnt: dict[int, tuple[bytes, np.ndarray]] = {}  # constant values seen: batches after this one start from them
+    for dst, c in zip(data, fills if tf is None else [None] * len(data), strict=True):  # (with a transform: none)
+        if c is not None:
+            dst[...] = c[1]  # rows whose window repeats this value need no copy
+            for row, t0, t1 in plan.pads:  # padding stays zeros (``write_flags`` wrote it before)
+                dst[t0:t1, row] = 0
     for b, item, p, stop in zip(plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(),
                                 strict=True):  # fmt: skip
-        arrays, n = get(item, p)
+        arrays, n, consts = opened.get(item) or get(item, p)
         if n >= p + T:
-            if tf is None:  # the hot path: one slice copy per field
+            if tf is not None:
+                for dst, a in zip(data, tf.apply([a[p : p + T] for a in arrays], item, p), strict=True):
+                    dst[:, b] = a
+            elif consts is None:  # the hot path: one slice copy per field
                 for dst, a in zip(data, arrays, strict=True):
                     dst[:, b] = a[p : p + T]
             else:
-                for dst, a in zip(data, tf.apply([a[p : p + T] for a in arrays], item, p), strict=True):
-                    dst[:, b] = a
+                for f, (dst, a, c) in enumerate(zip(data, arrays, consts, strict=True)):
+                    fill = fills[f]
+                    if c is None or fill is None or c[0] != fill[0]:
+                        dst[:, b] = a[p : p + T]
+                        if c is not None and fill is None:
+                            learnt.setdefault(f, c)
             if n == p + T < stop:  # the steps end with the batch, the promise goes on
                 faults.mismatch(item, n, _expect(plan, b), f"ended after {n} steps")
                 short.add(b)
@@ -111,10 +129,20 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
             i = int(np.searchsorted(plan.whole, b))
             cross.append((b, 0, T, item, p, bool(plan.replay[i]), False, stop, int(plan.expect[i]),
                           int(plan.seg_end[i])))  # fmt: skip
+    for f, c in learnt.items():
+        fills[f] = c
     for run in (*plan.runs, *cross):
         if _run(v, run, windows, faults, plan.k == first, T):
             short.add(run[0])
     return short
+
+
+def _constant(a: Any) -> Const:
+    """The value of a field whose window repeats one step (a stride-0 array, e.g. ``np.broadcast_to``)."""
+    if isinstance(a, np.ndarray) and a.ndim >= 1 and len(a) and a.strides[0] == 0:
+        value = np.array(a[0])
+        return value.tobytes(), value
+    return None
 
 
 def _expect(plan: BatchRuns, b: int) -> int:
@@ -124,7 +152,7 @@ def _expect(plan: BatchRuns, b: int) -> int:
 def _run(v: Views, run: Run, windows: Windows, faults: Faults, first_batch: bool, T: int) -> bool:
     """One run's steps. True if it ends the batch holding a stream whose steps ran out before its promise."""
     b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
-    arrays, have = windows.get(item, p)
+    arrays, have, _ = windows.get(item, p)
     m = max(0, min(n, have - p))
     if m:
         got = [a[p : p + m] for a in arrays]
