@@ -42,10 +42,12 @@ def block_arrays(block: Any, spec: Spec, fields: Sequence[Field], where: Callabl
         if len(spec) == 1:  # the common source of one field: no loops
             name, shape, dtype = spec[0]
             a = block[name]
+            if type(a) is not np.ndarray and isinstance(a, np.ndarray):
+                a = a.view(np.ndarray)  # a memmap's slice: slicing it again makes more memmaps, slower to make
             if type(a) is np.ndarray and a.shape[1:] == shape and (a.dtype is dtype or a.dtype == dtype) and len(a):
                 return [a]
         else:
-            out = [block[name] for name, _, _ in spec]
+            out = [a.view(np.ndarray) if isinstance(a, np.ndarray) else a for a in (block[name] for name, _, _ in spec)]
             n = len(out[0])
             for a, (_, shape, dtype) in zip(out, spec, strict=True):
                 if (type(a) is not np.ndarray or a.shape[1:] != shape or (a.dtype is not dtype and a.dtype != dtype)
