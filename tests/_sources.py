@@ -102,7 +102,7 @@ class HangingSource(CountingSource):
 
 
 class AbortingSource(CountingSource):
-    """Aborts its process (``os.abort``, no core file) when reading stream ``bad`` at step ``at``; 1 ms a step."""
+    """Aborts its process (``os.abort``, no core file) when reading stream ``bad`` at step ``at``."""
 
     def __init__(self, lengths: Sequence[int], bad: int, at: int) -> None:
         super().__init__(lengths)
@@ -115,5 +115,4 @@ class AbortingSource(CountingSource):
 
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 os.abort()
-            time.sleep(0.001)  # slow enough for the worker to mark each step it reads
             yield {"x": np.array([item, p], np.int64)}

@@ -23,8 +23,9 @@ def test_a_dead_worker_is_reported_with_the_stream_and_step_it_was_reading(no_le
 
 @pytest.mark.slow
 def test_timeout_counts_seconds_without_a_step_not_without_a_batch(no_leaks: None) -> None:
-    # A batch takes 24 steps of 50 ms: 1.2 s, more than the timeout, yet a step comes every 50 ms.
-    with StreamLoader(SlowSource([48], delay=0.05), 1, 24, num_workers=1, timeout=1.0) as loader:
+    # A batch takes 120 steps of at least 10 ms: at least 1.2 s, more than the timeout whatever the load, yet a
+    # step comes every 10 ms: 100 times within the timeout, so a loaded machine does not make a false stall.
+    with StreamLoader(SlowSource([240], delay=0.01), 1, 120, num_workers=1, timeout=1.0) as loader:
         assert len([b for b in loader]) == 2
 
 
@@ -41,9 +42,9 @@ def test_timeout_fires_on_a_source_that_hangs_naming_where(no_leaks: None) -> No
 @pytest.mark.slow
 def test_timeout_lets_a_new_epoch_wait_for_a_worker_that_reads_on(no_leaks: None) -> None:
     """A worker acknowledges a new epoch once its piece of work is done, here a batch of 1.2 s: not a stall."""
-    with StreamLoader(SlowSource([96], delay=0.05), 1, 24, num_workers=1, timeout=1.0, shuffle=False) as loader:
+    with StreamLoader(SlowSource([480], delay=0.01), 1, 120, num_workers=1, timeout=1.0, shuffle=False) as loader:
         it = iter(loader)
-        next(it)  # the worker goes on with the next batch, which takes 1.2 s
+        next(it)  # the worker goes on with the next batch: 120 steps of at least 10 ms
         assert next(iter(loader)).epoch == 1
         del it
 
