@@ -58,12 +58,32 @@ class RaisingSource(CountingSource):
             yield step
 
 
-class SlowSource(CountingSource):
-    """Sleeps per step, so tests can act while workers are busy."""
+def mark_started(started: str | None) -> None:
+    """In a worker's ``setup_worker``: write ``started_<pid>`` into the folder ``started`` (if one is given), so a
+    test can wait until its workers are up before anything it times (``wait_started``)."""
+    if started is not None:
+        with open(os.path.join(started, f"started_{os.getpid()}"), "w"):
+            pass
 
-    def __init__(self, lengths: Sequence[int], delay: float = 0.01) -> None:
+
+def wait_started(started: str, workers: int, timeout: float = 60.0) -> None:
+    """Wait until ``workers`` workers have marked themselves started in the folder ``started``."""
+    deadline = time.monotonic() + timeout
+    while len([n for n in os.listdir(started) if n.startswith("started_")]) < workers:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {workers} workers started within {timeout} s")
+        time.sleep(0.01)
+
+
+class SlowSource(CountingSource):
+    """Sleeps per step, so tests can act while workers are busy; ``started``: see ``mark_started``."""
+
+    def __init__(self, lengths: Sequence[int], delay: float = 0.01, started: str | None = None) -> None:
         super().__init__(lengths)
-        self.delay = delay
+        self.delay, self.started = delay, started
+
+    def setup_worker(self) -> None:
+        mark_started(self.started)
 
     def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         for step in super().open(item, start):
@@ -88,11 +108,14 @@ class PidSource(CountingSource):
 
 class HangingSource(CountingSource):
     """Hangs for good in ``open``, after writing a file named after its process into ``marks`` (a folder), so a
-    test knows which workers are blocked in it."""
+    test knows which workers are blocked in it; ``started``: see ``mark_started``."""
 
-    def __init__(self, lengths: Sequence[int], marks: str) -> None:
+    def __init__(self, lengths: Sequence[int], marks: str, started: str | None = None) -> None:
         super().__init__(lengths)
-        self.marks = marks
+        self.marks, self.started = marks, started
+
+    def setup_worker(self) -> None:
+        mark_started(self.started)
 
     def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         with open(os.path.join(self.marks, f"hang_{os.getpid()}"), "w"):
@@ -102,7 +125,7 @@ class HangingSource(CountingSource):
 
 
 class AbortingSource(CountingSource):
-    """Aborts its process (``os.abort``, no core file) when reading stream ``bad`` at step ``at``; 1 ms a step."""
+    """Aborts its process (``os.abort``, no core file) when reading stream ``bad`` at step ``at``."""
 
     def __init__(self, lengths: Sequence[int], bad: int, at: int) -> None:
         super().__init__(lengths)
@@ -115,5 +138,4 @@ class AbortingSource(CountingSource):
 
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 os.abort()
-            time.sleep(0.001)  # slow enough for the worker to mark each step it reads
             yield {"x": np.array([item, p], np.int64)}

@@ -4,12 +4,14 @@ worker holds what every batch waits for and another is idle."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
-from _invariants import collect
+from _invariants import collect, to_numpy
 from _sources import CountingSource
 
 from streamcli import StreamLoader
@@ -20,12 +22,12 @@ class UnevenSource(CountingSource):
     ``length()`` reports (a source that lies about a length is cut at the promise wherever it is read)."""
 
     def __init__(self, lengths: Sequence[int], slow: int, delay: float = 0.005,
-                 promised: dict[int, int] | None = None, known: bool = True) -> None:  # fmt: skip
+                 promised: dict[int, int] | None = None) -> None:  # fmt: skip
         super().__init__(lengths)
-        self.slow, self.delay, self.promised, self.known = slow, delay, dict(promised or {}), known
+        self.slow, self.delay, self.promised = slow, delay, dict(promised or {})
 
     def length(self, item: int) -> int | None:
-        return self.promised.get(item, self.lengths[item]) if self.known else None
+        return self.promised.get(item, self.lengths[item])
 
     def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         for step in super().open(item, start):
@@ -34,26 +36,73 @@ class UnevenSource(CountingSource):
             yield step
 
 
-def _run(
-    src: CountingSource, state: dict[str, object], workers: int, boundary: str
-) -> tuple[list[dict[str, np.ndarray]], int]:
-    with StreamLoader(src, 4, 4, num_workers=workers, boundary=boundary) as loader:
-        loader.load_state_dict(state)
-        return collect(loader), loader.stats.rows_moved
+class GatedSource(CountingSource):
+    """Stream ``slow`` reads a step only when the test lets it: it writes ``ask_<step>`` into the folder ``gate``
+    and waits for ``go_<step>``. Lengths are unknown (no plan)."""
+
+    def __init__(self, lengths: Sequence[int], slow: int, gate: str) -> None:
+        super().__init__(lengths, report_length=False)
+        self.slow, self.gate = slow, gate
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p, step in enumerate(super().open(item, start), start):
+            if item == self.slow:
+                Path(self.gate, f"ask_{p}").touch()
+                go, deadline = Path(self.gate, f"go_{p}"), time.monotonic() + 60
+                while not go.exists():
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the test never let step {p} of stream {item} be read")
+                    time.sleep(1e-3)
+            yield step
+
+
+def _let_steps_through_while_a_worker_idles(loader: StreamLoader, gate: Path, stop: threading.Event) -> None:
+    """The test's side of the gate: a step of the gated stream is read only while a worker is idle. The one
+    reading it is not (it is inside a piece of work), so the other is: it stays idle while the gated stream's
+    owner is the one every batch waits for."""
+    control = loader.ring.control
+    while not stop.is_set():
+        for ask in gate.glob("ask_*"):
+            go = gate / f"go_{ask.name[4:]}"
+            if not go.exists() and (control.idle_elsewhere(0) or control.idle_elsewhere(1)):
+                go.touch()
+        time.sleep(1e-3)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
-def test_a_row_moves_to_an_idle_worker_and_batches_do_not_change(boundary: str, no_leaks: None) -> None:
+def test_a_row_moves_to_an_idle_worker_and_batches_do_not_change(boundary: str, tmp_path: Path, no_leaks: None) -> None:
     lengths = [60] * 6
     # Lengths unknown (no plan). Resume one batch in: every row is live, and rows 0-1 start on worker 0, rows
-    # 2-3 on worker 1 (their blocks). Make row 0's stream the slow one.
-    with StreamLoader(UnevenSource(lengths, slow=-1, known=False), 4, 4, boundary=boundary) as loader:
+    # 2-3 on worker 1 (their blocks). Row 0's stream is gated: it holds up every batch while worker 1 idles.
+    free = GatedSource(lengths, slow=-1, gate=str(tmp_path))  # no stream gated
+    with StreamLoader(free, 4, 4, boundary=boundary) as loader:
         rows = next(iter(loader)).stream[0].tolist()
         state = loader.state_dict()
-    want, _ = _run(UnevenSource(lengths, slow=rows[0], known=False), state, 0, boundary)
-    got, moved = _run(UnevenSource(lengths, slow=rows[0], known=False), state, 2, boundary)
-    assert moved >= 1  # worker 1 idled while worker 0 held row 0 (slow) and row 1 (cheap): row 1 moved
+    with StreamLoader(free, 4, 4, boundary=boundary) as loader:
+        loader.load_state_dict(state)
+        want = collect(loader)
+    src = GatedSource(lengths, slow=rows[0], gate=str(tmp_path))
+    got, held = [], []
+    with StreamLoader(src, 4, 4, num_workers=2, boundary=boundary, timeout=60) as loader:
+        loader.load_state_dict(state)
+        stop = threading.Event()
+        gate = threading.Thread(target=_let_steps_through_while_a_worker_idles, args=(loader, tmp_path, stop))
+        gate.start()
+        try:
+            for batch in loader:
+                got.append(to_numpy(batch))
+                if not loader.stats.rows_moved and len(held) < 8:
+                    held.append(batch)  # no slot returns, so no batch is handed out that would wake worker 1
+                else:
+                    held.clear()
+            moved = loader.stats.rows_moved
+        finally:
+            stop.set()
+            gate.join()
+        del batch, held
+    # Worker 0 held row 0 (gated) and row 1 (cheap) while worker 1 idled: at its next batch row 1 moved.
+    assert moved >= 1
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):
         for name in a:

@@ -4,7 +4,6 @@ command's verdict) that tells the truth."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,21 +55,43 @@ def test_json_turns_nan_into_null_inside_per_worker_figures() -> None:
 
 
 class SlowNext:
-    """A loader whose ``next()`` takes 5 ms; its consumer takes 20 ms more per batch."""
+    """A loader whose ``next()`` takes 5 ms of ``clock``; its consumer takes 20 ms more per batch."""
+
+    clock: FakeClock | None = None
 
     def __iter__(self) -> Iterator[int]:
         for i in range(1000):
-            time.sleep(0.005)
+            if self.clock is not None:
+                self.clock.now += 0.005
             yield i
 
     def close(self) -> None:
         pass
 
 
-def test_wait_is_the_time_inside_next_and_nothing_else() -> None:
-    run = time_run(SlowNext, batches=5, warmup=1, consume=lambda _: time.sleep(0.02), sample_rss=False)
+class FakeClock:
+    """Stands for ``time`` in ``streamcli.bench``: seconds pass only when a test says so, so waits are exact."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_wait_is_the_time_inside_next_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamcli import bench
+
+    clock = FakeClock()
+    monkeypatch.setattr(bench, "time", clock)
+    monkeypatch.setattr(SlowNext, "clock", clock)
+
+    def consume(_: object) -> None:
+        clock.now += 0.02
+
+    run = time_run(SlowNext, batches=5, warmup=1, consume=consume, sample_rss=False)
     assert run.batches == 5 and len(run.waits_s) == 5
-    assert all(0.004 < w < 0.02 for w in run.waits_s), run.waits_s
+    assert run.waits_s == pytest.approx([0.005] * 5), run.waits_s  # the consumer's 20 ms are not in it
     r = summarize("slow", 0, [run])
     assert r.steps_per_s != r.steps_per_s  # no stats: unknown, not zero
     assert r.busy != r.busy and r.busy_per_worker == ()

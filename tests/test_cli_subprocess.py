@@ -244,12 +244,17 @@ def test_preview_in_tmux_error_restores_the_terminal(tmux: tuple[list[str], Path
     base, tmp = tmux
     books = tmp / "books"
     books.mkdir()
-    (books / "a.txt").write_text("x" * 40_000)
+    (books / "a.txt").write_text("x" * 10_000)
     (books / "b.txt").write_text("doomed")
-    # One row, no shuffle: b.txt is opened only after a.txt's 10,000 steps, by which time it is gone.
-    _start(base, tmp, f"preview text {books} -b 1 -t 4 -w 0 --no-shuffle -o width=4 --epochs 0")
+    # One row, one byte a batch, no shuffle: b.txt is opened only after a.txt's 10,000 batches. The preview is
+    # paused long before that, b.txt removed, and the preview let go on to it.
+    _start(base, tmp, f"preview text {books} -b 1 -t 1 -w 0 --no-shuffle -o width=1 --epochs 0")
     assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
+    subprocess.run([*base, "send-keys", "space"], check=True)
+    assert _wait_for(lambda: "PAUSED" in _pane(base, False)), _pane(base, False)
+    assert 0 < _batches(base) < 10_000, "the preview reached b.txt before it was paused"
     (books / "b.txt").unlink()
+    subprocess.run([*base, "send-keys", "space"], check=True)
     assert _wait_for(lambda: (tmp / "exit").exists(), timeout=60)
     assert (tmp / "exit").read_text().strip() == "EXIT=1"
     pane = _pane(base, False)

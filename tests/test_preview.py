@@ -64,10 +64,13 @@ def test_half_block_pads_odd_heights_and_maps_256_colours() -> None:
 def test_half_block_is_fast_enough_for_a_live_grid() -> None:
     img = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
     half_block_lines(img)
-    t = time.perf_counter()
+    # This thread's CPU time, the best of 5: a busy machine that preempts the test does not count.
+    cpu = []
     for _ in range(5):
+        t = time.thread_time()
         half_block_lines(img)
-    assert (time.perf_counter() - t) / 5 < 0.03  # ~2 ms here; one Rich Style per cell costs ~120 ms
+        cpu.append(time.thread_time() - t)
+    assert min(cpu) < 0.03, cpu  # ~2 ms here; one Rich Style per cell costs ~120 ms
 
 
 @pytest.mark.parametrize(
