@@ -12,12 +12,12 @@ import pytest
 from _resume import assert_same, check_resume, run_epochs
 from _sources import CountingSource
 from _transform_fakes import DRAW_HIGH, BlockSource, DrawTransform, ImageSource, WindowSource, WrongShapeTransform
-from streamcli.shards import ShardReader
 from typer.testing import CliRunner
 
 from streamcli import StreamLoader, StreamSource
 from streamcli.cli import app
 from streamcli.errors import StepSpecError, TransformError
+from streamcli.shards import ShardReader
 from streamcli.source import Field
 from streamcli.transforms import (
     ColorJitter,
