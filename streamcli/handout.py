@@ -120,7 +120,8 @@ class HandOut:
             self._wait(k)
             v = self.ring.slots[slot]
             skips = self.pending.pop(k, [])
-            claims, dry, n_live, n_valid = np.add.reduce(v["summary"], axis=0).tolist()
+            claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
+            n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
             if drop and dry and not dropped:
                 if target is None:
                     self.slots.give_back(slot)

@@ -15,7 +15,7 @@ import numpy as np
 
 from streamcli.lives.ring import CLAIMS, DRY, LIVE, VALID
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.schedule import BatchRuns
+from streamcli.scheduled.schedule import BatchRuns, Run
 
 
 @dataclass
@@ -94,3 +94,40 @@ def write_summary(v: Views, plan: BatchRuns, lo: int, hi: int, short: Any = ()) 
     valid = np.count_nonzero(v.valid[:, lo:hi], axis=0)
     s[lo:hi, VALID] = valid
     return int(valid.sum())
+
+
+def write_owned_flags(v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run],
+                      pads: list[tuple[int, int, int]], steps_t: np.ndarray) -> None:  # fmt: skip
+    """The flags of the parts of a batch one producer reads when rows are shared out stream by stream: the whole
+    rows ``plan.whole[sel]``, the ``runs`` and the ``pads``."""
+    cols = plan.whole[sel]
+    if len(cols):
+        v.valid[:, cols] = True
+        v.first[:, cols] = False
+        v.stream[:, cols] = plan.item[sel]
+        v.position[:, cols] = steps_t[:, None] + plan.pos[sel]
+        v.replayed[:, cols] = plan.replay[sel]
+    for b, t0, n, it, p0, rp, fresh, *_ in runs:
+        t1 = t0 + n
+        v.valid[t0:t1, b] = True
+        v.first[t0:t1, b] = False
+        v.first[t0, b] = fresh
+        v.stream[t0:t1, b] = it
+        np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+        v.replayed[t0:t1, b] = rp
+    for b, t0, t1 in pads:
+        pad(v, b, t0, t1)
+
+
+def write_rows_summary(v: Views, plan: BatchRuns, rows: np.ndarray, short: Any = ()) -> None:
+    """The cursors and counts of ``rows`` (those whose last part this producer read)."""
+    cur = plan.cursors[rows].copy()
+    for i, b in enumerate(rows.tolist()):
+        if b in short and cur[i, _cursor.STATE] == _cursor.LIVE:
+            cur[i, _cursor.STATE] = _cursor.SHORT
+    v.cursor[rows] = cur
+    s = v.summary
+    s[rows, CLAIMS] = plan.claims[rows]
+    s[rows, DRY] = plan.dry[rows]
+    s[rows, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    s[rows, VALID] = 0  # the loader counts the valid steps once every part is written

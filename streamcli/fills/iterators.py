@@ -67,10 +67,20 @@ class Rows:
     def fill(self, v: Views, plan: BatchRuns, lo: int, hi: int) -> set[int]:
         """Write rows ``lo .. hi-1`` of batch ``plan.k`` (flags are written before, from the plan); returns the
         rows that end the batch holding a stream that ran out before its promise."""
+        whole = plan.whole
+        sel = np.flatnonzero((whole >= lo) & (whole < hi))
+        runs = [run for run in plan.runs if lo <= run[0] < hi]
+        pads = [pad for pad in plan.pads if lo <= pad[0] < hi]
+        return self.fill_parts(v, plan, sel, runs, pads)
+
+    def fill_parts(self, v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run],
+                   pads: list[tuple[int, int, int]]) -> set[int]:  # fmt: skip
+        """Write the whole rows ``plan.whole[sel]`` and the ``runs`` of batch ``plan.k``; a row that only pads
+        (``pads``) closes its stream. Returns the rows that end the batch holding a stream that ran out before
+        its promise."""
         T = len(v.valid)
         short: set[int] = set()
         whole = plan.whole
-        sel = np.flatnonzero((whole >= lo) & (whole < hi))
         data, readers, blocks = v.data, self.readers, self.blocks
         for b, item, p, stop, expect, seg_end in zip(whole[sel].tolist(), plan.item[sel].tolist(),
                                                      plan.pos[sel].tolist(), plan.stop[sel].tolist(),
@@ -88,11 +98,11 @@ class Rows:
                     continue
             if self._run(v, (b, 0, T, item, p, False, False, stop, expect, seg_end), T):
                 short.add(b)
-        for run in plan.runs:
-            if lo <= run[0] < hi and self._run(v, run, T):
+        for run in runs:
+            if self._run(v, run, T):
                 short.add(run[0])
-        for b, _, t1 in plan.pads:  # a row that only pads holds no open stream
-            if lo <= b < hi and t1 == T:
+        for b, _, t1 in pads:  # a row that only pads holds no open stream
+            if t1 == T:
                 r = self.readers.pop(b, None)
                 if r is not None:
                     r.close()

@@ -10,15 +10,17 @@ for ``Control.batch_done(k)``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
 from streamcli.fills import iterators, windows
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.flags import Views, write_flags, write_owned_flags, write_rows_summary, write_summary
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
@@ -32,7 +34,8 @@ class Filler:
     """Producer ``w`` of ``W`` (the main process is producer 0 of 1), owning rows ``lo .. hi-1``."""
 
     def __init__(self, plan: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
-                 lo: int, hi: int, on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+                 lo: int, hi: int, on_skip: Callable[[Skip], None],
+                 lock: AbstractContextManager[Any] | None = None) -> None:  # fmt: skip
         self.config, self.ring, self.w, self.W, self.lo, self.hi = plan.config, ring, w, W, lo, hi
         self.faults = Faults(plan.plugin, source, items, plan.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
@@ -49,11 +52,14 @@ class Filler:
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
+        self._owners: dict[int, int] = {}  # ticket -> the producer reading its stream (decided once per epoch)
+        self.lock = lock if lock is not None else contextlib.nullcontext()  # orders the first taker of a stream
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
         self.gen, self.sched, self.planned, self._pending = gen, None, None, None
+        self._owners.clear()
         self._views.clear()
         if self.rows is not None:
             self.rows.close()
@@ -126,10 +132,49 @@ class Filler:
             short = windows.fill(v, plan, self.windows, self.faults, self.first)
             self.steps += write_summary(v, plan, 0, B, short)
             control.set_done(plan.k)
-        else:
+        elif self.W == 1:
             assert self.rows is not None
-            lo, hi = self.lo, self.hi
-            write_flags(v, plan, lo, hi, self.steps_t)
-            short = self.rows.fill(v, plan, lo, hi)
-            self.steps += write_summary(v, plan, lo, hi, short)
-            control.set_written(slice(lo, hi), plan.k + 1)
+            B = self.config.batch_size
+            write_flags(v, plan, 0, B, self.steps_t)
+            short = self.rows.fill(v, plan, 0, B)
+            self.steps += write_summary(v, plan, 0, B, short)
+            control.set_written(slice(0, B), plan.k + 1)
+        else:
+            self._fill_shared(v, plan)
+
+    def _owner(self, ticket: int, b: int) -> int:
+        """The producer that reads the stream of ``ticket`` in row ``b``: the first to reach its claim takes it, so
+        the producer that is ahead takes on more (``Control.stream_owner``). Rows resumed mid-stream (ticket -1)
+        stay in the row blocks the workers reopen."""
+        got = self._owners.get(ticket)
+        if got is None:
+            if ticket < 0:
+                return self.w if self.lo <= b < self.hi else -1
+            got = self._owners[ticket] = self.ring.control.stream_owner(ticket, self.w, self.lock)
+        return got
+
+    def _fill_shared(self, v: Views, plan: BatchRuns) -> None:
+        """With several workers, each reads the streams it took: a stream goes to whichever producer reaches its
+        claim first, and stays with it to its end. Who reads a stream changes nothing in the batch."""
+        assert self.rows is not None
+        w, own = self.w, self._owner
+        sel = np.asarray([i for i, (b, t) in enumerate(zip(plan.whole.tolist(), plan.ticket.tolist(), strict=True))
+                          if own(t, b) == w], np.int64)  # fmt: skip
+        runs = [r for r, t in zip(plan.runs, plan.run_tickets, strict=True) if own(t, r[0]) == w]
+        pads = [p for p, t in zip(plan.pads, plan.pad_tickets, strict=True) if own(t, p[0]) == w]
+        write_owned_flags(v, plan, sel, runs, pads, self.steps_t)
+        short = self.rows.fill_parts(v, plan, sel, runs, pads)
+        # A row's cursor and counts come from whoever read its last part in this batch.
+        last: dict[int, tuple[int, int]] = {}
+        for (b, t0, *_), t in zip(plan.runs, plan.run_tickets, strict=True):
+            if t0 >= last.get(b, (-1, -1))[0]:
+                last[b] = (t0, t)
+        for (b, t0, _), t in zip(plan.pads, plan.pad_tickets, strict=True):
+            if t0 >= last.get(b, (-1, -1))[0]:
+                last[b] = (t0, t)
+        mine = [b for b, (_, t) in last.items() if own(t, b) == w]
+        mine.extend(plan.whole[sel].tolist())
+        if mine:
+            write_rows_summary(v, plan, np.asarray(sorted(mine), np.int64), short)
+        self.steps += sum(r[2] for r in runs) + len(sel) * len(self.steps_t)
+        self.ring.control.set_worker_done(w, plan.k)

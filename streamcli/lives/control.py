@@ -27,6 +27,8 @@ Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
@@ -58,6 +60,8 @@ def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
         ("cost", (max(num_items, 1),), "<f8"),
         ("mark", (num_workers, 2), "<i8"),
         ("done", (num_slots,), "<i8"),
+        ("taken", (num_streams,), "<i8"),
+        ("wdone", (num_workers,), "<i8"),
     )
 
 
@@ -81,10 +85,10 @@ class Control:
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
                  wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray,
-                 mark: np.ndarray, done: np.ndarray):  # fmt: skip
+                 mark: np.ndarray, done: np.ndarray, taken: np.ndarray, wdone: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
         self._wstat, self._order, self._start, self._cost, self._mark = wstat, order, start, cost, mark
-        self._done = done
+        self._done, self._taken, self._wdone = done, taken, wdone
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
@@ -100,7 +104,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._cost = self._mark = self._done = empty
+        self._cost = self._mark = self._done = self._taken = self._wdone = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -128,6 +132,8 @@ class Control:
         self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
         self._ctl[_GIVEN] = 0
         self._done[:] = 0
+        self._taken[:] = 0
+        self._wdone[:] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
@@ -329,8 +335,30 @@ class Control:
         self._done[k % len(self._done)] = k + 1
 
     def batch_done(self, k: int) -> bool:
-        """Whether batch ``k`` is whole: every row has completed it, or one producer filled it whole."""
-        return int(self._done[k % len(self._done)]) == k + 1 or self.written_min() > k
+        """Whether batch ``k`` is whole: every row has completed it, one producer filled it whole, or every
+        producer has done its part of it (``set_worker_done``)."""
+        return (int(self._done[k % len(self._done)]) == k + 1 or self.written_min() > k
+                or int(self._wdone.min()) > k)  # fmt: skip
+
+    def set_worker_done(self, w: int, k: int) -> None:
+        """Producer ``w`` has written its rows of batch ``k`` (and of every batch before it)."""
+        self._wdone[w] = k + 1
+
+    def stream_owner(self, ticket: int, w: int, lock: Any) -> int:
+        """The producer that reads the stream of ``ticket``: the first producer to ask takes it (``w``). A stream
+        stays with its reader to its end; which producer reads it changes nothing in the batches."""
+        n = len(self._taken)
+        W = len(self._wdone)
+        slot = ticket % n
+        got = int(self._taken[slot])
+        if got and (got - 1) // W == ticket:
+            return (got - 1) % W
+        with lock:  # the lock orders the first taker between processes
+            got = int(self._taken[slot])
+            if got and (got - 1) // W == ticket:
+                return (got - 1) % W
+            self._taken[slot] = ticket * W + w + 1
+        return w
 
     def done_after(self, k: int) -> int:
         """Batches after ``k`` that are already whole."""
@@ -391,4 +419,4 @@ class Control:
 
     def progress(self) -> tuple[int, ...]:
         """A snapshot that changes whenever any producer reads a step, opens a stream or completes a row."""
-        return (*self._mark.ravel().tolist(), int(self._written.sum()), int(self._done.sum()))
+        return (*self._mark.ravel().tolist(), int(self._written.sum()), int(self._done.sum()), int(self._wdone.sum()))

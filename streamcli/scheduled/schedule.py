@@ -44,6 +44,9 @@ class BatchRuns:
     seg_end: np.ndarray  # int64, per whole row
     runs: list[Run]
     pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
+    ticket: np.ndarray  # int64, per whole row: the ticket of its stream (-1: resumed, from before the epoch's start)
+    run_tickets: list[int]  # the ticket of each run's stream
+    pad_tickets: list[int]  # the ticket of the stream each padding follows (-1: none this epoch)
     cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
     claims: np.ndarray  # (B,) int64 tickets taken in the batch
     dry: np.ndarray  # (B,) int64 claims that found no stream
@@ -74,6 +77,7 @@ class Schedule:
         self.seg_end = np.zeros(B, np.int64)
         self.claim_q = np.full(B, q0, np.int64)
         self.state = np.full(B, IDLE, np.int8)
+        self.ticket = np.full(B, -1, np.int64)  # the ticket of the row's current (or last) stream
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == _cursor.DRY:
                 self.state[b] = DRY
@@ -109,12 +113,14 @@ class Schedule:
         out = BatchRuns(
             k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole],
             fresh=np.zeros(len(whole), bool), stop=self.stop[whole], expect=self.expect[whole],
-            seg_end=self.seg_end[whole], runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
+            seg_end=self.seg_end[whole], ticket=self.ticket[whole], run_tickets=[], pad_tickets=[],
+            runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
             claims=claims, dry=dry,
         )  # fmt: skip
         pads = out.pads
         for b in np.flatnonzero((wait_all | dry_all) & ~crossing).tolist():
             pads.append((b, 0, T))
+            out.pad_tickets.append(int(self.ticket[b]))
         pos[whole] += T
         pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
         ended = whole[self.stop[whole] == pos[whole]]
@@ -142,6 +148,7 @@ class Schedule:
                 n = min(int(self.stop[b]) - pos, T - t)
                 out.runs.append((b, t, n, int(self.item[b]), pos, bool(self.replay[b]), bool(self.fresh[b]),
                                  int(self.stop[b]), int(self.expect[b]), int(self.seg_end[b])))  # fmt: skip
+                out.run_tickets.append(int(self.ticket[b]))
                 self.fresh[b] = False
                 self.pos[b] = pos + n
                 t += n
@@ -152,6 +159,7 @@ class Schedule:
                 e = min(T, claim_t)
                 if e > t:
                     out.pads.append((b, t, e))
+                    out.pad_tickets.append(int(self.ticket[b]))
                     if claim_t > T:
                         self.pos[b] += T - t  # still padding at the batch's end: the position counts on
                 t = e
@@ -164,6 +172,7 @@ class Schedule:
                 self._claim(b, step, first, count, is_dry, out)
             else:  # DRY
                 out.pads.append((b, t, T))
+                out.pad_tickets.append(int(self.ticket[b]))
                 t = T
 
     def _claim(self, b: int, step: int, first: int, count: int, is_dry: bool, out: BatchRuns) -> None:
@@ -179,6 +188,7 @@ class Schedule:
             out.dry[b] += 1
             return
         steps = plan.steps_of(ticket)
+        self.ticket[b] = ticket
         self.stop[b] = start + steps
         self.expect[b] = length
         self.seg_end[b] = start + self.segment if self.segment else -1
