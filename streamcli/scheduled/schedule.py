@@ -138,60 +138,57 @@ class Schedule:
         return out
 
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchRuns) -> None:
-        """Row ``b``'s runs and padding in a batch where it does not read one stream throughout."""
-        T = self.T
+        """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
+        read into plain values once, and written back at the end)."""
+        T, plan, order = self.T, self.plan, self.order
+        state, pos, stop, item = int(self.state[b]), int(self.pos[b]), int(self.stop[b]), int(self.item[b])
+        replay, fresh, ticket = bool(self.replay[b]), bool(self.fresh[b]), int(self.ticket[b])
+        expect, seg_end, claim_q = int(self.expect[b]), int(self.seg_end[b]), int(self.claim_q[b])
+        runs, run_tickets, pads, pad_tickets = out.runs, out.run_tickets, out.pads, out.pad_tickets
         t, c = 0, 0
         while t < T:
-            st = self.state[b]
-            if st == LIVE:
-                pos = int(self.pos[b])
-                n = min(int(self.stop[b]) - pos, T - t)
-                out.runs.append((b, t, n, int(self.item[b]), pos, bool(self.replay[b]), bool(self.fresh[b]),
-                                 int(self.stop[b]), int(self.expect[b]), int(self.seg_end[b])))  # fmt: skip
-                out.run_tickets.append(int(self.ticket[b]))
-                self.fresh[b] = False
-                self.pos[b] = pos + n
+            if state == LIVE:
+                n = min(stop - pos, T - t)
+                runs.append((b, t, n, item, pos, replay, fresh, stop, expect, seg_end))
+                run_tickets.append(ticket)
+                fresh = False
+                pos += n
                 t += n
-                if pos + n == self.stop[b]:
-                    self.state[b] = WAIT
-            elif st == WAIT:
-                claim_t = int(self.claim_q[b]) - q0
+                if pos == stop:
+                    state = WAIT
+            elif state == WAIT:
+                claim_t = claim_q - q0
                 e = min(T, claim_t)
                 if e > t:
-                    out.pads.append((b, t, e))
-                    out.pad_tickets.append(int(self.ticket[b]))
+                    pads.append((b, t, e))
+                    pad_tickets.append(ticket)
                     if claim_t > T:
-                        self.pos[b] += T - t  # still padding at the batch's end: the position counts on
+                        pos += T - t  # still padding at the batch's end: the position counts on
                 t = e
                 if claim_t <= T:
-                    self.state[b] = IDLE
-            elif st == IDLE:
+                    state = IDLE
+            elif state == IDLE:  # its claim (``write._claim_planned``): tickets first .. first + count - 1
                 step, first, count, is_dry = row_claims[c]
                 c += 1
                 assert step == q0 + t, (b, step, q0, t)
-                self._claim(b, step, first, count, is_dry, out)
+                out.claims[b] += count
+                taken = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
+                if taken >= first:
+                    item, start, _, length = order[taken % plan.n].tolist()
+                    pos, replay = start, taken >= plan.n
+                if is_dry:
+                    state = DRY
+                    out.dry[b] += 1
+                    continue
+                steps = plan.steps_of(taken)
+                ticket, stop, expect = taken, start + steps, length
+                seg_end = start + self.segment if self.segment else -1
+                claim_q = next_claim_step(step, steps, T, self.pack)
+                fresh, state = True, LIVE
             else:  # DRY
-                out.pads.append((b, t, T))
-                out.pad_tickets.append(int(self.ticket[b]))
+                pads.append((b, t, T))
+                pad_tickets.append(ticket)
                 t = T
-
-    def _claim(self, b: int, step: int, first: int, count: int, is_dry: bool, out: BatchRuns) -> None:
-        """Row ``b`` takes tickets ``first .. first + count - 1`` at epoch step ``step`` (``write._claim_planned``)."""
-        out.claims[b] += count
-        plan = self.plan
-        ticket = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
-        if ticket >= first:
-            item, start, _, length = self.order[ticket % plan.n].tolist()
-            self.item[b], self.pos[b], self.replay[b] = item, start, ticket >= plan.n
-        if is_dry:
-            self.state[b] = DRY
-            out.dry[b] += 1
-            return
-        steps = plan.steps_of(ticket)
-        self.ticket[b] = ticket
-        self.stop[b] = start + steps
-        self.expect[b] = length
-        self.seg_end[b] = start + self.segment if self.segment else -1
-        self.claim_q[b] = next_claim_step(step, steps, self.T, self.pack)
-        self.fresh[b] = True
-        self.state[b] = LIVE
+        self.state[b], self.pos[b], self.stop[b], self.item[b] = state, pos, stop, item
+        self.replay[b], self.fresh[b], self.ticket[b] = replay, fresh, ticket
+        self.expect[b], self.seg_end[b], self.claim_q[b] = expect, seg_end, claim_q
