@@ -234,3 +234,21 @@ def test_a_text_file_served_over_http_reads_as_the_local_file() -> None:
             assert steps_bytes(remote, url) == steps_bytes(local, local.items()[0])
         finally:
             server.shutdown()
+
+
+@pytest.mark.slow
+def test_the_video_source_decodes_a_bucket_through_the_local_cache(
+    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamcli_sources.video import VideoSource
+
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name in ("realshort.mp4", "dummy_video.avi"):
+        (clips / name).write_bytes((data_root("video") / name).read_bytes())
+    upload(clips, f"{bucket}/clips")
+    local, remote = VideoSource(clips, size=(16, 16)), VideoSource(f"{bucket}/clips", size=(16, 16))
+    assert [remote.item_name(i) for i in remote.items()] == [local.item_name(i) for i in local.items()]
+    assert all(Path(i[0]).is_relative_to(tmp_path / "cache") for i in remote.items())  # decoded from the cache
+    assert digests(remote) == digests(local) == digests(remote, num_workers=2)

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
+from streamcli.storage import urls
 from streamcli_sources._decode import Clock, grab_frames, open_capture, retrieve
 from streamcli_sources._scan import Progress, cache_dir, load_scan, scan_files
 from streamcli_sources._scan_record import Scan, checksum
@@ -156,10 +157,13 @@ class VideoSource(BaseSource):
             raise ValueError(f"backend={backend!r} must be one of {', '.join(BACKENDS)} (opencv is the default)")
         if backend == "pyav" and importlib.util.find_spec("av") is None:
             raise ImportError("backend='pyav' needs PyAV (the av package): pip install 'streamcli[pyav]'")
-        self.root = Path(folder)
-        if not (self.root.is_dir() or self.root.is_file()):
+        self.url = str(folder) if urls.is_remote(folder) else None  # objects are decoded from the local cache
+        if self.url is not None:
+            urls.check(self.url)  # its backend is installed, or a clear error naming the fix
+        self.root = Path(urls.local_path(folder) if self.url is None else urls.name(self.url))
+        if self.url is None and not (self.root.is_dir() or self.root.is_file()):
             raise ValueError(f"{str(self.root)!r} is neither a folder nor a file of videos; check the path")
-        if self.root.is_file() and self.root.stat().st_size == 0:
+        if self.url is None and self.root.is_file() and self.root.stat().st_size == 0:
             raise ValueError(f"{str(self.root)!r} is empty (0 bytes); give a video file or a folder of them")
         self.size = (int(hw[0]), int(hw[1]))
         self.gray = bool(gray)
@@ -176,11 +180,24 @@ class VideoSource(BaseSource):
         self.skipped: list[tuple[str, str]] = []
         self._items: list[VideoItem] | None = None
         self._scans: dict[str, Scan] = {}
+        self._objects: dict[str, str] = {}  # cached file -> the object's URL (a source over a URL)
 
     # -- discovery -------------------------------------------------------------------------------------
 
     def files(self) -> list[str]:
-        """The candidate files, sorted: by ``glob`` if given, else by extension."""
+        """The candidate files, sorted: by ``glob`` if given, else by extension. Under a URL, the matching objects
+        are fetched into the local cache (``storage.cache``: safe to share between processes, bounded, least
+        recently used first out) and decoded from there."""
+        if self.url is not None:
+            from streamcli.storage.cache import fetch
+            from streamcli.storage.remote import find
+
+            objects = find(self.url, self.glob or "*")
+            if not self.glob:
+                objects = [u for u in objects if Path(u).suffix.lower() in EXTENSIONS]
+            local = [str(fetch(u)) for u in objects]
+            self._objects = dict(zip(local, objects, strict=True))
+            return local
         if self.root.is_file():
             return [str(self.root)]
         if self.glob:
@@ -233,7 +250,9 @@ class VideoSource(BaseSource):
                 probes = dict(zip(files, pool.map(self._probe, files), strict=True))
             problems = {p: why for p, why in probes.items() if why}
         self.skipped = [(p, problems[p]) for p in files if p in problems]
-        if self.root.is_file() and self.skipped:  # the one file the user named: their input, not the data
+        if (
+            self.url is None and self.root.is_file() and self.skipped
+        ):  # the one file the user named: their input, not the data
             why = self.skipped[0][1]
             if why.startswith("cannot read"):
                 raise ValueError(f"{str(self.root)!r}: {why}; check its permissions, or give another file")
@@ -303,8 +322,7 @@ class VideoSource(BaseSource):
         return None if item[2] < 0 else item[2]
 
     def item_name(self, item: VideoItem) -> str:
-        name = Path(item[0]).name
-        return name
+        return Path(self._objects.get(item[0], item[0])).name
 
     def default_segment(self) -> int:
         """``segment=N`` given to the source: the loader cuts every file into streams of N steps."""
