@@ -322,8 +322,7 @@ class VideoSource(BaseSource):
         return None if item[2] < 0 else item[2]
 
     def item_name(self, item: VideoItem) -> str:
-        name = Path(self._objects.get(item[0], item[0])).name
-        return name if item[1] == 0 else f"{name}@{item[1]}"
+        return Path(self._objects.get(item[0], item[0])).name
 
     def default_segment(self) -> int:
         """``segment=N`` given to the source: the loader cuts every file into streams of N steps."""
