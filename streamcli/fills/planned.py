@@ -176,5 +176,13 @@ class Filler:
         mine.extend(plan.whole[sel].tolist())
         if mine:
             write_rows_summary(v, plan, np.asarray(sorted(mine), np.int64), short)
-        self.steps += sum(r[2] for r in runs) + len(sel) * len(self.steps_t)
-        self.ring.control.set_worker_done(w, plan.k)
+        T = len(self.steps_t)
+        self.steps += sum(r[2] for r in runs) + len(sel) * T
+        # Streams read to their end in this batch (those resumed from before the epoch were never counted).
+        tickets = dict(zip(map(id, plan.runs), plan.run_tickets, strict=True))
+        ended = sum(1 for r in runs if r[4] + r[2] == r[7] and tickets[id(r)] >= 0)
+        ended += int(np.count_nonzero((plan.stop[sel] - plan.pos[sel] == T) & (plan.ticket[sel] >= 0)))
+        control = self.ring.control
+        if ended:
+            control.stream_read(w, ended)
+        control.set_worker_done(w, plan.k)

@@ -62,6 +62,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
         ("done", (num_slots,), "<i8"),
         ("taken", (num_streams,), "<i8"),
         ("wdone", (num_workers,), "<i8"),
+        ("reading", (num_workers,), "<i8"),
     )
 
 
@@ -85,10 +86,11 @@ class Control:
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
                  wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray,
-                 mark: np.ndarray, done: np.ndarray, taken: np.ndarray, wdone: np.ndarray):  # fmt: skip
+                 mark: np.ndarray, done: np.ndarray, taken: np.ndarray, wdone: np.ndarray,
+                 reading: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
         self._wstat, self._order, self._start, self._cost, self._mark = wstat, order, start, cost, mark
-        self._done, self._taken, self._wdone = done, taken, wdone
+        self._done, self._taken, self._wdone, self._reading = done, taken, wdone, reading
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
@@ -104,7 +106,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._cost = self._mark = self._done = self._taken = self._wdone = empty
+        self._cost = self._mark = self._done = self._taken = self._wdone = self._reading = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -134,6 +136,7 @@ class Control:
         self._done[:] = 0
         self._taken[:] = 0
         self._wdone[:] = 0
+        self._reading[:] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
@@ -345,8 +348,9 @@ class Control:
         self._wdone[w] = k + 1
 
     def stream_owner(self, ticket: int, w: int, lock: Any) -> int:
-        """The producer that reads the stream of ``ticket``: the first producer to ask takes it (``w``). A stream
-        stays with its reader to its end; which producer reads it changes nothing in the batches."""
+        """The producer that reads the stream of ``ticket``, decided by the first producer to ask: the one reading
+        the fewest streams now (``w`` on a tie), so a producer that gets through its streams faster takes on more.
+        A stream stays with its reader to its end; which producer reads it changes nothing in the batches."""
         n = len(self._taken)
         W = len(self._wdone)
         slot = ticket % n
@@ -357,8 +361,15 @@ class Control:
             got = int(self._taken[slot])
             if got and (got - 1) // W == ticket:
                 return (got - 1) % W
-            self._taken[slot] = ticket * W + w + 1
-        return w
+            reading = self._reading
+            owner = w if reading[w] <= reading.min() else int(np.argmin(reading))
+            reading[owner] += 1
+            self._taken[slot] = ticket * W + owner + 1
+        return owner
+
+    def stream_read(self, w: int, streams: int) -> None:
+        """Producer ``w`` has read ``streams`` of its streams to their end."""
+        self._reading[w] -= streams
 
     def done_after(self, k: int) -> int:
         """Batches after ``k`` that are already whole."""
