@@ -160,41 +160,58 @@ class Rows:
     def _read(self, v: Views, r: Reader, b: int, t0: int, n: int, expect: int) -> int:
         """Copy up to ``n`` steps of the row's stream into batch steps ``t0 ..``; returns the steps copied."""
         cols = [a[:, b] for a in v.data]
-        got = 0
-        while got < n:
-            if self.blocks:
-                if r.blk is None or r.j >= len(r.blk[0]):
-                    block = self._next(r)
-                    if block is _END:
-                        break
-                    r.blk = checks.block_arrays(block, self.spec, self.fields,
-                                                functools.partial(self.faults.where, r.item, r.pos,
-                                                                  "block at step"))  # fmt: skip
-                    r.j = 0
-                blk, j = r.blk, r.j
-                m = min(n - got, len(blk[0]) - j)
-                t = t0 + got
-                for col, src in zip(cols, blk, strict=True):
-                    col[t : t + m] = src[j : j + m]
-                r.j = j + m
-            else:
-                step = self._next(r)
-                if step is _END:
-                    break
-                t = t0 + got
-                for col, (name, shape, dtype) in zip(cols, self.spec, strict=True):
-                    try:
-                        a = step[name]
-                    except (KeyError, TypeError, IndexError):
-                        a = None
-                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                        a = checks.step_field(step, name, shape, dtype,
-                                              functools.partial(self.faults.where, r.item, r.pos, "step"))  # fmt: skip
-                    col[t] = a
-                m = 1
-            got += m
-            r.pos += m
+        got = self._read_blocks(r, cols, t0, n) if self.blocks else self._read_steps(r, cols, t0, n)
         if got < n and not r.dead:  # ended before its promise
             r.dead = True
             self.faults.mismatch(r.item, r.pos, expect, f"ended after {r.pos} steps")
         return got
+
+    def _read_blocks(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
+        got = 0
+        while got < n:
+            if r.blk is None or r.j >= len(r.blk[0]):
+                block = self._next(r)
+                if block is _END:
+                    break
+                r.blk = checks.block_arrays(block, self.spec, self.fields,
+                                            functools.partial(self.faults.where, r.item, r.pos,
+                                                              "block at step"))  # fmt: skip
+                r.j = 0
+            blk, j = r.blk, r.j
+            m = min(n - got, len(blk[0]) - j)
+            t = t0 + got
+            for col, src in zip(cols, blk, strict=True):
+                col[t : t + m] = src[j : j + m]
+            r.j = j + m
+            got += m
+            r.pos += m
+        return got
+
+    def _read_steps(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
+        """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
+        it, mark, spec = r.it, self.mark, list(zip(cols, self.spec, strict=True))
+        assert it is not None
+        mark[0] = r.item
+        t, end = t0, t0 + n
+        while t < end:
+            mark[1] = r.pos  # the step about to be read: a death or a timeout names it
+            try:
+                step: Any = next(it, _END)
+            except SOURCE_ERRORS as exc:
+                self.faults.fail(r.item, r.pos, exc, "reading")
+                r.dead = True
+                break
+            if step is _END:
+                break
+            for col, (name, shape, dtype) in spec:
+                try:
+                    a = step[name]
+                except (KeyError, TypeError, IndexError):
+                    a = None
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                    a = checks.step_field(step, name, shape, dtype,
+                                          functools.partial(self.faults.where, r.item, r.pos, "step"))  # fmt: skip
+                col[t] = a
+            t += 1
+            r.pos += 1
+        return t - t0

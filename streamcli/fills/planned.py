@@ -3,17 +3,16 @@
 When every stream's length is known (``ClaimPlan.applies``), every producer computes the same ``Schedule`` and
 follows it; nothing is claimed or balanced at run time. Random-access sources (``window(item)``) are filled
 batch by batch: producer ``w`` of ``W`` fills every batch ``k`` with ``k % W == w`` whole, and marks it done
-(``Control.set_done``). Iterator sources keep each row's stream in one process: producer ``w`` fills its block of
-rows ``lo .. hi-1`` of every batch and counts them written (``Control.set_written``). Either way the loader waits
-for ``Control.batch_done(k)``.
+(``Control.set_done``). Iterator sources keep each stream in one process: the streams are dealt out to the
+producers in plan order (each to the one reading the fewest), every producer writes the parts of each batch that
+its streams cover, and marks its part done (``Control.set_worker_done``). Either way the loader waits for
+``Control.batch_done(k)``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,8 @@ from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
+from streamcli.lives.tensors import split_rows
+from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import ClaimPlan
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.source import StreamSource, has_window, uses_blocks
@@ -34,8 +35,7 @@ class Filler:
     """Producer ``w`` of ``W`` (the main process is producer 0 of 1), owning rows ``lo .. hi-1``."""
 
     def __init__(self, plan: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
-                 lo: int, hi: int, on_skip: Callable[[Skip], None],
-                 lock: AbstractContextManager[Any] | None = None) -> None:  # fmt: skip
+                 lo: int, hi: int, on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
         self.config, self.ring, self.w, self.W, self.lo, self.hi = plan.config, ring, w, W, lo, hi
         self.faults = Faults(plan.plugin, source, items, plan.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
@@ -52,14 +52,16 @@ class Filler:
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
-        self._owners: dict[int, int] = {}  # ticket -> the producer reading its stream (decided once per epoch)
-        self.lock = lock if lock is not None else contextlib.nullcontext()  # orders the first taker of a stream
+        self._owners: dict[int, int] = {}  # ticket -> the producer reading its stream (``_deal``)
+        self._blocks = split_rows(plan.batch_size, W)  # the row blocks resumed rows stay in
+        self._live = [0] * W  # streams each producer is reading, as dealt
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
         self.gen, self.sched, self.planned, self._pending = gen, None, None, None
         self._owners.clear()
+        self._live = [0] * self.W
         self._views.clear()
         if self.rows is not None:
             self.rows.close()
@@ -80,6 +82,8 @@ class Filler:
                 self.sched = Schedule(order, start, self.first, control.tickets, T=c.time_steps,
                                       pack=c.boundary == "pack", segment=c.segment,
                                       restream=c.epoch_end == "restream")  # fmt: skip
+                reading = np.isin(start[:, 2], (_cursor.LIVE, _cursor.SHORT))  # resumed mid-stream: in their block
+                self._live = [int(reading[lo:hi].sum()) for lo, hi in self._blocks]
         return self.planned
 
     def step(self) -> bool:
@@ -142,21 +146,35 @@ class Filler:
         else:
             self._fill_shared(v, plan)
 
+    def _deal(self, plan: BatchRuns) -> None:
+        """Deal the streams that start in this batch to the producers, in plan order, each to the one reading the
+        fewest streams then (the lowest on a tie). Every producer deals every batch the same way, so all agree
+        without a word; who reads a stream changes nothing in the batch. Rows resumed mid-stream (ticket -1) stay
+        in the row blocks the workers reopened."""
+        owners, live = self._owners, self._live
+        for (_b, *_, fresh, _, _, _), t in zip(plan.runs, plan.run_tickets, strict=True):
+            if fresh and t not in owners:
+                o = min(range(self.W), key=lambda q: (live[q], q))
+                owners[t] = o
+                live[o] += 1
+        for (b, _, n, _, p, _, _, stop, *_), t in zip(plan.runs, plan.run_tickets, strict=True):
+            if p + n == stop:  # read to its end in this batch
+                live[self._owner(t, b)] -= 1
+        ends = (plan.stop - plan.pos == len(self.steps_t)).tolist()
+        for b, t, end in zip(plan.whole.tolist(), plan.ticket.tolist(), ends, strict=True):
+            if end:
+                live[self._owner(t, b)] -= 1
+
     def _owner(self, ticket: int, b: int) -> int:
-        """The producer that reads the stream of ``ticket`` in row ``b``: the first to reach its claim takes it, so
-        the producer that is ahead takes on more (``Control.stream_owner``). Rows resumed mid-stream (ticket -1)
-        stay in the row blocks the workers reopen."""
-        got = self._owners.get(ticket)
-        if got is None:
-            if ticket < 0:
-                return self.w if self.lo <= b < self.hi else -1
-            got = self._owners[ticket] = self.ring.control.stream_owner(ticket, self.w, self.lock)
-        return got
+        if ticket < 0:
+            return next(w for w, (lo, hi) in enumerate(self._blocks) if lo <= b < hi)
+        return self._owners[ticket]
 
     def _fill_shared(self, v: Views, plan: BatchRuns) -> None:
-        """With several workers, each reads the streams it took: a stream goes to whichever producer reaches its
-        claim first, and stays with it to its end. Who reads a stream changes nothing in the batch."""
+        """With several workers, each reads the streams dealt to it (``_deal``) and writes their parts of the
+        batch; a stream stays with one producer to its end."""
         assert self.rows is not None
+        self._deal(plan)
         w, own = self.w, self._owner
         sel = np.asarray([i for i, (b, t) in enumerate(zip(plan.whole.tolist(), plan.ticket.tolist(), strict=True))
                           if own(t, b) == w], np.int64)  # fmt: skip
@@ -176,13 +194,5 @@ class Filler:
         mine.extend(plan.whole[sel].tolist())
         if mine:
             write_rows_summary(v, plan, np.asarray(sorted(mine), np.int64), short)
-        T = len(self.steps_t)
-        self.steps += sum(r[2] for r in runs) + len(sel) * T
-        # Streams read to their end in this batch (those resumed from before the epoch were never counted).
-        tickets = dict(zip(map(id, plan.runs), plan.run_tickets, strict=True))
-        ended = sum(1 for r in runs if r[4] + r[2] == r[7] and tickets[id(r)] >= 0)
-        ended += int(np.count_nonzero((plan.stop[sel] - plan.pos[sel] == T) & (plan.ticket[sel] >= 0)))
-        control = self.ring.control
-        if ended:
-            control.stream_read(w, ended)
-        control.set_worker_done(w, plan.k)
+        self.steps += sum(r[2] for r in runs) + len(sel) * len(self.steps_t)
+        self.ring.control.set_worker_done(w, plan.k)

@@ -18,6 +18,8 @@ Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 - ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
 - ``cost`` float64[I]: per item, the seconds per step producers measured reading it, 0 until then (kept across
   epochs);
+- ``wdone`` int64[W]: per producer, the batches whose parts it has written, when streams are dealt out to
+  producers (``fills.planned``);
 - ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
   (``fills.producer``);
 - ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
@@ -26,8 +28,6 @@ Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -60,9 +60,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
         ("cost", (max(num_items, 1),), "<f8"),
         ("mark", (num_workers, 2), "<i8"),
         ("done", (num_slots,), "<i8"),
-        ("taken", (num_streams,), "<i8"),
         ("wdone", (num_workers,), "<i8"),
-        ("reading", (num_workers,), "<i8"),
     )
 
 
@@ -86,11 +84,10 @@ class Control:
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
                  wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray,
-                 mark: np.ndarray, done: np.ndarray, taken: np.ndarray, wdone: np.ndarray,
-                 reading: np.ndarray):  # fmt: skip
+                 mark: np.ndarray, done: np.ndarray, wdone: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
         self._wstat, self._order, self._start, self._cost, self._mark = wstat, order, start, cost, mark
-        self._done, self._taken, self._wdone, self._reading = done, taken, wdone, reading
+        self._done, self._wdone = done, wdone
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
@@ -106,7 +103,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._cost = self._mark = self._done = self._taken = self._wdone = self._reading = empty
+        self._cost = self._mark = self._done = self._wdone = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -134,9 +131,7 @@ class Control:
         self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
         self._ctl[_GIVEN] = 0
         self._done[:] = 0
-        self._taken[:] = 0
         self._wdone[:] = 0
-        self._reading[:] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
@@ -346,30 +341,6 @@ class Control:
     def set_worker_done(self, w: int, k: int) -> None:
         """Producer ``w`` has written its rows of batch ``k`` (and of every batch before it)."""
         self._wdone[w] = k + 1
-
-    def stream_owner(self, ticket: int, w: int, lock: Any) -> int:
-        """The producer that reads the stream of ``ticket``, decided by the first producer to ask: the one reading
-        the fewest streams now (``w`` on a tie), so a producer that gets through its streams faster takes on more.
-        A stream stays with its reader to its end; which producer reads it changes nothing in the batches."""
-        n = len(self._taken)
-        W = len(self._wdone)
-        slot = ticket % n
-        got = int(self._taken[slot])
-        if got and (got - 1) // W == ticket:
-            return (got - 1) % W
-        with lock:  # the lock orders the first taker between processes
-            got = int(self._taken[slot])
-            if got and (got - 1) // W == ticket:
-                return (got - 1) % W
-            reading = self._reading
-            owner = w if reading[w] <= reading.min() else int(np.argmin(reading))
-            reading[owner] += 1
-            self._taken[slot] = ticket * W + owner + 1
-        return owner
-
-    def stream_read(self, w: int, streams: int) -> None:
-        """Producer ``w`` has read ``streams`` of its streams to their end."""
-        self._reading[w] -= streams
 
     def done_after(self, k: int) -> int:
         """Batches after ``k`` that are already whole."""

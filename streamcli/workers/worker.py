@@ -78,7 +78,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
 
     p.on_skip = lambda s: send(("skip", p.gen, s))
     f = Filler(spec.plan, spec.source, spec.items, ring, spec.w, spec.ring.num_workers, spec.lo, spec.hi,
-               lambda s: send(("skip", f.gen, s)), lock)  # fmt: skip
+               lambda s: send(("skip", f.gen, s)))  # fmt: skip
     try:
         _serve(p, f, spec, conn, wake.fileno(), send)
     except (EOFError, OSError, Orphaned):
