@@ -166,8 +166,7 @@ class StreamLoader:
         self.prefetch = self.window = prefetch
         self.ring = Ring.create(
             dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps, num_slots=prefetch + extra,
-                 num_workers=max(num_workers, 1), num_streams=len(self.epochs.all), layout=self.layout,
-                 num_items=len(self.items)),
+                 num_workers=max(num_workers, 1), num_streams=len(self.epochs.all), layout=self.layout),
         )  # fmt: skip
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         self._bounds = split_rows(batch_size, max(num_workers, 1))

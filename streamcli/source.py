@@ -261,6 +261,17 @@ def source_lookup(source: StreamSource) -> np.ndarray | None:
     return np.append(np.asarray(fn(), np.int64), np.int64(-1))
 
 
+def close_stream(it: object) -> None:
+    """Close an iterator ``open()`` returned, if it can be closed (a generator releases its files at once);
+    what its close raises is ignored: the stream is over either way."""
+    fn = getattr(it, "close", None)
+    if callable(fn):
+        try:
+            fn()
+        except Exception:
+            pass
+
+
 def call_prepare(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> None:
     """Hook ``source.prepare(progress)``: slow one-time work before ``items()``; default: nothing."""
     fn = getattr(source, "prepare", None)

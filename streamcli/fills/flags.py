@@ -38,34 +38,27 @@ class Views:
                    cursor=tb["cursor"])  # fmt: skip
 
 
-def write_flags(v: Views, plan: BatchRuns, lo: int, hi: int, steps_t: np.ndarray) -> None:
-    """The flags of rows ``lo .. hi-1``: whole rows in a few array operations, then runs and padding."""
+def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
+    """The flags of a whole batch: whole rows in a few array operations, then runs and padding."""
     B = v.valid.shape[1]
-    cols = slice(lo, hi)
     whole = plan.whole
-    sel: Any = slice(None)
-    if lo or hi != B:
-        sel = np.flatnonzero((whole >= lo) & (whole < hi))
-        whole = whole[sel]
     item = np.full(B, -1, np.int64)
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
-    item[whole], pos[whole], rep[whole] = plan.item[sel], plan.pos[sel], plan.replay[sel]
-    v.valid[:, cols] = True
-    v.first[:, cols] = False
-    v.stream[:, cols] = item[cols]
-    np.add(steps_t[:, None], pos[None, cols], out=v.position[:, cols])
-    v.replayed[:, cols] = rep[cols]
+    item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
+    v.valid[...] = True
+    v.first[...] = False
+    v.stream[...] = item
+    np.add(steps_t[:, None], pos, out=v.position)
+    v.replayed[...] = rep
     for b, t0, n, it, p0, rp, fresh, *_ in plan.runs:
-        if lo <= b < hi:
-            t1 = t0 + n
-            v.stream[t0:t1, b] = it
-            np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
-            v.replayed[t0:t1, b] = rp
-            v.first[t0, b] = fresh
+        t1 = t0 + n
+        v.stream[t0:t1, b] = it
+        np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+        v.replayed[t0:t1, b] = rp
+        v.first[t0, b] = fresh
     for b, t0, t1 in plan.pads:
-        if lo <= b < hi:
-            pad(v, b, t0, t1)
+        pad(v, b, t0, t1)
 
 
 def pad(v: Views, b: int, t0: int, t1: int) -> None:
@@ -79,21 +72,10 @@ def pad(v: Views, b: int, t0: int, t1: int) -> None:
     v.position[t0:t1, b] = -1
 
 
-def write_summary(v: Views, plan: BatchRuns, lo: int, hi: int, short: Any = ()) -> int:
-    """Rows ``lo .. hi-1``'s cursors and counts; rows in ``short`` hold a stream that ended before its promise
-    (their cursor says so). Returns the valid steps written."""
-    cur = plan.cursors[lo:hi].copy()
-    for b in short:
-        if lo <= b < hi and cur[b - lo, _cursor.STATE] == _cursor.LIVE:
-            cur[b - lo, _cursor.STATE] = _cursor.SHORT
-    v.cursor[lo:hi] = cur
-    s = v.summary
-    s[lo:hi, CLAIMS] = plan.claims[lo:hi]
-    s[lo:hi, DRY] = plan.dry[lo:hi]
-    s[lo:hi, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    valid = np.count_nonzero(v.valid[:, lo:hi], axis=0)
-    s[lo:hi, VALID] = valid
-    return int(valid.sum())
+def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
+    """Every row's cursor and counts; rows in ``short`` hold a stream that ended before its promise (their cursor
+    says so)."""
+    write_rows_summary(v, plan, np.arange(len(plan.cursors)), short)
 
 
 def write_owned_flags(v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run],
@@ -130,4 +112,4 @@ def write_rows_summary(v: Views, plan: BatchRuns, rows: np.ndarray, short: Any =
     s[rows, CLAIMS] = plan.claims[rows]
     s[rows, DRY] = plan.dry[rows]
     s[rows, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    s[rows, VALID] = 0  # the loader counts the valid steps once every part is written
+    s[rows, VALID] = 0  # the loader counts the valid steps from the flags, once every part is written

@@ -22,7 +22,7 @@ from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
-from streamcli.source import Field, StreamSource
+from streamcli.source import Field, StreamSource, close_stream
 
 _END = object()
 
@@ -40,12 +40,7 @@ class Reader:
 
     def close(self) -> None:
         it, self.it, self.blk = self.it, None, None
-        fn = getattr(it, "close", None)
-        if callable(fn):
-            try:
-                fn()  # release generators' files promptly
-            except Exception:
-                pass
+        close_stream(it)
 
 
 class Rows:
@@ -64,14 +59,10 @@ class Rows:
             r.close()
         self.readers.clear()
 
-    def fill(self, v: Views, plan: BatchRuns, lo: int, hi: int) -> set[int]:
-        """Write rows ``lo .. hi-1`` of batch ``plan.k`` (flags are written before, from the plan); returns the
-        rows that end the batch holding a stream that ran out before its promise."""
-        whole = plan.whole
-        sel = np.flatnonzero((whole >= lo) & (whole < hi))
-        runs = [run for run in plan.runs if lo <= run[0] < hi]
-        pads = [pad for pad in plan.pads if lo <= pad[0] < hi]
-        return self.fill_parts(v, plan, sel, runs, pads)
+    def fill(self, v: Views, plan: BatchRuns) -> set[int]:
+        """Write every row of batch ``plan.k`` (flags are written before, from the plan); returns the rows that
+        end the batch holding a stream that ran out before its promise."""
+        return self.fill_parts(v, plan, np.arange(len(plan.whole)), plan.runs, plan.pads)
 
     def fill_parts(self, v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run],
                    pads: list[tuple[int, int, int]]) -> set[int]:  # fmt: skip

@@ -32,11 +32,11 @@ from streamcli.source import StreamSource, has_window, uses_blocks
 
 
 class Filler:
-    """Producer ``w`` of ``W`` (the main process is producer 0 of 1), owning rows ``lo .. hi-1``."""
+    """Producer ``w`` of ``W`` (the main process is producer 0 of 1)."""
 
     def __init__(self, plan: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
-                 lo: int, hi: int, on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
-        self.config, self.ring, self.w, self.W, self.lo, self.hi = plan.config, ring, w, W, lo, hi
+                 on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+        self.config, self.ring, self.w, self.W = plan.config, ring, w, W
         self.faults = Faults(plan.plugin, source, items, plan.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
@@ -129,22 +129,18 @@ class Filler:
         control = self.ring.control
         v = self._slot(plan.k)
         self.faults.k = plan.k
-        if self.by_batch:
-            assert self.windows is not None
-            B = self.config.batch_size
-            write_flags(v, plan, 0, B, self.steps_t)
+        if not self.by_batch and self.W > 1:
+            return self._fill_shared(v, plan)
+        # One producer fills the whole batch: from windows, or (in-process) from its rows' streams.
+        write_flags(v, plan, self.steps_t)
+        if self.windows is not None:
             short = windows.fill(v, plan, self.windows, self.faults, self.first)
-            self.steps += write_summary(v, plan, 0, B, short)
-            control.set_done(plan.k)
-        elif self.W == 1:
-            assert self.rows is not None
-            B = self.config.batch_size
-            write_flags(v, plan, 0, B, self.steps_t)
-            short = self.rows.fill(v, plan, 0, B)
-            self.steps += write_summary(v, plan, 0, B, short)
-            control.set_written(slice(0, B), plan.k + 1)
         else:
-            self._fill_shared(v, plan)
+            assert self.rows is not None
+            short = self.rows.fill(v, plan)
+        write_summary(v, plan, short)
+        self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
+        control.set_done(plan.k)
 
     def _deal(self, plan: BatchRuns) -> None:
         """Deal the streams that start in this batch to the producers, in plan order, each to the one reading the

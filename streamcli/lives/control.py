@@ -3,9 +3,9 @@ only code that knows its layout (``Control``; the loader and the producers call 
 
 Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 
-- ``ctl`` int64[11]: the generation, tickets handed out, the epoch's first batch, its number of streams,
+- ``ctl`` int64[10]: the generation, tickets handed out, the epoch's first batch, its number of streams,
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
-  mid-stream and not yet taken, rows moved mid-stream in all, whether the items' costs are uneven, the epoch
+  mid-stream and not yet taken, rows moved mid-stream in all, the epoch
   (what a transform's ``ctx.epoch`` says);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its producer (or -1 while it waits for a claim, or -2-w while producer w has
@@ -16,12 +16,10 @@ Its arrays (``arrays``), in the segment before the batch slots (``lives.ring``):
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
-- ``cost`` float64[I]: per item, the seconds per step producers measured reading it, 0 until then (kept across
-  epochs);
 - ``wdone`` int64[W]: per producer, the batches whose parts it has written, when streams are dealt out to
   producers (``fills.planned``);
 - ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
-  (``fills.producer``);
+  (``fills.planned``);
 - ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
   into the source that can block (an open, each step or block): what a dead worker was doing, and the progress
   that ``timeout=`` measures.
@@ -33,7 +31,7 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 
-_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _UNEVEN, _EPOCH = range(11)
+_GEN, _TICKETS, _FIRST_BATCH, _NUM_STREAMS, _HANDED, _READY, _AWAITED, _GIVEN, _MOVED, _EPOCH = range(10)
 _BUSY, _STEPS, _CUR_STREAM, _CUR_POS, _IDLE, _SENT, _LOAD, _HEAVY = range(8)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
@@ -45,19 +43,18 @@ class Aborted(Exception):
     """The loader moved to a new generation (new epoch, or closing); drop the current work."""
 
 
-def arrays(batch_size: int, num_slots: int, num_workers: int, num_streams: int,
-           num_items: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:  # fmt: skip
+def arrays(batch_size: int, num_slots: int, num_workers: int,
+           num_streams: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:  # fmt: skip
     """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
     B = batch_size
     return (
-        ("ctl", (11,), "<i8"),
+        ("ctl", (10,), "<i8"),
         ("slot_of", (num_slots,), "<i8"),
         ("rows", (B, 3), "<i8"),
         ("held", (B, _cursor.WIDTH), "<i8"),
         ("wstat", (num_workers, 8), "<f8"),
         ("order", (num_streams, 4), "<i8"),
         ("start", (B, _cursor.WIDTH), "<i8"),
-        ("cost", (max(num_items, 1),), "<f8"),
         ("mark", (num_workers, 2), "<i8"),
         ("done", (num_slots,), "<i8"),
         ("wdone", (num_workers,), "<i8"),
@@ -83,16 +80,16 @@ class Control:
     """
 
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
-                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray, cost: np.ndarray,
+                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray,
                  mark: np.ndarray, done: np.ndarray, wdone: np.ndarray):  # fmt: skip
         self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
-        self._wstat, self._order, self._start, self._cost, self._mark = wstat, order, start, cost, mark
+        self._wstat, self._order, self._start, self._mark = wstat, order, start, mark
         self._done, self._wdone = done, wdone
         self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
 
     def clear(self) -> None:
         for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
-                  self._cost, self._mark, self._done):  # fmt: skip
+                  self._mark, self._done):  # fmt: skip
             a[...] = 0
         self._wstat[:, _CUR_STREAM] = -1  # nothing read yet
         self._mark[:, 0] = -1
@@ -103,7 +100,7 @@ class Control:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
         self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._cost = self._mark = self._done = self._wdone = empty
+        self._mark = self._done = self._wdone = empty
         self._owner = self._claim = self._written = empty
 
     # -- generation: a new epoch (or closing) makes producers drop what they are doing
@@ -211,31 +208,6 @@ class Control:
         claim = self._claim.copy()  # one read: the two columns change under us
         rows = np.flatnonzero((self._owner == NO_OWNER) & (claim < key))
         return sorted(zip(claim[rows].tolist(), rows.tolist(), strict=True))
-
-    def note_cost(self, item: int, per_step: float) -> None:
-        """What reading ``item`` costs, in seconds per step, as a producer measured it: the table keeps the least
-        (a busy host only slows a measurement, and a slowed one must not make an item look heavy for good).
-        Producers may race here: either value is a measurement, and the next one lowers it again."""
-        old = self._cost[item]
-        if old == 0 or per_step < old:
-            self._cost[item] = per_step
-
-    def item_cost(self, item: int) -> float:
-        """Seconds per step of ``item``, the least measured (0.0: never read by any producer of this loader)."""
-        return float(self._cost[item])
-
-    def uneven(self, factor: float) -> bool:
-        """Whether some item measured costs at least ``factor`` times as much per step as the median item."""
-        known = self._cost[self._cost > 0]
-        return bool(len(known) > 1 and known.max() >= factor * np.median(known))
-
-    @property
-    def costs_uneven(self) -> bool:
-        """What the loader last found ``uneven``."""
-        return bool(self._ctl[_UNEVEN])
-
-    def set_costs_uneven(self, uneven: bool) -> None:
-        self._ctl[_UNEVEN] = uneven
 
     def waiting(self, b: int) -> bool:
         return int(self._owner[b]) == NO_OWNER

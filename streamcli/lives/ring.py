@@ -59,7 +59,6 @@ class RingSpec:
     num_workers: int  # >= 1 (the in-process producer counts as one)
     num_streams: int  # capacity of the order table: the most streams an epoch can have
     layout: str  # "TB" or "BT"
-    num_items: int = 1  # the source's items: the size of the cost table
 
     def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
         """(control entries, per-slot entries, first slot's offset, slot stride); entry = (offset, shape, dtype),
@@ -73,8 +72,7 @@ class RingSpec:
             return start
 
         ctl: dict[str, Entry] = {}
-        for name, shape, dt in control.arrays(self.batch_size, self.num_slots, self.num_workers, self.num_streams,
-                                              self.num_items):  # fmt: skip
+        for name, shape, dt in control.arrays(self.batch_size, self.num_slots, self.num_workers, self.num_streams):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)
         slot0 = off
         T, B = self.time_steps, self.batch_size

@@ -34,7 +34,7 @@ class InProcess:
         self.local = Producer(plan=spec, source=source, items=items, ring=ring, w=0, lock=contextlib.nullcontext(),
                               blocks=uses_blocks(source))  # fmt: skip
         self.local.on_skip = on_skip
-        self.filler = Filler(spec, source, items, ring, 0, 1, 0, spec.batch_size, on_skip)
+        self.filler = Filler(spec, source, items, ring, 0, 1, on_skip)
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         return None  # nothing runs between batches: nothing to stop

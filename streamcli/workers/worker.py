@@ -77,7 +77,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         conn.send(msg)
 
     p.on_skip = lambda s: send(("skip", p.gen, s))
-    f = Filler(spec.plan, spec.source, spec.items, ring, spec.w, spec.ring.num_workers, spec.lo, spec.hi,
+    f = Filler(spec.plan, spec.source, spec.items, ring, spec.w, spec.ring.num_workers,
                lambda s: send(("skip", f.gen, s)))  # fmt: skip
     try:
         _serve(p, f, spec, conn, wake.fileno(), send)

@@ -14,7 +14,7 @@ from streamcli.fills.claimed.rows import NO_END, Producer, Row
 from streamcli.fills.spec import Skip
 from streamcli.lives.control import NEVER
 from streamcli.lives.ring import CLAIMS, DRY
-from streamcli.source import Step, item_name
+from streamcli.source import Step, close_stream, item_name
 
 SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
 END = object()  # the look-ahead found the stream over
@@ -171,9 +171,4 @@ def where(p: Producer, row: Row, what: str) -> str:
 
 def close(row: Row) -> None:
     it, row.it, row.nxt, row.follow, row.blk = row.it, None, None, False, None
-    close = getattr(it, "close", None)
-    if callable(close):
-        try:
-            close()  # release generators' files promptly
-        except Exception:
-            pass
+    close_stream(it)

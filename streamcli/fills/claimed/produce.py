@@ -200,18 +200,6 @@ def _measure(p: Producer, row: Row, t0: float, steps: int) -> None:
     n = p.steps - steps
     if n:
         per_step = (time.perf_counter() - t0) / n
-        # The item's cost per step, from the pieces that read as many steps as they wrote: not the one that
-        # opened the stream, nor the one that ended it (its first step was read ahead by the piece before).
-        if row.cost and row.it is not None:
-            row.pieces += 1
-            lower = row.pieces == 1 or per_step < row.rate
-            if lower:
-                row.rate = per_step  # the least: preemption only slows a piece
-            if row.pieces == _STEADY_PIECES or (lower and row.pieces > _STEADY_PIECES):
-                p.ring.control.note_cost(row.item, row.rate)
-        elif row.it is None and _SHORT_PIECES <= row.pieces < _STEADY_PIECES:
-            p.ring.control.note_cost(row.item, row.rate)  # a stream too short for more: the least of its pieces
-            row.pieces = _STEADY_PIECES
         row.cost = per_step if not row.cost else 0.5 * (row.cost + per_step)
     elif row.done:
         row.cost = 0.0  # dry: it only pads
@@ -221,12 +209,6 @@ def _publish_load(p: Producer) -> None:
     """This producer's load for the others' claim decisions: what its rows cost per batch."""
     p.ring.control.set_load(p.w, _TIE * len(p.rows) + p.T * sum(r.cost for r in p.rows.values()))
 
-
-# Pieces of a stream measured before its cost is noted for all producers. On a busy 2-core host a piece of a few
-# cheap steps is often preempted; the least of two pieces still made some of 64 equally cheap items look 4-6
-# times the median (workload A8), which opened the deep window and the heavy rules for nothing. A stream that
-# ends with fewer (a segment of a few batches) is noted at its end, from two on.
-_STEADY_PIECES, _SHORT_PIECES = 4, 2
 
 _TIE = 1e-9  # seconds per batch added per row held: with no costs measured yet, the fewer rows, the lighter
 

@@ -49,8 +49,6 @@ class Row:
     short: bool = False  # the stream ended before its promise: padding until ``claim_q``
     claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``write._claim``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
-    rate: float = 0.0  # the least seconds per step of its pieces between the first and the last: the item's cost
-    pieces: int = 0  # the pieces ``rate`` is the least of (noted in the items' cost table from ``_STEADY_PIECES``)
     fine: bool = True  # its steps are slow enough to mark each one read (``write._copy``)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
