@@ -107,6 +107,7 @@ class Ring:
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
         self._record_dtypes: dict[tuple[str, ...], np.dtype[Any]] = {}  # the slot as one record (holder_views)
+        _populate(shm)
         buf = shm.buf
         self.control = Control(*(_view(buf, *e) for e in ctl_e.values()))  # in ``control.arrays`` order
         # Slot views in physical layout, and the same memory seen time-major for producers.
@@ -370,3 +371,18 @@ class _Segment(shared_memory.SharedMemory):
             super().close()
         except BufferError:
             pass  # the consumer still holds views into a slot; the mapping is freed with the last of them
+
+
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+: map every page of the segment in this process now
+
+
+def _populate(shm: shared_memory.SharedMemory) -> None:
+    """Map the segment's pages into this process's page table at once: else the first write of each page of each
+    slot takes a fault, in every process, all through the ring's first lap."""
+    mm = getattr(shm, "_mmap", None)
+    if mm is None or not hasattr(mm, "madvise"):
+        return
+    try:
+        mm.madvise(_MADV_POPULATE_WRITE)
+    except OSError:  # an older kernel, or pages not backed yet (``Ring.reserve``)
+        pass
