@@ -51,14 +51,40 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
     v.stream[...] = item
     np.add(steps_t[:, None], pos, out=v.position)
     v.replayed[...] = rep
-    for b, t0, n, it, p0, rp, fresh, *_ in plan.runs:
-        t1 = t0 + n
-        v.stream[t0:t1, b] = it
-        np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
-        v.replayed[t0:t1, b] = rp
-        v.first[t0, b] = fresh
+    _write_runs(v, plan.runs, steps_t, valid=False)
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
+
+
+_FEW_RUNS = 8  # up to this many runs, one slice per run and flag costs less than gathering them into arrays
+
+
+def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray, valid: bool) -> None:
+    """The flags of ``runs`` (``valid``: set them valid too, where the batch was not set valid as a whole)."""
+    if len(runs) <= _FEW_RUNS:
+        for b, t0, n, it, p0, rp, fresh, *_ in runs:
+            t1 = t0 + n
+            if valid:
+                v.valid[t0:t1, b] = True
+                v.first[t0:t1, b] = False
+            v.stream[t0:t1, b] = it
+            np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+            v.replayed[t0:t1, b] = rp
+            v.first[t0, b] = fresh
+        return
+    # Many runs: every cell of every run at once, by fancy indexing.
+    b, t0, n, it, p0, rp, fresh = np.array([r[:7] for r in runs], np.int64).T
+    cell_run = np.repeat(np.arange(len(runs)), n)
+    local = np.arange(len(cell_run)) - np.repeat(np.cumsum(n) - n, n)  # a cell's step within its run
+    tt, bb = t0[cell_run] + local, b[cell_run]
+    if valid:
+        v.valid[tt, bb] = True
+        v.first[tt, bb] = False
+    v.stream[tt, bb] = it[cell_run]
+    v.position[tt, bb] = p0[cell_run] + local
+    v.replayed[tt, bb] = rp[cell_run] != 0
+    starts = fresh != 0
+    v.first[t0[starts], b[starts]] = True
 
 
 def pad(v: Views, b: int, t0: int, t1: int) -> None:
@@ -89,14 +115,7 @@ def write_owned_flags(v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run
         v.stream[:, cols] = plan.item[sel]
         v.position[:, cols] = steps_t[:, None] + plan.pos[sel]
         v.replayed[:, cols] = plan.replay[sel]
-    for b, t0, n, it, p0, rp, fresh, *_ in runs:
-        t1 = t0 + n
-        v.valid[t0:t1, b] = True
-        v.first[t0:t1, b] = False
-        v.first[t0, b] = fresh
-        v.stream[t0:t1, b] = it
-        np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
-        v.replayed[t0:t1, b] = rp
+    _write_runs(v, runs, steps_t, valid=True)
     for b, t0, t1 in pads:
         pad(v, b, t0, t1)
 

@@ -73,25 +73,48 @@ class Rows:
         short: set[int] = set()
         whole = plan.whole
         data, readers, blocks = v.data, self.readers, self.blocks
+        one = data[0] if len(data) == 1 else None  # the common source of one field: no loop over fields
+        steps = 0
         for b, item, p, stop, expect, seg_end in zip(whole[sel].tolist(), plan.item[sel].tolist(),
                                                      plan.pos[sel].tolist(), plan.stop[sel].tolist(),
                                                      plan.expect[sel].tolist(), plan.seg_end[sel].tolist(),
                                                      strict=True):  # fmt: skip
             r = readers.get(b)
             # The usual whole row: its stream goes on past the batch and its current block holds all T steps.
-            if blocks and r is not None and r.blk is not None and r.item == item and r.pos == p and p + T < stop:
+            if blocks and r is not None and (blk := r.blk) is not None and r.pos == p and r.item == item:
                 j = r.j
-                if j + T <= len(r.blk[0]) and not r.dead:
-                    for dst, src in zip(data, r.blk, strict=True):
-                        dst[:, b] = src[j : j + T]
+                if j + T <= len(blk[0]) and p + T < stop and not r.dead:
+                    if one is not None:
+                        one[:, b] = blk[0][j : j + T]
+                    else:
+                        for dst, src in zip(data, blk, strict=True):
+                            dst[:, b] = src[j : j + T]
                     r.j, r.pos = j + T, p + T
-                    self.steps += T
+                    steps += T
                     continue
             if self._run(v, (b, 0, T, item, p, False, False, stop, expect, seg_end), T):
                 short.add(b)
         for run in runs:
+            b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
+            r = readers.get(b)
+            # The usual run of a block source: the row's open stream goes on in its current block.
+            if blocks and r is not None and not fresh and (blk := r.blk) is not None and r.pos == p \
+                    and r.item == item and r.j + n <= len(blk[0]) and not r.dead:  # fmt: skip
+                j = r.j
+                t1 = t0 + n
+                if one is not None:
+                    one[t0:t1, b] = blk[0][j : j + n]
+                else:
+                    for dst, src in zip(data, blk, strict=True):
+                        dst[t0:t1, b] = src[j : j + n]
+                r.j, r.pos = j + n, p + n
+                steps += n
+                if p + n == stop:
+                    self._end(r, b, stop, expect, seg_end)
+                continue
             if self._run(v, run, T):
-                short.add(run[0])
+                short.add(b)
+        self.steps += steps
         for b, _, t1 in pads:  # a row that only pads holds no open stream
             if t1 == T:
                 r = self.readers.pop(b, None)
@@ -112,13 +135,17 @@ class Rows:
             pad(v, b, t0 + got, t0 + n)
         r.pos = p + n
         self.steps += got
-        if p + n == stop:  # the stream is over as planned: does it go on past its promise?
-            if not r.dead and stop == expect != seg_end and self._more(r):
-                self.faults.mismatch(item, stop, expect, "goes on past them")
-            r.close()
-            del self.readers[b]
+        if p + n == stop:
+            self._end(r, b, stop, expect, seg_end)
             return False
         return r.dead and t0 + n == T
+
+    def _end(self, r: Reader, b: int, stop: int, expect: int, seg_end: int) -> None:
+        """Row ``b``'s stream is over as planned: report it if it goes on past its promise, and close it."""
+        if not r.dead and stop == expect != seg_end and self._more(r):
+            self.faults.mismatch(r.item, stop, expect, "goes on past them")
+        r.close()
+        del self.readers[b]
 
     def _open(self, item: int, pos: int) -> Reader:
         self.mark[0], self.mark[1] = item, pos

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,13 +38,12 @@ def stream_end(pos: int, item_length: int, segment: int) -> int:
     return min(((pos - 1) // segment + 1) * segment if pos else segment, item_length)
 
 
-@dataclass(frozen=True)
-class Claim:
-    """What a row takes at one key: tickets ``first .. first + count - 1`` (all but the last are promised empty;
+class Claim(NamedTuple):
+    """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are promised empty;
     the last is the row's stream, or makes it dry)."""
 
     first: int
-    count: int
+    n: int
     dry: bool
 
 
@@ -139,13 +138,13 @@ def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boun
     while plan.pending():
         key, _, claim = plan.advance()
         batch = key // (T * B)
-        if claim.first <= n - 1 < claim.first + claim.count:
+        if claim.first <= n - 1 < claim.first + claim.n:
             last_ticket_batch = batch
         if claim.dry:
             if first_dry_batch is None:
                 first_dry_batch = batch
             continue
-        last_step = max(last_step, key // B + plan.steps_of(claim.first + claim.count - 1) - 1)
+        last_step = max(last_step, key // B + plan.steps_of(claim.first + claim.n - 1) - 1)
     batches = last_step // T + 1
     if epoch_end == "restream":
         return max(batches, last_ticket_batch + 1)

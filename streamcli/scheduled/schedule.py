@@ -21,6 +21,7 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
 
 LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
+_COLUMNS = ("state", "pos", "stop", "item", "replay", "fresh", "ticket", "expect", "seg_end", "claim_q")
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
 """(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
 a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
@@ -68,16 +69,18 @@ class Schedule:
                                       restream=restream)  # fmt: skip
         self.k = first
         B, q0 = self.B, first * T
-        self.item = start[:, _cursor.ITEM].copy()
-        self.pos = start[:, _cursor.POS].copy()
-        self.replay = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
-        self.fresh = np.zeros(B, bool)
-        self.stop = np.zeros(B, np.int64)
-        self.expect = np.full(B, -1, np.int64)
-        self.seg_end = np.zeros(B, np.int64)
-        self.claim_q = np.full(B, q0, np.int64)
-        self.state = np.full(B, IDLE, np.int8)
-        self.ticket = np.full(B, -1, np.int64)  # the ticket of the row's current (or last) stream
+        # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
+        # the names below are its columns.
+        self.rows = rows = np.zeros((B, len(_COLUMNS)), np.int64)
+        (self.state, self.pos, self.stop, self.item, self.replay, self.fresh, self.ticket, self.expect,
+         self.seg_end, self.claim_q) = (rows[:, i] for i in range(len(_COLUMNS)))  # fmt: skip
+        self.item[:] = start[:, _cursor.ITEM]
+        self.pos[:] = start[:, _cursor.POS]
+        self.replay[:] = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
+        self.expect[:] = -1
+        self.claim_q[:] = q0
+        self.state[:] = IDLE
+        self.ticket[:] = -1  # the ticket of the row's current (or last) stream
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == _cursor.DRY:
                 self.state[b] = DRY
@@ -100,7 +103,7 @@ class Schedule:
         heap, limit = plan._heap, q1 * B
         while heap and heap[0][0] < limit:
             key, b, c = plan.advance()
-            by_row.setdefault(b, []).append((key // B, c.first, c.count, c.dry))
+            by_row.setdefault(b, []).append((key // B, c.first, c.n, c.dry))
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
@@ -111,7 +114,7 @@ class Schedule:
             crossing[list(by_row)] = True
         whole = np.flatnonzero(whole_mask)
         out = BatchRuns(
-            k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole],
+            k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole] != 0,
             fresh=np.zeros(len(whole), bool), stop=self.stop[whole], expect=self.expect[whole],
             seg_end=self.seg_end[whole], ticket=self.ticket[whole], run_tickets=[], pad_tickets=[],
             runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
@@ -141,9 +144,8 @@ class Schedule:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, plan, order = self.T, self.plan, self.order
-        state, pos, stop, item = int(self.state[b]), int(self.pos[b]), int(self.stop[b]), int(self.item[b])
-        replay, fresh, ticket = bool(self.replay[b]), bool(self.fresh[b]), int(self.ticket[b])
-        expect, seg_end, claim_q = int(self.expect[b]), int(self.seg_end[b]), int(self.claim_q[b])
+        state, pos, stop, item, replay, fresh, ticket, expect, seg_end, claim_q = self.rows[b].tolist()
+        replay, fresh = replay != 0, fresh != 0
         runs, run_tickets, pads, pad_tickets = out.runs, out.run_tickets, out.pads, out.pad_tickets
         t, c = 0, 0
         while t < T:
@@ -189,6 +191,4 @@ class Schedule:
                 pads.append((b, t, T))
                 pad_tickets.append(ticket)
                 t = T
-        self.state[b], self.pos[b], self.stop[b], self.item[b] = state, pos, stop, item
-        self.replay[b], self.fresh[b], self.ticket[b] = replay, fresh, ticket
-        self.expect[b], self.seg_end[b], self.claim_q[b] = expect, seg_end, claim_q
+        self.rows[b] = (state, pos, stop, item, replay, fresh, ticket, expect, seg_end, claim_q)
