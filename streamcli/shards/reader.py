@@ -1,5 +1,5 @@
 """Read an export back, from a folder or a URL: ``load_manifest``, ``open_shard``, ``ShardReader`` (the exported
-batches, bit-identically) and ``verify``. A URL is served by ``remote_reader``; a folder by ``format`` and ``npz``.
+batches, bit-identically) and ``verify``. A URL is served by ``remote_reader``; a folder by ``records`` and ``npz``.
 
 Safe on hostile input: pickles are never loaded, manifest shard names must be plain file names inside the
 export folder, and every member's shape and dtype is checked against the manifest before it becomes a
