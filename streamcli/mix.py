@@ -1,13 +1,13 @@
 """``mix``: several sources as one, each epoch's streams drawn from them by weight.
 
 The mixed source's items are ``(source index, item)`` pairs, and its ``stream_order`` hook orders each epoch's
-streams (``scheduled.streams``): each source's streams are shuffled by its own seeded permutation (from the seed,
-the epoch and the source), then interleaved by *step deficit*: the next stream comes from the source whose
-steps so far are furthest below its weight times the steps so far of all. A row that needs a new stream
-therefore takes one from a source chosen by weight, and over any stretch of the epoch each source's share of
-real steps stays within about one stream's length of its weight. The order is a pure function of the seed, the
-epoch and the lengths, so resume, any worker count, ranks (split after the ordering) and ``segment=`` (the
-segments of an item are streams of the item's source) all work unchanged.
+streams (``scheduled.streams``; the order itself is ``mix_order``): each source's streams are shuffled by its own
+seeded permutation (from the seed, the epoch and the source), then interleaved by *step deficit*: the next stream
+comes from the source whose steps so far are furthest below its weight times the steps so far of all. A row that
+needs a new stream therefore takes one from a source chosen by weight, and over any stretch of the epoch each
+source's share of real steps stays within about one stream's length of its weight. The order is a pure function
+of the seed, the epoch and the lengths, so resume, any worker count, ranks (split after the ordering) and
+``segment=`` (the segments of an item are streams of the item's source) all work unchanged.
 
 Epoch semantics (``until``):
 
@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from streamcli.mix_order import deficit_order, restream_passes, source_size, stream_steps
 from streamcli.source import (
     PLUGIN_ATTR,
     BaseSource,
@@ -175,7 +176,7 @@ class Mix(BaseSource):
         lengths = [[self._sub_length(i, it) for it in its] for i, its in enumerate(per)]
         passes = [1] * len(per)
         if self.until == "restream":
-            passes = _passes([_size(ls) for ls in lengths], self.weights)
+            passes = restream_passes([source_size(ls) for ls in lengths], self.weights)
         items: list[tuple[int, Any]] = []
         source_of: list[int] = []
         pass_of: list[int] = []
@@ -198,56 +199,11 @@ class Mix(BaseSource):
             return None
         return None if n is None else int(n)
 
-    def _stream_steps(self, items: np.ndarray, steps: np.ndarray | None) -> list[float]:
-        """Each stream's steps: promised, or estimated (an item's length shared among its streams; unknown
-        lengths count as the mean known stream)."""
-        if steps is not None:
-            return [float(n) for n in steps.tolist()]
-        per_item = np.bincount(items, minlength=len(self._item_steps)) if len(items) else np.zeros(0, np.int64)
-        est: list[float | None] = []
-        for it in items.tolist():
-            n = self._item_steps[it]
-            est.append(None if n is None else n / max(int(per_item[it]), 1))
-        known = [x for x in est if x is not None]
-        fill = sum(known) / len(known) if known else 1.0
-        return [fill if x is None else x for x in est]
-
     def _order(self, items: np.ndarray, steps: np.ndarray | None, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
         self.items()
-        k = len(self.sources)
-        src, pas = self._source_of[items], self._pass_of[items]
-        queues: list[list[int]] = []
-        first_pass: list[int] = []  # streams of pass 0 per source
-        for i in range(k):
-            mine = np.nonzero(src == i)[0]
-            parts = []
-            for p in range(int(pas[mine].max()) + 1 if len(mine) else 0):
-                sel = mine[pas[mine] == p]
-                if shuffle:
-                    sel = sel[np.random.default_rng([seed, epoch, i, p, 0x6D6978]).permutation(len(sel))]
-                parts.append(sel)
-            queues.append(np.concatenate(parts).tolist() if parts else [])
-            first_pass.append(len(parts[0]) if parts else 0)
-        n_steps = self._stream_steps(items, steps)
-        w = self.weights
-        pos = [0] * k
-        taken = [0.0] * k
-        total = 0.0
-        out: list[int] = []
-        while True:
-            # The source furthest below its share; ties to the lowest index.
-            i = max(range(k), key=lambda q: (w[q] * total - taken[q], -q))
-            if pos[i] >= len(queues[i]):
-                break  # "first": the first source ran out; "restream": the one that needs a single pass did
-            j = queues[i][pos[i]]
-            pos[i] += 1
-            out.append(j)
-            taken[i] += n_steps[j]
-            total += n_steps[j]
-        if self.until == "restream":  # every source covered once, even if the last one is a stream short
-            for i in range(k):
-                out += queues[i][pos[i] : first_pass[i]]
-        return np.asarray(out, np.int64)
+        n_steps = stream_steps(items, steps, self._item_steps)
+        return deficit_order(items, self._source_of, self._pass_of, n_steps, self.weights,
+                             restream=self.until == "restream", seed=seed, epoch=epoch, shuffle=shuffle)  # fmt: skip
 
 
 def _weights(names: Sequence[str], weights: Mapping[str, float] | None) -> tuple[float, ...]:
@@ -296,25 +252,6 @@ def _common_fields(names: Sequence[str], fields: Sequence[tuple[Field, ...]]) ->
         if extra:
             raise ValueError(f"mix: field {extra[0]!r} of source {name!r} is missing from source {names[0]!r}")
     return tuple(fields[0])
-
-
-def _size(lengths: Sequence[int | None]) -> float:
-    """A source's size: its steps when every length is known, else its streams."""
-    if all(n is not None for n in lengths):
-        return float(sum(n for n in lengths if n is not None))
-    return float(len(lengths))
-
-
-def _passes(sizes: Sequence[float], weights: Sequence[float]) -> list[int]:
-    """Passes per source under ``until="restream"``: the source that takes longest to cover at its weight needs
-    one; every other enough to keep pace until then, plus one for the interleaving's slack. A source of no steps
-    has nothing to restream: one pass."""
-    need = [s / w for s, w in zip(sizes, weights, strict=True)]
-    last = max(range(len(sizes)), key=lambda i: (need[i], -i))
-    return [
-        1 if i == last or s <= 0 else math.ceil(w * need[last] / s) + 1
-        for i, (s, w) in enumerate(zip(sizes, weights, strict=True))
-    ]
 
 
 def names_of(source: object) -> tuple[str, ...] | None:

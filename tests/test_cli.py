@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import streamcli.plugins as plugins_mod
 from streamcli.cli import app
-from streamcli.cli._sources import convert
+from streamcli.cli._source_options import convert
 
 runner = CliRunner()
 TINY = ["-b", "2", "-t", "4", "-w", "0"]

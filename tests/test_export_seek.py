@@ -10,7 +10,7 @@ from test_resume import CountedSource
 from streamcli import StreamLoader
 from streamcli.shards import make_header
 from streamcli.shards.exporting import export_loader
-from streamcli.shards.format import read_partial
+from streamcli.shards.records import read_partial
 
 LENGTHS = [60, 45, 80, 33, 71, 52, 64]
 

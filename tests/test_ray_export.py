@@ -10,8 +10,9 @@ import pytest
 from streamcli import ShardError, StreamLoader, load_source
 from streamcli.shards import make_header
 from streamcli.shards.exporting import export_loader
-from streamcli.shards.format import PARTIAL, write_partial
+from streamcli.shards.format import PARTIAL
 from streamcli.shards.on_ray import Job, export_on_ray, export_range, shard_runs
+from streamcli.shards.records import write_partial
 
 SOURCE = {"plugin": "camera", "arg": None, "options": {"count": 5, "steps": 19, "size": (8, 8)}}
 LOADER = {"batch_size": 2, "time_steps": 4, "seed": 3, "segment": 6, "epoch_end": "pad", "boundary": "pad"}

@@ -16,7 +16,7 @@ pytest.importorskip("ray")
 
 DRIVER = """
 import ray
-from streamcli.shards.on_ray import init_local
+from streamcli.shards.ray_local import init_local
 
 init_local(ray, num_cpus=1)
 assert ray.get(ray.remote(lambda: 7).remote()) == 7

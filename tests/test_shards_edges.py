@@ -29,7 +29,7 @@ from streamcli.shards import (
     open_shard,
     verify,
 )
-from streamcli.shards.format import read_partial, write_partial
+from streamcli.shards.records import read_partial, write_partial
 
 runner = CliRunner()
 TINY = ["-b", "2", "-t", "4", "-w", "0"]

@@ -19,8 +19,8 @@ from streamcli import ShardReader, StreamLoader, load_source
 from streamcli.cli import app
 from streamcli.errors import ShardError
 from streamcli.shards import MANIFEST, PARTIAL, ShardWriter, export, load_manifest, make_header, verify
-from streamcli.shards.format import read_partial
-from streamcli.shards.npz import complete_batches, sha256_file
+from streamcli.shards.npz_write import complete_batches, sha256_file
+from streamcli.shards.records import read_partial
 
 TEXTS = ["the quick brown fox jumps", "over the lazy dog", "a", "streams of bytes, one step at a time!"]
 runner = CliRunner()
@@ -280,7 +280,7 @@ def test_a_named_pipe_as_the_manifest_is_refused_without_hanging(tmp_path: Path,
 
 
 def test_a_link_planted_at_the_manifests_temporary_name_is_not_written_through(tmp_path: Path) -> None:
-    from streamcli.shards.format import write_json
+    from streamcli.shards.records import write_json
 
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")

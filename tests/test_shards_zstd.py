@@ -22,7 +22,7 @@ from streamcli.cli import app
 from streamcli.errors import ShardError
 from streamcli.shards import MANIFEST, export, load_manifest, make_header, verify
 from streamcli.shards.exporting import export_loader
-from streamcli.shards.npz import complete_batches, sha256_file
+from streamcli.shards.npz_write import complete_batches, sha256_file
 from streamcli.shards.on_ray import Job, export_range
 from streamcli.shards.writer import ShardWriter
 

@@ -16,7 +16,16 @@ from typing import Annotated
 
 import typer
 
-from streamcli.cli import cmd_bench, cmd_events, cmd_export, cmd_plugins, cmd_preview, cmd_replay, cmd_samples
+from streamcli.cli import (
+    cmd_bench,
+    cmd_events,
+    cmd_export,
+    cmd_plugins,
+    cmd_preview,
+    cmd_replay,
+    cmd_samples,
+    cmd_verify,
+)
 from streamcli.cli._common import STATE, StreamcliGroup
 
 app = typer.Typer(
@@ -53,7 +62,7 @@ def _root(
         os.environ["STREAMCLI_NATIVE_LOG"] = "1"
 
 
-for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_events, cmd_replay, cmd_samples):
+for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
     _module.register(app)
 
 

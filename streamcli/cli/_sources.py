@@ -1,33 +1,28 @@
-"""From the command line to a source and a loader: ``[SOURCE] [PATH]``, ``-o key=value`` and the loader options.
+"""From the command line to a source: ``[SOURCE] [PATH]`` and ``-o key=value`` to a constructed ``SourceSpec``.
 
 Every problem with what the user gave raises ``UsageFailure`` (exit 2) with a message that names the flag.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-import stat
-import types
-import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from streamcli.cli._common import STATE, UsageFailure, unreadable
-from streamcli.cli._mix import check_mix_input, is_mix, resolve_mix
+from streamcli.cli._inputs import check_readable, infer_plugin, looks_like_path, url_argument
+from streamcli.cli._mix import is_mix, resolve_mix
 from streamcli.cli._noise import quiet
-from streamcli.cli._options import LoaderOptions, flag_names, source_flag_names
-from streamcli.cli._spec import SourceSpec, check_option_syntax, did_you_mean
+from streamcli.cli._options import flag_names, source_flag_names
+from streamcli.cli._source_options import convert_argument, option_signature, parse_options
+from streamcli.cli._spec import SourceSpec, did_you_mean
 from streamcli.errors import PluginLoadError, PluginNotFoundError, ShardError, SourceError, StreamcliError
 from streamcli.plugins import list_plugins, load_factory, load_source
-from streamcli.source import call_prepare, can_open
+from streamcli.source import call_prepare
 from streamcli.storage import urls
-
-if TYPE_CHECKING:
-    from streamcli.loader import StreamLoader
 
 DEFAULT_SOURCE = "camera"
 
@@ -94,11 +89,11 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     except PluginNotFoundError as exc:
         raise UsageFailure(flag_names(str(exc))) from None
     options = parse_options(factory, raw_options or [], plugin)
-    if arg is not None and not remote and _looks_like_path(arg) and not Path(arg).exists():
+    if arg is not None and not remote and looks_like_path(arg) and not Path(arg).exists():
         raise UsageFailure(f"{arg!r} does not exist (the {plugin} source needs an existing file or folder)")
     if arg is not None and not remote and Path(arg).exists():
         check_readable(arg)
-    value: Any = arg if arg is None else _convert_argument(factory, arg)
+    value: Any = arg if arg is None else convert_argument(factory, arg)
     option_names = list(option_signature(factory)[0])
 
     def bad_input(exc: BaseException) -> UsageFailure:
@@ -155,227 +150,6 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
             check_readable(item)
     return SourceSpec(plugin, arg, options, source)
-
-
-def check_readable(path: str | os.PathLike[str]) -> None:
-    """Raise ``UsageFailure`` when this user may not read ``path`` (a file is opened, a folder listed).
-
-    ``os.access`` would say yes to root even where the file system says no, so this asks the file system.
-    """
-    try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            with os.scandir(path):
-                pass
-        elif stat.S_ISREG(mode):  # never open anything else: a FIFO would block here
-            with open(path, "rb"):
-                pass
-    except PermissionError as exc:
-        raise UsageFailure(unreadable(exc)) from None
-    except OSError:
-        return  # anything else (a FIFO, a vanished file) is the source's to report
-
-
-def check_input(args: Sequence[str] | None) -> None:
-    """The cheap part of ``resolve_source``, before anything slow: a given PATH exists and can be read."""
-    args = list(args or [])
-    if is_mix(args):
-        return check_mix_input(args[1:], check_input)
-    for a in args:
-        url_argument(a)  # a URL that cannot be served: exit 2 before anything slow
-    args = [a if urls.scheme(a) != "file" else str(urls.local_path(a)) for a in args]
-    path = args[1] if len(args) == 2 else args[0] if len(args) == 1 and Path(args[0]).exists() else None
-    if path is None or urls.is_remote(path):
-        return
-    if not Path(path).exists():
-        if _looks_like_path(path):  # a plugin may take another argument (camera 4)
-            raise UsageFailure(f"{path!r} does not exist (the {args[0]} source needs an existing file or folder)")
-        return
-    check_readable(path)
-
-
-def _convert_argument(factory: Any, arg: str) -> Any:
-    """The positional argument as its annotated number type (``streamcli preview camera 4``), else as given."""
-    try:
-        params = list(inspect.signature(factory).parameters.values())
-        target = factory.__init__ if inspect.isclass(factory) else factory
-        ann = typing.get_type_hints(target).get(params[0].name) if params else None
-    except Exception:
-        return arg
-    if ann in (int, float):
-        try:
-            return convert(arg, ann)
-        except ValueError:
-            return arg
-    return arg
-
-
-def url_argument(arg: str) -> str:
-    """A path as given, or a ``file://`` URL as its path; any other URL must be servable (else
-    ``UnsupportedURLError``, exit 2, naming the URL and the package to install)."""
-    if urls.is_remote(arg):
-        urls.check(arg)
-        return arg
-    return str(urls.local_path(arg))
-
-
-def _looks_like_path(arg: str) -> bool:
-    return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
-
-
-def infer_plugin(path: str, names: Sequence[str]) -> str:
-    """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
-    if urls.is_remote(path):
-        urls.check(path)
-        raise UsageFailure(f"name the source of a URL, e.g. streamcli preview shards {path} (or text, audio)")
-    path = str(urls.local_path(path))
-    if not Path(path).exists():
-        msg = f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}"
-        raise UsageFailure(did_you_mean(msg, path, names))
-    for name in names:
-        try:
-            if can_open(load_factory(name), path):
-                return name
-        except Exception:  # a broken plugin must not stop inference with the others
-            continue
-    raise UsageFailure(f"no plugin can open {path!r}; name one, e.g. streamcli preview video {path}")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# -o key=value, converted with the factory's signature annotations.
-
-
-def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, Any]:
-    params, hints, open_kwargs = option_signature(factory)
-    check_option_syntax(raw)
-    out: dict[str, Any] = {}
-    for item in raw:
-        key, _, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if key not in params and not open_kwargs:
-            valid = ", ".join(params) or "none"
-            raise UsageFailure(f"the {plugin} source has no option {key!r}; valid options: {valid}")
-        param = params.get(key)
-        ann = hints.get(key, inspect.Parameter.empty)
-        default = param.default if param is not None else inspect.Parameter.empty
-        try:
-            out[key] = convert(value, ann, default)
-        except ValueError as exc:
-            raise UsageFailure(f"-o {key}={value}: {exc}") from None
-    return out
-
-
-def option_signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
-    try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return {}, {}, True
-    target = factory.__init__ if inspect.isclass(factory) else factory
-    try:
-        hints = typing.get_type_hints(target)
-    except Exception:  # unresolvable annotations: fall back to the defaults' types
-        hints = {}
-    params = list(sig.parameters.values())
-    open_kwargs = any(p.kind is p.VAR_KEYWORD for p in params)
-    named = [p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if named and named[0].kind is named[0].POSITIONAL_OR_KEYWORD and named[0].default is inspect.Parameter.empty:
-        named = named[1:]  # the source's argument (PATH), not an option
-    return {p.name: p for p in named}, hints, open_kwargs
-
-
-_TRUE = {"1", "true", "yes", "on", "y"}
-_FALSE = {"0", "false", "no", "off", "n"}
-
-
-def convert(value: str, ann: Any, default: Any = inspect.Parameter.empty) -> Any:
-    """Convert ``value`` to the annotated type: int, float, bool, str, tuples like ``64x64`` or ``64,64``."""
-    if ann is inspect.Parameter.empty or ann is Any:
-        if default is inspect.Parameter.empty or default is None:
-            return value
-        ann = type(default)
-    origin = typing.get_origin(ann)
-    if origin in (typing.Union, types.UnionType):
-        choices = [a for a in typing.get_args(ann) if a is not type(None)]
-        if value.lower() == "none" and len(choices) < len(typing.get_args(ann)):
-            return None
-        errors = []
-        for choice in sorted(choices, key=lambda a: a is str):  # try str last
-            try:
-                return convert(value, choice)
-            except ValueError as exc:
-                errors.append(str(exc))
-        raise ValueError("; ".join(errors))
-    if origin is typing.Literal:
-        allowed = [str(a) for a in typing.get_args(ann)]
-        if value not in allowed:
-            raise ValueError(f"must be one of {', '.join(allowed)}")
-        return value
-    if ann is bool:
-        if value.lower() in _TRUE:
-            return True
-        if value.lower() in _FALSE:
-            return False
-        raise ValueError("must be true or false")
-    if ann is int:
-        try:
-            return int(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not an integer") from None
-    if ann is float:
-        try:
-            return float(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not a number") from None
-    if ann in (str, Path) or (isinstance(ann, type) and issubclass(ann, os.PathLike)):
-        return value
-    if origin in (tuple, list) or ann in (tuple, list):
-        args = typing.get_args(ann)
-        sep = "x" if "x" in value and "," not in value else ","
-        parts = [p.strip() for p in value.split(sep) if p.strip()]
-        elem = args[0] if args else str
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(parts) != len(args):
-                raise ValueError(f"needs {len(args)} values, like {'x'.join(['64'] * len(args))}")
-            return tuple(convert(p, a) for p, a in zip(parts, args, strict=True))
-        conv = [convert(p, elem) for p in parts]
-        return tuple(conv) if origin is tuple or ann is tuple else conv
-    return value
-
-
-# ----------------------------------------------------------------------------------------------------------
-
-
-def check_config(opts: LoaderOptions, **overrides: Any) -> None:
-    """Validate the loader settings alone (no source, no torch): a bad value is a usage error naming the flag."""
-    from streamcli.config import LoaderConfig
-
-    kwargs = {**opts.kwargs(), **overrides}
-    if kwargs.get("transform") is not None:
-        from streamcli.transforms import parse_transform
-
-        try:
-            parse_transform(kwargs["transform"])
-        except ValueError as exc:
-            raise UsageFailure(f"--transform: {exc}") from None
-    known = {k: v for k, v in kwargs.items() if k in LoaderConfig.__dataclass_fields__}
-    try:
-        LoaderConfig(opts.batch_size, opts.time_steps, **known)
-    except (ValueError, TypeError) as exc:
-        raise UsageFailure(flag_names(str(exc))) from None
-
-
-def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> StreamLoader:
-    """Build the loader; its ``ValueError`` (a bad option value) becomes a usage error."""
-    from streamcli.loader import StreamLoader  # imports torch: only when a command runs
-
-    kwargs = opts.kwargs()
-    kwargs.update(overrides)
-    if spec.source is None:
-        raise UsageFailure(f"the {spec.plugin} source was not constructed")
-    try:
-        return StreamLoader(spec.source, opts.batch_size, opts.time_steps, **kwargs)
-    except (ValueError, TypeError) as exc:
-        raise UsageFailure(flag_names(str(exc))) from None
 
 
 class _ScanBar:

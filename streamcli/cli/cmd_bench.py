@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
+from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LOADER, LoaderOptions, default_workers, loader_command
-from streamcli.cli._sources import SourceArgs, SourceOpts, check_config, open_loader, resolve_source
+from streamcli.cli._sources import SourceArgs, SourceOpts, resolve_source
 from streamcli.stats import padding_hint
 
 if TYPE_CHECKING:

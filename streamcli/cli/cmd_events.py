@@ -19,8 +19,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
+from streamcli.cli._inputs import check_input
 from streamcli.cli._noise import CollectedWarnings
-from streamcli.cli._sources import SourceOpts, check_input, resolve_source
+from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
 
 FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": (".npy", "numpy")}

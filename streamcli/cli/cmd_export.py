@@ -1,4 +1,4 @@
-"""``streamcli export`` (batches to ``.npz`` shards) and ``streamcli verify`` (check an export)."""
+"""``streamcli export``: batches to ``.npz`` shards, locally or on Ray (``streamcli verify`` checks them)."""
 
 from __future__ import annotations
 
@@ -11,35 +11,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
+from streamcli.cli._export_plan import batches_to_write, check_compress, epochs_for, listing, parse_size, shard_files
+from streamcli.cli._inputs import check_input, url_argument
+from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, loader_command
-from streamcli.cli._sources import (
-    SourceOpts,
-    check_config,
-    check_input,
-    open_loader,
-    resolve_source,
-    url_argument,
-)
+from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
-from streamcli.errors import ShardError
 from streamcli.storage import urls
-
-_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
-
-
-def parse_size(text: str) -> int:
-    """``64MB``, ``500k``, ``1g`` or a byte count."""
-    t = text.strip().lower().replace("ib", "b")
-    num = t.rstrip("kmgb")
-    unit = t[len(num) :]
-    try:
-        value = float(num)
-    except ValueError:
-        value = -1
-    if value <= 0 or unit not in _SIZE_UNITS:
-        raise UsageFailure(f"--shard-size {text!r} must be a size like 64MB, 500kB or 1GB")
-    return int(value * _SIZE_UNITS[unit])
 
 
 def export(
@@ -105,7 +84,7 @@ def export(
         raise UsageFailure(f"--engine {engine!r} must be local or ray")
     if engine == "local" and (address is not None or partitions is not None):
         raise UsageFailure("--address and --partitions need --engine ray")
-    _check_compress(compress, level)
+    check_compress(compress, level)
     if engine == "ray":
         from streamcli.shards.on_ray import import_ray
 
@@ -126,7 +105,7 @@ def export(
         blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
-    if _listing(out_dir) and not (overwrite or resume):
+    if listing(out_dir) and not (overwrite or resume):
         given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
         raise UsageFailure(
             f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue{given}"
@@ -153,7 +132,7 @@ def export(
         )
         # --batches alone runs as many epochs as it needs
         n_epochs = epochs if epochs is not None else None if batches is not None else 1
-        total = _total(loader, n_epochs, batches)
+        total = batches_to_write(loader, n_epochs, batches)
         if engine == "ray" and total is None:
             raise UsageFailure(
                 f"--engine ray needs every stream's length to cut the export into tasks, but the {spec.plugin} "
@@ -161,9 +140,9 @@ def export(
                 + ("" if n_epochs is None else ", or give --batches N")
             )
         mode = "resume" if resume else "overwrite" if overwrite else "new"
-        was_complete = resume and MANIFEST in _listing(out_dir)
-        before = _shard_files(out_dir) if resume else {}  # what a resumed run keeps, told apart after it
-        stale = was_complete and PARTIAL in _listing(out_dir)
+        was_complete = resume and MANIFEST in listing(out_dir)
+        before = shard_files(out_dir) if resume else {}  # what a resumed run keeps, told apart after it
+        stale = was_complete and PARTIAL in listing(out_dir)
         t0 = time.perf_counter()
         counts = (
             (TextColumn("{task.fields[rate]}"),) if total is None else (MofNCompleteColumn(), TextColumn("batches"))
@@ -209,7 +188,7 @@ def export(
         )
         return
     # A resumed run is timed on what it wrote itself; the shards it kept were written by an earlier run.
-    now = _shard_files(out_dir)
+    now = shard_files(out_dir)
     kept = [sh for sh in manifest["shards"] if sh["name"] in before and before[sh["name"]] == now.get(sh["name"])]
     new_n = n - sum(int(sh["batches"]) for sh in kept)
     new_bytes = nbytes - sum(int(sh["bytes"]) for sh in kept)
@@ -237,69 +216,6 @@ def export(
         console.print(f"[yellow]hint:[/] {hint}", highlight=False)
 
 
-def _check_compress(compress: str, level: int | None) -> None:
-    """Refuse a codec or level that ``make_header`` would refuse, or zstd without zstandard, before any work."""
-    from streamcli.shards import codec
-
-    if compress not in codec.NAMES:
-        raise UsageFailure(f"--compress {compress!r} must be one of {', '.join(codec.NAMES)}")
-    if level is not None and compress != "zstd":
-        raise UsageFailure(f"--level {level} needs --compress zstd (--compress {compress} has no level)")
-    if level is not None and level not in codec.ZSTD_LEVELS:
-        raise UsageFailure(f"--level {level} must be from {codec.ZSTD_LEVELS[0]} to {codec.ZSTD_LEVELS[-1]}")
-    if compress == "zstd":
-        try:
-            codec.import_zstd()
-        except ShardError as exc:
-            raise UsageFailure(f"--compress zstd: {exc}") from None
-
-
-def _listing(out_dir: str | Path) -> dict[str, Any]:
-    """The names in the export folder, or under the URL but its lock object (a killed export's, or a live one's
-    that the writer names) -> their fsspec info (locally None)."""
-    from streamcli.shards.format import LOCK
-
-    if isinstance(out_dir, str):
-        from streamcli.storage.remote import Remote
-
-        return {n: i for n, i in Remote(out_dir).listing().items() if n != LOCK}
-    return {p.name: None for p in out_dir.iterdir()} if out_dir.is_dir() else {}  # a local lock file counts
-
-
-def _shard_files(out_dir: str | Path) -> dict[str, tuple[Any, ...]]:
-    """Each shard file's identity (inode, size, mtime): a shard written again gets a new one (rename into place).
-    For an object: size, ETag and modification time."""
-    from streamcli.shards.format import SHARD_RE
-
-    if isinstance(out_dir, str):
-        return {
-            n: (i.get("size"), i.get("ETag"), str(i.get("LastModified")))
-            for n, i in _listing(out_dir).items()
-            if SHARD_RE.match(n)
-        }
-    if not out_dir.is_dir():
-        return {}
-    out = {}
-    for p in out_dir.iterdir():
-        if SHARD_RE.match(p.name):
-            st = p.stat()
-            out[p.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
-    return out
-
-
-def _total(loader: Any, epochs: int | None, batches: int | None) -> int | None:
-    """Batches the export will write, if the lengths say; None when unknown."""
-    try:
-        per_epoch: list[int] | None = (
-            [int(loader.batches_in_epoch(e)) for e in range(epochs)] if epochs is not None else None
-        )
-    except TypeError:
-        return batches if epochs is None else None
-    if per_epoch is None:
-        return batches
-    return min(batches or 1 << 62, sum(per_epoch))
-
-
 def _on_ray(
     loader: Any, spec: Any, opts: LoaderOptions, header: dict[str, Any], out_dir: str | Path, epochs: int | None,
     total: int, mode: str, address: str | None, partitions: int | None, progress: Progress, task: Any,
@@ -308,7 +224,7 @@ def _on_ray(
     from streamcli.shards.on_ray import Job, export_on_ray
 
     kw = {"batch_size": opts.batch_size, "time_steps": opts.time_steps, **opts.record()}
-    needed = epochs if epochs is not None else 1 + max(0, _epochs_for(loader, total))
+    needed = epochs if epochs is not None else 1 + max(0, epochs_for(loader, total))
     job = Job(source=spec.record(), loader=kw, header=header, out_dir=str(out_dir), epochs=needed, total=total,
               fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
 
@@ -326,49 +242,6 @@ def _on_ray(
                          on_started=on_started)  # fmt: skip
 
 
-def _epochs_for(loader: Any, total: int) -> int:
-    """The index of the epoch in which batch ``total`` falls (for --batches without --epochs)."""
-    done, e = 0, 0
-    while True:
-        n = loader.batches_in_epoch(e)
-        if n == 0 or done + n >= total:
-            return e
-        done += n
-        e += 1
-
-
-def verify(
-    out_dir: Annotated[
-        str, typer.Argument(help="The export folder, or its URL (s3://...).", show_default=False, metavar="OUT_DIR")
-    ],
-) -> None:
-    """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
-
-    Lists every problem found (files the manifest does not name included) and exits with code 1 if there
-    is any. Changes nothing: export --resume removes what a kill while the export finished left behind.
-    """
-    from streamcli.shards import load_manifest
-    from streamcli.shards import verify as check
-
-    out_dir = url_argument(out_dir)
-    if not urls.is_remote(out_dir) and not Path(out_dir).is_dir():
-        raise UsageFailure(f"{str(out_dir)!r} is not a folder")
-    console = Console()
-    problems = check(out_dir)
-    if problems:
-        err = Console(stderr=True, soft_wrap=True, highlight=False)
-        for p in problems:
-            err.print(f"[red]problem:[/] {p}")
-        raise ShardError(f"{len(problems)} problem(s) in {out_dir}")
-    m = load_manifest(out_dir)
-    console.print(
-        f"[green]ok[/]: {m['batches']} batches in {count(len(m['shards']), 'shard')}, "
-        f"B={m['batch_size']} T={m['time_steps']} {m['layout']}; fields "
-        + ", ".join(f.describe() for f in m["_fields"]),
-        highlight=False,
-    )
-
-
 def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
@@ -378,4 +251,3 @@ def register(app: typer.Typer) -> None:
         "streamcli export camera out/ --compress zstd --level 3  |  "
         "streamcli export mix books=0.7:text:books/ code=0.3:text:src/ out/ --segment 256",
     )(loader_command()(export))
-    app.command(cls=StreamcliCommand, epilog="Example: streamcli verify out/")(verify)

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure
-from streamcli.cli._sources import option_signature
+from streamcli.cli._source_options import option_signature
 from streamcli.cli._spec import did_you_mean
 from streamcli.errors import PluginNotFoundError
 from streamcli.plugins import PluginInfo, list_plugins, load_factory

@@ -17,9 +17,10 @@ from rich.console import Console
 from rich.live import Live
 
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
+from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
-from streamcli.cli._sources import SourceArgs, SourceOpts, check_config, open_loader, resolve_source
+from streamcli.cli._sources import SourceArgs, SourceOpts, resolve_source
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch

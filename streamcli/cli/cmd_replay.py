@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure, count
-from streamcli.cli._sources import url_argument
+from streamcli.cli._inputs import url_argument
 from streamcli.errors import ShardError
 from streamcli.storage import urls
 

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure
-from streamcli.cli._sources import convert
+from streamcli.cli._source_options import convert
 
 
 def samples(

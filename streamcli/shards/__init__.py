@@ -1,7 +1,9 @@
 """The shard format: an export folder of ``.npz`` shards and an ``index.json`` manifest, or the same at a URL.
 
-- ``format``: names, member names and dtypes, the header and manifest, the partial record, ``tidy``.
-- ``npz``: shard files on disk: atomic aligned writing, memory-mapped or decompress-once reading.
+- ``format``: names, member names and dtypes, the header and manifest, the partial record.
+- ``records``: the folder's JSON files: ``index.json`` loaded, the partial record written and read, ``tidy``.
+- ``npz``: shard files read: memory-mapped or decompress-once, every member checked before use.
+- ``npz_write``: shard files written atomically with aligned members, and checked from their headers alone.
 - ``codec``: how members are compressed (none, deflate, zstd) and the zstd frames' safe reading.
 - ``writer``: ``ShardWriter``, batches rolled into the shards of a folder (resumable, byte-identical).
 - ``exporting``: ``open_writer`` (a folder or a URL), ``export``, ``export_loader`` and ``iter_limit``.
@@ -10,6 +12,7 @@
 - ``remote_reader``, ``remote_writer``, ``remote_lock``: the same at a URL (``s3://bucket/run``), over
   ``streamcli.storage``; the reader and ``open_writer`` pick them for a URL.
 - ``on_ray``: an export cut into runs of shards, one Ray task each.
+- ``ray_local``: a local Ray instance whose processes end with this one (``on_ray`` starts it).
 
 Limits, by design: a resumed export at a URL trusts the sizes and checksums its partial record gives for the
 shards already uploaded (it downloads none of them; ``verify`` checks them all), and the remote lock's takeover
@@ -30,9 +33,9 @@ from streamcli.shards.format import (
     member_names,
     shard_name,
     shard_path,
-    tidy,
 )
 from streamcli.shards.reader import ShardReader, load_manifest, open_shard, verify
+from streamcli.shards.records import tidy
 from streamcli.shards.writer import ShardWriter
 
 __all__ = [

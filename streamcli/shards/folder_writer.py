@@ -26,14 +26,11 @@ from streamcli.shards.format import (
     ShardInfo,
     is_export_file,
     is_temp_name,
-    read_partial,
     shard_name,
-    tidy,
-    write_json,
-    write_partial,
 )
 from streamcli.shards.lock import FolderLock
-from streamcli.shards.npz import complete_batches, sha256_file, write_npz
+from streamcli.shards.npz_write import complete_batches, sha256_file, write_npz
+from streamcli.shards.records import read_partial, tidy, write_json, write_partial
 from streamcli.storage import urls
 
 

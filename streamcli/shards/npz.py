@@ -1,12 +1,6 @@
-"""Shard files on disk: atomic, reproducible writing and safe, fast reading of ``.npz`` members.
+"""Shard files read: safe, fast reading of ``.npz`` members (``npz_write`` writes them).
 
-Writing: members go in a fixed order with a fixed zip timestamp (``np.savez`` stamps the current time), so
-shard bytes depend only on the batches and a resumed export is byte-identical. Each member's data starts
-on a 64-byte boundary (a padding extra field, as Android's zipalign does), so a memory-mapped member is
-aligned. The file is written under a temporary name, fsynced and renamed; on any failure the temporary
-file is removed.
-
-Reading (``open_folder_shard``): an uncompressed shard is memory-mapped, one map per shard, and each member is an
+``open_folder_shard``: an uncompressed shard is memory-mapped, one map per shard, and each member is an
 array viewing it (copy-on-write, so tensors built on it are writable and the file is never changed); the
 map lives as long as any array or tensor that views it. A compressed shard is read once and each member
 decompressed once (deflate through ``zipfile``; a zstd member, a stored frame, is sliced from the file's bytes and
@@ -33,61 +27,12 @@ from typing import IO, Any, BinaryIO, Literal
 import numpy as np
 
 from streamcli.errors import ShardError
-from streamcli.shards.codec import Codec, compress_npy, import_zstd, open_frame
-from streamcli.shards.format import expected_shapes, member_names, shard_path
+from streamcli.shards.codec import Codec, import_zstd, open_frame
+from streamcli.shards.format import expected_shapes, shard_path
 from streamcli.storage import urls
 
-_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-_ALIGN = 64
-_PAD_ID = 0xD935  # the extra-field id zipalign uses for padding; readers skip unknown ids
-_LOCAL = struct.Struct("<4s5HLLLHH")  # a zip local file header (30 bytes)
-_ZIP64_EXTRA = 20  # what zipfile adds to a local header written with force_zip64
+LOCAL_HEADER = struct.Struct("<4s5HLLLHH")  # a zip local file header (30 bytes)
 _CHUNK = 1 << 20
-
-
-def write_npz(path: Path, arrays: Mapping[str, np.ndarray], codec: Codec) -> None:
-    """Write ``arrays`` as an ``.npz`` with fixed timestamps and aligned members, atomically, compressed by
-    ``codec`` (a zstd frame is a stored member)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    method = zipfile.ZIP_DEFLATED if codec.name == "deflate" else zipfile.ZIP_STORED
-    try:
-        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a string path
-            with zipfile.ZipFile(f, "w", compression=method, allowZip64=True) as zf:
-                for name, arr in arrays.items():
-                    info = zipfile.ZipInfo(codec.member(name), date_time=_ZIP_DATE)
-                    info.compress_type = method
-                    info.external_attr = 0o644 << 16
-                    info.extra = _padding(f.tell() + _LOCAL.size + len(info.filename.encode()) + _ZIP64_EXTRA)
-                    with zf.open(info, "w", force_zip64=True) as member:
-                        if codec.name == "zstd":
-                            assert codec.level is not None
-                            member.write(compress_npy(arr, codec.level))
-                        else:
-                            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk or an interrupt must not leave half a shard behind
-        raise
-
-
-def _padding(data_start: int) -> bytes:
-    """An extra field that moves a member's data from ``data_start`` to the next aligned offset."""
-    pad = -data_start % _ALIGN
-    if pad == 0:
-        return b""
-    if pad < 4:  # an extra field is at least its 4-byte header
-        pad += _ALIGN
-    return struct.pack("<HH", _PAD_ID, pad - 4) + bytes(pad - 4)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def open_folder_shard(
@@ -193,7 +138,7 @@ Header = tuple[tuple[int, ...], bool, np.dtype[Any]]
 """A ``.npy`` header: shape, Fortran order, dtype."""
 
 
-def _read_header(f: IO[bytes]) -> Header | None:
+def read_header(f: IO[bytes]) -> Header | None:
     """The ``.npy`` header at ``f``'s position (safe parsing: no pickle), leaving ``f`` at the array's first byte;
     None for a version other than 1.0 and 2.0."""
     version = np.lib.format.read_magic(f)
@@ -208,8 +153,8 @@ def _read_header(f: IO[bytes]) -> Header | None:
 
 @functools.lru_cache(maxsize=256)
 def _parse_npy_header(head: bytes) -> Header | None:
-    """``_read_header`` of a header's bytes (cached, as shards repeat them)."""
-    return _read_header(io.BytesIO(head))
+    """``read_header`` of a header's bytes (cached, as shards repeat them)."""
+    return read_header(io.BytesIO(head))
 
 
 def load_members(
@@ -262,17 +207,17 @@ def _load_frames(
 
 def _data_start(name: str, key: str, buf: memoryview | mmap.mmap, info: zipfile.ZipInfo) -> int:
     """Where a member's data starts in the shard's bytes ``buf``, from its local zip header."""
-    sig, *_, name_len, extra_len = _LOCAL.unpack_from(buf, info.header_offset)
+    sig, *_, name_len, extra_len = LOCAL_HEADER.unpack_from(buf, info.header_offset)
     if sig != b"PK\x03\x04":
         raise ShardError(f"shard {name!r}: {key} has a corrupted zip header")
-    return int(info.header_offset + _LOCAL.size + name_len + extra_len)
+    return int(info.header_offset + LOCAL_HEADER.size + name_len + extra_len)
 
 
 def _read_member(name: str, key: str, member: IO[bytes], size: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """Member ``key``'s array, read from ``member`` (at its first byte, ``size`` bytes long): its ``.npy`` header and
     ``size`` must agree with the manifest before the rest is read, so a member that only claims a huge array is
     refused before any of it is inflated."""
-    header = _read_header(member)
+    header = read_header(member)
     if header is None:
         raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
     got_shape, fortran, got = header
@@ -290,65 +235,3 @@ def _read_member(name: str, key: str, member: IO[bytes], size: int, shape: tuple
     if member.read(1):
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key} is longer than its header says")
     return arr
-
-
-def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
-    """How many batches a shard on disk holds, or -1 if it is unreadable (then it is rewritten).
-
-    Every member's ``.npy`` header and zip entry size must match the header's shapes for that many batches before
-    the CRCs are checked (streaming): a member that only claims a huge array is never inflated into memory.
-    """
-    codec = Codec.of(header)
-    errors: tuple[type[Exception], ...] = (import_zstd().ZstdError,) if codec.name == "zstd" else ()
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block the zip reader forever
-            return -1
-        with zipfile.ZipFile(path) as zf:
-            by_name = {i.filename: i for i in zf.infolist()}
-            if sorted(by_name) != sorted(codec.member(n) for n in member_names(header)):
-                return -1
-            infos = {n: by_name[codec.member(n)] for n in member_names(header)}
-            k = _npy_header(zf, infos["meta.index"], codec)[0]
-            if len(k) != 1:
-                return -1
-            for key, (shape, dtype) in expected_shapes(header, k[0]).items():
-                got_shape, got, head_len, size = _npy_header(zf, infos[key], codec)
-                nbytes = got.itemsize * int(np.prod(shape, dtype=object))
-                if got_shape != shape or got.str != dtype or size != head_len + nbytes:
-                    return -1
-            if zf.testzip() is not None:  # for zstd, the CRC of the stored frame
-                return -1
-            return k[0]
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
-        return -1
-    except errors:  # a corrupted zstd frame
-        return -1
-
-
-def _npy_header(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, codec: Codec
-) -> tuple[tuple[int, ...], np.dtype[Any], int, int]:
-    """Shape, dtype and header length of a member, reading only its header, and the member's size (a zstd frame's
-    declared content size)."""
-    if codec.name == "zstd":
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise ValueError(f"{info.filename} is not a stored zstd frame")
-        f, size = open_frame(zf.read(info))  # the compressed frame; only its first block is decompressed
-    else:
-        f, size = zf.open(info), info.file_size
-    with f:
-        header = _read_header(f)
-        if header is None:
-            raise ValueError(f"{info.filename} is not a .npy array of version 1.0 or 2.0")
-        return header[0], header[2], f.tell(), size
-
-
-def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:
-    """Members of a shard that the format does not name (``verify`` reports them)."""
-    codec = Codec.of(header)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            extra = set(zf.namelist()) - {codec.member(n) for n in member_names(header)}
-            return sorted(n.removesuffix(".npy") for n in extra)
-    except (OSError, zipfile.BadZipFile):
-        return []

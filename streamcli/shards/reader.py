@@ -1,5 +1,5 @@
 """Read an export back, from a folder or a URL: ``load_manifest``, ``open_shard``, ``ShardReader`` (the exported
-batches, bit-identically) and ``verify``. A URL is served by ``remote_reader``; a folder by ``format`` and ``npz``.
+batches, bit-identically) and ``verify``. A URL is served by ``remote_reader``; a folder by ``records`` and ``npz``.
 
 Safe on hostile input: pickles are never loaded, manifest shard names must be plain file names inside the
 export folder, and every member's shape and dtype is checked against the manifest before it becomes a
@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from streamcli.errors import ShardError
-from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name, load_folder_manifest, member_names
+from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name, member_names
 from streamcli.shards.lock import busy
-from streamcli.shards.npz import extra_members, open_folder_shard
+from streamcli.shards.npz import open_folder_shard
+from streamcli.shards.npz_write import extra_members
+from streamcli.shards.records import load_folder_manifest
 from streamcli.shards.remote_lock import busy as remote_busy
 from streamcli.shards.remote_reader import load_manifest_url, open_shard_url
 from streamcli.source import Field
@@ -131,84 +133,70 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
     problem. Changes nothing in the folder.
 
     Every file in the folder that the manifest does not name is a problem too, and so is an export that is
-    writing the folder right now.
+    writing the folder right now. ``out_dir`` may be a URL.
     """
-    if urls.is_remote(out_dir):
-        return _verify_url(str(out_dir))
-    out_dir = urls.local_path(out_dir)
-    writer = busy(out_dir)
-    if writer is not None:
-        return [f"an export is writing {str(out_dir)!r} right now ({writer}); verify it once that has finished"]
+    remote = Remote(str(out_dir)) if urls.is_remote(out_dir) else None
+    if remote is None:
+        out_dir = urls.local_path(out_dir)
+    where = remote.url if remote is not None else str(out_dir)
+    holder = remote_busy(remote) if remote is not None else busy(out_dir)
+    if holder is not None:
+        return [f"an export is writing {where!r} right now ({holder}); verify it once that has finished"]
     try:
         m = load_manifest(out_dir)
     except ShardError as exc:
         return [str(exc)]
+
+    def extra_of(name: str) -> list[str]:
+        if remote is None:
+            return extra_members(Path(out_dir) / name, m)
+        with remote.open(name) as f, zipfile.ZipFile(f) as zf:
+            return sorted({n.removesuffix(".npy") for n in zf.namelist()} - set(member_names(m)))
+
+    problems, listed = _shard_problems(m, lambda entry: open_shard(out_dir, m, entry, check=True), extra_of)
+    if remote is not None:
+        kinds = {n: "object" for n in remote.listing()}
+        place = f"is in {remote.url!r}"
+    else:
+        kinds = {p.name: "folder" if p.is_dir() else "file" for p in Path(out_dir).iterdir()}
+        place = "is on disk"
+    for n in sorted(kinds):
+        if n in (MANIFEST, LOCK) or n in listed:  # a lock file nobody holds is left by a kill: harmless
+            continue
+        kind = "shard" if SHARD_RE.match(n) else kinds[n]
+        hint = ""
+        if n == PARTIAL or is_temp_name(n):
+            hint = " (left by a kill while the export finished; streamcli export ... --resume removes it)"
+        problems.append(f"{kind} {n!r} {place} but not in the manifest{hint}")
+    return problems
+
+
+def _shard_problems(
+    m: dict[str, Any],
+    open_one: Callable[[Mapping[str, Any]], dict[str, np.ndarray]],
+    extra_of: Callable[[str], list[str]],
+) -> tuple[list[str], set[str]]:
+    """``verify``'s check of each shard the manifest lists (opened by ``open_one``, its checksum included; members
+    the format does not name from ``extra_of``) and of their batch counts; also returns the names listed."""
     problems: list[str] = []
-    listed = set()
+    listed: set[str] = set()
     total = 0
     for entry in m["shards"]:
         name = entry["name"]
         listed.add(name)
         total += int(entry["batches"])  # each shard's real count is checked against its entry below
         try:
-            arrays = open_shard(out_dir, m, entry, check=True)
+            arrays = open_one(entry)
         except ShardError as exc:
             problems.append(str(exc))
             continue
         problems += _stream_problems(m, name, arrays)
-        extra = extra_members(Path(out_dir) / name, m)
+        extra = extra_of(name)
         if extra:
             problems.append(f"shard {name!r} holds unexpected members: {', '.join(extra)}")
     if total != m["batches"]:
         problems.append(f"the shard entries add up to {total} batches, the manifest says {m['batches']}")
-    for p in sorted(Path(out_dir).iterdir()):
-        if p.name in (MANIFEST, LOCK) or p.name in listed:  # a lock file nobody holds is left by a kill: harmless
-            continue
-        kind = "shard" if SHARD_RE.match(p.name) else "folder" if p.is_dir() else "file"
-        hint = ""
-        if p.name == PARTIAL or is_temp_name(p.name):
-            hint = " (left by a kill while the export finished; streamcli export ... --resume removes it)"
-        problems.append(f"{kind} {p.name!r} is on disk but not in the manifest{hint}")
-    return problems
-
-
-def _verify_url(url: str) -> list[str]:
-    """``verify`` for an export at a URL: every problem, changing nothing."""
-    remote = Remote(url)
-    holder = remote_busy(remote)
-    if holder is not None:
-        return [f"an export is writing {remote.url!r} right now ({holder}); verify it once that has finished"]
-    try:
-        m = load_manifest_url(url)
-    except ShardError as exc:
-        return [str(exc)]
-    problems: list[str] = []
-    listed, total = set(), 0
-    for entry in m["shards"]:
-        name = entry["name"]
-        listed.add(name)
-        total += int(entry["batches"])
-        try:
-            arrays = open_shard_url(url, m, entry, check=True)
-        except ShardError as exc:
-            problems.append(str(exc))
-            continue
-        problems += _stream_problems(m, name, arrays)
-        with remote.open(name) as f, zipfile.ZipFile(f) as zf:
-            extra = sorted({n.removesuffix(".npy") for n in zf.namelist()} - set(member_names(m)))
-        if extra:
-            problems.append(f"shard {name!r} holds unexpected members: {', '.join(extra)}")
-    if total != m["batches"]:
-        problems.append(f"the shard entries add up to {total} batches, the manifest says {m['batches']}")
-    for n in sorted(remote.listing()):
-        if n in (MANIFEST, LOCK) or n in listed:
-            continue
-        kind = "shard" if SHARD_RE.match(n) else "object"
-        hint = ""
-        if n == PARTIAL or is_temp_name(n):
-            hint = " (left by a kill while the export finished; streamcli export ... --resume removes it)"
-        problems.append(f"{kind} {n!r} is in {remote.url!r} but not in the manifest{hint}")
-    return problems
+    return problems, listed
 
 
 def _stream_problems(m: dict[str, Any], name: str, arrays: dict[str, np.ndarray]) -> list[str]:

@@ -21,8 +21,9 @@ import numpy as np
 
 from streamcli.errors import ShardError
 from streamcli.shards.folder_writer import Kept, check_same_header, write_shard_file
-from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, ShardInfo, is_export_file, json_bytes, shard_name
-from streamcli.shards.npz import complete_batches, sha256_file
+from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, ShardInfo, is_export_file, shard_name
+from streamcli.shards.npz_write import complete_batches, sha256_file
+from streamcli.shards.records import json_bytes
 from streamcli.shards.remote_lock import RemoteLock
 from streamcli.shards.remote_reader import read_json
 from streamcli.storage.remote import Remote
