@@ -183,10 +183,17 @@ class _BrokenSetup(CountingSource):
         raise RuntimeError("no decoder in this worker")
 
 
+WHY_NOT_STARTED = r"^worker 0 could not start: its source's setup_worker\(\) raised RuntimeError: no decoder in this"
+
+
 @pytest.mark.slow
-def test_worker_that_cannot_start_says_why(no_leaks: None) -> None:
+@pytest.mark.parametrize("gone_first", [False, True])
+def test_worker_that_cannot_start_says_why(gone_first: bool, no_leaks: None) -> None:
     with StreamLoader(_BrokenSetup([3, 3]), 2, 2, num_workers=1) as loader:
-        with pytest.raises(WorkerError, match="worker 0 could not start: RuntimeError: no decoder in this worker"):
+        if gone_first:  # the worker is gone before the loader's first message to it: its pipe is closed
+            assert loader._pool is not None
+            loader._pool.procs[0].join(timeout=60)
+        with pytest.raises(WorkerError, match=WHY_NOT_STARTED):
             list(loader)
 
 

@@ -8,9 +8,10 @@ import tempfile
 import time
 
 import pytest
-from _sources import AbortingSource, CountingSource, HangingSource, SlowSource, wait_started
+from _sources import AbortingSource, CountingSource, HangingSource, SlowSource, mark_started, wait_started
 
 from streamcli import StreamLoader, WorkerError
+from streamcli.workers import pool
 
 
 @pytest.mark.slow
@@ -73,3 +74,63 @@ def test_a_worker_that_dies_idle_is_not_said_to_be_reading(no_leaks: None) -> No
         with pytest.raises(WorkerError, match=r"died with signal SIGKILL") as ei:
             list(loader)
     assert "while reading" not in str(ei.value)
+
+
+class _SlowSetup(CountingSource):
+    """``setup_worker`` takes ``delay`` seconds (a model to load, say), then reads like ``CountingSource``."""
+
+    def __init__(self, lengths: list[int], delay: float) -> None:
+        super().__init__(lengths)
+        self.delay = delay
+
+    def setup_worker(self) -> None:
+        time.sleep(self.delay)
+
+
+class _HangingSetup(CountingSource):
+    """``setup_worker`` marks itself started (``mark_started``), then never returns."""
+
+    def __init__(self, lengths: list[int], started: str) -> None:
+        super().__init__(lengths)
+        self.started = started
+
+    def setup_worker(self) -> None:
+        mark_started(self.started)
+        while True:
+            time.sleep(1.0)
+
+
+class _ExitingSetup(CountingSource):
+    """``setup_worker`` ends its process at once, as a crashing native library does."""
+
+    def setup_worker(self) -> None:
+        os._exit(1)
+
+
+@pytest.mark.slow
+def test_timeout_does_not_count_a_slow_worker_start_up(no_leaks: None) -> None:
+    # The start-up (spawn, imports, a setup_worker of 2 s) is far longer than the timeout, and reads no step.
+    with StreamLoader(_SlowSetup([4, 4], delay=2.0), 2, 2, num_workers=1, timeout=1.0, shuffle=False) as loader:
+        assert len(list(loader)) == 2
+
+
+@pytest.mark.slow
+def test_a_setup_worker_that_hangs_is_named_once_start_up_takes_too_long(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    monkeypatch.setattr(pool, "STARTUP_S", 0.0)  # the start-up limit is then timeout= itself
+    with (
+        tempfile.TemporaryDirectory() as up,
+        StreamLoader(_HangingSetup([4], up), 1, 2, num_workers=1, timeout=0.5) as loader,
+        pytest.raises(WorkerError, match=r"^worker 0 \(pid \d+\) is still in the source's setup_worker\(\) after"),
+    ):
+        wait_started(up, 1)  # in setup_worker for good, and its message saying so is in the pipe
+        next(iter(loader))
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_in_setup_worker_is_reported_naming_it(no_leaks: None) -> None:
+    with StreamLoader(_ExitingSetup([3, 3]), 2, 2, num_workers=1) as loader:
+        with pytest.raises(WorkerError, match=r"died with exit code 1 in the source's setup_worker\(\)$") as ei:
+            list(loader)
+    assert "main module" not in str(ei.value)  # the imports went fine: not the missing-main-guard hint

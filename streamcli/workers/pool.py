@@ -4,6 +4,11 @@ Work is handed out through shared memory (``control.Control``): the pool only wa
 reads a worker's pipe when the worker has counted a message there, and checks every worker's liveness
 about four times a second while it waits, so a death anywhere (which can stall the living workers too) is
 reported within a second, as a ``WorkerError`` naming the worker, its exit and what it was reading.
+
+``timeout=`` (seconds without progress) counts from the moment every worker has started: a worker's start-up
+(spawn, imports, the source's ``setup_worker``) reads no step, and on a busy machine may take longer than the
+timeout. A start-up has a limit of its own, ``max(timeout, STARTUP_S)``, past which the error says where the
+worker is (in ``setup_worker``, or not yet there); a worker that dies while starting is reported the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ _HUP = select.POLLHUP | select.POLLERR
 # shared memory, so in rare races each side can miss the other's) costs at most this. Each timeout is a wake-up
 # of the main process, which on 2 cores takes CPU from the workers: at 5 ms a batch of 8 ms cost ~130 us more.
 _WAKE_MS = 20
+# With ``timeout=``, the longest a worker may take to start: a plugin's setup_worker may load a model, and the
+# imports of a spawned worker alone take seconds on a loaded machine. A larger timeout= raises it.
+STARTUP_S = 120.0
+_SPAWNING, _IN_SETUP, _STARTED = 0, 1, 2  # a worker's start-up, as its messages tell it (``worker_main``)
 
 
 class WorkerPool:
@@ -53,6 +62,8 @@ class WorkerPool:
         self.conns: list[Connection] = []
         self.ready = [0] * len(specs)  # per worker: the generation it has acknowledged
         self.received = [0] * len(specs)  # per worker: messages read from its pipe
+        self.phase = [_SPAWNING] * len(specs)  # per worker: how far its start-up went
+        self.spawned = self.started_at = time.perf_counter()  # when the workers were started; the last started
         self.gen = 0
         self.on_skip: Callable[[Skip], None] = lambda s: None
         # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
@@ -94,6 +105,7 @@ class WorkerPool:
             self.conns[w].send_bytes(pickle.dumps(msg))
         except OSError:  # the worker is gone: say which, and why
             self.procs[w].join(timeout=1.0)
+            self._read_pending(w)  # it may have said why before it went (``fatal``), or where it was
             self._raise_dead(w)
 
     def wait_batch(self, k: int, timeout: float | None, stop: Callable[[], bool] | None = None) -> bool:
@@ -143,11 +155,30 @@ class WorkerPool:
     def _check_alive(self) -> None:
         for v, proc in enumerate(self.procs):  # a dead worker can stall the living ones
             if proc.exitcode is not None:
-                self._last_words(v)
+                self._read_pending(v)
                 self._raise_dead(v)
 
-    def _last_words(self, w: int) -> None:
-        """Read what a dead worker managed to send (a fatal error explains its death better than its exit)."""
+    def all_started(self, now: float, timeout: float) -> bool:
+        """Whether every worker has started; raises ``WorkerError`` for one still starting past the start-up's
+        limit (``max(timeout, STARTUP_S)`` since the spawn)."""
+        if all(phase == _STARTED for phase in self.phase):
+            return True
+        limit = max(timeout, STARTUP_S)
+        for w, phase in enumerate(self.phase):
+            if phase != _STARTED:
+                self._read_pending(w)  # it may have started while the loader read another worker's pipe
+            if self.phase[w] != _STARTED and now - self.spawned > limit:
+                where = "is still in the source's setup_worker()" if self.phase[w] == _IN_SETUP else "has not started"
+                why = "setup_worker may hang" if self.phase[w] == _IN_SETUP else "an import may hang"
+                raise WorkerError(
+                    f"worker {w} (pid {self.procs[w].pid}) {where} after {limit:g} s (with timeout={timeout}, a "
+                    f"worker may take max(timeout, {STARTUP_S:g} s) to start): {why} there, or pass a larger timeout="
+                )
+        return False
+
+    def _read_pending(self, w: int) -> None:
+        """Read what a worker has sent so far: where a starting worker is, or what a dead one managed to send (a
+        fatal error explains its death better than its exit)."""
         with contextlib.suppress(EOFError, OSError):
             while self.conns[w].poll(0):
                 self._handle(w, pickle.loads(self.conns[w].recv_bytes()))
@@ -168,8 +199,14 @@ class WorkerPool:
 
     def _handle(self, w: int, msg: tuple[Any, ...]) -> None:
         kind, gen = msg[0], msg[1]
+        if kind in ("setup", "started"):  # not counted in the control block: sent before the worker serves
+            self.phase[w] = _IN_SETUP if kind == "setup" else _STARTED
+            if kind == "started":
+                self.started_at = time.perf_counter()
+            return
         if kind == "fatal":
-            raise WorkerError(f"worker {w} could not start: {msg[2]}") from RemoteTraceback(msg[3])
+            what = "its source's setup_worker() raised " if self.phase[w] == _IN_SETUP else ""
+            raise WorkerError(f"worker {w} could not start: {what}{msg[2]}") from RemoteTraceback(msg[3])
         self.received[w] += 1
         if gen != self.gen:
             return  # from an abandoned epoch
@@ -197,9 +234,9 @@ class WorkerPool:
         proc = self.procs[w]
         code, (stream, pos) = proc.exitcode, self.ring.control.reading(w)
         where = f" while reading stream {stream} ({self.describe(stream)!r}) near step {pos}"
-        where = where if stream >= 0 else ""
+        where = where if stream >= 0 else " in the source's setup_worker()" if self.phase[w] == _IN_SETUP else ""
         hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
-        if not where and code == 1 and not self.ring.control.steps()[w]:
+        if not where and code == 1 and self.phase[w] == _SPAWNING and not self.ring.control.steps()[w]:
             hint = (
                 " before reading anything: a spawned worker imports your main module again, so a script must "
                 'build and iterate the loader under `if __name__ == "__main__":`, and the source\'s module must '
@@ -210,15 +247,17 @@ class WorkerPool:
 
 class _Stall:
     """``timeout=``: seconds without progress (a step read, a stream opened, a row completed: ``Control.progress``),
-    not without a batch or an answer; ``check`` raises ``WorkerError`` once there were more."""
+    not without a batch or an answer, counted once every worker has started (a start-up has its own limit:
+    ``WorkerPool.all_started``); ``check`` raises ``WorkerError`` once there were more."""
 
     def __init__(self, pool: WorkerPool, timeout: float | None) -> None:
         self.pool, self.timeout = pool, timeout
         self.seen, self.since = pool.ring.control.progress(), time.perf_counter()
 
     def check(self, now: float) -> None:
-        if self.timeout is None:
+        if self.timeout is None or not self.pool.all_started(now, self.timeout):
             return
+        self.since = max(self.since, self.pool.started_at)  # the clock starts once the last worker has started
         progress = self.pool.ring.control.progress()
         if progress != self.seen:
             self.seen, self.since = progress, now

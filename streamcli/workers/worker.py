@@ -3,12 +3,13 @@
 A worker takes work from the control block (``produce.work``): batches handed out by the loader's counter,
 rows waiting for a claim, its own rows. Only rare messages travel over its pipe. Main -> worker:
 ``("epoch", gen)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("skip", gen, Skip)``,
-``("error", gen, kind, message, traceback)``, and ``("fatal", -1, message, traceback)`` when the worker cannot
-start (its source's ``setup_worker`` failed, or the segment is gone). The worker counts every message in the
-control block just before sending it, so the loader reads its pipe only when something is (or is about to be)
-there. When the loader is blocked on the batch a worker just completed, the worker writes one byte to the wake-up
-pipe that all workers share: one ``write`` for the worker and one ``read`` for the loader, with no framing and no
-pickle, for most batches.
+``("error", gen, kind, message, traceback)``, and while it starts: ``("setup", -1)`` before its source's
+``setup_worker``, ``("started", -1)`` after it, or ``("fatal", -1, message, traceback)`` when the worker cannot
+start (``setup_worker`` failed, or the segment is gone); the loader reads these while it waits for the first
+epoch's ``ready``. The worker counts every other message in the control block just before sending it, so the
+loader reads its pipe only when something is (or is about to be) there. When the loader is blocked on the batch
+a worker just completed, the worker writes one byte to the wake-up pipe that all workers share: one ``write`` for
+the worker and one ``read`` for the loader, with no framing and no pickle, for most batches.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         ring = Ring.attach(spec.ring)
         # From here on a hung source cannot keep the worker alive after its loader: the watchdog sees to it.
         watch_parent(alive, parent_pid, ring.shm.unlink)
+        conn.send(("setup", -1))  # what the loader says if this worker hangs or dies from here on
         _setup(spec.source)
+        conn.send(("started", -1))  # the loader's clock for ``timeout=`` starts here, not at the spawn
     except (Exception, SystemExit) as exc:  # report why, rather than only dying with exit code 1
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
