@@ -191,3 +191,37 @@ def test_a_resume_inside_a_broken_streams_padding_reports_it_once(workers: int, 
                 for _ in loader:
                     pass
                 assert loader.stats.length_mismatches == 0
+
+
+def _schedule(lengths: Sequence[int], B: int, T: int, start: np.ndarray | None = None,
+              workers: int = 2) -> Any:  # fmt: skip
+    from streamcli.lives.tensors import split_rows
+    from streamcli.scheduled.schedule import Schedule
+
+    order = np.array([(i, 0, 0, n) for i, n in enumerate(lengths)], np.int64)  # item, first step, open, length
+    if start is None:
+        start = np.array([_cursor.record(-1, 0, _cursor.IDLE, False, False)] * B, np.int64)
+    return Schedule(order, start, 0, 0, T=T, pack=True, segment=0, restream=False,
+                    blocks=split_rows(B, workers))  # fmt: skip
+
+
+@pytest.mark.parametrize("lengths", [[7] * 40, [3, 11, 5, 20, 1, 9, 14, 2] * 5])
+def test_the_schedule_deals_each_stream_to_one_producer_and_keeps_them_even(lengths: list[int]) -> None:
+    sched = _schedule(lengths, B=6, T=4)
+    owner_of: dict[int, int] = {}  # item -> the producer that read its steps
+    for _ in range(40):
+        plan = sched.next_plan()
+        parts = [(int(i), int(o)) for i, o in zip(plan.item, plan.owner, strict=True)]
+        parts += [(r[3], o) for r, o in zip(plan.runs, plan.run_owners, strict=True)]
+        for item, o in parts:
+            assert owner_of.setdefault(item, o) == o, f"stream {item} moved from producer {owner_of[item]} to {o}"
+        assert set(plan.last_owner.tolist()) <= {0, 1}
+        reading = [int(sum(1 for q in plan.last_owner.tolist() if q == w)) for w in (0, 1)]
+        assert abs(reading[0] - reading[1]) <= 2, reading  # dealt to the one reading the fewest
+    assert set(owner_of.values()) == {0, 1}
+
+
+def test_rows_resumed_mid_stream_stay_with_the_producer_of_their_block() -> None:
+    start = np.array([_cursor.record(i, 2, _cursor.LIVE, False, False) for i in range(4)], np.int64)
+    plan = _schedule([9] * 8, B=4, T=4, start=start).next_plan()
+    assert plan.whole.tolist() == [0, 1, 2, 3] and plan.owner.tolist() == [0, 0, 1, 1]

@@ -25,7 +25,6 @@ from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
 from streamcli.lives.tensors import split_rows
-from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import ClaimPlan
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.source import StreamSource, has_window, uses_blocks
@@ -52,16 +51,12 @@ class Filler:
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
-        self._owners: dict[int, int] = {}  # ticket -> the producer reading its stream (``_deal``)
         self._blocks = split_rows(plan.batch_size, W)  # the row blocks resumed rows stay in
-        self._live = [0] * W  # streams each producer is reading, as dealt
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
         self.gen, self.sched, self.planned, self._pending = gen, None, None, None
-        self._owners.clear()
-        self._live = [0] * self.W
         self._views.clear()
         if self.rows is not None:
             self.rows.close()
@@ -79,11 +74,11 @@ class Filler:
             if self.planned:
                 c = self.config
                 self.first = control.first_batch
+                dealt = not self.by_batch and self.W > 1  # iterator streams are dealt to the producers
                 self.sched = Schedule(order, start, self.first, control.tickets, T=c.time_steps,
                                       pack=c.boundary == "pack", segment=c.segment,
-                                      restream=c.epoch_end == "restream")  # fmt: skip
-                reading = np.isin(start[:, 2], (_cursor.LIVE, _cursor.SHORT))  # resumed mid-stream: in their block
-                self._live = [int(reading[lo:hi].sum()) for lo, hi in self._blocks]
+                                      restream=c.epoch_end == "restream",
+                                      blocks=self._blocks if dealt else None)  # fmt: skip
         return self.planned
 
     def step(self) -> bool:
@@ -142,53 +137,18 @@ class Filler:
         self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
         control.set_done(plan.k)
 
-    def _deal(self, plan: BatchRuns) -> None:
-        """Deal the streams that start in this batch to the producers, in plan order, each to the one reading the
-        fewest streams then (the lowest on a tie). Every producer deals every batch the same way, so all agree
-        without a word; who reads a stream changes nothing in the batch. Rows resumed mid-stream (ticket -1) stay
-        in the row blocks the workers reopened."""
-        owners, live = self._owners, self._live
-        for (_b, *_, fresh, _, _, _), t in zip(plan.runs, plan.run_tickets, strict=True):
-            if fresh and t not in owners:
-                o = min(range(self.W), key=lambda q: (live[q], q))
-                owners[t] = o
-                live[o] += 1
-        for (b, _, n, _, p, _, _, stop, *_), t in zip(plan.runs, plan.run_tickets, strict=True):
-            if p + n == stop:  # read to its end in this batch
-                live[self._owner(t, b)] -= 1
-        ends = (plan.stop - plan.pos == len(self.steps_t)).tolist()
-        for b, t, end in zip(plan.whole.tolist(), plan.ticket.tolist(), ends, strict=True):
-            if end:
-                live[self._owner(t, b)] -= 1
-
-    def _owner(self, ticket: int, b: int) -> int:
-        if ticket < 0:
-            return next(w for w, (lo, hi) in enumerate(self._blocks) if lo <= b < hi)
-        return self._owners[ticket]
-
     def _fill_shared(self, v: Views, plan: BatchRuns) -> None:
-        """With several workers, each reads the streams dealt to it (``_deal``) and writes their parts of the
-        batch; a stream stays with one producer to its end."""
+        """With several workers, each reads the streams dealt to it (``Schedule``) and writes their parts of the
+        batch, and the summary of the rows whose last part it read; a stream stays with one producer to its end."""
         assert self.rows is not None
-        self._deal(plan)
-        w, own = self.w, self._owner
-        sel = np.asarray([i for i, (b, t) in enumerate(zip(plan.whole.tolist(), plan.ticket.tolist(), strict=True))
-                          if own(t, b) == w], np.int64)  # fmt: skip
-        runs = [r for r, t in zip(plan.runs, plan.run_tickets, strict=True) if own(t, r[0]) == w]
-        pads = [p for p, t in zip(plan.pads, plan.pad_tickets, strict=True) if own(t, p[0]) == w]
+        w = self.w
+        sel = np.flatnonzero(plan.owner == w)
+        runs = [r for r, o in zip(plan.runs, plan.run_owners, strict=True) if o == w]
+        pads = [p for p, o in zip(plan.pads, plan.pad_owners, strict=True) if o == w]
         write_owned_flags(v, plan, sel, runs, pads, self.steps_t)
         short = self.rows.fill_parts(v, plan, sel, runs, pads)
-        # A row's cursor and counts come from whoever read its last part in this batch.
-        last: dict[int, tuple[int, int]] = {}
-        for (b, t0, *_), t in zip(plan.runs, plan.run_tickets, strict=True):
-            if t0 >= last.get(b, (-1, -1))[0]:
-                last[b] = (t0, t)
-        for (b, t0, _), t in zip(plan.pads, plan.pad_tickets, strict=True):
-            if t0 >= last.get(b, (-1, -1))[0]:
-                last[b] = (t0, t)
-        mine = [b for b, (_, t) in last.items() if own(t, b) == w]
-        mine.extend(plan.whole[sel].tolist())
-        if mine:
-            write_rows_summary(v, plan, np.asarray(sorted(mine), np.int64), short)
+        mine = np.flatnonzero(plan.last_owner == w)
+        if len(mine):
+            write_rows_summary(v, plan, mine, short)
         self.steps += sum(r[2] for r in runs) + len(sel) * len(self.steps_t)
         self.ring.control.set_worker_done(w, plan.k)
