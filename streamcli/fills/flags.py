@@ -56,12 +56,14 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
         pad(v, b, t0, t1)
 
 
-_FEW_RUNS = 8  # up to this many runs, one slice per run and flag costs less than gathering them into arrays
+# Slices cost per run, gathered cells per step: runs are gathered into arrays only when there are more than
+# _FEW_RUNS of them and they are short (on average at most _SHORT_RUN steps).
+_FEW_RUNS, _SHORT_RUN = 8, 32
 
 
 def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray, valid: bool) -> None:
     """The flags of ``runs`` (``valid``: set them valid too, where the batch was not set valid as a whole)."""
-    if len(runs) <= _FEW_RUNS:
+    if len(runs) <= _FEW_RUNS or sum(r[2] for r in runs) > _SHORT_RUN * len(runs):
         for b, t0, n, it, p0, rp, fresh, *_ in runs:
             t1 = t0 + n
             if valid:
@@ -123,9 +125,9 @@ def write_owned_flags(v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run
 def write_rows_summary(v: Views, plan: BatchRuns, rows: np.ndarray, short: Any = ()) -> None:
     """The cursors and counts of ``rows`` (those whose last part this producer read)."""
     cur = plan.cursors[rows].copy()
-    for i, b in enumerate(rows.tolist()):
-        if b in short and cur[i, _cursor.STATE] == _cursor.LIVE:
-            cur[i, _cursor.STATE] = _cursor.SHORT
+    if short:
+        ran_out = np.isin(rows, list(short)) & (cur[:, _cursor.STATE] == _cursor.LIVE)
+        cur[ran_out, _cursor.STATE] = _cursor.SHORT
     v.cursor[rows] = cur
     s = v.summary
     s[rows, CLAIMS] = plan.claims[rows]

@@ -27,7 +27,7 @@ from streamcli.source import Field, StreamSource, close_stream
 _END = object()
 
 
-@dataclass
+@dataclass(slots=True)
 class Reader:
     """One row's open stream: the item, the next position it yields, and the current block (block sources)."""
 
@@ -207,18 +207,45 @@ class Rows:
 
     def _read_steps(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
         """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
-        it, mark, spec = r.it, self.mark, list(zip(cols, self.spec, strict=True))
+        it, mark = r.it, self.mark
         assert it is not None
         mark[0] = r.item
-        t, end = t0, t0 + n
+        t, end, pos = t0, t0 + n, r.pos
+        if len(cols) == 1:  # the common source of one field: no loop over fields
+            col, (name, shape, dtype) = cols[0], self.spec[0]
+            while t < end:
+                mark[1] = pos  # the step about to be read: a death or a timeout names it
+                try:
+                    step: Any = next(it, _END)
+                except SOURCE_ERRORS as exc:
+                    r.pos = pos
+                    self.faults.fail(r.item, pos, exc, "reading")
+                    r.dead = True
+                    return t - t0
+                if step is _END:
+                    break
+                try:
+                    a = step[name]
+                except (KeyError, TypeError, IndexError):
+                    a = None
+                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                    a = checks.step_field(step, name, shape, dtype,
+                                          functools.partial(self.faults.where, r.item, pos, "step"))  # fmt: skip
+                col[t] = a
+                t += 1
+                pos += 1
+            r.pos = pos
+            return t - t0
+        spec = list(zip(cols, self.spec, strict=True))
         while t < end:
-            mark[1] = r.pos  # the step about to be read: a death or a timeout names it
+            mark[1] = pos
             try:
-                step: Any = next(it, _END)
+                step = next(it, _END)
             except SOURCE_ERRORS as exc:
-                self.faults.fail(r.item, r.pos, exc, "reading")
+                r.pos = pos
+                self.faults.fail(r.item, pos, exc, "reading")
                 r.dead = True
-                break
+                return t - t0
             if step is _END:
                 break
             for col, (name, shape, dtype) in spec:
@@ -226,10 +253,11 @@ class Rows:
                     a = step[name]
                 except (KeyError, TypeError, IndexError):
                     a = None
-                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                     a = checks.step_field(step, name, shape, dtype,
-                                          functools.partial(self.faults.where, r.item, r.pos, "step"))  # fmt: skip
+                                          functools.partial(self.faults.where, r.item, pos, "step"))  # fmt: skip
                 col[t] = a
             t += 1
-            r.pos += 1
+            pos += 1
+        r.pos = pos
         return t - t0

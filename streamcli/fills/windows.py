@@ -38,6 +38,7 @@ class Windows:
         self.tf = tf  # the loader's transform, run on each run's slice; ``fields`` are the source's own
         self.open: dict[int, Window] = {}  # the hot loop looks windows up here directly
         self.fills: list[Const] = [None] * len(self.fields)  # per field, the constant value a batch starts from
+        self.to_copy: dict[int, list[int]] = {}  # per item with constant fields, the fields its rows copy
         self.errors: dict[int, BaseException] = {}
 
     def get(self, item: int, pos: int) -> Window:
@@ -60,7 +61,9 @@ class Windows:
             got = ([], -1, None)
         self.open[item] = got
         if len(self.open) > _KEEP:
-            del self.open[next(iter(self.open))]
+            oldest = next(iter(self.open))
+            del self.open[oldest]
+            self.to_copy.pop(oldest, None)
         return got
 
     def _check(self, mapping: Any, item: int) -> list[Any]:
@@ -98,7 +101,7 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
     get, opened = windows.get, windows.open
     tf = windows.tf
     cross: list[Run] = []
-    fills = windows.fills
+    fills, to_copy = windows.fills, windows.to_copy
     learnt: dict[int, tuple[bytes, np.ndarray]] = {}  # constant values seen: batches after this one start from them
     for dst, c in zip(data, fills if tf is None else [None] * len(data), strict=True):  # (with a transform: none)
         if c is not None:
@@ -115,13 +118,12 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
             elif consts is None:  # the hot path: one slice copy per field
                 for dst, a in zip(data, arrays, strict=True):
                     dst[:, b] = a[p : p + T]
-            else:
-                for f, (dst, a, c) in enumerate(zip(data, arrays, consts, strict=True)):
-                    fill = fills[f]
-                    if c is None or fill is None or c[0] != fill[0]:
-                        dst[:, b] = a[p : p + T]
-                        if c is not None and fill is None:
-                            learnt.setdefault(f, c)
+            else:  # copy only the fields whose value is not the batch's constant
+                need = to_copy.get(item)
+                if need is None:
+                    need = to_copy[item] = _fields_to_copy(consts, fills, learnt)
+                for f in need:
+                    data[f][:, b] = arrays[f][p : p + T]
             if n == p + T < stop:  # the steps end with the batch, the promise goes on
                 faults.mismatch(item, n, _expect(plan, b), f"ended after {n} steps")
                 short.add(b)
@@ -131,10 +133,24 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
                           int(plan.seg_end[i])))  # fmt: skip
     for f, c in learnt.items():
         fills[f] = c
+    if learnt:
+        to_copy.clear()  # the batch's constants changed
     for run in (*plan.runs, *cross):
         if _run(v, run, windows, faults, plan.k == first, T):
             short.add(run[0])
     return short
+
+
+def _fields_to_copy(consts: list[Const], fills: list[Const], learnt: dict[int, tuple[bytes, np.ndarray]]) -> list[int]:
+    """The fields a row of this window copies: all but those whose constant is the batch's. A constant the batch
+    does not start from yet is learnt: batches after this one start from it."""
+    need = []
+    for f, (c, fill) in enumerate(zip(consts, fills, strict=True)):
+        if c is None or fill is None or c[0] != fill[0]:
+            need.append(f)
+            if c is not None and fill is None:
+                learnt.setdefault(f, c)
+    return need
 
 
 def _constant(a: Any) -> Const:
