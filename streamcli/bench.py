@@ -63,7 +63,7 @@ class Run:
     room: int  # steps the timed batches had room for (B x T each); 0 when unknown
     peak_rss_mb: float
     short: bool  # the loader ran out before ``batches`` were timed
-    window: int = 0  # batches the workers could write ahead at the end (``StreamLoader.window``); 0 when unknown
+    window: int = 0  # batches the workers could write ahead at the end (``StreamLoader.prefetch``); 0 when unknown
     rows_moved: int = 0  # rows given mid-stream to an idle worker, over the loader's life
 
 
@@ -207,7 +207,7 @@ def time_run(
             probe.stop(loader)
         if sample_rss:
             peak = max(peak, _rss_mb())
-        window = int(getattr(loader, "window", 0))
+        window = int(getattr(loader, "prefetch", 0))
         del it
     finally:
         loader.close()

@@ -1,62 +1,31 @@
 """Where a batch is consumed: ``StreamLoader``, the façade over the parts.
 
-It wires a source's epochs (``scheduled.epochs``), the shared-memory ring that carries its batches
-(``lives.ring``), the producers that fill them (``workers.producers``: in-process or worker processes) and the
-hand-out of each batch to the consumer (``handout``), and keeps the position that ``state_dict`` saves
-(``scheduled.position``).
+It wires a source's declared fields and items (``declared``) and epochs (``scheduled.epochs``), the shared-memory
+ring that carries its batches (``lives.ring``), the producers that fill them (``workers.producers``: in-process or
+worker processes), the hand-out of each batch to the consumer (``handout``) and the epochs' run (``iteration``),
+and keeps what ``state_dict`` saves (``scheduled.resume``).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import time
-import warnings
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
 from streamcli.config import LoaderConfig
-from streamcli.errors import SourceError
-from streamcli.fills.checks import check_fields
-from streamcli.fills.claimed.rows import epoch_rows
+from streamcli.declared import Declared, length_of
 from streamcli.fills.spec import FillSpec, Skip
-from streamcli.handout import AHEAD, Epoch, HandOut, Ready
+from streamcli.handout import AHEAD, HandOut
+from streamcli.iteration import Iteration
 from streamcli.lives.ring import Ring, default_prefetch
 from streamcli.lives.tensors import import_torch, split_rows
-from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled import position as _position
-from streamcli.scheduled import state as _state
 from streamcli.scheduled.epochs import Epochs
-from streamcli.scheduled.position import Position
-from streamcli.scheduled.seek import state_after
-from streamcli.source import (
-    Field,
-    StreamSource,
-    call_default_segment,
-    check_source,
-    item_name,
-    plugin_name,
-    source_lookup,
-    stream_order_of,
-)
-from streamcli.stats import LoaderStats
-from streamcli.transforms import output_fields
-from streamcli.transforms import resolve as resolve_transform
+from streamcli.scheduled.resume import Resume
+from streamcli.source import StreamSource, call_default_segment, check_source, item_name, source_lookup, stream_order_of
+from streamcli.stats import LoaderStats, Tally
 from streamcli.workers.pool import WorkerPool, shutdown
 from streamcli.workers.producers import InProcess, Workers
-
-log = logging.getLogger("streamcli")
-
-
-def _calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:
-    """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``."""
-    try:
-        return fn()
-    except (Exception, SystemExit) as exc:
-        raise SourceError(f"plugin {plugin!r} failed {doing}: {type(exc).__name__}: {exc}") from exc
 
 
 class StreamLoader:
@@ -146,42 +115,28 @@ class StreamLoader:
         self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
-        self.plugin = plugin_name(source)
-        fields = _calling(self.plugin, "declaring its fields", lambda: tuple(source.fields()))
-        check_fields(fields)
-        transform = resolve_transform(transform)  # a CLI spelling ("crop=112,flip") or a callable
-        source_fields, fields = fields, fields if transform is None else output_fields(transform, fields)
-        check_fields(fields)
-        self.fields: tuple[Field, ...] = fields
-        self.items: list[Any] = _calling(self.plugin, "listing its items", lambda: list(source.items()))
+        declared = Declared.read(source, transform)
+        self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
         self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
                              self.plugin, stream_order_of(source))  # fmt: skip
-        self.plan = FillSpec(plugin=self.plugin, fields=fields, config=config, transform=transform,
-                             source_fields=None if transform is None else source_fields)  # fmt: skip
+        self.plan = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
+                             source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
         extra = 2 + (AHEAD if num_workers else 0)
         if prefetch is None:
-            prefetch = default_prefetch(fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
-        self.prefetch = self.window = prefetch
+            prefetch = default_prefetch(self.fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
+        self.prefetch = prefetch
         self.ring = Ring.create(
-            dict(fields=fields, batch_size=self.batch_size, time_steps=self.time_steps, num_slots=prefetch + extra,
-                 num_workers=max(num_workers, 1), num_streams=len(self.epochs.all), layout=self.layout),
+            dict(fields=self.fields, batch_size=self.batch_size, time_steps=self.time_steps,
+                 num_slots=prefetch + extra, num_workers=max(num_workers, 1), num_streams=len(self.epochs.all),
+                 layout=self.layout),
         )  # fmt: skip
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
-        self._bounds = split_rows(batch_size, max(num_workers, 1))
-        self._position = Position.start_of(0, batch_size)
-        self._resume: dict[str, Any] | None = None  # a loaded state, used by the next iter()
-        self._fingerprint_cache: dict[str, Any] | None = None
-        self._epoch, self._gen, self._active, self._closed = -1, 0, False, False
-        self._n_streams = len(self.epochs.all)  # this epoch's streams (this rank's share)
-        # statistics
-        self._t_created = time.perf_counter()
-        self._t_first_next: float | None = None
-        self._first_batch_s: float | None = None
-        self._waits: deque[float] = deque(maxlen=1000)
-        self._batches = self._steps = self._bytes = self._skipped = self._mismatches = self._streams_done = 0
-        self._batch_bytes = sum(f.nbytes for f in fields) * batch_size * time_steps
+        bounds = split_rows(batch_size, max(num_workers, 1))
+        self._resume = Resume(type(self), plugin=self.plugin, fields=self.fields, items=self.items, config=config,
+                              epochs=self.epochs)  # fmt: skip
+        tally = Tally(sum(f.nbytes for f in self.fields) * batch_size * time_steps)
         pending: dict[int, list[Skip]] = {}
 
         # A closure over data, not a bound method: the finalizer holds the pool, and must not hold self.
@@ -191,17 +146,19 @@ class StreamLoader:
         producers: InProcess | Workers
         try:
             if num_workers:
-                producers = Workers(self.plan, source, self.items, self.ring, self._bounds, mp_context, on_skip)
+                producers = Workers(self.plan, source, self.items, self.ring, bounds, mp_context, on_skip)
                 self._finalizer.detach()
                 self._finalizer = weakref.finalize(self, shutdown, producers.pool, self.ring)
             else:
                 producers = InProcess(self.plan, source, self.items, self.ring, on_skip)
         except BaseException:
-            self.close()
+            self._finalizer()  # nothing outlives the error
             raise
         self._producers = producers
-        self._handout = HandOut(self.ring, fields, config, producers, prefetch, source_lookup(source))
+        self._handout = HandOut(self.ring, self.fields, config, producers, prefetch, source_lookup(source))
         self._handout.pending = pending
+        self._iteration = Iteration(config, self.epochs, self.ring, self._handout, producers, bounds, self._resume,
+                                    tally, self._finalizer)  # fmt: skip
 
     @property
     def _pool(self) -> WorkerPool | None:
@@ -216,128 +173,12 @@ class StreamLoader:
         """The next epoch's batches (or a loaded state's). The epoch starts at the iterator's first ``next()``, not
         here: an iterator that is made and dropped unused (Lightning makes one to check the loader) takes no epoch,
         no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
-        if self._closed:
+        if self._iteration.closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
         return self._epoch_batches()
 
     def _epoch_batches(self) -> Iterator[Batch]:
-        yield from self._start()
-
-    def _start(self) -> Iterator[Batch]:
-        """Start the next epoch (or the loaded state's), superseding any older iterator."""
-        if self._closed:
-            raise RuntimeError("this StreamLoader is closed; create a new one")
-        self._handout.stop_ahead()
-        self._gen += 1
-        resume, self._resume = self._resume, None
-        if resume is None:
-            self._epoch += 1
-            self._position = Position.start_of(self._epoch, self.batch_size)
-        else:
-            self._position = Position.of_state(resume, self.batch_size, len(self.items))
-            self._epoch = self._position.epoch
-        return self._run(self._gen, self._epoch)
-
-    def _begin_epoch(self, gen: int, epoch: int) -> Epoch:
-        """Stop whatever producers were doing, then set the shared tables for the epoch from the position (fresh,
-        or a resumed state's)."""
-        pos, control = self._position, self.ring.control
-        control.stage(pos.cursors, pos.batch, epoch)
-        control.set_generation(gen)  # producers of an older generation abandon their batch
-        self._handout.pending.clear()
-        try:
-            self._producers.start_epoch(gen, self.timeout)
-        except BaseException:
-            self.close()  # nothing outlives the error
-            raise
-        # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
-        streams = self.epochs.streams(epoch)
-        self._n_streams = len(streams)
-        control.set_streams(streams.table(self.epochs.lengths()), pos.tickets)
-        control.set_rows(*epoch_rows(pos.cursors, pos.batch, self.time_steps, self._bounds))
-        self._producers.begin(gen)
-        control.open_epoch(gen, pos.batch)
-        self._handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
-        state, flags = pos.cursors[:, _cursor.STATE], pos.cursors[:, _cursor.FLAGS]
-        n_live = int((((state == _cursor.LIVE) | (state == _cursor.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
-        self._streams_done = max(0, min(pos.tickets, self._n_streams) - n_live)
-        # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
-        dropped = self.epoch_end == "drop" and bool((state == _cursor.DRY).any())
-        return Epoch(epoch, pos.batch, pos.tickets, self._n_streams, self.epochs.target(epoch), dropped)
-
-    def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
-        torch = import_torch()
-        self._handout.pin_ring(torch)
-        plan = self._begin_epoch(gen, epoch)
-        self._active = True
-        try:
-            yield from self._batches_of(torch, gen, plan)
-            if gen == self._gen:  # the epoch ran to its end: the next iter() starts the next one
-                self._position = Position.start_of(epoch + 1, self.batch_size)
-        finally:
-            if gen == self._gen:
-                self._active = False
-
-    def _batches_of(self, torch: Any, gen: int, epoch: Epoch) -> Iterator[Batch]:
-        """Hand the prepared batches to the consumer, moving the position past each."""
-        handout = self._handout
-        ready = handout.ready(torch, epoch, lambda: not self._closed and gen == self._gen)
-        entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
-        if self._t_first_next is None:
-            self._t_first_next = entered
-        try:
-            while True:
-                if self._closed:
-                    raise RuntimeError("this StreamLoader was closed while iterating")
-                if gen != self._gen:
-                    raise RuntimeError("this iterator was superseded by a newer iter(loader)")
-                rec = next(ready, None)
-                if rec is None or rec.dropped:  # "drop": the epoch ended before this batch
-                    return
-                self._hand(rec, epoch.number)
-                if rec.batch is not None:
-                    batch, rec.batch = rec.batch, None
-                    self._batches += 1
-                    self._steps += rec.n_valid
-                    self._bytes += self._batch_bytes
-                    now = time.perf_counter()
-                    self._waits.append(now - entered)
-                    if self._first_batch_s is None:
-                        self._first_batch_s = now - self._t_created
-                    yield batch
-                    del batch
-                    entered = time.perf_counter()
-                if rec.last:
-                    return
-        except BaseException:
-            if handout.ahead is not None and ready is handout.ahead and handout.ahead.failed:
-                self.close()  # a failure in the workers: nothing outlives it
-            raise
-        finally:
-            if handout.ahead is not None and ready is handout.ahead:
-                handout.stop_ahead()
-
-    def _hand(self, rec: Ready, epoch: int) -> None:
-        """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""
-        skipped = self._position.skipped
-        for skip in rec.skips:
-            if skip.kind == "length":
-                self._mismatches += 1
-                if self._mismatches == 1:
-                    # stacklevel: past _hand, _batches_of, _run and _epoch_batches, to the consumer's loop
-                    warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
-                                  RuntimeWarning, stacklevel=5)  # fmt: skip
-                continue
-            self._skipped += 1
-            skipped.append([skip.item, skip.step])
-            log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
-                        skip.error)  # fmt: skip
-        self._streams_done = max(0, min(rec.tickets, self._n_streams) - rec.n_live)
-        if rec.last:
-            self._position = Position.start_of(epoch + 1, self.batch_size)
-        else:
-            assert rec.cursors is not None
-            self._position = Position(epoch, rec.k + 1, rec.tickets, rec.cursors, skipped)
+        yield from self._iteration.start()
 
     # ----------------------------------------------------------------------------------------- resume
     def state_dict(self) -> dict[str, Any]:
@@ -347,9 +188,7 @@ class StreamLoader:
         (any ``num_workers``) continues from there, bit-identically. Valid at any time: before the first batch,
         mid-epoch and between epochs.
         """
-        if self._resume is not None:
-            return dict(json.loads(json.dumps(self._resume)))
-        return self._position.to_state(self._fingerprint())
+        return self._resume.state(self._iteration.position)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` (from ``state_dict()``): the next ``iter(loader)`` resumes that epoch at its next
@@ -359,25 +198,9 @@ class StreamLoader:
         list or item lengths, batch size, time steps, seed, shuffle or mode, or from another streamcli version, and
         naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
         """
-        if self._closed:
+        if self._iteration.closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
-        state = _position.for_this_rank(state, fingerprint=self._fingerprint(), epochs=self.epochs,
-                                        seek=self._seek)  # fmt: skip
-        self._resume, skipped = _position.checked(state, fingerprint=self._fingerprint(), epochs=self.epochs,
-                                                  batch_size=self.batch_size, num_items=len(self.items))  # fmt: skip
-        self._skipped += skipped
-
-    def _seek(self, lengths: list[int], batches: int) -> dict[str, Any]:
-        return state_after(type(self), lengths, batches, self._fingerprint(), order=self.epochs.all.order,
-                           **self.config.content())  # fmt: skip
-
-    def _fingerprint(self) -> dict[str, Any]:
-        if self._fingerprint_cache is None:
-            self._fingerprint_cache = _state.fingerprint(
-                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content(),
-                lengths=self.epochs.lengths(),
-            )  # fmt: skip
-        return self._fingerprint_cache
+        self._iteration.tally.skipped += self._resume.load(state)
 
     # ------------------------------------------------------------------------------------ information
     def __len__(self) -> int:
@@ -386,10 +209,11 @@ class StreamLoader:
         With ``batches_per_epoch`` it is that number. Otherwise it needs every item's length and can vary from
         epoch to epoch with the shuffle (with several ranks it is the same on every rank).
         """
-        if self._resume is not None:
-            epoch = int(self._resume["epoch"])  # a loaded state's
+        run = self._iteration
+        if self._resume.loaded is not None:
+            epoch = int(self._resume.loaded["epoch"])  # a loaded state's
         else:
-            epoch = self._epoch if self._active else self._epoch + 1
+            epoch = run.epoch if run.active else run.epoch + 1
         return self.batches_in_epoch(epoch)
 
     def batches_in_epoch(self, epoch: int) -> int:
@@ -397,20 +221,7 @@ class StreamLoader:
         return self.epochs.batches(epoch)
 
     def _length_of(self, stream: int) -> int | None:
-        """``source.length()`` of item ``stream``; what it raises is a ``SourceError`` naming the item, or under
-        ``on_error="skip"`` an unknown length (the item's open fails then, and it is skipped as usual)."""
-        item = self.items[stream]
-        try:
-            n = self.source.length(item)
-            return None if n is None else int(n)
-        except (Exception, SystemExit) as exc:
-            name = item_name(self.source, item)
-            if self.on_error == "skip":
-                log.warning("length() of item %r (stream %d) failed: %s: %s", name, stream, type(exc).__name__, exc)
-                return None
-            raise SourceError(
-                f"plugin {self.plugin!r} failed measuring item {name!r} (stream {stream}): {type(exc).__name__}: {exc}"
-            ) from exc
+        return length_of(self.source, self.plugin, self.items, self.on_error, stream)
 
     @property
     def num_streams(self) -> int:
@@ -425,35 +236,12 @@ class StreamLoader:
 
     @property
     def stats(self) -> LoaderStats:
-        control, closed, handout = self.ring.control, self._closed, self._handout
-        elapsed = time.perf_counter() - self._t_first_next if self._t_first_next else 0.0
-        return LoaderStats(
-            batches=self._batches, steps=self._steps, bytes=self._bytes, elapsed_s=elapsed,
-            first_batch_s=self._first_batch_s, waits_s=tuple(self._waits),
-            worker_busy=handout.busy_shares(closed, self.num_workers), worker_steps=() if closed else control.steps(),
-            ready_slots=0 if closed else self._producers.ready_batches(handout.k),
-            num_slots=handout.slots.num_slots, epoch=max(self._epoch, 0), streams_done=self._streams_done,
-            streams_total=self._n_streams, skipped=self._skipped, copies=handout.copies,
-            steps_per_batch=self.batch_size * self.time_steps, length_mismatches=self._mismatches,
-            batch_size=self.batch_size,
-            worker_stream=() if closed else tuple(control.reading(w)[0] for w in range(len(self._bounds))),
-            rows_moved=0 if closed else control.moved,
-            worker_busy_s=() if closed else tuple(float(x) for x in control.busy()),
-        )  # fmt: skip
+        return self._iteration.stats()
 
     # ---------------------------------------------------------------------------------------- closing
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent; also runs at garbage collection/exit."""
-        if self._closed:
-            return
-        self._closed = True
-        handout = getattr(self, "_handout", None)
-        if handout is not None:
-            handout.stop_ahead()
-        producers = getattr(self, "_producers", None)
-        if producers is not None:
-            producers.close()
-        self._finalizer()
+        self._iteration.close()
 
     def __enter__(self) -> StreamLoader:
         return self

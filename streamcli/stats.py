@@ -1,7 +1,10 @@
-"""Loader statistics, exposed as an immutable snapshot for the CLI (the library never prints)."""
+"""Loader statistics: counted as batches are handed out (``Tally``) and exposed as an immutable snapshot for the
+CLI (the library never prints)."""
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,3 +82,15 @@ def padding_hint(share: float, streams: int, batch_size: int) -> str | None:
         cause = "rows idle while a few long streams run on at the end of the epoch"
         fix = "cut items with --segment N, or fill idle rows with --epoch-end restream"
     return f"only {share:.0%} of the steps are real data: {cause}; {fix}"
+
+
+class Tally:
+    """The counters behind ``LoaderStats``, since the loader was created."""
+
+    def __init__(self, batch_bytes: int) -> None:
+        self.created = time.perf_counter()
+        self.first_next: float | None = None  # the first ``next()``
+        self.first_batch_s: float | None = None
+        self.waits: deque[float] = deque(maxlen=1000)
+        self.batches = self.steps = self.bytes = self.skipped = self.mismatches = self.streams_done = 0
+        self.batch_bytes = batch_bytes

@@ -13,7 +13,8 @@ from streamcli import Field, LoaderConfig
 from streamcli.errors import WorkerError
 from streamcli.fills.claimed.rows import epoch_rows
 from streamcli.fills.spec import FillSpec
-from streamcli.lives.ring import Ring, sweep_stale
+from streamcli.lives.ring import Ring
+from streamcli.lives.segment import sweep_stale
 from streamcli.scheduled import cursor
 from streamcli.scheduled.claims import count_batches
 from streamcli.scheduled.streams import all_streams, epoch_streams, rank_of_streams

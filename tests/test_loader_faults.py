@@ -198,7 +198,7 @@ def test_worker_that_cannot_start_says_why(gone_first: bool, no_leaks: None) -> 
 
 
 def test_stale_segments_of_dead_processes_are_swept(tmp_path: Path) -> None:
-    from streamcli.lives.ring import sweep_stale
+    from streamcli.lives.segment import sweep_stale
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale, live = tmp_path / f"streamcli_{int(dead.stdout)}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"

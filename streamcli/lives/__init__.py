@@ -1,8 +1,9 @@
 """Where a batch lives: one shared-memory segment of batch slots, owned by the loader.
 
-- ``ring``: the segment, its layout and its liveness (one owner; sweeps of stale segments).
+- ``ring``: the batch slots and the control block laid out in the segment, as numpy views.
+- ``segment``: the shared-memory segment and its liveness (one owner; sweeps of stale segments).
 - ``control``: the control block, the shared state of the loader and the producers, behind methods.
-- ``leases``: which slot holds which batch; a slot lent to the consumer returns when its last view dies.
+- ``slots``: which slot holds which batch; a slot lent to the consumer returns when its last view dies.
 - ``tensors``: the signal-safe torch import, pinned memory and the slot chores around a batch.
 - ``ahead``: the thread that prepares the next batches while the consumer works (with workers).
 """

@@ -1,10 +1,7 @@
 """Where a batch is carried: one shared-memory segment holding S batch slots plus a small control block.
 
-The loader (main process) creates the segment and is its only owner: it alone unlinks it while it lives. Workers
-attach by name and write their rows straight into slots, so no array is ever pickled. Every process that has the
-segment open holds a shared ``flock`` on it (``hold_alive``): that, not the pid in its name, is what tells another
-loader's sweep that it is in use. If the loader dies without closing, its workers' watchdog unlinks the segment
-(``workers.watchdog``); failing that, Python's resource tracker, or the next loader's sweep. Layout, all 64-byte
+The loader (main process) creates the segment (``lives.segment``: its ownership and lifetime across processes).
+Workers attach by name and write their rows straight into slots, so no array is ever pickled. Layout, all 64-byte
 aligned:
 
 - the control block (``lives.control``): the shared state through which the loader and the producers
@@ -18,13 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
-import fcntl
 import math
 import os
 import secrets
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -36,6 +30,7 @@ from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import SharedMemoryError
 from streamcli.lives import control
 from streamcli.lives.control import Control
+from streamcli.lives.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
 from streamcli.scheduled import cursor as _cursor
 from streamcli.source import Field
 
@@ -43,7 +38,6 @@ CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record
 SUMMARY = 4  # the summary's width
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
 _ALIGN = 64
-PREFIX = "streamcli_"  # segment names: streamcli_<creator pid>_<random>
 Entry = tuple[int, tuple[int, ...], str]
 
 
@@ -107,7 +101,7 @@ class Ring:
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
         self._record_dtypes: dict[tuple[str, ...], np.dtype[Any]] = {}  # the slot as one record (holder_views)
-        _populate(shm)
+        populate(shm)
         buf = shm.buf
         self.control = Control(*(_view(buf, *e) for e in ctl_e.values()))  # in ``control.arrays`` order
         # Slot views in physical layout, and the same memory seen time-major for producers.
@@ -133,10 +127,10 @@ class Ring:
         _, _, slot0, stride = spec.entries()
         if slot0 + n * stride > _shm_free():
             raise SharedMemoryError(_space_message(spec, n))
-        shm = _Segment(name=name, create=True, size=spec.nbytes)
+        shm = Segment(name=name, create=True, size=spec.nbytes)
         hold_alive(shm)
         try:
-            if not _back(shm, 0, slot0 + n * stride):
+            if not back(shm, 0, slot0 + n * stride):
                 raise SharedMemoryError(_space_message(spec, n))
         except BaseException:
             shm.close()
@@ -153,7 +147,7 @@ class Ring:
         if n <= self.reserved:
             return True
         start = self._slot0 + self.reserved * self._stride
-        if not _back(self.shm, start, (n - self.reserved) * self._stride):
+        if not back(self.shm, start, (n - self.reserved) * self._stride):
             return False
         self.reserved = n
         return True
@@ -162,7 +156,7 @@ class Ring:
     def attach(cls, spec: RingSpec) -> Ring:
         # Spawned workers share the loader's resource tracker, so attaching re-registers the same name (a
         # no-op); the tracker still unlinks the segment if the whole process tree dies without cleaning up.
-        shm = _Segment(name=spec.name)
+        shm = Segment(name=spec.name)
         hold_alive(shm)  # while a worker lives the segment is in use, even if its loader is gone
         return cls(spec, shm, owner=False)
 
@@ -219,114 +213,6 @@ class Ring:
         self.shm.close()
 
 
-class SegmentLock:
-    """An exclusive lock on the segment's own file (a POSIX record lock, ``lockf``): the kernel drops it when a
-    holder dies, and it leaves nothing behind, unlike a named semaphore. Picklable; each process opens its own
-    descriptor. Not ``flock``: that is the liveness lock every user of the segment holds shared (``hold_alive``),
-    and on Linux the two kinds of lock never interact."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "_fd": None}
-
-    def __enter__(self) -> None:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR)
-        fcntl.lockf(self._fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._fd is not None
-        fcntl.lockf(self._fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def hold_alive(shm: shared_memory.SharedMemory) -> None:
-    """Hold a shared ``flock`` on the segment's file for as long as this process has it open: the proof, valid
-    across PID namespaces (containers sharing ``/dev/shm``), that the segment is in use. The owner and every
-    worker hold it; the kernel drops it when the process dies, however it dies."""
-    fd = getattr(shm, "_fd", -1)
-    if fd >= 0:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-
-
-STALE_AFTER_S = 5.0  # a segment younger than this may still be on its way to being locked by its creator
-
-
-def sweep_stale(root: str = "/dev/shm") -> list[str]:
-    """Unlink segments that no live process holds; returns their names.
-
-    A loader whose whole process group is killed at once (a closed terminal's SIGHUP reaches Python's resource
-    tracker too) cannot clean up, so the next loader does. The pid in a segment's name proves nothing across PID
-    namespaces (in another container every pid looks dead), so a segment is judged by its liveness lock
-    (``hold_alive``): it is stale only if this sweep can take that lock exclusively. Segments whose creator's pid
-    is alive here, and young ones (their creator may be about to lock them), are left alone too.
-    """
-    try:
-        names = [n for n in os.listdir(root) if n.startswith(PREFIX)]
-    except OSError:
-        return []
-    swept = []
-    for name in names:
-        path = os.path.join(root, name)
-        try:
-            pid = int(name[len(PREFIX) :].split("_")[0])
-        except ValueError:
-            continue
-        if _pid_alive(pid):
-            continue
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            if time.time() - os.fstat(fd).st_mtime < STALE_AFTER_S:
-                continue
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held shared by a live user: BlockingIOError
-            os.unlink(path)
-            swept.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return swept
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether ``pid`` names a live process in this PID namespace (a reused pid counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: alive, someone else's
-        return True
-    return True
-
-
-def _back(shm: shared_memory.SharedMemory, offset: int, length: int) -> bool:
-    """Back ``length`` bytes of the segment from ``offset`` with memory now; False if there is no room. A
-    shared-memory file is sparse: without this, a full ``/dev/shm`` (64 MiB in a default Docker container) shows
-    up later as a SIGBUS in whichever process first writes a page that cannot be had, a crash with no message.
-    Here it is one clear error before any worker starts (or, for ``Ring.reserve``, a window that stays shallow)."""
-    fd = getattr(shm, "_fd", -1)
-    if fd < 0 or not hasattr(os, "posix_fallocate") or length <= 0:
-        return True  # not a POSIX file (or no fallocate): nothing to reserve
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as exc:
-        # ENOSPC, ENOMEM: no room. Anything else (EOPNOTSUPP, EINVAL): fallocate is unsupported here, and the
-        # segment stays sparse, as before.
-        return exc.errno not in (errno.ENOSPC, errno.ENOMEM)
-    return True
-
-
 PREFETCH_MIN, PREFETCH_MAX, PREFETCH_BUDGET = 4, 16, 256 * 2**20
 
 
@@ -363,26 +249,3 @@ def _space_message(spec: RingSpec, slots: int) -> str:
         f"{stride / 2**20:.1f} MiB) but {there}; lower prefetch=, batch_size or time_steps, or give the machine "
         "more (docker run --shm-size=2g)"
     )
-
-
-class _Segment(shared_memory.SharedMemory):
-    def close(self) -> None:
-        try:
-            super().close()
-        except BufferError:
-            pass  # the consumer still holds views into a slot; the mapping is freed with the last of them
-
-
-_MADV_POPULATE_WRITE = 23  # Linux 5.14+: map every page of the segment in this process now
-
-
-def _populate(shm: shared_memory.SharedMemory) -> None:
-    """Map the segment's pages into this process's page table at once: else the first write of each page of each
-    slot takes a fault, in every process, all through the ring's first lap."""
-    mm = getattr(shm, "_mmap", None)
-    if mm is None or not hasattr(mm, "madvise"):
-        return
-    try:
-        mm.madvise(_MADV_POPULATE_WRITE)
-    except OSError:  # an older kernel, or pages not backed yet (``Ring.reserve``)
-        pass

@@ -6,4 +6,5 @@ lengths and the loader's settings; nothing here reads a stream or touches shared
 - ``schedule``: every row's state as arrays, advanced a batch at a time into a ``BatchRuns``.
 - ``cursor``: the record of where a row stands between two batches; ``state``: the resumable, fingerprinted
   ``state_dict``; ``seek``: the state at any batch, from lengths alone.
+- ``resume``: a loader's state in and out (its fingerprint, and a loaded state kept for the next epoch).
 """

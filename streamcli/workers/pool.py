@@ -27,7 +27,8 @@ from typing import Any, NoReturn
 from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
 from streamcli.fills.spec import Skip
 from streamcli.lives.control import Aborted
-from streamcli.lives.ring import Ring, SegmentLock
+from streamcli.lives.ring import Ring
+from streamcli.lives.segment import SegmentLock
 from streamcli.workers.worker import WorkerSpec, describe_exit, worker_main
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit"

@@ -12,7 +12,7 @@ Two ways, since either alone has a gap:
 What happens to the shared-memory segment then: the watchdog unlinks it before the worker exits (the loader is
 gone, nobody will attach again, and the other workers keep their mappings). Were every process killed at once,
 Python's resource tracker unlinks it once the last of them is gone, and if the tracker died too, the next loader's
-sweep does (``ring.sweep_stale``: no process holds the segment's liveness lock any more).
+sweep does (``segment.sweep_stale``: no process holds the segment's liveness lock any more).
 """
 
 from __future__ import annotations

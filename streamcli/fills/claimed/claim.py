@@ -8,15 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from streamcli.errors import SourceError, StepSpecError
 from streamcli.fills import checks
 from streamcli.fills.claimed.rows import NO_END, Producer, Row
-from streamcli.fills.spec import Skip
+from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.lives.control import NEVER
 from streamcli.lives.ring import CLAIMS, DRY
-from streamcli.source import Step, close_stream, item_name
+from streamcli.source import Step, close_stream
 
-SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
 END = object()  # the look-ahead found the stream over
 BLK = object()  # the look-ahead step lies in the row's current block
 
@@ -143,30 +141,24 @@ def look(p: Producer, row: Row, k: int) -> Any:
         return END
 
 
+def faults(p: Producer, k: int) -> Faults:
+    """The reporting context of producer ``p`` at batch ``k`` (``fills.faults``): its messages are built there."""
+    return Faults(p.plan.plugin, p.source, p.items, p.plan.on_error, p.on_skip, k)
+
+
 def fail(p: Producer, row: Row, k: int, exc: BaseException, doing: str) -> None:
-    if isinstance(exc, StepSpecError):
-        raise exc  # a block that breaks the declared fields is the plugin's bug: never skipped, never wrapped
-    name = item_name(p.source, p.items[row.item])
-    if p.plan.on_error == "skip":
-        error = f"{type(exc).__name__}: {exc}"
-        p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=error))
-        return
-    err = SourceError(
-        f"plugin {p.plan.plugin!r} failed {doing} item {name!r} (stream {row.item}) at step {row.pos}: "
-        f"{type(exc).__name__}: {exc}"
-    )
-    raise err from exc
+    """The source raised ``exc`` while ``doing`` the row's stream: skip it, or raise (``Faults.fail``)."""
+    faults(p, k).fail(row.item, row.pos, exc, doing)
 
 
 def mismatch(p: Producer, row: Row, k: int, what: str) -> None:
-    name = item_name(p.source, p.items[row.item])
-    msg = f"item {name!r} (stream {row.item}): length() said {row.expect} steps but it {what}"
-    p.on_skip(Skip(batch=k, item=row.item, name=name, step=row.pos, error=msg, kind="length"))
+    """The row's stream broke the length ``length()`` promised (``Faults.mismatch``)."""
+    faults(p, k).mismatch(row.item, row.pos, row.expect, what)
 
 
 def where(p: Producer, row: Row, what: str) -> str:
     """Where a step broke the contract, for its error: "plugin ... item ... step N" (or "block at step N")."""
-    return f"plugin {p.plan.plugin!r} item {item_name(p.source, p.items[row.item])!r} {what} {row.pos}"
+    return faults(p, 0).where(row.item, row.pos, what)
 
 
 def close(row: Row) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.fills.flags import Views
 from streamcli.lives.control import Control
 from streamcli.lives.ring import SUMMARY
 from streamcli.scheduled import cursor as _cursor
@@ -36,16 +37,10 @@ def _same(column: np.ndarray) -> np.ndarray:
 
 @dataclass
 class SlotViews:
-    """One slot's arrays as a producer writes them: time-major, fields in declared order."""
+    """One slot's arrays as a producer writes them (``views``: time-major, fields in declared order), and each
+    row's columns of the data fields."""
 
-    arrays: list[np.ndarray]  # the data fields
-    first: np.ndarray
-    valid: np.ndarray
-    stream: np.ndarray
-    position: np.ndarray
-    replayed: np.ndarray
-    summary: np.ndarray
-    cursor: np.ndarray
+    views: Views
     columns: list[list[tuple[str, tuple[int, ...], np.dtype[Any], Any]]]  # per row: (name, shape, dtype, where)
     cells: bool  # ``where`` is a list of the steps' views (write ``where[t][...] = a``), else the row's column
     rows: list[list[np.ndarray]]  # per row, each field's column: ``(T, *shape)``
@@ -53,16 +48,14 @@ class SlotViews:
     @classmethod
     def of(cls, views: dict[str, np.ndarray], spec: Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> SlotViews:
         """The views of one slot; ``spec`` is (name, shape, dtype) per data field (``Producer.spec``)."""
-        arrays = [views[name] for name, _, _ in spec]
-        T, B = views["valid"].shape
-        cells = T * B * len(arrays) <= _CELLS
+        v = Views.of(views, [name for name, _, _ in spec])
+        T, B = v.valid.shape
+        cells = T * B * len(v.data) <= _CELLS
         where = _steps if cells else _same
-        rows = [[a[:, b] for a in arrays] for b in range(B)]
+        rows = [[a[:, b] for a in v.data] for b in range(B)]
         columns = [[(name, shape, dtype, where(col)) for (name, shape, dtype), col in zip(spec, row, strict=True)]
                    for row in rows]  # fmt: skip
-        return cls(arrays=arrays, first=views["is_first"], valid=views["valid"], stream=views["stream"],
-                   position=views["position"], replayed=views["replayed"], summary=views["summary"],
-                   cursor=views["cursor"], columns=columns, cells=cells, rows=rows)  # fmt: skip
+        return cls(views=v, columns=columns, cells=cells, rows=rows)
 
 
 @dataclass
@@ -84,16 +77,18 @@ def record(notes: Notes, b: int, cursor: tuple[int, ...], counts: Sequence[int])
     rec.extend(counts)
 
 
-def pad(v: SlotViews, b: int, t: int, notes: Notes, t_end: int | None = None) -> None:
+def pad(sv: SlotViews, b: int, t: int, notes: Notes, t_end: int | None = None) -> None:
     """Padding from batch step ``t`` to ``t_end`` (the end) of row ``b``: zeros, not valid, stream and position
     -1."""
-    for arr in v.arrays:
+    v = sv.views
+    for arr in v.data:
         arr[t:t_end, b] = 0
     notes.pads.append((b, t, len(v.first) if t_end is None else t_end))
 
 
-def flush(notes: Notes, v: SlotViews, control: Control, k: int, steps_t: np.ndarray) -> None:
+def flush(notes: Notes, sv: SlotViews, control: Control, k: int, steps_t: np.ndarray) -> None:
     """Apply what a piece of work noted for batch ``k``; ``steps_t`` is ``0 .. T-1``."""
+    v = sv.views
     T = len(steps_t)
     if notes.runs:
         whole = [r for r in notes.runs if r[2] == T]  # the common case: a row's stream fills the batch

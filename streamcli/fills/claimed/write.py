@@ -21,7 +21,6 @@ import numpy as np
 from streamcli.fills import checks
 from streamcli.fills.claimed.claim import (
     END,
-    SOURCE_ERRORS,
     claim,
     close,
     fail,
@@ -33,6 +32,7 @@ from streamcli.fills.claimed.claim import (
 )
 from streamcli.fills.claimed.notes import SlotViews, pad, record
 from streamcli.fills.claimed.rows import Producer, Row
+from streamcli.fills.faults import SOURCE_ERRORS
 from streamcli.lives.ring import LIVE, VALID
 from streamcli.scheduled import cursor as _cursor
 
@@ -60,7 +60,7 @@ def take(p: Producer, b: int, held: np.ndarray, q: int) -> None:
     T = p.T
     k = q // T
     if q % T:  # released mid-batch: the counts of this batch so far were left in the slot
-        row.tally = slot_views(p, k).summary[b].tolist()
+        row.tally = slot_views(p, k).views.summary[b].tolist()
     p.rows[b] = row
     claim(p, row, k)
     publish(p, row)
@@ -157,6 +157,8 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         name, shape, dtype, col = cols[0]
         while True:
             try:
+                # The one-field branch repeats the loop's body on purpose: a loop of one field is per-step
+                # Python work that the tightest sources notice.
                 if single:  # the common source of one field: no inner loop
                     a = nxt[name]
                     if type(a) is not ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):

@@ -1,0 +1,68 @@
+"""What a source declares, read once in the main process: its fields (after the transform), its items and their
+lengths. A failure in any of these calls is the plugin's, so it becomes a ``SourceError`` naming the plugin (and the
+item, for a length).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streamcli.errors import SourceError
+from streamcli.fills.checks import check_fields
+from streamcli.source import Field, StreamSource, item_name, plugin_name
+from streamcli.transforms import output_fields
+from streamcli.transforms import resolve as resolve_transform
+
+log = logging.getLogger("streamcli")
+
+
+def calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``."""
+    try:
+        return fn()
+    except (Exception, SystemExit) as exc:
+        raise SourceError(f"plugin {plugin!r} failed {doing}: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A source's plugin name, the batch's fields, the source's own fields and the transform (None: no transform;
+    then both field lists are the same), and the items."""
+
+    plugin: str
+    fields: tuple[Field, ...]
+    source_fields: tuple[Field, ...]
+    transform: Callable[..., Any] | None
+    items: list[Any]
+
+    @classmethod
+    def read(cls, source: StreamSource, transform: Callable[..., Any] | str | None) -> Declared:
+        """Ask ``source`` for its fields and items; ``transform`` is a callable or a CLI spelling ("crop=112,flip")."""
+        plugin = plugin_name(source)
+        source_fields = tuple(calling(plugin, "declaring its fields", lambda: tuple(source.fields())))
+        check_fields(source_fields)
+        resolved = resolve_transform(transform)
+        fields = source_fields if resolved is None else output_fields(resolved, source_fields)
+        check_fields(fields)
+        items: list[Any] = calling(plugin, "listing its items", lambda: list(source.items()))
+        return cls(plugin, fields, source_fields, resolved, items)
+
+
+def length_of(source: StreamSource, plugin: str, items: list[Any], on_error: str, stream: int) -> int | None:
+    """``source.length()`` of item ``stream``; what it raises is a ``SourceError`` naming the item, or under
+    ``on_error="skip"`` an unknown length (the item's open fails then, and it is skipped as usual)."""
+    item = items[stream]
+    try:
+        n = source.length(item)
+        return None if n is None else int(n)
+    except (Exception, SystemExit) as exc:
+        name = item_name(source, item)
+        if on_error == "skip":
+            log.warning("length() of item %r (stream %d) failed: %s: %s", name, stream, type(exc).__name__, exc)
+            return None
+        raise SourceError(
+            f"plugin {plugin!r} failed measuring item {name!r} (stream {stream}): {type(exc).__name__}: {exc}"
+        ) from exc

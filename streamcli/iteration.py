@@ -1,0 +1,187 @@
+"""How the loader's epochs run: which epoch an iterator starts (the next one, or a loaded state's), the
+generation that supersedes an older iterator, the epoch's set-up in the control block, and the position and
+counters that move past each batch handed to the consumer.
+
+``Iteration`` holds the loader's running parts and is the only one to close them; it holds no reference to the
+loader itself, so the loader's finalizer still runs when the loader is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from streamcli.batch import Batch
+from streamcli.config import LoaderConfig
+from streamcli.fills.claimed.rows import epoch_rows
+from streamcli.handout import Epoch, HandOut, Ready
+from streamcli.lives.ring import Ring
+from streamcli.lives.tensors import import_torch
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.epochs import Epochs
+from streamcli.scheduled.position import Position
+from streamcli.scheduled.resume import Resume
+from streamcli.stats import LoaderStats, Tally
+from streamcli.workers.producers import InProcess, Workers
+
+log = logging.getLogger("streamcli")
+
+
+class Iteration:
+    """The loader's epochs, one iterator at a time, over its ring, hand-out and producers."""
+
+    def __init__(self, config: LoaderConfig, epochs: Epochs, ring: Ring, handout: HandOut,
+                 producers: InProcess | Workers, bounds: list[tuple[int, int]], resume: Resume,
+                 tally: Tally, finalizer: Callable[[], Any]) -> None:  # fmt: skip
+        self.config, self.epochs, self.ring, self.handout = config, epochs, ring, handout
+        self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
+        self.position = Position.start_of(0, config.batch_size)
+        self.epoch, self.gen, self.active, self.closed = -1, 0, False, False
+        self.n_streams = len(epochs.all)  # this epoch's streams (this rank's share)
+        self.tally = tally
+
+    def start(self) -> Iterator[Batch]:
+        """Start the next epoch (or the loaded state's), superseding any older iterator."""
+        if self.closed:
+            raise RuntimeError("this StreamLoader is closed; create a new one")
+        self.handout.stop_ahead()
+        self.gen += 1
+        resume = self.resume.take()
+        B = self.config.batch_size
+        if resume is None:
+            self.epoch += 1
+            self.position = Position.start_of(self.epoch, B)
+        else:
+            self.position = Position.of_state(resume, B, len(self.resume.items))
+            self.epoch = self.position.epoch
+        return self._run(self.gen, self.epoch)
+
+    def _begin_epoch(self, gen: int, epoch: int) -> Epoch:
+        """Stop whatever producers were doing, then set the shared tables for the epoch from the position (fresh,
+        or a resumed state's)."""
+        pos, control, handout = self.position, self.ring.control, self.handout
+        control.stage(pos.cursors, pos.batch, epoch)
+        control.set_generation(gen)  # producers of an older generation abandon their batch
+        handout.pending.clear()
+        try:
+            self.producers.start_epoch(gen, self.config.timeout)
+        except BaseException:
+            self.close()  # nothing outlives the error
+            raise
+        # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
+        streams = self.epochs.streams(epoch)
+        self.n_streams = len(streams)
+        control.set_streams(streams.table(self.epochs.lengths()), pos.tickets)
+        control.set_rows(*epoch_rows(pos.cursors, pos.batch, self.config.time_steps, self.bounds))
+        self.producers.begin(gen)
+        control.open_epoch(gen, pos.batch)
+        handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
+        state, flags = pos.cursors[:, _cursor.STATE], pos.cursors[:, _cursor.FLAGS]
+        n_live = int((((state == _cursor.LIVE) | (state == _cursor.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
+        self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - n_live)
+        # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
+        dropped = self.config.epoch_end == "drop" and bool((state == _cursor.DRY).any())
+        return Epoch(epoch, pos.batch, pos.tickets, self.n_streams, self.epochs.target(epoch), dropped)
+
+    def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
+        torch = import_torch()
+        self.handout.pin_ring(torch)
+        plan = self._begin_epoch(gen, epoch)
+        self.active = True
+        try:
+            yield from self._batches_of(torch, gen, plan)
+            if gen == self.gen:  # the epoch ran to its end: the next iter() starts the next one
+                self.position = Position.start_of(epoch + 1, self.config.batch_size)
+        finally:
+            if gen == self.gen:
+                self.active = False
+
+    def _batches_of(self, torch: Any, gen: int, epoch: Epoch) -> Iterator[Batch]:
+        """Hand the prepared batches to the consumer, moving the position past each."""
+        handout, tally = self.handout, self.tally
+        ready = handout.ready(torch, epoch, lambda: not self.closed and gen == self.gen)
+        entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
+        if tally.first_next is None:
+            tally.first_next = entered
+        try:
+            while True:
+                if self.closed:
+                    raise RuntimeError("this StreamLoader was closed while iterating")
+                if gen != self.gen:
+                    raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+                rec = next(ready, None)
+                if rec is None or rec.dropped:  # "drop": the epoch ended before this batch
+                    return
+                self._hand(rec, epoch.number)
+                if rec.batch is not None:
+                    batch, rec.batch = rec.batch, None
+                    tally.batches += 1
+                    tally.steps += rec.n_valid
+                    tally.bytes += tally.batch_bytes
+                    now = time.perf_counter()
+                    tally.waits.append(now - entered)
+                    if tally.first_batch_s is None:
+                        tally.first_batch_s = now - tally.created
+                    yield batch
+                    del batch
+                    entered = time.perf_counter()
+                if rec.last:
+                    return
+        except BaseException:
+            if handout.ahead is not None and ready is handout.ahead and handout.ahead.failed:
+                self.close()  # a failure in the workers: nothing outlives it
+            raise
+        finally:
+            if handout.ahead is not None and ready is handout.ahead:
+                handout.stop_ahead()
+
+    def _hand(self, rec: Ready, epoch: int) -> None:
+        """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""
+        tally, skipped = self.tally, self.position.skipped
+        for skip in rec.skips:
+            if skip.kind == "length":
+                tally.mismatches += 1
+                if tally.mismatches == 1:
+                    # stacklevel: past _hand, _batches_of, _run and the loader's _epoch_batches, to the consumer's loop
+                    warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
+                                  RuntimeWarning, stacklevel=5)  # fmt: skip
+                continue
+            tally.skipped += 1
+            skipped.append([skip.item, skip.step])
+            log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
+                        skip.error)  # fmt: skip
+        tally.streams_done = max(0, min(rec.tickets, self.n_streams) - rec.n_live)
+        if rec.last:
+            self.position = Position.start_of(epoch + 1, self.config.batch_size)
+        else:
+            assert rec.cursors is not None
+            self.position = Position(epoch, rec.k + 1, rec.tickets, rec.cursors, skipped)
+
+    def stats(self) -> LoaderStats:
+        control, closed, handout, tally, c = self.ring.control, self.closed, self.handout, self.tally, self.config
+        elapsed = time.perf_counter() - tally.first_next if tally.first_next else 0.0
+        return LoaderStats(
+            batches=tally.batches, steps=tally.steps, bytes=tally.bytes, elapsed_s=elapsed,
+            first_batch_s=tally.first_batch_s, waits_s=tuple(tally.waits),
+            worker_busy=handout.busy_shares(closed, c.num_workers), worker_steps=() if closed else control.steps(),
+            ready_slots=0 if closed else self.producers.ready_batches(handout.k),
+            num_slots=handout.slots.num_slots, epoch=max(self.epoch, 0), streams_done=tally.streams_done,
+            streams_total=self.n_streams, skipped=tally.skipped, copies=handout.copies,
+            steps_per_batch=c.batch_size * c.time_steps, length_mismatches=tally.mismatches,
+            batch_size=c.batch_size,
+            worker_stream=() if closed else tuple(control.reading(w)[0] for w in range(len(self.bounds))),
+            rows_moved=0 if closed else control.moved,
+            worker_busy_s=() if closed else tuple(float(x) for x in control.busy()),
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Stop the producers and free the ring. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.handout.stop_ahead()
+        self.producers.close()
+        self.finalizer()

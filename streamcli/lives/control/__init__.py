@@ -1,0 +1,71 @@
+"""The ring's control block: the shared state through which the loader and the producers coordinate, and the
+only code that knows its layout (``Control``; the loader and the producers call its methods, never index it).
+
+Its arrays and their columns are in ``layout``; ``Control`` puts each concern behind a class of its own:
+``tables`` (the epoch's set-up, the generation and the hand-out counter), ``rows`` (who owns a row and its next
+claim), ``completion`` (when a batch is whole) and ``reports`` (the producers' counters and marks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streamcli.lives.control.completion import Completion
+from streamcli.lives.control.layout import (
+    AWAITED,
+    CLAIM,
+    CUR_STREAM,
+    NEVER,
+    NO_OWNER,
+    OWNER,
+    READY,
+    WRITTEN,
+    arrays,
+)
+from streamcli.lives.control.reports import Reports
+from streamcli.lives.control.rows import RowOwners
+from streamcli.lives.control.tables import EpochTables
+
+__all__ = ["NEVER", "NO_OWNER", "Aborted", "Control", "arrays"]
+
+
+class Aborted(Exception):
+    """The loader moved to a new generation (new epoch, or closing); drop the current work."""
+
+
+class Control(EpochTables, RowOwners, Completion, Reports):
+    """The control block's arrays behind methods: the loader and the producers call these, never index it.
+
+    Rows are not tied to producers. A row whose stream ends is released (owner -1, its cursor in ``held``) and
+    whichever producer is free takes it for the next claim: that is how work moves to idle workers. Tickets
+    stay in canonical order through one rule: a claim at key K is made only when K is the smallest ``claim``
+    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. With
+    planned claims (``scheduled.claims``: every length known) each waiting row's key and tickets are fixed in
+    advance, and any row whose key is handed out may claim. Values in ``claim`` and ``written`` only grow
+    within an epoch, and each row has one writer at a time (its owner, changed only under the lock), so readers
+    need no lock: a stale read only makes them wait longer.
+    """
+
+    def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
+                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray,
+                 mark: np.ndarray, done: np.ndarray, wdone: np.ndarray):  # fmt: skip
+        self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
+        self._wstat, self._order, self._start, self._mark = wstat, order, start, mark
+        self._done, self._wdone = done, wdone
+        self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
+
+    def clear(self) -> None:
+        for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
+                  self._mark, self._done):  # fmt: skip
+            a[...] = 0
+        self._wstat[:, CUR_STREAM] = -1  # nothing read yet
+        self._mark[:, 0] = -1
+        self._ctl[READY] = -1
+        self._ctl[AWAITED] = -1
+
+    def release(self) -> None:
+        """Drop the views (the segment is about to be unmapped)."""
+        empty = np.zeros(0)
+        self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
+        self._mark = self._done = self._wdone = empty
+        self._owner = self._claim = self._written = empty

@@ -1,0 +1,66 @@
+"""The control block's producer reports: each producer's counters (busy seconds, steps, messages sent, load), its
+idle flag, and its mark (the stream and step it is reading right now, written before every call into the source
+that can block): what a dead worker was doing, and the progress that ``timeout=`` measures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streamcli.lives.control.layout import BUSY, CUR_POS, CUR_STREAM, IDLE, LOAD, SENT, STEPS, Arrays
+
+
+class Reports(Arrays):
+    """Per-producer counters and marks, written by the producers and read by the loader."""
+
+    def report(self, w: int, busy: float, steps: int, stream: int, pos: int) -> None:
+        """A producer's counters after a piece of work: busy seconds and steps (added), where it is reading."""
+        stat = self._wstat[w]
+        stat[BUSY] += busy
+        stat[STEPS] += steps
+        stat[CUR_STREAM], stat[CUR_POS] = stream, pos
+
+    def set_idle(self, w: int, idle: bool) -> None:
+        self._wstat[w, IDLE] = idle
+
+    def set_load(self, w: int, load: float) -> None:
+        """Producer ``w``'s load: the seconds per batch its rows cost it."""
+        self._wstat[w, LOAD] = load
+
+    def idle_elsewhere(self, w: int) -> bool:
+        """Whether a producer other than ``w`` has nothing to do."""
+        idle = self._wstat[:, IDLE]
+        return bool(idle.sum() - idle[w] > 0)
+
+    def lighter_elsewhere(self, w: int) -> bool:
+        """Whether another producer is idle or carries less load than ``w`` (then claims are left to it)."""
+        stat = self._wstat
+        idle, loads = stat[:, IDLE], stat[:, LOAD]
+        return bool(idle.sum() - idle[w] > 0 or loads.min() < loads[w])
+
+    def sent(self, w: int) -> int:
+        """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
+        return int(self._wstat[w, SENT])
+
+    def count_sent(self, w: int) -> None:
+        self._wstat[w, SENT] += 1
+
+    def busy(self) -> np.ndarray:
+        return self._wstat[:, BUSY].copy()
+
+    def steps(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self._wstat[:, STEPS])
+
+    def reading(self, w: int) -> tuple[int, int]:
+        """(stream, step) producer ``w`` is reading, or was when it stopped (``mark``); stream -1 before any."""
+        mark = self._mark[w]
+        return int(mark[0]), int(mark[1])
+
+    def mark_of(self, w: int) -> np.ndarray:
+        """Producer ``w``'s mark, ``[stream, step]``, which it writes before each call into the source."""
+        mark: np.ndarray = self._mark[w]
+        return mark
+
+    def progress(self) -> tuple[int, ...]:
+        """A snapshot that changes whenever any producer reads a step, opens a stream or completes a row."""
+        return (*self._mark.ravel().tolist(), int(self._written.sum()), int(self._done.sum()), int(self._wdone.sum()))

@@ -1,0 +1,110 @@
+"""The control block's epoch tables, written by the loader as an epoch is set up and read by the producers: the
+generation (a new epoch, or closing, makes producers drop what they are doing), the row cursors and streams the
+epoch starts from, the tickets, and the hand-out counter (batch k may be written once ``handed > k``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streamcli.lives.control.layout import (
+    EPOCH,
+    FIRST_BATCH,
+    GEN,
+    GIVEN,
+    HANDED,
+    NUM_STREAMS,
+    READY,
+    TICKETS,
+    Arrays,
+)
+
+
+class EpochTables(Arrays):
+    """The generation, the epoch's set-up and the hand-out counter."""
+
+    @property
+    def generation(self) -> int:
+        return int(self._ctl[GEN])
+
+    def set_generation(self, gen: int) -> None:
+        self._ctl[GEN] = gen
+
+    def stage(self, cursors: np.ndarray, first_batch: int, epoch: int = 0) -> None:
+        """The row cursors the next epoch starts from, the batch it starts at, and its number."""
+        self._start[:] = cursors
+        self._ctl[FIRST_BATCH] = first_batch
+        self._ctl[EPOCH] = epoch
+
+    def set_streams(self, table: np.ndarray, tickets: int) -> None:
+        """The epoch's streams in ticket order and the tickets already taken."""
+        self._order[: len(table)] = table
+        self._ctl[NUM_STREAMS] = len(table)
+        self._ctl[TICKETS] = tickets
+
+    def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
+        self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
+        self._ctl[GIVEN] = 0
+        self._done[:] = 0
+        self._wdone[:] = 0
+
+    def open_epoch(self, gen: int, first_batch: int) -> None:
+        """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
+        self._ctl[HANDED] = first_batch
+        self._ctl[READY] = gen
+
+    def hand_out(self, k: int, slot: int) -> None:
+        self._slot_of[k % len(self._slot_of)] = slot
+        self._ctl[HANDED] = k + 1  # after the slot: a producer that sees the count sees the slot
+
+    @property
+    def handed(self) -> int:
+        return int(self._ctl[HANDED])
+
+    def slot_of(self, k: int) -> int:
+        return int(self._slot_of[k % len(self._slot_of)])
+
+    def ready(self, gen: int) -> bool:
+        return int(self._ctl[READY]) == gen
+
+    @property
+    def epoch(self) -> int:
+        """The epoch being produced (``stage``): a transform's ``ctx.epoch``."""
+        return int(self._ctl[EPOCH])
+
+    @property
+    def first_batch(self) -> int:
+        return int(self._ctl[FIRST_BATCH])
+
+    def cursors(self, lo: int, hi: int) -> np.ndarray:
+        return self._start[lo:hi]
+
+    @property
+    def num_streams(self) -> int:
+        return int(self._ctl[NUM_STREAMS])
+
+    @property
+    def tickets(self) -> int:
+        """Tickets taken: those before the epoch's start until producers take more (unplanned claims)."""
+        return int(self._ctl[TICKETS])
+
+    def order_table(self) -> np.ndarray:
+        """The epoch's streams in ticket order (a copy): (item, first step, open-ended, promised length)."""
+        return self._order[: int(self._ctl[NUM_STREAMS])].copy()
+
+    def take_ticket(self) -> int:
+        """The next ticket (hold the lock): the epoch's tickets are handed out in canonical order."""
+        ticket = int(self._ctl[TICKETS])
+        self._ctl[TICKETS] = ticket + 1
+        return ticket
+
+    def stream(self, ticket: int) -> tuple[int, int, bool, int]:
+        """(item, first step, open-ended, promised length or -1) of the stream ticket ``ticket`` names."""
+        item, start, open_ended, length = self._order[ticket % int(self._ctl[NUM_STREAMS])].tolist()
+        return item, start, bool(open_ended), length
+
+    def promised_length(self, item: int, start: int) -> int:
+        """The length that ``length()`` promised for the stream of ``item`` starting at ``start``, or -1."""
+        order = self._order[: int(self._ctl[NUM_STREAMS])]
+        at = np.flatnonzero((order[:, 0] == item) & (order[:, 1] == start))
+        return int(order[at[0], 3]) if len(at) else -1
