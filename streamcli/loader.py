@@ -49,10 +49,13 @@ class StreamLoader:
             ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
         prefetch: batches the workers may write ahead of the consumer. By default (None) as many as fit in
-            256 MiB and in a quarter of the free shared memory, from 4 to 16. In-process (4 by default) it only
+            the CPU's last-level cache and in a quarter of the free shared memory, from 4 to 16 (a ring that
+            fits in the cache keeps the workers' copies out of main memory). In-process (4 by default) it only
             sets how many batches the consumer may keep before later ones are copies.
-        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live). Needs
-            ``num_workers >= 1``: in-process a hung source cannot be stopped safely, so the pair is refused.
+        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live), counted
+            once every worker has started; a worker's start (imports, ``setup_worker``) may take up to
+            ``max(timeout, 120)`` s. Needs ``num_workers >= 1``: in-process a hung source cannot be stopped
+            safely, so the pair is refused.
         mp_context: multiprocessing start method for workers; "spawn" is the safe default.
         segment: cut every item into streams of at most this many steps (0: whole items). Each segment is a
             stream of its own (its own ticket, ``is_first`` at its first step; ``batch.position`` stays the

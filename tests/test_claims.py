@@ -193,35 +193,43 @@ def test_a_resume_inside_a_broken_streams_padding_reports_it_once(workers: int, 
                 assert loader.stats.length_mismatches == 0
 
 
-def _schedule(lengths: Sequence[int], B: int, T: int, start: np.ndarray | None = None,
-              workers: int = 2) -> Any:  # fmt: skip
-    from streamcli.lives.tensors import split_rows
+def _schedule(lengths: Sequence[int], B: int, T: int, rows: tuple[int, int] | None = None,
+              start: np.ndarray | None = None, pack: bool = True) -> Any:  # fmt: skip
     from streamcli.scheduled.schedule import Schedule
 
     order = np.array([(i, 0, 0, n) for i, n in enumerate(lengths)], np.int64)  # item, first step, open, length
     if start is None:
         start = np.array([_cursor.record(-1, 0, _cursor.IDLE, False, False)] * B, np.int64)
-    return Schedule(order, start, 0, 0, T=T, pack=True, segment=0, restream=False,
-                    blocks=split_rows(B, workers))  # fmt: skip
+    return Schedule(order, start, 0, 0, T=T, pack=pack, segment=0, restream=False, rows=rows)
 
 
-@pytest.mark.parametrize("lengths", [[7] * 40, [3, 11, 5, 20, 1, 9, 14, 2] * 5])
-def test_the_schedule_deals_each_stream_to_one_producer_and_keeps_them_even(lengths: list[int]) -> None:
-    sched = _schedule(lengths, B=6, T=4)
-    owner_of: dict[int, int] = {}  # item -> the producer that read its steps
-    for _ in range(40):
-        plan = sched.next_plan()
-        parts = [(int(i), int(o)) for i, o in zip(plan.item, plan.owner, strict=True)]
-        parts += [(r[3], o) for r, o in zip(plan.runs, plan.run_owners, strict=True)]
-        for item, o in parts:
-            assert owner_of.setdefault(item, o) == o, f"stream {item} moved from producer {owner_of[item]} to {o}"
-        assert set(plan.last_owner.tolist()) <= {0, 1}
-        reading = [int(sum(1 for q in plan.last_owner.tolist() if q == w)) for w in (0, 1)]
-        assert abs(reading[0] - reading[1]) <= 2, reading  # dealt to the one reading the fewest
-    assert set(owner_of.values()) == {0, 1}
+def _rows_of(plan: Any, lo: int) -> dict[str, Any]:
+    """A plan's content with row numbers counted in the whole batch (``lo``: the plan's first row)."""
+    cols = (plan.whole, plan.item, plan.pos, plan.replay, plan.stop, plan.expect, plan.seg_end)
+    rows = zip(*(c.tolist() for c in cols), strict=True)
+    whole = [(b + lo, 0, -1, i, p, bool(rp), False, st, e, se) for b, i, p, rp, st, e, se in rows]
+    runs = [(r[0] + lo, *r[1:]) for r in plan.runs] + whole
+    return {"runs": sorted(runs), "pads": sorted((b + lo, t0, t1) for b, t0, t1 in plan.pads),
+            "cursors": plan.cursors.tolist(), "claims": plan.claims.tolist(), "dry": plan.dry.tolist()}  # fmt: skip
 
 
-def test_rows_resumed_mid_stream_stay_with_the_producer_of_their_block() -> None:
+@pytest.mark.parametrize("pack", [True, False])
+@pytest.mark.parametrize("lengths", [[7] * 40, [3, 11, 5, 20, 1, 9, 0, 14, 2] * 5])
+def test_a_row_blocks_schedule_plans_what_the_whole_schedule_plans_for_those_rows(lengths: list[int],
+                                                                                 pack: bool) -> None:  # fmt: skip
+    # A worker reading iterator streams plans only the rows of its block: the claims still follow every row.
+    whole = _schedule(lengths, B=6, T=4, pack=pack)
+    blocks = [_schedule(lengths, B=6, T=4, rows=r, pack=pack) for r in [(0, 2), (2, 6)]]
+    for _ in range(60):
+        want = _rows_of(whole.next_plan(), 0)
+        got = [_rows_of(s.next_plan(), s.lo) for s in blocks]
+        assert sorted(got[0]["runs"] + got[1]["runs"]) == want["runs"]
+        assert sorted(got[0]["pads"] + got[1]["pads"]) == want["pads"]
+        for key in ("cursors", "claims", "dry"):
+            assert got[0][key] + got[1][key] == want[key], key
+
+
+def test_rows_resumed_mid_stream_are_planned_by_their_block() -> None:
     start = np.array([_cursor.record(i, 2, _cursor.LIVE, False, False) for i in range(4)], np.int64)
-    plan = _schedule([9] * 8, B=4, T=4, start=start).next_plan()
-    assert plan.whole.tolist() == [0, 1, 2, 3] and plan.owner.tolist() == [0, 0, 1, 1]
+    plan = _schedule([9] * 8, B=4, T=4, rows=(2, 4), start=start).next_plan()
+    assert plan.whole.tolist() == [0, 1] and plan.item.tolist() == [2, 3] and plan.pos.tolist() == [2, 2]

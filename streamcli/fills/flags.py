@@ -31,6 +31,15 @@ class Views:
     summary: np.ndarray
     cursor: np.ndarray
 
+    def columns(self, lo: int, hi: int) -> Views:
+        """Rows ``lo .. hi-1`` of the slot, numbered from 0 (views: writes land in the slot)."""
+        if (lo, hi) == (0, self.valid.shape[1]):
+            return self
+        return Views(data=[a[:, lo:hi] for a in self.data], first=self.first[:, lo:hi], valid=self.valid[:, lo:hi],
+                     stream=self.stream[:, lo:hi], position=self.position[:, lo:hi],
+                     replayed=self.replayed[:, lo:hi], summary=self.summary[lo:hi],
+                     cursor=self.cursor[lo:hi])  # fmt: skip
+
     @classmethod
     def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
         return cls(data=[tb[n] for n in names], first=tb["is_first"], valid=tb["valid"], stream=tb["stream"],
@@ -51,7 +60,7 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
     v.stream[...] = item
     np.add(steps_t[:, None], pos, out=v.position)
     v.replayed[...] = rep
-    _write_runs(v, plan.runs, steps_t, valid=False)
+    _write_runs(v, plan.runs, steps_t)
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
 
@@ -61,14 +70,11 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
 _FEW_RUNS, _SHORT_RUN = 8, 32
 
 
-def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray, valid: bool) -> None:
-    """The flags of ``runs`` (``valid``: set them valid too, where the batch was not set valid as a whole)."""
+def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray) -> None:
+    """The flags of ``runs`` (the batch is set valid and not first as a whole before)."""
     if len(runs) <= _FEW_RUNS or sum(r[2] for r in runs) > _SHORT_RUN * len(runs):
         for b, t0, n, it, p0, rp, fresh, *_ in runs:
             t1 = t0 + n
-            if valid:
-                v.valid[t0:t1, b] = True
-                v.first[t0:t1, b] = False
             v.stream[t0:t1, b] = it
             np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
             v.replayed[t0:t1, b] = rp
@@ -79,9 +85,6 @@ def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray, valid: bool) -> 
     cell_run = np.repeat(np.arange(len(runs)), n)
     local = np.arange(len(cell_run)) - np.repeat(np.cumsum(n) - n, n)  # a cell's step within its run
     tt, bb = t0[cell_run] + local, b[cell_run]
-    if valid:
-        v.valid[tt, bb] = True
-        v.first[tt, bb] = False
     v.stream[tt, bb] = it[cell_run]
     v.position[tt, bb] = p0[cell_run] + local
     v.replayed[tt, bb] = rp[cell_run] != 0
@@ -103,34 +106,12 @@ def pad(v: Views, b: int, t0: int, t1: int) -> None:
 def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
     """Every row's cursor and counts; rows in ``short`` hold a stream that ended before its promise (their cursor
     says so)."""
-    write_rows_summary(v, plan, np.arange(len(plan.cursors)), short)
-
-
-def write_owned_flags(v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run],
-                      pads: list[tuple[int, int, int]], steps_t: np.ndarray) -> None:  # fmt: skip
-    """The flags of the parts of a batch one producer reads when rows are shared out stream by stream: the whole
-    rows ``plan.whole[sel]``, the ``runs`` and the ``pads``."""
-    cols = plan.whole[sel]
-    if len(cols):
-        v.valid[:, cols] = True
-        v.first[:, cols] = False
-        v.stream[:, cols] = plan.item[sel]
-        v.position[:, cols] = steps_t[:, None] + plan.pos[sel]
-        v.replayed[:, cols] = plan.replay[sel]
-    _write_runs(v, runs, steps_t, valid=True)
-    for b, t0, t1 in pads:
-        pad(v, b, t0, t1)
-
-
-def write_rows_summary(v: Views, plan: BatchRuns, rows: np.ndarray, short: Any = ()) -> None:
-    """The cursors and counts of ``rows`` (those whose last part this producer read)."""
-    cur = plan.cursors[rows].copy()
+    cur = plan.cursors.copy()
     if short:
-        ran_out = np.isin(rows, list(short)) & (cur[:, _cursor.STATE] == _cursor.LIVE)
-        cur[ran_out, _cursor.STATE] = _cursor.SHORT
-    v.cursor[rows] = cur
+        cur[[b for b in short if cur[b, _cursor.STATE] == _cursor.LIVE], _cursor.STATE] = _cursor.SHORT
+    v.cursor[...] = cur
     s = v.summary
-    s[rows, CLAIMS] = plan.claims[rows]
-    s[rows, DRY] = plan.dry[rows]
-    s[rows, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    s[rows, VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
+    s[:, CLAIMS] = plan.claims
+    s[:, DRY] = plan.dry
+    s[:, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    s[:, VALID] = 0  # the loader counts the valid steps from the flags, once every part is written

@@ -60,25 +60,17 @@ class Rows:
         self.readers.clear()
 
     def fill(self, v: Views, plan: BatchRuns) -> set[int]:
-        """Write every row of batch ``plan.k`` (flags are written before, from the plan); returns the rows that
-        end the batch holding a stream that ran out before its promise."""
-        return self.fill_parts(v, plan, np.arange(len(plan.whole)), plan.runs, plan.pads)
-
-    def fill_parts(self, v: Views, plan: BatchRuns, sel: np.ndarray, runs: list[Run],
-                   pads: list[tuple[int, int, int]]) -> set[int]:  # fmt: skip
-        """Write the whole rows ``plan.whole[sel]`` and the ``runs`` of batch ``plan.k``; a row that only pads
-        (``pads``) closes its stream. Returns the rows that end the batch holding a stream that ran out before
-        its promise."""
+        """Write every row of batch ``plan.k`` (flags are written before, from the plan); a row that only pads
+        closes its stream. Returns the rows that end the batch holding a stream that ran out before its promise."""
         T = len(v.valid)
         short: set[int] = set()
         whole = plan.whole
         data, readers, blocks = v.data, self.readers, self.blocks
         one = data[0] if len(data) == 1 else None  # the common source of one field: no loop over fields
         steps = 0
-        for b, item, p, stop, expect, seg_end in zip(whole[sel].tolist(), plan.item[sel].tolist(),
-                                                     plan.pos[sel].tolist(), plan.stop[sel].tolist(),
-                                                     plan.expect[sel].tolist(), plan.seg_end[sel].tolist(),
-                                                     strict=True):  # fmt: skip
+        for b, item, p, stop, expect, seg_end in zip(whole.tolist(), plan.item.tolist(), plan.pos.tolist(),
+                                                     plan.stop.tolist(), plan.expect.tolist(),
+                                                     plan.seg_end.tolist(), strict=True):  # fmt: skip
             r = readers.get(b)
             # The usual whole row: its stream goes on past the batch and its current block holds all T steps.
             if blocks and r is not None and (blk := r.blk) is not None and r.pos == p and r.item == item:
@@ -94,7 +86,7 @@ class Rows:
                     continue
             if self._run(v, (b, 0, T, item, p, False, False, stop, expect, seg_end), T):
                 short.add(b)
-        for run in runs:
+        for run in plan.runs:
             b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
             r = readers.get(b)
             # The usual run of a block source: the row's open stream goes on in its current block.
@@ -115,7 +107,7 @@ class Rows:
             if self._run(v, run, T):
                 short.add(b)
         self.steps += steps
-        for b, _, t1 in pads:  # a row that only pads holds no open stream
+        for b, _, t1 in plan.pads:  # a row that only pads holds no open stream
             if t1 == T:
                 r = self.readers.pop(b, None)
                 if r is not None:

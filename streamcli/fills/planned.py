@@ -1,12 +1,11 @@
-"""A producer on the planned path: batches filled from the schedule, whole or by rows, as they are handed out.
+"""A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
 
-When every stream's length is known (``ClaimPlan.applies``), every producer computes the same ``Schedule`` and
-follows it; nothing is claimed or balanced at run time. Random-access sources (``window(item)``) are filled
-batch by batch: producer ``w`` of ``W`` fills every batch ``k`` with ``k % W == w`` whole, and marks it done
-(``Control.set_done``). Iterator sources keep each stream in one process: the streams are dealt out to the
-producers in plan order (each to the one reading the fewest), every producer writes the parts of each batch that
-its streams cover, and marks its part done (``Control.set_worker_done``). Either way the loader waits for
-``Control.batch_done(k)``.
+When every stream's length is known (``ClaimPlan.applies``), every producer follows the same ``Schedule``;
+nothing is claimed or balanced at run time. Random-access sources (``window(item)``) are filled batch by batch:
+producer ``w`` of ``W`` fills every batch ``k`` with ``k % W == w`` whole, and marks it done
+(``Control.set_done``). Iterator sources keep each stream in one process: producer ``w`` writes the rows of its
+block (``split_rows``) of every batch, planning those rows only, and marks its part done
+(``Control.set_worker_done``). Either way the loader waits for ``Control.batch_done(k)``.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 
 from streamcli.fills import iterators, windows
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Views, write_flags, write_owned_flags, write_rows_summary, write_summary
+from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
@@ -51,7 +50,9 @@ class Filler:
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
-        self._blocks = split_rows(plan.batch_size, W)  # the row blocks resumed rows stay in
+        # The rows this producer writes: all of them, or (iterator sources with workers) its block of every batch.
+        self.shared = not self.by_batch and W > 1
+        self.lo, self.hi = split_rows(plan.batch_size, W)[w] if self.shared else (0, plan.batch_size)
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
@@ -74,11 +75,9 @@ class Filler:
             if self.planned:
                 c = self.config
                 self.first = control.first_batch
-                dealt = not self.by_batch and self.W > 1  # iterator streams are dealt to the producers
                 self.sched = Schedule(order, start, self.first, control.tickets, T=c.time_steps,
                                       pack=c.boundary == "pack", segment=c.segment,
-                                      restream=c.epoch_end == "restream",
-                                      blocks=self._blocks if dealt else None)  # fmt: skip
+                                      restream=c.epoch_end == "restream", rows=(self.lo, self.hi))  # fmt: skip
         return self.planned
 
     def step(self) -> bool:
@@ -117,16 +116,14 @@ class Filler:
         slot = self.ring.control.slot_of(k)
         v = self._views.get(slot)
         if v is None:
-            v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names)
+            v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names).columns(self.lo, self.hi)
         return v
 
     def _fill(self, plan: BatchRuns) -> None:
         control = self.ring.control
         v = self._slot(plan.k)
         self.faults.k = plan.k
-        if not self.by_batch and self.W > 1:
-            return self._fill_shared(v, plan)
-        # One producer fills the whole batch: from windows, or (in-process) from its rows' streams.
+        # The rows of ``v``: the whole batch (windows, or in-process), or this producer's block of it.
         write_flags(v, plan, self.steps_t)
         if self.windows is not None:
             short = windows.fill(v, plan, self.windows, self.faults, self.first)
@@ -135,20 +132,7 @@ class Filler:
             short = self.rows.fill(v, plan)
         write_summary(v, plan, short)
         self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
-        control.set_done(plan.k)
-
-    def _fill_shared(self, v: Views, plan: BatchRuns) -> None:
-        """With several workers, each reads the streams dealt to it (``Schedule``) and writes their parts of the
-        batch, and the summary of the rows whose last part it read; a stream stays with one producer to its end."""
-        assert self.rows is not None
-        w = self.w
-        sel = np.flatnonzero(plan.owner == w)
-        runs = [r for r, o in zip(plan.runs, plan.run_owners, strict=True) if o == w]
-        pads = [p for p, o in zip(plan.pads, plan.pad_owners, strict=True) if o == w]
-        write_owned_flags(v, plan, sel, runs, pads, self.steps_t)
-        short = self.rows.fill_parts(v, plan, sel, runs, pads)
-        mine = np.flatnonzero(plan.last_owner == w)
-        if len(mine):
-            write_rows_summary(v, plan, mine, short)
-        self.steps += sum(r[2] for r in runs) + len(sel) * len(self.steps_t)
-        self.ring.control.set_worker_done(w, plan.k)
+        if self.shared:
+            control.set_worker_done(self.w, plan.k)
+        else:
+            control.set_done(plan.k)

@@ -213,23 +213,40 @@ class Ring:
         self.shm.close()
 
 
-PREFETCH_MIN, PREFETCH_MAX, PREFETCH_BUDGET = 4, 16, 256 * 2**20
+PREFETCH_MIN, PREFETCH_MAX = 4, 16
+_CACHE_DEFAULT = 32 * 2**20  # where the last-level cache cannot be read
 
 
 def default_prefetch(
     fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4,
-    most: int = PREFETCH_MAX, budget: int = PREFETCH_BUDGET,
+    most: int = PREFETCH_MAX, budget: int | None = None,
 ) -> int:  # fmt: skip
-    """Batches workers may write ahead by default: as many slots as fit in ``budget`` (256 MiB) and in a quarter
-    of the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and ``most`` (16);
-    4 in-process, where nothing runs ahead. The window matters when streams cost unevenly: rows of cheap streams
-    fill later batches while an expensive one finishes this one."""
+    """Batches workers may write ahead by default: as many slots as fit in ``budget`` (the CPU's last-level cache)
+    and in a quarter of the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and
+    ``most`` (16); 4 in-process, where nothing runs ahead. Every slot is written once a lap: a ring that fits in
+    the cache keeps the producers' copies out of main memory, and a deeper window than that only pays while
+    streams cost unevenly (rows of cheap streams fill later batches while an expensive one finishes this one)."""
     if not workers:
         return PREFETCH_MIN
     spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
                     num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
-    fit = int(min(budget, _shm_free() / 4) // spec.entries()[3])
+    fit = int(min(cache_bytes() if budget is None else budget, _shm_free() / 4) // spec.entries()[3])
     return max(PREFETCH_MIN, min(most, fit - extra))
+
+
+def cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of this CPU's last-level cache (Linux sysfs), or 32 MiB where it cannot be read."""
+    best: tuple[int, int] | None = None
+    try:
+        for index in os.listdir(root):
+            if index.startswith("index"):
+                with open(os.path.join(root, index, "level")) as f, open(os.path.join(root, index, "size")) as g:
+                    level, size = int(f.read()), g.read().strip()
+                n = int(size[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[size[-1]] if size[-1] in "KMG" else int(size)
+                best = max(best or (level, n), (level, n))
+    except (OSError, ValueError, KeyError):
+        return _CACHE_DEFAULT
+    return best[1] if best else _CACHE_DEFAULT
 
 
 def _shm_free(root: str = "/dev/shm") -> float:

@@ -21,7 +21,7 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
 
 LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
-_COLUMNS = ("state", "pos", "stop", "item", "replay", "fresh", "owner", "expect", "seg_end", "claim_q")
+_COLUMNS = ("state", "pos", "stop", "item", "replay", "fresh", "expect", "seg_end", "claim_q")
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
 """(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
 a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
@@ -45,10 +45,6 @@ class BatchRuns:
     seg_end: np.ndarray  # int64, per whole row
     runs: list[Run]
     pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
-    owner: np.ndarray  # int64, per whole row: the producer reading its stream (``Schedule``, with workers)
-    run_owners: list[int]  # the producer reading each run's stream
-    pad_owners: list[int]  # the producer that pads each padding (that of the stream it follows)
-    last_owner: np.ndarray  # (B,) int64: who read each row's last part in the batch (it writes the row's summary)
     cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
     claims: np.ndarray  # (B,) int64 tickets taken in the batch
     dry: np.ndarray  # (B,) int64 claims that found no stream
@@ -62,34 +58,32 @@ class Schedule:
     resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
     stream) and ``start`` (the row cursors at batch ``first``).
 
-    With ``workers`` producers reading iterator sources, the schedule also deals each stream, as it starts, to the
-    producer reading the fewest streams then (the lowest on a tie); rows resumed mid-stream stay with the producer
-    of their row block (``blocks``). Every producer computes the same schedule, so all agree without a word; who
-    reads a stream changes nothing in the batch."""
+    A producer that writes only the rows ``lo .. hi-1`` of each batch (``rows``: a worker reading iterator
+    streams, which stay in its process) plans only those: the claims are made for every row, in the one order
+    all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
+    others."""
 
     def __init__(self, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
-                 segment: int, restream: bool, blocks: list[tuple[int, int]] | None = None) -> None:  # fmt: skip
-        self.T, self.B, self.pack, self.segment = T, len(start), pack, segment
+                 segment: int, restream: bool, rows: tuple[int, int] | None = None) -> None:  # fmt: skip
+        self.lo, hi = rows or (0, len(start))
+        self.T, self.B, self.B_all, self.pack, self.segment = T, hi - self.lo, len(start), pack, segment
         self.order = order
         self.plan = ClaimPlan.of_ring(order, start, first, tickets, T=T, pack=pack, segment=segment,
                                       restream=restream)  # fmt: skip
         self.k = first
         B, q0 = self.B, first * T
+        start = start[self.lo : hi]
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
-        self.rows = rows = np.zeros((B, len(_COLUMNS)), np.int64)
-        (self.state, self.pos, self.stop, self.item, self.replay, self.fresh, self.owner, self.expect,
-         self.seg_end, self.claim_q) = (rows[:, i] for i in range(len(_COLUMNS)))  # fmt: skip
+        self.table = table = np.zeros((B, len(_COLUMNS)), np.int64)
+        (self.state, self.pos, self.stop, self.item, self.replay, self.fresh, self.expect, self.seg_end,
+         self.claim_q) = (table[:, i] for i in range(len(_COLUMNS)))  # fmt: skip
         self.item[:] = start[:, _cursor.ITEM]
         self.pos[:] = start[:, _cursor.POS]
         self.replay[:] = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
         self.expect[:] = -1
         self.claim_q[:] = q0
         self.state[:] = IDLE
-        blocks = blocks or [(0, B)]
-        self.live = [0] * len(blocks)  # streams each producer is reading
-        for w, (lo, hi) in enumerate(blocks):
-            self.owner[lo:hi] = w
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == _cursor.DRY:
                 self.state[b] = DRY
@@ -99,11 +93,7 @@ class Schedule:
                 self.stop[b], self.expect[b] = end, length
                 self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
                 self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
-                if state == _cursor.LIVE:
-                    self.state[b] = LIVE
-                    self.live[int(self.owner[b])] += 1
-                else:
-                    self.state[b] = WAIT
+                self.state[b] = LIVE if state == _cursor.LIVE else WAIT
 
     def next_plan(self) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it."""
@@ -113,10 +103,12 @@ class Schedule:
         claims = np.zeros(B, np.int64)
         dry = np.zeros(B, np.int64)
         by_row: dict[int, list[tuple[int, int, int, bool]]] = {}  # row -> its claims (step, first, count, dry)
-        heap, limit = plan._heap, q1 * B
+        heap, B_all, lo = plan._heap, self.B_all, self.lo
+        limit = q1 * B_all
         while heap and heap[0][0] < limit:
             key, b, c = plan.advance()
-            by_row.setdefault(b, []).append((key // B, c.first, c.n, c.dry))
+            if lo <= b < lo + B:
+                by_row.setdefault(b - lo, []).append((key // B_all, c.first, c.n, c.dry))
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
@@ -129,21 +121,16 @@ class Schedule:
         out = BatchRuns(
             k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole] != 0,
             fresh=np.zeros(len(whole), bool), stop=self.stop[whole], expect=self.expect[whole],
-            seg_end=self.seg_end[whole], owner=self.owner[whole], run_owners=[], pad_owners=[],
-            last_owner=self.owner, runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
+            seg_end=self.seg_end[whole], runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
             claims=claims, dry=dry,
         )  # fmt: skip
         pads = out.pads
         for b in np.flatnonzero((wait_all | dry_all) & ~crossing).tolist():
             pads.append((b, 0, T))
-            out.pad_owners.append(int(self.owner[b]))
         pos[whole] += T
         pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
         ended = whole[self.stop[whole] == pos[whole]]
         state[ended] = WAIT
-        if len(self.live) > 1:
-            for o in self.owner[ended].tolist():
-                self.live[o] -= 1
         for b in np.flatnonzero(crossing).tolist():
             self._cross(b, q0, by_row.get(b, []), out)
         # Rows waiting for a claim at the next batch's first step are free now.
@@ -153,7 +140,6 @@ class Schedule:
         cur[:, _cursor.POS] = pos
         cur[:, _cursor.STATE] = np.choose(state, (_cursor.LIVE, _cursor.SHORT, _cursor.IDLE, _cursor.DRY))
         cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
-        out.last_owner = self.owner.copy()
         self.k = k + 1
         return out
 
@@ -161,27 +147,24 @@ class Schedule:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, plan, order = self.T, self.plan, self.order
-        state, pos, stop, item, replay, fresh, owner, expect, seg_end, claim_q = self.rows[b].tolist()
+        state, pos, stop, item, replay, fresh, expect, seg_end, claim_q = self.table[b].tolist()
         replay, fresh = replay != 0, fresh != 0
-        runs, run_owners, pads, pad_owners, live = out.runs, out.run_owners, out.pads, out.pad_owners, self.live
+        runs, pads = out.runs, out.pads
         t, c = 0, 0
         while t < T:
             if state == LIVE:
                 n = min(stop - pos, T - t)
                 runs.append((b, t, n, item, pos, replay, fresh, stop, expect, seg_end))
-                run_owners.append(owner)
                 fresh = False
                 pos += n
                 t += n
                 if pos == stop:
                     state = WAIT
-                    live[owner] -= 1
             elif state == WAIT:
                 claim_t = claim_q - q0
                 e = min(T, claim_t)
                 if e > t:
                     pads.append((b, t, e))
-                    pad_owners.append(owner)
                     if claim_t > T:
                         pos += T - t  # still padding at the batch's end: the position counts on
                 t = e
@@ -202,14 +185,10 @@ class Schedule:
                     continue
                 steps = plan.steps_of(taken)
                 stop, expect = start + steps, length
-                if len(live) > 1:  # dealt to the producer reading the fewest streams
-                    owner = min(range(len(live)), key=lambda q: (live[q], q))
-                live[owner] += 1
                 seg_end = start + self.segment if self.segment else -1
                 claim_q = next_claim_step(step, steps, T, self.pack)
                 fresh, state = True, LIVE
             else:  # DRY
                 pads.append((b, t, T))
-                pad_owners.append(owner)
                 t = T
-        self.rows[b] = (state, pos, stop, item, replay, fresh, owner, expect, seg_end, claim_q)
+        self.table[b] = (state, pos, stop, item, replay, fresh, expect, seg_end, claim_q)
