@@ -101,6 +101,10 @@ def main() -> None:
     with loader:
         trainer.fit(model, train_dataloaders=loader, ckpt_path=a.resume)
     (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(model.seen))
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Else gloo's threads may still run while the interpreter exits: "terminate called without an active
+        # exception" and SIGABRT, now and then, after a run that went well.
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
