@@ -233,3 +233,24 @@ def test_rows_resumed_mid_stream_are_planned_by_their_block() -> None:
     start = np.array([_cursor.record(i, 2, _cursor.LIVE, False, False) for i in range(4)], np.int64)
     plan = _schedule([9] * 8, B=4, T=4, rows=(2, 4), start=start).next_plan()
     assert plan.whole.tolist() == [0, 1] and plan.item.tolist() == [2, 3] and plan.pos.tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("pack", [True, False])
+@pytest.mark.parametrize("lengths", [[7] * 40, [3, 11, 5, 20, 1, 9, 0, 14, 2] * 5, [1, 2, 30, 4] * 10])
+def test_crossings_planned_with_arrays_match_those_planned_row_by_row(
+    lengths: list[int], pack: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamcli.scheduled import schedule
+
+    long = [i for i, n in enumerate(lengths) if n >= 3][:6]  # rows resumed one step into these streams
+    resumed = np.array([_cursor.record(item, 1, _cursor.LIVE if r % 3 else _cursor.SHORT, False, False)
+                        for r, item in enumerate(long)], np.int64)  # fmt: skip
+    for start in (None, resumed):  # an epoch's start, and a resume with live and short rows
+        by_row = _schedule(lengths, B=6, T=4, pack=pack, start=start)
+        by_arrays = _schedule(lengths, B=6, T=4, pack=pack, start=start)
+        for _ in range(40):
+            monkeypatch.setattr(schedule, "_MANY_CROSSINGS", 10**9)  # one by one
+            want = _rows_of(by_row.next_plan(), 0)
+            monkeypatch.setattr(schedule, "_MANY_CROSSINGS", 0)  # the usual crossings as arrays
+            assert _rows_of(by_arrays.next_plan(), 0) == want
+        assert np.array_equal(by_row.table, by_arrays.table)

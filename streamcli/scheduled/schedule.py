@@ -13,6 +13,7 @@ settings, the epoch and k: the same for any number of workers and any timing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,9 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
 
+# From this many crossing rows in a batch, those of the usual shapes are planned with array operations
+# (``Schedule._cross_simply``); fewer cost less one by one.
+_MANY_CROSSINGS = 32
 LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "fresh", "expect", "seg_end", "claim_q")
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
@@ -102,21 +106,21 @@ class Schedule:
         plan = self.plan
         claims = np.zeros(B, np.int64)
         dry = np.zeros(B, np.int64)
-        by_row: dict[int, list[tuple[int, int, int, bool]]] = {}  # row -> its claims (step, first, count, dry)
+        got: list[tuple[int, int, int, int, bool]] = []  # this batch's claims of these rows: (row, step, first, n, dry)
         heap, B_all, lo = plan._heap, self.B_all, self.lo
         limit = q1 * B_all
         while heap and heap[0][0] < limit:
             key, b, c = plan.advance()
             if lo <= b < lo + B:
-                by_row.setdefault(b - lo, []).append((key // B_all, c.first, c.n, c.dry))
+                got.append((b - lo, key // B_all, c.first, c.n, c.dry))
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
         wait_all = (state == WAIT) & (self.claim_q >= q1)
         dry_all = state == DRY
         crossing = ~(whole_mask | wait_all | dry_all)
-        if by_row:
-            crossing[list(by_row)] = True
+        claimed = np.array(got, np.int64).reshape(-1, 5)
+        crossing[claimed[:, 0]] = True
         whole = np.flatnonzero(whole_mask)
         out = BatchRuns(
             k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole] != 0,
@@ -131,8 +135,15 @@ class Schedule:
         pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
         ended = whole[self.stop[whole] == pos[whole]]
         state[ended] = WAIT
-        for b in np.flatnonzero(crossing).tolist():
-            self._cross(b, q0, by_row.get(b, []), out)
+        rest = np.flatnonzero(crossing)
+        if len(rest) >= _MANY_CROSSINGS:
+            rest = self._cross_simply(crossing, claimed, q0, out)
+        if len(rest):
+            by_row: dict[int, list[tuple[int, int, int, bool]]] = {}  # row -> its claims (step, first, n, dry)
+            for b, step, first, n, is_dry in got:
+                by_row.setdefault(b, []).append((step, first, n, is_dry))
+            for b in rest.tolist():
+                self._cross(b, q0, by_row.get(b, []), out)
         # Rows waiting for a claim at the next batch's first step are free now.
         state[(state == WAIT) & (self.claim_q == q1)] = IDLE
         cur = out.cursors
@@ -142,6 +153,65 @@ class Schedule:
         cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
         self.k = k + 1
         return out
+
+    def _cross_simply(self, crossing: np.ndarray, claimed: np.ndarray, q0: int, out: BatchRuns) -> np.ndarray:
+        """The crossing rows of the usual shapes, all at once: a row whose stream ends in the batch, then pads to
+        the batch's end (``boundary="pad"``) or takes the next stream right there, and a row that takes a stream
+        at the batch's start; either way the stream taken covers the rest of the batch. Returns the other
+        crossing rows (``_cross`` plans them one by one)."""
+        T, B, plan = self.T, self.B, self.plan
+        state, pos, stop, claim_q = self.state, self.pos, self.stop, self.claim_q
+        e = np.where(state == LIVE, stop - pos, 0)  # the steps left of a row's stream
+        heads = crossing & (state == LIVE) & (e < T)
+        n_claims = np.bincount(claimed[:, 0], minlength=B)
+        # Pads to the batch's end: its next claim is at the next batch.
+        padding = np.flatnonzero(heads & (n_claims == 0) & (claim_q == q0 + T))
+        # One claim, where the row's stream ends (or at the batch's start), of a stream that covers the rest.
+        row_of = np.full(B, -1, np.int64)
+        row_of[claimed[:, 0]] = np.arange(len(claimed))
+        one = crossing & (n_claims == 1) & ((heads & (claim_q == q0 + e)) | ((state == IDLE) & (e == 0)))
+        rows = np.flatnonzero(one)
+        c = claimed[row_of[rows]]
+        taken = c[:, 2] + c[:, 3] - 1
+        ok = (c[:, 1] == q0 + e[rows]) & (c[:, 4] == 0) & (plan.n > 0)
+        tk = taken % max(plan.n, 1)
+        steps = plan._steps[tk]
+        ok &= steps >= T - e[rows]
+        rows, c, taken, tk, steps = rows[ok], c[ok], taken[ok], tk[ok], steps[ok]
+        simple = np.zeros(B, bool)
+        simple[padding] = simple[rows] = True
+        runs, pads = out.runs, out.pads
+        cols = (self.item, pos, self.replay, self.fresh, stop, self.expect, self.seg_end)
+        # The end of each stream, in row order; then the stream each row takes.
+        for b, t_end, item, p, rp, fresh, st, ex, se in self._rows_of(padding, e, *cols):
+            runs.append((b, 0, t_end, item, p, rp != 0, fresh != 0, st, ex, se))
+            pads.append((b, t_end, T))
+        pos[padding] = stop[padding]
+        state[padding] = IDLE
+        head = rows[e[rows] > 0]
+        for b, t_end, item, p, rp, fresh, st, ex, se in self._rows_of(head, e, *cols):
+            runs.append((b, 0, t_end, item, p, rp != 0, fresh != 0, st, ex, se))
+        item, start, _, length = self.order[tk].T
+        t0 = e[rows]
+        replay = taken >= plan.n
+        new_stop = start + steps
+        seg_end = start + self.segment if self.segment else np.full(len(rows), -1, np.int64)
+        runs.extend(zip(rows.tolist(), t0.tolist(), (T - t0).tolist(), item.tolist(), start.tolist(),
+                        replay.tolist(), [True] * len(rows), new_stop.tolist(), length.tolist(), seg_end.tolist(),
+                        strict=True))  # fmt: skip
+        out.claims[rows] += c[:, 3]
+        step = c[:, 1]
+        pos[rows] = start + T - t0
+        stop[rows], self.item[rows], self.expect[rows], self.seg_end[rows] = new_stop, item, length, seg_end
+        self.replay[rows], self.fresh[rows] = replay, 0
+        claim_q[rows] = step + steps if self.pack else ((step + steps - 1) // T + 1) * T
+        state[rows] = np.where(pos[rows] == new_stop, WAIT, LIVE)
+        return np.flatnonzero(crossing & ~simple)
+
+    @staticmethod
+    def _rows_of(rows: np.ndarray, *cols: np.ndarray) -> Iterator[tuple[int, ...]]:
+        """Each of ``rows`` with its values in ``cols``, as ints."""
+        return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)
 
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
