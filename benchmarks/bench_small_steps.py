@@ -15,6 +15,8 @@ Sections (all of them when none is named):
 - ``--clips`` (b): a user's block plugin over memory-mapped ``(3, 32, 32)`` uint8 clips, ``B=64``, ``T=16``:
   clips are windows of one file of synthetic frames written to a temporary folder at start-up, and the
   plugin yields views of the memmap. The hand loop is the same loop as (a) over the clips.
+- ``--large`` (d): the same block plugin over ``(3, 224, 224)`` frames, ``B=16``, ``T=8``, against the bare slice
+  copies: large frames, where the copy itself sets the pace.
 - ``--null`` (c): the engine's own cost, with a block source whose blocks are already in memory (one
   preallocated array, a 1-byte step): µs per row per batch at ``B=256`` and ``1,024``, in-process and with
   2 workers, beside a loop doing only the same slice copies.
@@ -49,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEXT_FOLDERS = (ROOT / "tests" / "data" / "text", Path("/work/shared/data/text"))
 TEXT_B, TEXT_T, TEXT_SEGMENT = 256, 256, 4096
 CLIP_B, CLIP_T, CLIP_SHAPE = 64, 16, (3, 32, 32)
+LARGE_B, LARGE_T, LARGE_SHAPE = 16, 8, (3, 224, 224)
 NULL_BS, NULL_T = (256, 1024), 64
 WARMUP = 24  # untimed batches per run: more than a loader's ring holds (prefetch 16 and its extra slots)
 _BOM = b"\xef\xbb\xbf"
@@ -268,28 +271,31 @@ def section_text(plan: Plan, folders: Sequence[Path], log: Callable[[str], None]
 
 
 class MemmapClips(BaseSource):
-    """A user's block plugin: clips are ``(offset, length)`` windows of one raw file of ``(3, 32, 32)`` uint8
-    frames, memory-mapped once per process; ``open`` yields the rest of a clip as one view of the memmap."""
+    """A user's block plugin: clips are ``(offset, length)`` windows of one raw file of ``shape`` uint8 frames
+    (``(3, 32, 32)`` by default), memory-mapped once per process; ``open`` yields the rest of a clip as one view
+    of the memmap."""
 
     block_steps = True
 
-    def __init__(self, path: str, clips: Sequence[tuple[int, int]]) -> None:
-        self.path, self.clips = path, [(int(o), int(n)) for o, n in clips]
+    def __init__(self, path: str, clips: Sequence[tuple[int, int]], shape: tuple[int, ...] = CLIP_SHAPE) -> None:
+        self.path, self.clips, self.shape = path, [(int(o), int(n)) for o, n in clips], tuple(shape)
         self._frames: np.ndarray | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "clips": self.clips, "_frames": None}  # the memmap is reopened in each worker
+        state = dict(self.__dict__)
+        state["_frames"] = None  # the memmap is reopened in each worker
+        return state
 
     def frames(self) -> np.ndarray:
         if self._frames is None:
-            self._frames = np.memmap(self.path, np.uint8, mode="r").reshape(-1, *CLIP_SHAPE)
+            self._frames = np.memmap(self.path, np.uint8, mode="r").reshape(-1, *self.shape)
         return self._frames
 
     def items(self) -> Sequence[int]:
         return range(len(self.clips))
 
     def fields(self) -> Sequence[Field]:
-        return [Field("frame", CLIP_SHAPE, "uint8", display="image")]
+        return [Field("frame", self.shape, "uint8", display="image")]
 
     def length(self, item: Any) -> int:
         return self.clips[int(item)][1]
@@ -300,15 +306,16 @@ class MemmapClips(BaseSource):
             yield {"frame": self.frames()[offset + start : offset + n]}
 
 
-def make_clips(into: Path, n_clips: int, frames: int, seed: int = 0) -> MemmapClips:
+def make_clips(into: Path, n_clips: int, frames: int, seed: int = 0,
+               shape: tuple[int, ...] = CLIP_SHAPE) -> MemmapClips:  # fmt: skip
     """``frames`` random frames in ``into/frames.u8`` and ``n_clips`` clips of 16-128 frames at random offsets
     (they may overlap: the file stays small while the epoch is long)."""
     rng = np.random.default_rng(seed)
     path = into / "frames.u8"
-    rng.integers(0, 256, (frames, *CLIP_SHAPE), np.uint8).tofile(path)
+    rng.integers(0, 256, (frames, *shape), np.uint8).tofile(path)
     lengths = rng.integers(16, 129, n_clips)
     offsets = rng.integers(0, frames - lengths + 1)
-    return MemmapClips(str(path), list(zip(offsets.tolist(), lengths.tolist(), strict=True)))
+    return MemmapClips(str(path), list(zip(offsets.tolist(), lengths.tolist(), strict=True)), shape)
 
 
 def section_clips(plan: Plan, log: Callable[[str], None]) -> str:
@@ -340,6 +347,39 @@ def section_clips(plan: Plan, log: Callable[[str], None]) -> str:
         f"### (b) block plugin over memory-mapped (3, 32, 32) uint8 clips: B={B}, T={T}, boundary=pack\n\n"
         + report.fmt_table(heads, table)
         + "\n\nGoals: streamcli 0 workers >= 0.8x the hand loop; 2 workers >= 1.0x in-process.\n"
+    )
+
+
+def section_large(plan: Plan, log: Callable[[str], None]) -> str:
+    B, T, shape = LARGE_B, LARGE_T, LARGE_SHAPE
+    n_clips = (plan.warmup + plan.batches + 128 // T + 4) * B * T // 72 + B
+    with tempfile.TemporaryDirectory(prefix="bench_small_steps_large_") as tmp:
+        source = make_clips(Path(tmp), n_clips, frames=512, shape=shape)
+        frames = source.frames()
+        spans = np.asarray([(0, o, o + n) for o, n in source.clips], np.int64)
+        log(f"(d) large frames: {n_clips} clips, {frames.nbytes / 2**20:.0f} MiB file")
+        views = [np.asarray(frames)]
+        rows: dict[str, Callable[[], float]] = {
+            BARE_V: functools.partial(bare_rate, views, spans, B, T, plan),
+            HAND: functools.partial(hand_rate, [frames], spans, B, T, plan),
+        }
+        for w in (0, 2):
+            if w <= plan.max_workers:
+                rows[f"streamcli, {w} workers"] = functools.partial(
+                    streamcli_rate, source, plan, w, batch_size=B, time_steps=T
+                )
+        got = rounds(rows, plan.rounds, log)
+        del frames, views, rows
+    table = []
+    for name, rates in got.items():
+        rate = statistics.median(rates)
+        gib = rate * B * T * np.prod(shape) / 2**30
+        table.append([name, f"{rate:.0f}", f"{gib:.2f}", vs(got, name, BARE_V), vs(got, name, HAND)])
+    heads = ["run", "batches/s", "GiB/s", "vs bare slice copies (the copy limit)", "vs hand loop"]
+    return (
+        f"### (d) large frames: the block plugin over memory-mapped {shape} uint8 clips, B={B}, T={T}\n\n"
+        + report.fmt_table(heads, table)
+        + "\n\nGoal (held from the first engine): streamcli at the copy limit.\n"
     )
 
 
@@ -418,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--text", action="store_true", help="(a) byte-level text")
     ap.add_argument("--clips", action="store_true", help="(b) block plugin over memory-mapped clips")
     ap.add_argument("--null", action="store_true", help="(c) engine cost with a null block source")
+    ap.add_argument("--large", action="store_true", help="(d) large frames (3, 224, 224) against the copy limit")
     ap.add_argument("--quick", action="store_true", help="2 rounds of fewer batches (a few seconds a section)")
     ap.add_argument("--rounds", type=int, help="rounds (default 5, quick 2)")
     ap.add_argument("--batches", type=int, help="timed batches per run (default 200, quick 40)")
@@ -434,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for folder in args.folder or []:
         if not folder.is_dir():
             ap.error(f"--folder {str(folder)!r} is not a folder; pass a folder of *.txt files")
-    everything = not (args.text or args.clips or args.null)
+    everything = not (args.text or args.clips or args.null or args.large)
 
     def log(msg: str) -> None:
         if args.verbose:
@@ -448,6 +489,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(section_clips(plan, log), flush=True)
     if everything or args.null:
         print(section_null(plan, log), flush=True)
+    if everything or args.large:
+        print(section_large(plan, log), flush=True)
 
 
 if __name__ == "__main__":
