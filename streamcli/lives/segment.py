@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import sys
 import time
 from multiprocessing import shared_memory
 from typing import Any
@@ -144,7 +145,7 @@ def populate(shm: shared_memory.SharedMemory) -> None:
     """Map the segment's pages into this process's page table at once: else the first write of each page of each
     slot takes a fault, in every process, all through the ring's first lap."""
     mm = getattr(shm, "_mmap", None)
-    if mm is None or not hasattr(mm, "madvise"):
+    if mm is None or not hasattr(mm, "madvise") or not sys.platform.startswith("linux"):  # the value is Linux's
         return
     try:
         mm.madvise(_MADV_POPULATE_WRITE)
