@@ -4,7 +4,7 @@
 The main process only hands out slots: it writes "batch k goes into slot s" into the control block's hand-out
 counter (producers run ahead as far as the window allows), waits until batch k is whole, and yields the slot as
 tensors. When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list
-(``lives.slots``). With workers, a thread (``lives.ahead``) prepares the next batches while the consumer works.
+(``lives.slots``). With workers, a thread (``lives.ready_queue``) prepares the next batches while the consumer works.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import numpy as np
 from streamcli.batch import FLAGS, Batch
 from streamcli.config import LoaderConfig
 from streamcli.fills.spec import Skip
-from streamcli.lives.ahead import Ahead
 from streamcli.lives.control import Aborted
+from streamcli.lives.ready_queue import ReadyQueue
 from streamcli.lives.ring import Ring
 from streamcli.lives.slots import Slots
 from streamcli.lives.tensors import pad_slot, pin_available
 from streamcli.source import Field
 from streamcli.workers.producers import InProcess, Workers
 
-AHEAD = 2  # batches the ``Ahead`` thread prepares before the consumer asks
+READY_DEPTH = 2  # batches the ``ReadyQueue`` thread prepares before the consumer asks
 
 
 @dataclass
@@ -70,8 +70,8 @@ class HandOut:
         self.pending: dict[int, list[Skip]] = {}  # batch index -> skips reported with it
         self.k = 0  # the batch being waited for or consumed
         self.k_next = 0  # the next batch to hand out
-        self.waited = False  # preparing the last batch waited for the workers (read by ``Ahead``)
-        self.ahead: Ahead[Ready] | None = None
+        self.waited = False  # preparing the last batch waited for the workers (read by ``ReadyQueue``)
+        self.ready_queue: ReadyQueue[Ready] | None = None
         self.pin: bool | None = None
         self.pinned_ring = False
         self.copies = 0
@@ -94,18 +94,18 @@ class HandOut:
         return True
 
     def ready(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
-        """The epoch's batches as they become whole: with workers prepared by a thread (``Ahead``), so that waiting
+        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``), so that waiting
         and building tensors happen while the consumer works; in-process, inside ``next()``."""
         ready = self._prepare(torch, epoch, alive)
         if self.producers.pool is None:
             return ready
-        self.ahead = Ahead(ready, AHEAD, self.hand_out, lambda: self.waited)
-        return self.ahead
+        self.ready_queue = ReadyQueue(ready, READY_DEPTH, self.hand_out, lambda: self.waited)
+        return self.ready_queue
 
-    def stop_ahead(self) -> None:
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            ahead.stop()
+    def stop_ready_queue(self) -> None:
+        queue, self.ready_queue = self.ready_queue, None
+        if queue is not None:
+            queue.stop()
 
     def _prepare(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
         self.k_next = k = epoch.first
@@ -149,15 +149,15 @@ class HandOut:
             k += 1
 
     def _wait(self, k: int) -> None:
-        ahead = self.ahead
-        self.waited = self.producers.wait(k, self.config.timeout, ahead.stopping if ahead is not None else None)
+        queue = self.ready_queue
+        self.waited = self.producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
         t = time.perf_counter()
         if not self.busy or t - self.busy[-1][0] > 0.1:
             self.busy.append((t, self.ring.control.busy()))
 
     def hand_out(self) -> None:
         """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
-        ``Ahead`` thread while its queue is full, so producers never wait for the consumer to take one.
+        ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one.
 
         In-process only the batch being made is handed out, into the slot freed last (free slots are a stack,
         ``Slots``), which is still in the CPU's caches."""

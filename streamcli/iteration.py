@@ -47,7 +47,7 @@ class Iteration:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
         if self.closed:
             raise RuntimeError("this StreamLoader is closed; create a new one")
-        self.handout.stop_ahead()
+        self.handout.stop_ready_queue()
         self.gen += 1
         resume = self.resume.take()
         B = self.config.batch_size
@@ -131,12 +131,12 @@ class Iteration:
                 if rec.last:
                     return
         except BaseException:
-            if handout.ahead is not None and ready is handout.ahead and handout.ahead.failed:
+            if handout.ready_queue is not None and ready is handout.ready_queue and handout.ready_queue.failed:
                 self.close()  # a failure in the workers: nothing outlives it
             raise
         finally:
-            if handout.ahead is not None and ready is handout.ahead:
-                handout.stop_ahead()
+            if handout.ready_queue is not None and ready is handout.ready_queue:
+                handout.stop_ready_queue()
 
     def _hand(self, rec: Ready, epoch: int) -> None:
         """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""
@@ -182,6 +182,6 @@ class Iteration:
         if self.closed:
             return
         self.closed = True
-        self.handout.stop_ahead()
+        self.handout.stop_ready_queue()
         self.producers.close()
         self.finalizer()

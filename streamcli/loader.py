@@ -16,7 +16,7 @@ from streamcli.batch import Batch
 from streamcli.config import LoaderConfig
 from streamcli.declared import Declared, length_of
 from streamcli.fills.spec import FillSpec, Skip
-from streamcli.handout import AHEAD, HandOut
+from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.iteration import Iteration
 from streamcli.lives.ring import Ring, default_prefetch
 from streamcli.lives.tensors import import_torch, split_rows
@@ -122,11 +122,11 @@ class StreamLoader:
         self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
         self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
                              self.plugin, stream_order_of(source))  # fmt: skip
-        self.plan = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
+        self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
                              source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
-        extra = 2 + (AHEAD if num_workers else 0)
+        extra = 2 + (READY_DEPTH if num_workers else 0)
         if prefetch is None:
             prefetch = default_prefetch(self.fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         self.prefetch = prefetch
@@ -149,11 +149,11 @@ class StreamLoader:
         producers: InProcess | Workers
         try:
             if num_workers:
-                producers = Workers(self.plan, source, self.items, self.ring, bounds, mp_context, on_skip)
+                producers = Workers(self.fill_spec, source, self.items, self.ring, bounds, mp_context, on_skip)
                 self._finalizer.detach()
                 self._finalizer = weakref.finalize(self, shutdown, producers.pool, self.ring)
             else:
-                producers = InProcess(self.plan, source, self.items, self.ring, on_skip)
+                producers = InProcess(self.fill_spec, source, self.items, self.ring, on_skip)
         except BaseException:
             self._finalizer()  # nothing outlives the error
             raise
@@ -168,8 +168,8 @@ class StreamLoader:
         return self._producers.pool
 
     @property
-    def _ahead(self) -> Any:
-        return self._handout.ahead
+    def _ready_queue(self) -> Any:
+        return self._handout.ready_queue
 
     # -------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Batch]:

@@ -192,7 +192,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
     src = CountingSource([4, 2])
     ring = Ring.create(spec_args(workers=1, B=2, T=3))
     plan = FillSpec(plugin="counting", fields=FIELDS, config=LoaderConfig(2, 3, num_workers=1))
-    spec = WorkerSpec(w=0, lo=0, hi=2, plan=plan, ring=ring.spec, source=src, items=src.items())
+    spec = WorkerSpec(w=0, lo=0, hi=2, fill_spec=plan, ring=ring.spec, source=src, items=src.items())
     pool = WorkerPool([spec], ring, "spawn", str)
     try:
         ring.control.stage(cursor.fresh(2), 0)

@@ -1,6 +1,6 @@
 """A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
 
-When every stream's length is known (``ClaimPlan.applies``), every producer follows the same ``Schedule``;
+When every stream's length is known (``ClaimOrder.applies``), every producer follows the same ``Schedule``;
 nothing is claimed or balanced at run time. Random-access sources (``window(item)``) are filled batch by batch:
 producer ``w`` of ``W`` fills every batch ``k`` with ``k % W == w`` whole, and marks it done
 (``Control.set_done``). Iterator sources keep each stream in one process: producer ``w`` writes the rows of its
@@ -24,7 +24,7 @@ from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
 from streamcli.lives.tensors import split_rows
-from streamcli.scheduled.claims import ClaimPlan
+from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.source import StreamSource, has_window, uses_blocks
 
@@ -32,18 +32,20 @@ from streamcli.source import StreamSource, has_window, uses_blocks
 class Filler:
     """Producer ``w`` of ``W`` (the main process is producer 0 of 1)."""
 
-    def __init__(self, plan: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
+    def __init__(self, fill_spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
                  on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
-        self.config, self.ring, self.w, self.W = plan.config, ring, w, W
-        self.faults = Faults(plan.plugin, source, items, plan.on_error, on_skip)
+        self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
+        self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
-        tf = Transformer.of(plan, ring.control, self.faults.name)
-        self.windows = windows.Windows(source, raw_fields(plan), self.faults, self.mark, tf) if self.by_batch else None
-        self.rows = None if self.by_batch else iterators.Rows(source, plan.fields, uses_blocks(source), self.faults,
-                                                              self.mark, tf)  # fmt: skip
-        self.names = [f.name for f in plan.fields]
-        self.steps_t = np.arange(plan.time_steps, dtype=np.int64)
+        tf = Transformer.of(fill_spec, ring.control, self.faults.name)
+        self.windows = (
+            windows.Windows(source, raw_fields(fill_spec), self.faults, self.mark, tf) if self.by_batch else None
+        )
+        fields, blocks = fill_spec.fields, uses_blocks(source)
+        self.rows = None if self.by_batch else iterators.Rows(source, fields, blocks, self.faults, self.mark, tf)
+        self.names = [f.name for f in fill_spec.fields]
+        self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
         self.gen = -1
         self.sched: Schedule | None = None
         self.planned: bool | None = None  # decided when the epoch's tables are read
@@ -52,7 +54,7 @@ class Filler:
         self._views: dict[int, Views] = {}
         # The rows this producer writes: all of them, or (iterator sources with workers) its block of every batch.
         self.shared = not self.by_batch and W > 1
-        self.lo, self.hi = split_rows(plan.batch_size, W)[w] if self.shared else (0, plan.batch_size)
+        self.lo, self.hi = split_rows(fill_spec.batch_size, W)[w] if self.shared else (0, fill_spec.batch_size)
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
@@ -71,7 +73,7 @@ class Filler:
         if self.planned is None:
             control = self.ring.control
             order, start = control.order_table(), control.cursors(0, self.config.batch_size).copy()
-            self.planned = ClaimPlan.applies(order, start)
+            self.planned = ClaimOrder.applies(order, start)
             if self.planned:
                 c = self.config
                 self.first = control.first_batch

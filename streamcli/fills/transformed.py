@@ -24,20 +24,20 @@ from streamcli.transforms import Context, stream_seed
 
 
 class Transformer:
-    """The transform of one producer: ``plan.transform`` from ``plan.source_fields`` to ``plan.fields``."""
+    """The transform of one producer: ``fill_spec.transform``, from its ``source_fields`` to its ``fields``."""
 
-    def __init__(self, plan: FillSpec, control: Control, name: Callable[[int], str]) -> None:
-        assert plan.source_fields is not None
-        self.transform, self.plugin, self.name = plan.transform, plan.plugin, name
-        self.seed, self.control = plan.config.seed, control
-        self.raw = plan.source_fields
+    def __init__(self, fill_spec: FillSpec, control: Control, name: Callable[[int], str]) -> None:
+        assert fill_spec.source_fields is not None
+        self.transform, self.plugin, self.name = fill_spec.transform, fill_spec.plugin, name
+        self.seed, self.control = fill_spec.config.seed, control
+        self.raw = fill_spec.source_fields
         self.raw_spec = [(f.name, f.shape, f.np_dtype) for f in self.raw]
-        self.out = plan.fields
+        self.out = fill_spec.fields
         self._seeds: dict[tuple[int, int], int] = {}
 
     @classmethod
-    def of(cls, plan: FillSpec, control: Control, name: Callable[[int], str]) -> Transformer | None:
-        return None if plan.transform is None else cls(plan, control, name)
+    def of(cls, fill_spec: FillSpec, control: Control, name: Callable[[int], str]) -> Transformer | None:
+        return None if fill_spec.transform is None else cls(fill_spec, control, name)
 
     def _seed(self, epoch: int, item: int) -> int:
         key = (epoch, item)
@@ -120,6 +120,6 @@ def _name(transform: Any) -> str:
     return type(transform).__name__ if not hasattr(transform, "__name__") else str(transform.__name__)
 
 
-def raw_fields(plan: FillSpec) -> tuple[Field, ...]:
+def raw_fields(fill_spec: FillSpec) -> tuple[Field, ...]:
     """The fields a producer reads from the source (the transform's input, or the loader's fields)."""
-    return plan.source_fields if plan.source_fields is not None else plan.fields
+    return fill_spec.source_fields if fill_spec.source_fields is not None else fill_spec.fields

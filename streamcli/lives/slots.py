@@ -7,7 +7,7 @@ and a weak reference to it says when the last of them has died. So a batch the c
 overwritten, however long it is held, and nothing is copied unless the consumer holds so many batches that the
 producers would run out of slots (``crowded``).
 
-Only the loader's threads use this (the consumer's and ``Ahead``), one at a time.
+Only the loader's threads use this (the consumer's and ``ReadyQueue``), one at a time.
 """
 
 from __future__ import annotations

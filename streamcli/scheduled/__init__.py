@@ -2,7 +2,7 @@
 lengths and the loader's settings; nothing here reads a stream or touches shared memory.
 
 - ``streams``: an epoch's streams in ticket order (segments, the seeded shuffle, this rank's share).
-- ``claims``: the claims planned from known lengths (``ClaimPlan``), and how many batches an epoch holds.
+- ``claims``: the claims planned from known lengths (``ClaimOrder``), and how many batches an epoch holds.
 - ``schedule``: every row's state as arrays, advanced a batch at a time into a ``BatchRuns``.
 - ``cursor``: the record of where a row stands between two batches; ``state``: the resumable, fingerprinted
   ``state_dict``; ``seek``: the state at any batch, from lengths alone.

@@ -6,7 +6,7 @@ again there ("pack") or at the next batch ("pad"); ``count_batches`` replays the
 batches, and every producer replays it batch by batch (``scheduled.schedule``): no claim waits on another
 row's stream, and no producer on another.
 
-The plan is the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
+The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
 leaves its row padding until its planned next claim (``cursor.SHORT``), and one that runs on is cut at it. So
 with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
 row's batches.
@@ -47,8 +47,9 @@ class Claim(NamedTuple):
     dry: bool
 
 
-class ClaimPlan:
-    """The schedule of claims from an epoch's start (or a resumed position), advanced as far as it is asked.
+class ClaimOrder:
+    """The order of an epoch's claims (which tickets each row takes, at which key), from its start or a resumed
+    position, advanced as far as it is asked.
 
     ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays); ``due``
     the (key, row) of every row's next claim; ``tickets`` the tickets already taken."""
@@ -65,8 +66,8 @@ class ClaimPlan:
 
     @classmethod
     def of_ring(cls, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
-                segment: int, restream: bool) -> ClaimPlan:  # fmt: skip
-        """The plan from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
+                segment: int, restream: bool) -> ClaimOrder:  # fmt: skip
+        """The order from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
         and the row cursors ``start`` at batch ``first``."""
         B, q0 = len(start), first * T
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
@@ -80,9 +81,9 @@ class ClaimPlan:
             elif state in (_cursor.LIVE, _cursor.SHORT):
                 left = stream_end(pos, int(item_length[item]), segment) - pos
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
-        plan = cls(np.maximum(end - begin, 0), due, tickets, B=B, T=T, pack=pack, restream=restream)
-        plan._item_length = item_length
-        return plan
+        claims = cls(np.maximum(end - begin, 0), due, tickets, B=B, T=T, pack=pack, restream=restream)
+        claims._item_length = item_length
+        return claims
 
     def item_length(self, item: int) -> int:
         """The length ``length()`` promised for ``item`` (a row that reopens its stream checks it)."""
@@ -130,13 +131,13 @@ def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boun
     B, T, n = batch_size, time_steps, len(lengths)
     if not any(lengths):
         return 0
-    # Replays never extend the epoch: plan without them, then "restream" runs until the last ticket's batch.
-    plan = ClaimPlan(lengths, [(b, b) for b in range(B)], 0, B=B, T=T, pack=boundary == "pack", restream=False)
+    # Replays never extend the epoch: order the claims without them, then "restream" runs until the last ticket's batch.
+    claims = ClaimOrder(lengths, [(b, b) for b in range(B)], 0, B=B, T=T, pack=boundary == "pack", restream=False)
     last_step = -1  # epoch step of the last original step
     last_ticket_batch = 0  # batch in which ticket n-1 was taken
     first_dry_batch: int | None = None
-    while plan.pending():
-        key, _, claim = plan.advance()
+    while claims.pending():
+        key, _, claim = claims.advance()
         batch = key // (T * B)
         if claim.first <= n - 1 < claim.first + claim.n:
             last_ticket_batch = batch
@@ -144,7 +145,7 @@ def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boun
             if first_dry_batch is None:
                 first_dry_batch = batch
             continue
-        last_step = max(last_step, key // B + plan.steps_of(claim.first + claim.n - 1) - 1)
+        last_step = max(last_step, key // B + claims.steps_of(claim.first + claim.n - 1) - 1)
     batches = last_step // T + 1
     if epoch_end == "restream":
         return max(batches, last_ticket_batch + 1)

@@ -1,6 +1,6 @@
 """Where every row stands in each batch, planned from the streams' lengths alone: the schedule a filler follows.
 
-When every stream's length is known, the claims follow from the lengths (``scheduled.claims.ClaimPlan``: tickets in
+When every stream's length is known, the claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in
 canonical key order, a row claiming again where its stream ends, or at the next batch under "pad"). ``Schedule``
 keeps every row's state as arrays (item, position, where its stream stops, its next claim) and turns each batch
 into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few rows that cross a
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import ClaimPlan, next_claim_step, stream_end
+from streamcli.scheduled.claims import ClaimOrder, next_claim_step, stream_end
 
 # From this many crossing rows in a batch, those of the usual shapes are planned with array operations
 # (``Schedule._cross_simply``); fewer cost less one by one.
@@ -72,7 +72,7 @@ class Schedule:
         self.lo, hi = rows or (0, len(start))
         self.T, self.B, self.B_all, self.pack, self.segment = T, hi - self.lo, len(start), pack, segment
         self.order = order
-        self.plan = ClaimPlan.of_ring(order, start, first, tickets, T=T, pack=pack, segment=segment,
+        self.claim_order = ClaimOrder.of_ring(order, start, first, tickets, T=T, pack=pack, segment=segment,
                                       restream=restream)  # fmt: skip
         self.k = first
         B, q0 = self.B, first * T
@@ -92,7 +92,7 @@ class Schedule:
             if state == _cursor.DRY:
                 self.state[b] = DRY
             elif state in (_cursor.LIVE, _cursor.SHORT):
-                length = self.plan.item_length(item)
+                length = self.claim_order.item_length(item)
                 end = stream_end(pos, length, segment)
                 self.stop[b], self.expect[b] = end, length
                 self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
@@ -103,14 +103,14 @@ class Schedule:
         """The plan of the next batch; the rows' state moves past it."""
         T, B, k = self.T, self.B, self.k
         q0, q1 = k * T, (k + 1) * T
-        plan = self.plan
+        order_of_claims = self.claim_order
         claims = np.zeros(B, np.int64)
         dry = np.zeros(B, np.int64)
         got: list[tuple[int, int, int, int, bool]] = []  # this batch's claims of these rows: (row, step, first, n, dry)
-        heap, B_all, lo = plan._heap, self.B_all, self.lo
+        heap, B_all, lo = order_of_claims._heap, self.B_all, self.lo
         limit = q1 * B_all
         while heap and heap[0][0] < limit:
-            key, b, c = plan.advance()
+            key, b, c = order_of_claims.advance()
             if lo <= b < lo + B:
                 got.append((b - lo, key // B_all, c.first, c.n, c.dry))
         state, pos = self.state, self.pos
@@ -159,7 +159,7 @@ class Schedule:
         the batch's end (``boundary="pad"``) or takes the next stream right there, and a row that takes a stream
         at the batch's start; either way the stream taken covers the rest of the batch. Returns the other
         crossing rows (``_cross`` plans them one by one)."""
-        T, B, plan = self.T, self.B, self.plan
+        T, B, n_streams = self.T, self.B, self.claim_order.n
         state, pos, stop, claim_q = self.state, self.pos, self.stop, self.claim_q
         e = np.where(state == LIVE, stop - pos, 0)  # the steps left of a row's stream
         heads = crossing & (state == LIVE) & (e < T)
@@ -173,9 +173,9 @@ class Schedule:
         rows = np.flatnonzero(one)
         c = claimed[row_of[rows]]
         taken = c[:, 2] + c[:, 3] - 1
-        ok = (c[:, 1] == q0 + e[rows]) & (c[:, 4] == 0) & (plan.n > 0)
-        tk = taken % max(plan.n, 1)
-        steps = plan._steps[tk]
+        ok = (c[:, 1] == q0 + e[rows]) & (c[:, 4] == 0) & (n_streams > 0)
+        tk = taken % max(n_streams, 1)
+        steps = self.claim_order._steps[tk]
         ok &= steps >= T - e[rows]
         rows, c, taken, tk, steps = rows[ok], c[ok], taken[ok], tk[ok], steps[ok]
         simple = np.zeros(B, bool)
@@ -193,7 +193,7 @@ class Schedule:
             runs.append((b, 0, t_end, item, p, rp != 0, fresh != 0, st, ex, se))
         item, start, _, length = self.order[tk].T
         t0 = e[rows]
-        replay = taken >= plan.n
+        replay = taken >= n_streams
         new_stop = start + steps
         seg_end = start + self.segment if self.segment else np.full(len(rows), -1, np.int64)
         runs.extend(zip(rows.tolist(), t0.tolist(), (T - t0).tolist(), item.tolist(), start.tolist(),
@@ -216,7 +216,7 @@ class Schedule:
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
-        T, plan, order = self.T, self.plan, self.order
+        T, claim_order, order = self.T, self.claim_order, self.order
         state, pos, stop, item, replay, fresh, expect, seg_end, claim_q = self.table[b].tolist()
         replay, fresh = replay != 0, fresh != 0
         runs, pads = out.runs, out.pads
@@ -247,13 +247,13 @@ class Schedule:
                 out.claims[b] += count
                 taken = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
                 if taken >= first:
-                    item, start, _, length = order[taken % plan.n].tolist()
-                    pos, replay = start, taken >= plan.n
+                    item, start, _, length = order[taken % claim_order.n].tolist()
+                    pos, replay = start, taken >= claim_order.n
                 if is_dry:
                     state = DRY
                     out.dry[b] += 1
                     continue
-                steps = plan.steps_of(taken)
+                steps = claim_order.steps_of(taken)
                 stop, expect = start + steps, length
                 seg_end = start + self.segment if self.segment else -1
                 claim_q = next_claim_step(step, steps, T, self.pack)

@@ -31,7 +31,7 @@ class InProcess:
 
     def __init__(self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring,
                  on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
-        self.local = Producer(plan=spec, source=source, items=items, ring=ring, w=0, lock=contextlib.nullcontext(),
+        self.local = Producer(fill_spec=spec, source=source, items=items, ring=ring, w=0, lock=contextlib.nullcontext(),
                               blocks=uses_blocks(source))  # fmt: skip
         self.local.on_skip = on_skip
         self.filler = Filler(spec, source, items, ring, 0, 1, on_skip)
@@ -75,7 +75,7 @@ class Workers:
         except Exception as exc:
             raise TypeError(f"transform {spec.transform!r} cannot be pickled for worker processes ({exc}); make it "
                             "a module-level class or function, or use num_workers=0") from exc  # fmt: skip
-        specs = [WorkerSpec(w=w, lo=lo, hi=hi, plan=spec, ring=ring.spec, source=source, items=list(items))
+        specs = [WorkerSpec(w=w, lo=lo, hi=hi, fill_spec=spec, ring=ring.spec, source=source, items=list(items))
                  for w, (lo, hi) in enumerate(bounds)]  # fmt: skip
         self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
         self.pool.on_skip = on_skip

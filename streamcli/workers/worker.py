@@ -44,7 +44,7 @@ class WorkerSpec:
     w: int
     lo: int  # first row of its block: the live rows it reopens when an epoch starts
     hi: int  # one past the last
-    plan: FillSpec
+    fill_spec: FillSpec
     ring: RingSpec
     source: StreamSource
     items: list[Any]
@@ -69,7 +69,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
     p = Producer(
-        plan=spec.plan, source=spec.source, items=spec.items, ring=ring, w=spec.w, lock=lock, gen=-1,
+        fill_spec=spec.fill_spec, source=spec.source, items=spec.items, ring=ring, w=spec.w, lock=lock, gen=-1,
         parent_pid=parent_pid, blocks=uses_blocks(spec.source), shared=spec.ring.num_workers > 1,
     )  # fmt: skip
 
@@ -80,7 +80,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         conn.send(msg)
 
     p.on_skip = lambda s: send(("skip", p.gen, s))
-    f = Filler(spec.plan, spec.source, spec.items, ring, spec.w, spec.ring.num_workers,
+    f = Filler(spec.fill_spec, spec.source, spec.items, ring, spec.w, spec.ring.num_workers,
                lambda s: send(("skip", f.gen, s)))  # fmt: skip
     try:
         _serve(p, f, spec, conn, wake.fileno(), send)

@@ -30,7 +30,7 @@ def promise_again(p: Producer, row: Row) -> None:
     ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
     if not (row.reopen or row.short):
         return
-    if not p.plan.segment:
+    if not p.fill_spec.segment:
         row.expect = p.ring.control.promised_length(row.item, 0)
 
 
@@ -54,14 +54,14 @@ def claim(p: Producer, row: Row, k: int) -> None:
     on_error="skip"), the row keeps that announcement: it is padding until then (``row.short``)."""
     control = p.ring.control
     n = control.num_streams
-    segment = p.plan.segment
+    segment = p.fill_spec.segment
     empty_replays = 0
     while True:
         with p.lock:  # the lock orders the ticket counter between processes
             ticket = control.take_ticket()
         row.tally[CLAIMS] += 1
         replay = ticket >= n
-        if replay and (p.plan.epoch_end != "restream" or n == 0 or empty_replays >= n):
+        if replay and (p.fill_spec.epoch_end != "restream" or n == 0 or empty_replays >= n):
             row.done = True
             row.tally[DRY] += 1
             return
@@ -130,7 +130,10 @@ def look(p: Producer, row: Row, k: int) -> Any:
             return END
         if block is END:
             return END
-        row.blk, row.j = checks.block_arrays(block, p.spec, p.plan.fields, lambda: where(p, row, "block at step")), 0
+        row.blk, row.j = (
+            checks.block_arrays(block, p.spec, p.fill_spec.fields, lambda: where(p, row, "block at step")),
+            0,
+        )
         return BLK
     mark(p, row)
     try:
@@ -143,7 +146,7 @@ def look(p: Producer, row: Row, k: int) -> Any:
 
 def faults(p: Producer, k: int) -> Faults:
     """The reporting context of producer ``p`` at batch ``k`` (``fills.faults``): its messages are built there."""
-    return Faults(p.plan.plugin, p.source, p.items, p.plan.on_error, p.on_skip, k)
+    return Faults(p.fill_spec.plugin, p.source, p.items, p.fill_spec.on_error, p.on_skip, k)
 
 
 def fail(p: Producer, row: Row, k: int, exc: BaseException, doing: str) -> None:

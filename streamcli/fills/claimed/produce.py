@@ -16,7 +16,7 @@ stream and owns the row from then on. That is how the work of expensive streams 
 Producers run ahead of the consumer through the hand-out counter: any batch handed out may be written, so a
 producer whose rows are cheap fills later batches while another finishes an expensive one.
 
-A producer's facts (its rows, the shared plan) are ``fills.claimed.rows``; how it claims a stream and writes a
+A producer's facts (its rows, the shared fill spec) are ``fills.claimed.rows``; how it claims a stream and writes a
 row's run of steps is ``fills.claimed.write``. Everything here is a plain function over them, shared by worker processes
 and the in-process path.
 """
@@ -53,7 +53,7 @@ def _set_up(p: Producer) -> None:
     first, start = control.first_batch, control.cursors(0, p.B)
     p.setup = False
     q = first * p.T
-    rows = rows_from(start[lo:hi], lo, p.plan.segment, q)
+    rows = rows_from(start[lo:hi], lo, p.fill_spec.segment, q)
     p.rows = {r.b: r for r in rows if r.done or r.reopen or r.short}
     for row in p.rows.values():
         claim.promise_again(p, row)
@@ -169,7 +169,7 @@ def _adopt(p: Producer, top: int, own: bool) -> bool:
     set_idle(p, False)
     b, held = got
     k = control.written_of(b)
-    row = rows_from(held[None, :], b, p.plan.segment, k * p.T)[0]
+    row = rows_from(held[None, :], b, p.fill_spec.segment, k * p.T)[0]
     claim.promise_again(p, row)
     p.rows[b] = row
     return _run_alone(p, row, k)

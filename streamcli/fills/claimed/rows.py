@@ -1,4 +1,4 @@
-"""A producer's facts: the plan every producer shares, the rows it owns and what each row is doing.
+"""A producer's facts: the fill spec every producer shares, the rows it owns and what each row is doing.
 
 A producer is a worker process, or the main process when ``num_workers=0``. It owns the rows whose streams it
 is reading (``Producer.rows``); a row's state is a plain ``Row``, and its cursor (``Row.cursor``) is all that
@@ -68,7 +68,7 @@ class Row:
 class Producer:
     """One producer's context: a worker process, or the main process when num_workers=0."""
 
-    plan: FillSpec
+    fill_spec: FillSpec
     source: StreamSource
     items: Sequence[Any]
     ring: Ring
@@ -88,7 +88,7 @@ class Producer:
     steps_t: np.ndarray = field(init=False)  # 0 .. T-1
     block: tuple[int, int] = (0, 0)  # the rows this producer reopens when its epoch starts
     setup: bool = False  # the epoch's rows are still to be read from the control block (``_set_up``)
-    # The plan's numbers, read once: the per-run path reads them for every row of every batch.
+    # The fill spec's numbers, read once: the per-run path reads them for every row of every batch.
     T: int = field(init=False)
     B: int = field(init=False)
     pack: bool = field(init=False)
@@ -97,12 +97,12 @@ class Producer:
     tf: Transformer | None = field(init=False)  # the loader's transform, wrapped round each stream it opens
 
     def __post_init__(self) -> None:
-        self.T, self.B = self.plan.time_steps, self.plan.batch_size
-        self.spec = [(f.name, f.shape, f.np_dtype) for f in self.plan.fields]
-        self.pack = self.plan.boundary == "pack"
+        self.T, self.B = self.fill_spec.time_steps, self.fill_spec.batch_size
+        self.spec = [(f.name, f.shape, f.np_dtype) for f in self.fill_spec.fields]
+        self.pack = self.fill_spec.boundary == "pack"
         self.steps_t = np.arange(self.T, dtype=np.int64)
         self.mark = self.ring.control.mark_of(self.w)
-        self.tf = Transformer.of(self.plan, self.ring.control, lambda i: item_name(self.source, self.items[i]))
+        self.tf = Transformer.of(self.fill_spec, self.ring.control, lambda i: item_name(self.source, self.items[i]))
 
 
 def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:

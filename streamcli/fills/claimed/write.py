@@ -92,7 +92,7 @@ def run(p: Producer, row: Row, k: int) -> None:
                 pad(v, b, t, p.out)
                 t = T
                 break
-            row.follow, row.fresh, row.end = False, True, row.pos + p.plan.segment
+            row.follow, row.fresh, row.end = False, True, row.pos + p.fill_spec.segment
         t = _copy(p, row, v, k, t)
         if row.it is None:
             return _ended(p, row, v, k, t)

@@ -1,7 +1,7 @@
 """Where a batch waits for its consumer: a thread that prepares the next batches while the consumer works.
 
 With workers, preparing a batch in the main process means waiting for the workers to finish it, then reading its
-summary and building its tensors and the weak reference that returns its slot (about 0.1-0.2 ms). ``Ahead`` runs
+summary and building its tensors and the weak reference that returns its slot (about 0.1-0.2 ms). ``ReadyQueue`` runs
 that in a background thread, a couple of batches ahead, so ``next()`` only takes a finished batch off a queue.
 Failures travel through the queue and are raised by ``next()`` in the consumer's thread.
 
@@ -32,7 +32,7 @@ class _Failure:
         self.exc = exc
 
 
-class Ahead(Generic[T]):
+class ReadyQueue(Generic[T]):
     """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer; while the queue is
     full the thread calls ``idle()`` from time to time (the loader hands freed slots out to its workers).
     ``waited()`` says whether preparing the last item had to wait for the producers.
@@ -60,7 +60,7 @@ class Ahead(Generic[T]):
         self._parked = False  # the consumer prepares its items itself
         self._streak = 0  # items in a row that argue for switching (waited for, or parked and found whole)
         self.failed = False  # preparing an item raised: the consumer got (or will get) the exception
-        self._thread = threading.Thread(target=self._run, name="streamcli-ahead", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="streamcli-ready", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -112,7 +112,7 @@ class Ahead(Generic[T]):
         """Whether the consumer has gone: waits for a batch check this and raise ``Aborted``."""
         return self._stop.is_set()
 
-    def __iter__(self) -> Ahead[T]:
+    def __iter__(self) -> ReadyQueue[T]:
         return self
 
     def __next__(self) -> T:
