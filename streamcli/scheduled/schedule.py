@@ -25,7 +25,7 @@ from streamcli.scheduled.claims import ClaimOrder, next_claim_step, stream_end
 # (``Schedule._cross_simply``); fewer cost less one by one.
 _MANY_CROSSINGS = 32
 LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
-_COLUMNS = ("state", "pos", "stop", "item", "replay", "fresh", "expect", "seg_end", "claim_q")
+_COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
 """(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
 a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
@@ -35,7 +35,7 @@ item (its segment's end or the item's promised length); ``fresh``: the run start
 @dataclass
 class BatchRuns:
     """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
-    stream's item, first position, replayed and fresh flags, and where it stops); ``runs`` and ``pads`` for the
+    stream's item, first position, replayed flag, and where it stops); ``runs`` and ``pads`` for the
     rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
 
     k: int
@@ -43,7 +43,6 @@ class BatchRuns:
     item: np.ndarray  # int64, per whole row
     pos: np.ndarray  # int64, per whole row
     replay: np.ndarray  # bool, per whole row
-    fresh: np.ndarray  # bool, per whole row
     stop: np.ndarray  # int64, per whole row
     expect: np.ndarray  # int64, per whole row: the item's promised length
     seg_end: np.ndarray  # int64, per whole row
@@ -52,9 +51,6 @@ class BatchRuns:
     cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
     claims: np.ndarray  # (B,) int64 tickets taken in the batch
     dry: np.ndarray  # (B,) int64 claims that found no stream
-
-    def runs_of(self, b: int) -> list[Run]:
-        return [r for r in self.runs if r[0] == b]
 
 
 class Schedule:
@@ -80,7 +76,7 @@ class Schedule:
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
         self.table = table = np.zeros((B, len(_COLUMNS)), np.int64)
-        (self.state, self.pos, self.stop, self.item, self.replay, self.fresh, self.expect, self.seg_end,
+        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end,
          self.claim_q) = (table[:, i] for i in range(len(_COLUMNS)))  # fmt: skip
         self.item[:] = start[:, _cursor.ITEM]
         self.pos[:] = start[:, _cursor.POS]
@@ -124,7 +120,7 @@ class Schedule:
         whole = np.flatnonzero(whole_mask)
         out = BatchRuns(
             k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole] != 0,
-            fresh=np.zeros(len(whole), bool), stop=self.stop[whole], expect=self.expect[whole],
+            stop=self.stop[whole], expect=self.expect[whole],
             seg_end=self.seg_end[whole], runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
             claims=claims, dry=dry,
         )  # fmt: skip
@@ -181,16 +177,16 @@ class Schedule:
         simple = np.zeros(B, bool)
         simple[padding] = simple[rows] = True
         runs, pads = out.runs, out.pads
-        cols = (self.item, pos, self.replay, self.fresh, stop, self.expect, self.seg_end)
+        cols = (self.item, pos, self.replay, stop, self.expect, self.seg_end)
         # The end of each stream, in row order; then the stream each row takes.
-        for b, t_end, item, p, rp, fresh, st, ex, se in self._rows_of(padding, e, *cols):
-            runs.append((b, 0, t_end, item, p, rp != 0, fresh != 0, st, ex, se))
+        for b, t_end, item, p, rp, st, ex, se in self._rows_of(padding, e, *cols):
+            runs.append((b, 0, t_end, item, p, rp != 0, False, st, ex, se))
             pads.append((b, t_end, T))
         pos[padding] = stop[padding]
         state[padding] = IDLE
         head = rows[e[rows] > 0]
-        for b, t_end, item, p, rp, fresh, st, ex, se in self._rows_of(head, e, *cols):
-            runs.append((b, 0, t_end, item, p, rp != 0, fresh != 0, st, ex, se))
+        for b, t_end, item, p, rp, st, ex, se in self._rows_of(head, e, *cols):
+            runs.append((b, 0, t_end, item, p, rp != 0, False, st, ex, se))
         item, start, _, length = self.order[tk].T
         t0 = e[rows]
         replay = taken >= n_streams
@@ -203,7 +199,7 @@ class Schedule:
         step = c[:, 1]
         pos[rows] = start + T - t0
         stop[rows], self.item[rows], self.expect[rows], self.seg_end[rows] = new_stop, item, length, seg_end
-        self.replay[rows], self.fresh[rows] = replay, 0
+        self.replay[rows] = replay
         claim_q[rows] = step + steps if self.pack else ((step + steps - 1) // T + 1) * T
         state[rows] = np.where(pos[rows] == new_stop, WAIT, LIVE)
         return np.flatnonzero(crossing & ~simple)
@@ -217,8 +213,8 @@ class Schedule:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, claim_order, order = self.T, self.claim_order, self.order
-        state, pos, stop, item, replay, fresh, expect, seg_end, claim_q = self.table[b].tolist()
-        replay, fresh = replay != 0, fresh != 0
+        state, pos, stop, item, replay, expect, seg_end, claim_q = self.table[b].tolist()
+        replay, fresh = replay != 0, False  # a stream is fresh only from its claim to its first run, in one batch
         runs, pads = out.runs, out.pads
         t, c = 0, 0
         while t < T:
@@ -261,4 +257,4 @@ class Schedule:
             else:  # DRY
                 pads.append((b, t, T))
                 t = T
-        self.table[b] = (state, pos, stop, item, replay, fresh, expect, seg_end, claim_q)
+        self.table[b] = (state, pos, stop, item, replay, expect, seg_end, claim_q)
