@@ -3,6 +3,7 @@
     python benchmarks/bench_video.py               # full run, a few minutes; prints a Markdown table
     python benchmarks/bench_video.py --repeats 1   # smoke run
     python benchmarks/bench_video.py --no-bare --no-camera   # only the worker-scaling rows
+    python benchmarks/bench_video.py --no-bare --no-camera --balance off   # rows in fixed blocks per worker
     python benchmarks/bench_video.py --folder ~/clips         # on your own videos
 
 Every row decodes the same files (the usable clips under ../shared/data/video, $STREAMCLI_DATA/video or --folder)
@@ -149,11 +150,14 @@ def main() -> None:
     ap.add_argument("--prefetch", type=int, default=None, help="prefetch= of the scaling runs (default: the loader's)")
     ap.add_argument("--no-host", action="store_true",
                     help="skip the host's figure after each scaling round (2 plain decoders against 1)")  # fmt: skip
+    ap.add_argument("--balance", choices=("auto", "on", "off"), default="auto",
+                    help="balance= of the loader runs (auto: the video source's costly_steps, i.e. on)")  # fmt: skip
     ap.add_argument("--folder", help="a folder of videos to run on (default: the project's real clips)")
     args = ap.parse_args()
     if args.folder is not None:
         use_folder(args.folder)
     default_threads = cv2.getNumThreads()
+    balance = {"auto": None, "on": True, "off": False}[args.balance]
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the two non-videos are skipped, as the tests check
@@ -186,7 +190,7 @@ def main() -> None:
 
     def loader_row(name: str, src: VideoSource, workers: int, ref: str) -> None:
         # shuffle (the default): each timed pass is a new epoch with its own stream order
-        with StreamLoader(src, args.batch, T, num_workers=workers, seed=0, boundary="pack") as loader:
+        with StreamLoader(src, args.batch, T, num_workers=workers, seed=0, boundary="pack", balance=balance) as loader:
             add(f"{name} [{len(src.items())} streams]", run_loader(loader), ref)
 
     def scaling(name: str, src: VideoSource, cut: int, frame_s: np.ndarray, seek_s: np.ndarray,
@@ -194,7 +198,7 @@ def main() -> None:
         """1 worker against 2, their passes alternating, so that the host's drift (its speed moves by a third
         within minutes) hits both alike; the ratio is the median of the rounds' ratios. Both loaders live
         throughout: an idle worker naps, and both run the same epochs (a new shuffle each pass)."""
-        kw: dict[str, Any] = dict(seed=0, boundary="pack", prefetch=args.prefetch)
+        kw: dict[str, Any] = dict(seed=0, boundary="pack", prefetch=args.prefetch, balance=balance)
         with StreamLoader(src, args.batch, T, num_workers=1, **kw) as one, \
                 StreamLoader(src, args.batch, T, num_workers=2, **kw) as two:  # fmt: skip
             through_loader(one), through_loader(two)  # warm-up: worker start, page cache

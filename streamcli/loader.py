@@ -22,7 +22,15 @@ from streamcli.lives.ring import Ring, default_prefetch
 from streamcli.lives.tensors import import_torch, split_rows
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.resume import Resume
-from streamcli.source import StreamSource, call_default_segment, check_source, item_name, source_lookup, stream_order_of
+from streamcli.source import (
+    StreamSource,
+    call_default_segment,
+    check_source,
+    has_costly_steps,
+    item_name,
+    source_lookup,
+    stream_order_of,
+)
 from streamcli.stats import LoaderStats, Tally
 from streamcli.workers.pool import WorkerPool, shutdown
 from streamcli.workers.producers import InProcess, Workers
@@ -38,7 +46,7 @@ class StreamLoader:
         source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "books/")``.
         batch_size: B, the number of rows; each row carries one stream at a time.
         time_steps: T, the steps per row per batch.
-        num_workers: producer processes; a row's next stream goes to whichever is free. 0 runs in-process.
+        num_workers: producer processes; 0 runs in-process (how workers share the rows: ``balance``).
         seed, shuffle: the stream order is ``default_rng([seed, epoch]).permutation`` unless shuffle=False.
         boundary: "pad" (after a stream ends the rest of its row is padding; the next starts at the next
             batch) or "pack" (the next stream starts at the very next step).
@@ -66,6 +74,11 @@ class StreamLoader:
         rank, world_size: this process's share of every epoch's streams under ``torch.distributed``; by
             default from the initialised process group, else ``RANK``/``WORLD_SIZE``, else 0 of 1. Every rank
             yields the same number of batches per epoch (the most any rank needs; the fewest with "drop").
+        balance: with workers, give a row's next stream to whichever worker is free, and move a row to an idle
+            worker when the others hold up the batch (a reopen at its position): for steps that cost far more
+            than their copy, and unevenly (decoding video). By default (None) the source's ``costly_steps``
+            decides (see ``streamcli.source.BaseSource``); False keeps a fixed block of rows per worker, the
+            cheaper way when rows cost alike. Sources of unknown length always balance.
         transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
             producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
             stream and epoch, so a draw from it is the same on every step of a stream. Its optional
@@ -99,6 +112,7 @@ class StreamLoader:
         rank: int | None = None,
         world_size: int | None = None,
         transform: Callable[..., Any] | str | None = None,
+        balance: bool | None = None,
     ) -> None:
         import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
@@ -107,7 +121,7 @@ class StreamLoader:
             batch_size, time_steps, num_workers=num_workers, seed=seed, shuffle=shuffle, boundary=boundary,
             epoch_end=epoch_end, layout=layout, on_error=on_error, pin_memory=pin_memory, prefetch=prefetch,
             timeout=timeout, mp_context=mp_context, segment=segment, batches_per_epoch=batches_per_epoch,
-            rank=rank, world_size=world_size,
+            rank=rank, world_size=world_size, balance=has_costly_steps(source) if balance is None else balance,
         )  # fmt: skip
         self.config = config
         # Plain attributes for reading; the configuration itself is ``self.config`` (frozen).

@@ -42,6 +42,7 @@ from streamcli.source import (
     call_setup_worker,
     call_window,
     check_source,
+    has_costly_steps,
     has_window,
     uses_blocks,
 )
@@ -85,6 +86,7 @@ class Mix(BaseSource):
         self.until = until
         self._fields = _common_fields(self.names, [tuple(s.fields()) for s in self.sources])
         self.block_steps = any(uses_blocks(s) for s in self.sources)  # steps of the others become 1-step blocks
+        self.costly_steps = any(has_costly_steps(s) for s in self.sources)
         if not all(has_window(s) for s in self.sources):
             self.window = None  # type: ignore[method-assign,assignment]  # random access only if every source has it
         segments = {call_default_segment(s) for s in self.sources}

@@ -131,6 +131,13 @@ class BaseSource:
       burst of frames) skip a Python round trip per step. The first block still starts at step ``start``; a
       block may cross a batch boundary (the loader splits it), and each is checked once
       (``StepSpecError``).
+    - ``costly_steps = True`` (a class attribute): a step costs far more than its copy (decoding video, say), and
+      streams cost unevenly. With workers, a row's next stream then goes to whichever worker is free, and a row
+      moves to an idle worker when the others hold up the batch (a reopen at its position), as when lengths are
+      unknown; by default each worker keeps a block of rows, which costs less per row when rows cost alike. The
+      loader's ``balance=`` overrides it. Batches do not depend on it, except where a stream ends before its
+      promised length (or fails under ``on_error="skip"``): its row then takes the next stream at once, not at
+      the promise.
     - ``window(item)``: random access. Return a mapping from field name to an array-like of all the item's
       steps, shape ``(length, *field.shape)`` (an ``np.memmap``, an ``ndarray``, or any object with ``len()``
       and slicing ``a[pos:pos + n]``). With known lengths the loader then reads any ``(position, n)`` window
@@ -168,6 +175,7 @@ class BaseSource:
         return False
 
     block_steps = False
+    costly_steps = False
 
     def default_segment(self) -> int:
         return 0
@@ -209,6 +217,11 @@ def call_default_segment(source: StreamSource) -> int:
 def uses_blocks(source: StreamSource) -> bool:
     """Hook ``source.block_steps``: does ``open`` yield blocks of steps? Default: no (one step at a time)."""
     return bool(getattr(source, "block_steps", False))
+
+
+def has_costly_steps(source: StreamSource) -> bool:
+    """Hook ``source.costly_steps``: do steps cost far more than their copy, and unevenly? Default: no."""
+    return bool(getattr(source, "costly_steps", False))
 
 
 def iter_steps(source: StreamSource, item: Any, start: int = 0) -> Iterator[Step]:

@@ -1,20 +1,25 @@
-"""Uneven streams give the in-process batches with workers. On the planned path (every length known) rows are
-dealt by the schedule and never move; with unknown lengths, a row moves between workers mid-stream when one
-worker holds what every batch waits for and another is idle."""
+"""Uneven streams give the in-process batches with workers. By default, with every length known, each worker keeps a
+block of rows; with unknown lengths, or ``balance=True`` (a source's ``costly_steps``), a row's next stream goes to
+whichever worker is free, and a row moves between workers mid-stream when one worker holds what every batch waits
+for and another is idle."""
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from _invariants import collect, to_numpy
+from _resume import check_resume
 from _sources import CountingSource
 
 from streamcli import StreamLoader
+from streamcli.errors import ConfigError
 
 
 class UnevenSource(CountingSource):
@@ -38,10 +43,10 @@ class UnevenSource(CountingSource):
 
 class GatedSource(CountingSource):
     """Stream ``slow`` reads a step only when the test lets it: it writes ``ask_<step>`` into the folder ``gate``
-    and waits for ``go_<step>``. Lengths are unknown (no plan)."""
+    and waits for ``go_<step>``. Lengths are unknown unless ``report_length``."""
 
-    def __init__(self, lengths: Sequence[int], slow: int, gate: str) -> None:
-        super().__init__(lengths, report_length=False)
+    def __init__(self, lengths: Sequence[int], slow: int, gate: str, report_length: bool = False) -> None:
+        super().__init__(lengths, report_length=report_length)
         self.slow, self.gate = slow, gate
 
     def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
@@ -71,20 +76,22 @@ def _let_steps_through_while_a_worker_idles(loader: StreamLoader, gate: Path, st
 
 @pytest.mark.slow
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
-def test_a_row_moves_to_an_idle_worker_and_batches_do_not_change(boundary: str, tmp_path: Path, no_leaks: None) -> None:
+@pytest.mark.parametrize("known", [False, True], ids=["lengths unknown", "lengths known, balance=True"])
+def test_a_row_moves_to_an_idle_worker_and_batches_do_not_change(boundary: str, known: bool, tmp_path: Path,
+                                                                 no_leaks: None) -> None:  # fmt: skip
     lengths = [60] * 6
-    # Lengths unknown (no plan). Resume one batch in: every row is live, and rows 0-1 start on worker 0, rows
-    # 2-3 on worker 1 (their blocks). Row 0's stream is gated: it holds up every batch while worker 1 idles.
-    free = GatedSource(lengths, slow=-1, gate=str(tmp_path))  # no stream gated
-    with StreamLoader(free, 4, 4, boundary=boundary) as loader:
+    # Resume one batch in: every row is live, and rows 0-1 start on worker 0, rows 2-3 on worker 1 (their
+    # blocks). Row 0's stream is gated: it holds up every batch while worker 1 idles.
+    free = GatedSource(lengths, slow=-1, gate=str(tmp_path), report_length=known)  # no stream gated
+    with StreamLoader(free, 4, 4, boundary=boundary, balance=known or None) as loader:
         rows = next(iter(loader)).stream[0].tolist()
         state = loader.state_dict()
     with StreamLoader(free, 4, 4, boundary=boundary) as loader:
         loader.load_state_dict(state)
         want = collect(loader)
-    src = GatedSource(lengths, slow=rows[0], gate=str(tmp_path))
+    src = GatedSource(lengths, slow=rows[0], gate=str(tmp_path), report_length=known)
     got, held = [], []
-    with StreamLoader(src, 4, 4, num_workers=2, boundary=boundary, timeout=60) as loader:
+    with StreamLoader(src, 4, 4, num_workers=2, boundary=boundary, timeout=60, balance=known or None) as loader:
         loader.load_state_dict(state)
         stop = threading.Event()
         gate = threading.Thread(target=_let_steps_through_while_a_worker_idles, args=(loader, tmp_path, stop))
@@ -133,3 +140,88 @@ def test_uneven_streams_give_the_same_batches_with_workers(kw: dict[str, object]
     for a, b in zip(*runs, strict=True):
         for name in a:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+class BrokenPromises(UnevenSource):
+    """``UnevenSource`` whose stream ``fails`` raises at step ``at`` (skipped under ``on_error="skip"``)."""
+
+    def __init__(self, *args: Any, fails: int, at: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fails, self.at = fails, at
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p, step in enumerate(super().open(item, start), start):
+            if item == self.fails and p == self.at:
+                raise RuntimeError(f"corrupt step {p} of stream {item}")
+            yield step
+
+
+def _lying(**kw: Any) -> BrokenPromises:
+    # Stream 5 is slow; 2 runs past its promise, 4 ends before it, 7 fails at step 10.
+    lengths = [23, 5, 31, 17, 9, 40, 12, 28, 3, 19]
+    return BrokenPromises(lengths, slow=5, delay=0.002, promised={2: 29, 4: 15}, fails=7, at=10, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kw",
+    [dict(boundary="pack"), dict(boundary="pad", epoch_end="restream"), dict(boundary="pack", segment=7)],
+    ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
+)
+def test_balanced_rows_give_the_same_batches_for_every_worker_count(kw: dict[str, Any], no_leaks: None) -> None:
+    # Known lengths, balance=True: rows go to whichever worker is free, and broken promises (a stream that runs
+    # past its length, one that ends before it, one that fails under "skip") change nothing between worker counts.
+    runs = []
+    for workers in (0, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the broken promises, reported in every run
+            with StreamLoader(_lying(), 4, 3, num_workers=workers, balance=True, on_error="skip",
+                              **kw) as loader:  # fmt: skip
+                runs.append([b for _ in range(2) for b in collect(loader)])
+    for other in runs[1:]:
+        assert len(other) == len(runs[0])
+        for a, b in zip(runs[0], other, strict=True):
+            for name in a:
+                np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_balance_changes_no_batch_of_honest_streams() -> None:
+    # Every length true: the balanced order (claims as streams end) is the planned one.
+    lengths = [23, 5, 31, 17, 9, 40, 12, 28, 3, 19]
+    runs = []
+    for balance in (False, True):
+        with StreamLoader(CountingSource(lengths), 4, 3, boundary="pack", segment=7, balance=balance) as loader:
+            runs.append([b for _ in range(2) for b in collect(loader)])
+    assert len(runs[0]) == len(runs[1])
+    for a, b in zip(*runs, strict=True):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_balance_follows_the_sources_costly_steps() -> None:
+    from streamcli_sources.video import VideoSource
+
+    from streamcli.mix import Mix
+
+    class Costly(CountingSource):
+        costly_steps = True
+
+    assert VideoSource.costly_steps
+    for src, want in ((CountingSource([3, 4]), False), (Costly([3, 4]), True)):
+        for balance, got in ((None, want), (True, True), (False, False)):
+            with StreamLoader(src, 2, 2, balance=balance) as loader:
+                assert loader.config.balance is got, (src, balance)
+    assert Mix({"a": CountingSource([3]), "b": Costly([4])}).costly_steps
+    assert not Mix({"a": CountingSource([3]), "b": CountingSource([4])}).costly_steps
+    with pytest.raises(ConfigError, match=r"balance='yes' must be True, False or None"):
+        StreamLoader(CountingSource([3, 4]), 2, 2, balance="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_balanced_rows_resume_exactly_across_worker_counts(no_leaks: None) -> None:
+    # A cut anywhere, broken promises included, resumes to the batches of an uncut run, whichever side has workers.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        kw: dict[str, Any] = dict(boundary="pack", segment=7, balance=True, on_error="skip")
+        check_resume(_lying, 4, 3, cuts=[2, 9, 17], workers_before=2, workers_after=0, **kw)
+        check_resume(_lying, 4, 3, cuts=[5, 13], workers_before=0, workers_after=2, **kw)

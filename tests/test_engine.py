@@ -164,7 +164,7 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.give_row(0, 1, cursor=(3, 15, cursor.LIVE, 0))
         got = c.take_given(1, top=8, own=True)
         assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
-        assert c.promised_length(3, 0) == 9 and c.promised_length(1, 5) == -1 and c.promised_length(2, 0) == -1
+        assert c.promised_length(3) == 9 and c.promised_length(1) == -1 and c.promised_length(2) == -1
         c.set_generation(3)
         assert c.generation == 3
     finally:

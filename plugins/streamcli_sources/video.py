@@ -121,6 +121,8 @@ class VideoSource(BaseSource):
     failures while reading.
     """
 
+    costly_steps = True  # decoding: with workers, rows go to whichever worker is free (``StreamLoader(balance=)``)
+
     def __init__(
         self,
         folder: str | os.PathLike[str] | None = None,

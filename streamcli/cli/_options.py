@@ -22,6 +22,7 @@ import typer
 from streamcli.config import MODES, WORKERS_PER_CORE, max_workers, usable_cores
 
 LOADER = "Loader options"
+_UNSET_NOT_RECORDED = ("transform", "balance")
 MAX_DEFAULT_WORKERS = 2
 
 
@@ -90,6 +91,9 @@ LOADER_OPTIONS: tuple[LoaderOption, ...] = (
     LoaderOption("transform", ("--transform",), str | None, None,
                  "Augment image fields with the same draw along each stream, in order, e.g. "
                  "crop=112,flip,brightness=0.2,contrast=0.2,resize=64."),
+    LoaderOption("balance", ("--balance/--no-balance",), bool | None, None,
+                 "With workers, give a row's next stream to whichever worker is free (for costly, uneven steps "
+                 "such as video decoding), or keep a block of rows per worker. Default: the source's choice."),
 )  # fmt: skip
 """Every loader keyword the CLI exposes, in ``--help`` order."""
 
@@ -124,8 +128,9 @@ class LoaderOptions:
     def from_cli(cls, values: dict[str, Any]) -> LoaderOptions:
         plain = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        # No transform is left out of the record, so exports without one keep the header they always had.
-        extra = {k: v for k, v in plain.items() if k not in known and (k != "transform" or v is not None)}
+        # An option left unset (no transform, balance by the source) is left out of the record, so exports keep
+        # the header they always had.
+        extra = {k: v for k, v in plain.items() if k not in known and (k not in _UNSET_NOT_RECORDED or v is not None)}
         opts = cls(**{k: v for k, v in plain.items() if k in known}, extra=extra)
         if plain.get("num_workers", 0) is None:  # not given: the shared default, capped by B
             opts.num_workers = default_workers(opts.batch_size)

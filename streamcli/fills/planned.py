@@ -73,7 +73,9 @@ class Filler:
         if self.planned is None:
             control = self.ring.control
             order, start = control.order_table(), control.cursors(0, self.config.batch_size).copy()
-            self.planned = ClaimOrder.applies(order, start)
+            # Balanced iterator streams go to whichever producer is free (``fills.claimed``), for any producer count.
+            balanced = self.config.balance and not self.by_batch
+            self.planned = ClaimOrder.applies(order, start) and not balanced
             if self.planned:
                 c = self.config
                 self.first = control.first_batch

@@ -30,8 +30,7 @@ def promise_again(p: Producer, row: Row) -> None:
     ``length()`` promised, as the row that opened it did: a stream that runs past it is cut there either way."""
     if not (row.reopen or row.short):
         return
-    if not p.fill_spec.segment:
-        row.expect = p.ring.control.promised_length(row.item, 0)
+    row.expect = p.ring.control.promised_length(row.item)
 
 
 def publish(p: Producer, row: Row) -> None:
@@ -68,7 +67,7 @@ def claim(p: Producer, row: Row, k: int) -> None:
         item, start, open_ended, length = control.stream(ticket)
         row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
         row.end = start + segment if segment else NO_END
-        row.expect = start + length if length >= 0 and not segment else -1
+        row.expect = length  # the item's promised length (-1: none), whichever segment of it this stream is
         row.blk, row.j = None, 0
         if 0 <= length <= start:  # promised empty: nothing to open, take the next ticket at the same position
             empty_replays += replay

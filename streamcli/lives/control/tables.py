@@ -103,8 +103,8 @@ class EpochTables(Arrays):
         item, start, open_ended, length = self._order[ticket % int(self._ctl[NUM_STREAMS])].tolist()
         return item, start, bool(open_ended), length
 
-    def promised_length(self, item: int, start: int) -> int:
-        """The length that ``length()`` promised for the stream of ``item`` starting at ``start``, or -1."""
+    def promised_length(self, item: int) -> int:
+        """The length that ``length()`` promised for ``item`` (any of its streams says it), or -1."""
         order = self._order[: int(self._ctl[NUM_STREAMS])]
-        at = np.flatnonzero((order[:, 0] == item) & (order[:, 1] == start))
+        at = np.flatnonzero(order[:, 0] == item)
         return int(order[at[0], 3]) if len(at) else -1
