@@ -135,9 +135,7 @@ class BaseSource:
       streams cost unevenly. With workers, a row's next stream then goes to whichever worker is free, and a row
       moves to an idle worker when the others hold up the batch (a reopen at its position), as when lengths are
       unknown; by default each worker keeps a block of rows, which costs less per row when rows cost alike. The
-      loader's ``balance=`` overrides it. Batches do not depend on it, except where a stream ends before its
-      promised length (or fails under ``on_error="skip"``): its row then takes the next stream at once, not at
-      the promise.
+      loader's ``balance=`` overrides it. Batches do not depend on it.
     - ``window(item)``: random access. Return a mapping from field name to an array-like of all the item's
       steps, shape ``(length, *field.shape)`` (an ``np.memmap``, an ``ndarray``, or any object with ``len()``
       and slicing ``a[pos:pos + n]``). With known lengths the loader then reads any ``(position, n)`` window

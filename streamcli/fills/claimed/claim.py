@@ -35,8 +35,24 @@ def promise_again(p: Producer, row: Row) -> None:
 
 def publish(p: Producer, row: Row) -> None:
     """Announce the row's next possible claim: after the looked-ahead step, which exists and goes at ``row.q``."""
-    key = NEVER if row.done else after_next_step(p, row) * p.B + row.b
+    key = NEVER if row.done else (row.claim_q if row.short else after_next_step(p, row)) * p.B + row.b
     p.ring.control.set_claim(row.b, key)
+
+
+def pad_to_promise(p: Producer, row: Row, q: int) -> bool:
+    """The row's stream is over (closed) at epoch step ``q``, before the steps its item promised (it ended early,
+    or failed under on_error="skip"): the row pads until its claim as the lengths plan it (``scheduled.schedule``),
+    so that batches do not depend on whether rows are claimed at run time. False if nothing was promised past
+    ``row.pos``."""
+    if row.expect < 0:
+        return False
+    left = min(row.end, row.expect) - row.pos
+    if left <= 0:
+        return False
+    row.short = True
+    row.claim_q = q + left if p.pack else ((q + left - 1) // p.T + 1) * p.T
+    publish(p, row)
+    return True
 
 
 def after_next_step(p: Producer, row: Row) -> int:
@@ -68,6 +84,7 @@ def claim(p: Producer, row: Row, k: int) -> None:
         row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
         row.end = start + segment if segment else NO_END
         row.expect = length  # the item's promised length (-1: none), whichever segment of it this stream is
+        row.skipped = False
         row.blk, row.j = None, 0
         if 0 <= length <= start:  # promised empty: nothing to open, take the next ticket at the same position
             empty_replays += replay
@@ -81,9 +98,9 @@ def claim(p: Producer, row: Row, k: int) -> None:
             return
         close(row)
         if promised:
-            if row.expect >= 0:  # not a skipped failure (that is reported already)
+            if not row.skipped:  # a skipped failure is reported already
                 mismatch(p, row, k, "ended after 0 steps")
-            row.short, row.claim_q = True, after_next_step(p, row)
+            pad_to_promise(p, row, row.q)
             return
         empty_replays += replay  # an empty (or skipped) stream: take the next ticket at the same position
 
@@ -94,7 +111,7 @@ def open_stream(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
         it = iter(p.source.open(p.items[row.item], row.pos))
     except SOURCE_ERRORS as exc:
         fail(p, row, k, exc, "opening")
-        row.expect = -1  # skipped, not short
+        row.skipped = True  # reported as skipped, not as a length mismatch
         return None
     return it if p.tf is None else p.tf.wrap(it, row.item, row.pos, p.blocks)
 
@@ -125,7 +142,7 @@ def look(p: Producer, row: Row, k: int) -> Any:
             block: Any = next(row.it, END)
         except SOURCE_ERRORS as exc:
             fail(p, row, k, exc, "reading")
-            row.expect = -1  # skipped, not short
+            row.skipped = True  # reported as skipped, not as a length mismatch
             return END
         if block is END:
             return END
@@ -139,7 +156,7 @@ def look(p: Producer, row: Row, k: int) -> Any:
         return next(row.it, END)
     except SOURCE_ERRORS as exc:
         fail(p, row, k, exc, "reading")
-        row.expect = -1  # skipped, not short
+        row.skipped = True  # reported as skipped, not as a length mismatch
         return END
 
 

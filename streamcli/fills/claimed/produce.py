@@ -57,6 +57,9 @@ def _set_up(p: Producer) -> None:
     p.rows = {r.b: r for r in rows if r.done or r.reopen or r.short}
     for row in p.rows.values():
         claim.promise_again(p, row)
+        if row.short and not claim.pad_to_promise(p, row, q):  # padding until its promise, or due at once
+            row.claim_q = q
+            claim.publish(p, row)
 
 
 def fill(p: Producer, k: int) -> None:

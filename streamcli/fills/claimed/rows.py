@@ -47,7 +47,8 @@ class Row:
     j: int = 0  # the next step's index in ``blk``
     open_ended: bool = False  # an item of unknown length cut into segments: they follow on this row
     short: bool = False  # the stream ended before its promise: padding until ``claim_q``
-    claim_q: int = -1  # the epoch step of the row's next claim: planned, or announced on a promise (``write._claim``)
+    skipped: bool = False  # the stream failed under on_error="skip" (reported as such, not as a length mismatch)
+    claim_q: int = -1  # a short row's next claim: where its promise ends (``claim.pad_to_promise``)
     cost: float = 0.0  # seconds per step it has recently taken this producer (0: not measured yet)
     fine: bool = True  # its steps are slow enough to mark each one read (``write._copy``)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)

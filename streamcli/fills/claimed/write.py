@@ -26,12 +26,13 @@ from streamcli.fills.claimed.claim import (
     fail,
     look,
     mismatch,
+    pad_to_promise,
     publish,
     reopen,
     where,
 )
 from streamcli.fills.claimed.notes import SlotViews, pad, record
-from streamcli.fills.claimed.rows import Producer, Row
+from streamcli.fills.claimed.rows import NO_END, Producer, Row
 from streamcli.fills.faults import SOURCE_ERRORS
 from streamcli.lives.ring import LIVE, VALID
 from streamcli.scheduled import cursor as _cursor
@@ -190,7 +191,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
             except SOURCE_ERRORS as exc:
                 row.pos = pos0 + t - t0
                 fail(p, row, k, exc, "reading")
-                nxt, row.expect = END, -1  # skipped, not short
+                nxt, row.skipped = END, True  # reported as skipped, not as a length mismatch
             if nxt is END:
                 break
             if each:
@@ -212,7 +213,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         nxt = look(p, row, k)
     row.nxt = nxt
     if nxt is END:
-        if row.expect >= 0 and pos != row.expect:
+        if row.expect >= 0 and pos != row.expect and not row.skipped:
             mismatch(p, row, k, f"ended after {pos} steps")
         close(row)
     elif pos == row.expect:  # it goes on past the promised length: cut it there, as len() counted
@@ -232,7 +233,10 @@ def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
 
 
 def _ended(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
-    """The row's stream is over at batch step ``t``: the row is free for its next claim."""
+    """The row's stream is over at batch step ``t``: the row is free for its next claim, or pads until the claim
+    its promise plans (it ended early, or failed under on_error="skip")."""
+    if pad_to_promise(p, row, k * p.T + t):
+        return _wait_out(p, row, v, k, t)
     _release(p, row, v, k, t)
 
 
@@ -241,10 +245,11 @@ def _wait_out(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
     T = p.T
     stop = min(T, row.claim_q - k * T)
     pad(v, row.b, t, p.out, stop)
+    # The position counts on through the promised steps, as if they were read: a resumed row knows where its claim is.
+    row.pos = min(row.pos + stop - t, min(row.end, row.expect) if row.expect >= 0 else NO_END)
     if k * T + stop == row.claim_q:  # the claim is due: the row is free
         row.short = False
         return _release(p, row, v, k, stop)
-    row.pos += stop - t  # still padding: the position counts on, so a resumed row knows where its claim is
     row.q = (k + 1) * T
     _finish(p, row, v, k)
 
