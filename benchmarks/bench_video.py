@@ -150,14 +150,15 @@ def main() -> None:
     ap.add_argument("--prefetch", type=int, default=None, help="prefetch= of the scaling runs (default: the loader's)")
     ap.add_argument("--no-host", action="store_true",
                     help="skip the host's figure after each scaling round (2 plain decoders against 1)")  # fmt: skip
-    ap.add_argument("--balance", choices=("auto", "on", "off"), default="auto",
-                    help="balance= of the loader runs (auto: the video source's costly_steps, i.e. on)")  # fmt: skip
+    ap.add_argument("--balance", choices=("auto", "on", "off", "measured"), default="auto",
+                    help="balance= of the loader runs (auto: the video source's costly_steps, i.e. on; measured: "
+                         "as for a plugin that does not set costly_steps, on once measured)")  # fmt: skip
     ap.add_argument("--folder", help="a folder of videos to run on (default: the project's real clips)")
     args = ap.parse_args()
     if args.folder is not None:
         use_folder(args.folder)
     default_threads = cv2.getNumThreads()
-    balance = {"auto": None, "on": True, "off": False}[args.balance]
+    balance = {"auto": None, "on": True, "off": False, "measured": None}[args.balance]
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the two non-videos are skipped, as the tests check
@@ -186,6 +187,8 @@ def main() -> None:
             warnings.simplefilter("ignore")
             out = VideoSource(data_dir(), size=SIZE, segment=segment, scan=True, threads=threads)
             out.items()
+        if args.balance == "measured":
+            out.costly_steps = False  # a plugin that does not say: the loader measures
         return out
 
     def loader_row(name: str, src: VideoSource, workers: int, ref: str) -> None:

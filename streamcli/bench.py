@@ -65,6 +65,7 @@ class Run:
     short: bool  # the loader ran out before ``batches`` were timed
     window: int = 0  # batches the workers could write ahead at the end (``StreamLoader.prefetch``); 0 when unknown
     rows_moved: int = 0  # rows given mid-stream to an idle worker, over the loader's life
+    balanced: bool = False  # rows went to whichever worker was free (``LoaderStats.balanced``) by the end
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class BenchResult:
     useful_share: float = NAN  # share of the delivered steps that are real data (not padding); NaN if unknown
     window: int = 0  # batches the workers could write ahead at the end of the last run; 0 when unknown
     rows_moved: int = 0  # median over the runs
+    balanced: bool = False  # balance was on by the end of the last run (``LoaderStats.balanced``)
 
     def to_json(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -228,6 +230,7 @@ def time_run(
         short=short or n < batches,
         window=window,
         rows_moved=s_busy.rows_moved if s_busy is not None else 0,
+        balanced=s_busy.balanced if s_busy is not None else False,
     )
 
 
@@ -266,6 +269,7 @@ def summarize(name: str, workers: int, runs: Sequence[Run]) -> BenchResult:
         useful_share=med(lambda r: r.steps / r.room if r.room else NAN),
         window=runs[-1].window,
         rows_moved=int(med(lambda r: r.rows_moved)),
+        balanced=runs[-1].balanced,
     )
 
 

@@ -74,7 +74,7 @@ class LoaderConfig:
     batches_per_epoch: int | None = None
     rank: int | None = None
     world_size: int | None = None
-    balance: bool = False  # resolved by the loader from ``balance=`` or the source's ``costly_steps``
+    balance: bool | None = None  # None: the loader decides (the source's ``costly_steps``, then measured)
 
     def __post_init__(self) -> None:
         _check_int("batch_size", self.batch_size, 1, "e.g. batch_size=16")
@@ -109,7 +109,7 @@ class LoaderConfig:
                 "safely; use num_workers=1 (a hung worker is reported and stopped) or timeout=None"
             )
         _check_int("segment", self.segment, 0, "use 0 for whole items, or e.g. segment=128")
-        if not isinstance(self.balance, bool):
+        if self.balance is not None and not isinstance(self.balance, bool):
             raise ConfigError(f"balance={self.balance!r} must be True, False or None (None: the source's costly_steps)")
         if self.batches_per_epoch is not None:
             _check_int("batches_per_epoch", self.batches_per_epoch, 1, "or None for the natural length")

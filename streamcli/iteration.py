@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from streamcli.batch import Batch
 from streamcli.config import LoaderConfig
 from streamcli.fills.claimed.rows import epoch_rows
@@ -29,14 +31,24 @@ from streamcli.workers.producers import InProcess, Workers
 
 log = logging.getLogger("streamcli")
 
+# Balance left to the loader (``balance=None``) turns on when, over BALANCE_BATCHES batches after the epoch's first
+# BALANCE_SKIP (worker start-up, the ring's first lap), the workers spent at least BALANCE_STEP_S a step (so a row's
+# cost dwarfs the few µs that claiming rows at run time adds) and the least busy worker was busy under
+# BALANCE_UNEVEN of the busiest one's time (rows cost unevenly: one worker waits on the other's rows).
+BALANCE_SKIP, BALANCE_BATCHES, BALANCE_STEP_S, BALANCE_UNEVEN = 4, 16, 20e-6, 0.85
+
 
 class Iteration:
     """The loader's epochs, one iterator at a time, over its ring, hand-out and producers."""
 
     def __init__(self, config: LoaderConfig, epochs: Epochs, ring: Ring, handout: HandOut,
                  producers: InProcess | Workers, bounds: list[tuple[int, int]], resume: Resume,
-                 tally: Tally, finalizer: Callable[[], Any]) -> None:  # fmt: skip
+                 tally: Tally, finalizer: Callable[[], Any], adaptive: bool = False) -> None:  # fmt: skip
         self.config, self.epochs, self.ring, self.handout = config, epochs, ring, handout
+        self.balanced = config.balance is True  # the epoch's iterator streams are claimed at run time
+        self.adaptive = adaptive  # a measure may turn ``balanced`` on (``_costly_and_uneven``)
+        self._measure_from: tuple[int, float, np.ndarray, int] | None = None  # (batch, time, busy s, steps)
+        self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
         self.position = Position.start_of(0, config.batch_size)
         self.epoch, self.gen, self.active, self.closed = -1, 0, False, False
@@ -63,7 +75,8 @@ class Iteration:
         """Stop whatever producers were doing, then set the shared tables for the epoch from the position (fresh,
         or a resumed state's)."""
         pos, control, handout = self.position, self.ring.control, self.handout
-        control.stage(pos.cursors, pos.batch, epoch)
+        control.stage(pos.cursors, pos.batch, epoch, self.balanced)
+        self._measure_from, self._epoch_first = None, pos.batch
         control.set_generation(gen)  # producers of an older generation abandon their batch
         handout.pending.clear()
         try:
@@ -91,17 +104,19 @@ class Iteration:
         self.handout.pin_ring(torch)
         plan = self._begin_epoch(gen, epoch)
         self.active = True
+        run = [gen]  # this iterator's generation: a new one when the epoch goes on balanced (``_balance_now``)
         try:
-            yield from self._batches_of(torch, gen, plan)
-            if gen == self.gen:  # the epoch ran to its end: the next iter() starts the next one
+            yield from self._batches_of(torch, run, plan)
+            if run[0] == self.gen:  # the epoch ran to its end: the next iter() starts the next one
                 self.position = Position.start_of(epoch + 1, self.config.batch_size)
         finally:
-            if gen == self.gen:
+            if run[0] == self.gen:
                 self.active = False
 
-    def _batches_of(self, torch: Any, gen: int, epoch: Epoch) -> Iterator[Batch]:
+    def _batches_of(self, torch: Any, run: list[int], epoch: Epoch) -> Iterator[Batch]:
         """Hand the prepared batches to the consumer, moving the position past each."""
         handout, tally = self.handout, self.tally
+        gen = run[0]
         ready = handout.ready(torch, epoch, lambda: not self.closed and gen == self.gen)
         entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
         if tally.first_next is None:
@@ -112,6 +127,9 @@ class Iteration:
                     raise RuntimeError("this StreamLoader was closed while iterating")
                 if gen != self.gen:
                     raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+                if self.adaptive and not self.balanced and self._costly_and_uneven():
+                    gen, ready = self._balance_now(torch, epoch.number)
+                    run[0] = gen
                 rec = next(ready, None)
                 if rec is None or rec.dropped:  # "drop": the epoch ended before this batch
                     return
@@ -137,6 +155,39 @@ class Iteration:
         finally:
             if handout.ready_queue is not None and ready is handout.ready_queue:
                 handout.stop_ready_queue()
+
+    def _costly_and_uneven(self) -> bool:
+        """Whether the workers read costly steps unevenly over the last ``BALANCE_BATCHES`` batches (see above)."""
+        k = self.position.batch  # the next batch to hand to the consumer
+        if k < self._epoch_first + BALANCE_SKIP:
+            return False
+        if self._measure_from is None and None in self.epochs.lengths():
+            self.adaptive = False  # streams of unknown length are claimed at run time already
+            return False
+        control = self.ring.control
+        if self._measure_from is None:
+            self._measure_from = (k, time.perf_counter(), control.busy(), sum(control.steps()))
+            return False
+        k0, t0, busy0, steps0 = self._measure_from
+        if k - k0 < BALANCE_BATCHES:
+            return False
+        busy = control.busy() - busy0
+        steps = sum(control.steps()) - steps0
+        wall = time.perf_counter() - t0
+        self._measure_from = (k, time.perf_counter(), control.busy(), sum(control.steps()))  # the next window
+        if steps <= 0 or wall <= 0 or busy.max() <= 0:
+            return False
+        return bool(busy.sum() / steps >= BALANCE_STEP_S and busy.min() < BALANCE_UNEVEN * busy.max())
+
+    def _balance_now(self, torch: Any, epoch: int) -> tuple[int, Iterator[Ready]]:
+        """Go on with this epoch balanced, from the batch the consumer is at: as a resume from the loader's own
+        state (batches and states are the same either way); the batches prepared ahead are written again."""
+        self.handout.stop_ready_queue()
+        self.balanced = True
+        self.gen += 1
+        gen = self.gen
+        plan = self._begin_epoch(gen, epoch)
+        return gen, self.handout.ready(torch, plan, lambda: not self.closed and gen == self.gen)
 
     def _hand(self, rec: Ready, epoch: int) -> None:
         """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""
@@ -175,6 +226,7 @@ class Iteration:
             worker_stream=() if closed else tuple(control.reading(w)[0] for w in range(len(self.bounds))),
             rows_moved=0 if closed else control.moved,
             worker_busy_s=() if closed else tuple(float(x) for x in control.busy()),
+            balanced=self.balanced,
         )  # fmt: skip
 
     def close(self) -> None:

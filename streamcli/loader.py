@@ -27,6 +27,7 @@ from streamcli.source import (
     call_default_segment,
     check_source,
     has_costly_steps,
+    has_window,
     item_name,
     source_lookup,
     stream_order_of,
@@ -76,9 +77,11 @@ class StreamLoader:
             yields the same number of batches per epoch (the most any rank needs; the fewest with "drop").
         balance: with workers, give a row's next stream to whichever worker is free, and move a row to an idle
             worker when the others hold up the batch (a reopen at its position): for steps that cost far more
-            than their copy, and unevenly (decoding video). By default (None) the source's ``costly_steps``
-            decides (see ``streamcli.source.BaseSource``); False keeps a fixed block of rows per worker, the
-            cheaper way when rows cost alike. Sources of unknown length always balance.
+            than their copy, and unevenly (decoding video). False keeps a fixed block of rows per worker, the
+            cheaper way when rows cost alike. By default (None) from the start if the source says its steps are
+            costly (``costly_steps``, see ``streamcli.source.BaseSource``), else once the workers are measured
+            to read costly steps unevenly (``streamcli.iteration``): the epoch then goes on balanced from the
+            batch you are at. Batches are the same either way. Sources of unknown length always balance.
         transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
             producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
             stream and epoch, so a draw from it is the same on every step of a stream. Its optional
@@ -121,7 +124,7 @@ class StreamLoader:
             batch_size, time_steps, num_workers=num_workers, seed=seed, shuffle=shuffle, boundary=boundary,
             epoch_end=epoch_end, layout=layout, on_error=on_error, pin_memory=pin_memory, prefetch=prefetch,
             timeout=timeout, mp_context=mp_context, segment=segment, batches_per_epoch=batches_per_epoch,
-            rank=rank, world_size=world_size, balance=has_costly_steps(source) if balance is None else balance,
+            rank=rank, world_size=world_size, balance=True if balance is None and has_costly_steps(source) else balance,
         )  # fmt: skip
         self.config = config
         # Plain attributes for reading; the configuration itself is ``self.config`` (frozen).
@@ -174,8 +177,11 @@ class StreamLoader:
         self._producers = producers
         self._handout = HandOut(self.ring, self.fields, config, producers, prefetch, source_lookup(source))
         self._handout.pending = pending
+        # Whether a measure may turn balance on: iterator streams (a random-access source's batches are shared
+        # whole) with workers to share them, and balance left to the loader.
+        adaptive = config.balance is None and num_workers >= 2 and not has_window(source)
         self._iteration = Iteration(config, self.epochs, self.ring, self._handout, producers, bounds, self._resume,
-                                    tally, self._finalizer)  # fmt: skip
+                                    tally, self._finalizer, adaptive=adaptive)  # fmt: skip
 
     @property
     def _pool(self) -> WorkerPool | None:

@@ -134,8 +134,10 @@ class BaseSource:
     - ``costly_steps = True`` (a class attribute): a step costs far more than its copy (decoding video, say), and
       streams cost unevenly. With workers, a row's next stream then goes to whichever worker is free, and a row
       moves to an idle worker when the others hold up the batch (a reopen at its position), as when lengths are
-      unknown; by default each worker keeps a block of rows, which costs less per row when rows cost alike. The
-      loader's ``balance=`` overrides it. Batches do not depend on it.
+      unknown; by default each worker keeps a block of rows, which costs less per row when rows cost alike, until
+      the loader measures costly, uneven steps (then it balances from the batch it is at). The attribute saves
+      that measure and the batches read before it; the loader's ``balance=`` overrides both. Batches do not
+      depend on it.
     - ``window(item)``: random access. Return a mapping from field name to an array-like of all the item's
       steps, shape ``(length, *field.shape)`` (an ``np.memmap``, an ``ndarray``, or any object with ``len()``
       and slicing ``a[pos:pos + n]``). With known lengths the loader then reads any ``(position, n)`` window

@@ -43,6 +43,7 @@ class LoaderStats:
     worker_stream: tuple[int, ...] = ()  # the stream each producer is reading now (-1: idle)
     rows_moved: int = 0  # rows given mid-stream by a producer every batch waited for to an idle one
     worker_busy_s: tuple[float, ...] = ()  # each producer's seconds of work since the loader started
+    balanced: bool = False  # ``balance`` is on: given, the source's ``costly_steps``, or measured (``iteration``)
 
     @property
     def useful_share(self) -> float:

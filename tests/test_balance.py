@@ -246,10 +246,12 @@ def test_balance_follows_the_sources_costly_steps() -> None:
         costly_steps = True
 
     assert VideoSource.costly_steps
-    for src, want in ((CountingSource([3, 4]), False), (Costly([3, 4]), True)):
+    # None: on from the start for costly steps, else left to the loader's measure; stats say whether it is on.
+    for src, want in ((CountingSource([3, 4]), None), (Costly([3, 4]), True)):
         for balance, got in ((None, want), (True, True), (False, False)):
             with StreamLoader(src, 2, 2, balance=balance) as loader:
                 assert loader.config.balance is got, (src, balance)
+                assert loader.stats.balanced is (got is True)
     assert Mix({"a": CountingSource([3]), "b": Costly([4])}).costly_steps
     assert not Mix({"a": CountingSource([3]), "b": CountingSource([4])}).costly_steps
     with pytest.raises(ConfigError, match=r"balance='yes' must be True, False or None"):
@@ -264,3 +266,22 @@ def test_balanced_rows_resume_exactly_across_worker_counts(no_leaks: None) -> No
         kw: dict[str, Any] = dict(boundary="pack", segment=7, balance=True, on_error="skip")
         check_resume(_lying, 4, 3, cuts=[2, 9, 17], workers_before=2, workers_after=0, **kw)
         check_resume(_lying, 4, 3, cuts=[5, 13], workers_before=0, workers_after=2, **kw)
+
+
+@pytest.mark.slow
+def test_balance_turns_on_mid_epoch_when_workers_read_costly_steps_unevenly(no_leaks: None) -> None:
+    # No costly_steps, balance left to the loader: one long slow stream keeps one worker busy while the other
+    # idles, so the epoch goes on balanced from the batch the consumer is at; the batches are the in-process ones.
+    lengths = [40, 12, 90, 30, 25, 35, 20, 45, 15, 30, 40, 25]
+    runs, balanced = [], []
+    for workers, balance in ((0, None), (2, None), (2, False)):
+        with StreamLoader(UnevenSource(lengths, slow=2, delay=0.004), 4, 3, num_workers=workers, balance=balance,
+                          boundary="pack", timeout=60 if workers else None) as loader:  # fmt: skip
+            runs.append(collect(loader))
+            balanced.append(loader.stats.balanced)
+    assert balanced == [False, True, False]
+    for other in runs[1:]:
+        assert len(other) == len(runs[0])
+        for a, b in zip(runs[0], other, strict=True):
+            for name in a:
+                np.testing.assert_array_equal(a[name], b[name], err_msg=name)

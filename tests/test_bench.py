@@ -125,7 +125,12 @@ def test_a_2_worker_run_reports_how_the_workers_shared_the_streams() -> None:
     with StreamLoader(source, 4, 4, num_workers=2) as loader:
         shallow = loader.prefetch
     assert r.window == shallow and r.rows_moved >= 0
+    assert not r.balanced  # cheap steps: each worker keeps its block of rows
     assert scheduling(r) == f"window {shallow} batches ahead; {r.rows_moved} rows moved to an idle worker"
+    assert scheduling(dataclasses.replace(r, balanced=True)) == (
+        f"window {shallow} batches ahead; balanced: a row's next stream goes to whichever worker is free; "
+        f"{r.rows_moved} rows moved to an idle worker"
+    )
     assert scheduling(dataclasses.replace(r, workers=0)) is None
 
 

@@ -15,10 +15,12 @@ if TYPE_CHECKING:
 
 def scheduling(r: BenchResult) -> str | None:
     """How the workers shared the streams (2 or more workers): the window they wrote ahead in, the rows that
-    moved between them (streams of unknown length); None in-process or when unknown."""
+    moved between them, whether rows went to whichever worker was free (``balance``); None in-process or when
+    unknown."""
     if r.workers < 2 or not r.window:
         return None
-    return f"window {r.window} batches ahead; {r.rows_moved} rows moved to an idle worker"
+    balanced = "; balanced: a row's next stream goes to whichever worker is free" if r.balanced else ""
+    return f"window {r.window} batches ahead{balanced}; {r.rows_moved} rows moved to an idle worker"
 
 
 def _pct(x: float) -> str:

@@ -74,7 +74,7 @@ class Filler:
             control = self.ring.control
             order, start = control.order_table(), control.cursors(0, self.config.batch_size).copy()
             # Balanced iterator streams go to whichever producer is free (``fills.claimed``), for any producer count.
-            balanced = self.config.balance and not self.by_batch
+            balanced = control.balanced and not self.by_batch
             self.planned = ClaimOrder.applies(order, start) and not balanced
             if self.planned:
                 c = self.config

@@ -1,10 +1,10 @@
 """The control block's layout: its arrays (``arrays``) and their columns, in the segment before the batch slots
 (``lives.ring``). Only the classes of ``lives.control`` index them.
 
-- ``ctl`` int64[10]: the generation, tickets handed out, the epoch's first batch, its number of streams,
+- ``ctl`` int64[11]: the generation, tickets handed out, the epoch's first batch, its number of streams,
   batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
   mid-stream and not yet taken, rows moved mid-stream in all, the epoch
-  (what a transform's ``ctx.epoch`` says);
+  (what a transform's ``ctx.epoch`` says), whether the epoch's rows are balanced (claimed at run time);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its producer (or -1 while it waits for a claim, or -2-w while producer w has
   given it up mid-stream), the canonical key of its next possible claim, and the batches it has completed;
@@ -29,7 +29,7 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 
-GEN, TICKETS, FIRST_BATCH, NUM_STREAMS, HANDED, READY, AWAITED, GIVEN, MOVED, EPOCH = range(10)  # entries of ctl
+GEN, TICKETS, FIRST_BATCH, NUM_STREAMS, HANDED, READY, AWAITED, GIVEN, MOVED, EPOCH, BALANCED = range(11)  # of ctl
 BUSY, STEPS, CUR_STREAM, CUR_POS, IDLE, SENT, LOAD, _HEAVY = range(8)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
@@ -42,7 +42,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int,
     """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
     B = batch_size
     return (
-        ("ctl", (10,), "<i8"),
+        ("ctl", (11,), "<i8"),
         ("slot_of", (num_slots,), "<i8"),
         ("rows", (B, 3), "<i8"),
         ("held", (B, _cursor.WIDTH), "<i8"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.lives.control.layout import (
+    BALANCED,
     EPOCH,
     FIRST_BATCH,
     GEN,
@@ -30,11 +31,18 @@ class EpochTables(Arrays):
     def set_generation(self, gen: int) -> None:
         self._ctl[GEN] = gen
 
-    def stage(self, cursors: np.ndarray, first_batch: int, epoch: int = 0) -> None:
-        """The row cursors the next epoch starts from, the batch it starts at, and its number."""
+    def stage(self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False) -> None:
+        """The row cursors the next epoch starts from, the batch it starts at, its number, and whether its iterator
+        streams are claimed at run time by whichever producer is free (``fills.claimed``) even where every length
+        is known."""
         self._start[:] = cursors
         self._ctl[FIRST_BATCH] = first_batch
         self._ctl[EPOCH] = epoch
+        self._ctl[BALANCED] = balanced
+
+    @property
+    def balanced(self) -> bool:
+        return bool(self._ctl[BALANCED])
 
     def set_streams(self, table: np.ndarray, tickets: int) -> None:
         """The epoch's streams in ticket order and the tickets already taken."""
