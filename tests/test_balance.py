@@ -272,12 +272,22 @@ def test_balanced_rows_resume_exactly_across_worker_counts(no_leaks: None) -> No
 def test_balance_turns_on_mid_epoch_when_workers_read_costly_steps_unevenly(no_leaks: None) -> None:
     # No costly_steps, balance left to the loader: one long slow stream keeps one worker busy while the other
     # idles, so the epoch goes on balanced from the batch the consumer is at; the batches are the in-process ones.
+    # The consumer holds its last 3 batches throughout: the balanced producers never write a slot it holds.
     lengths = [40, 12, 90, 30, 25, 35, 20, 45, 15, 30, 40, 25]
     runs, balanced = [], []
     for workers, balance in ((0, None), (2, None), (2, False)):
         with StreamLoader(UnevenSource(lengths, slow=2, delay=0.004), 4, 3, num_workers=workers, balance=balance,
                           boundary="pack", timeout=60 if workers else None) as loader:  # fmt: skip
-            runs.append(collect(loader))
+            got: list[dict[str, np.ndarray]] = []
+            held: list[tuple[Any, dict[str, np.ndarray]]] = []
+            for batch in loader:
+                got.append(to_numpy(batch))
+                held = [*held[-2:], (batch, got[-1])]
+                for kept, seen in held:
+                    for name, value in to_numpy(kept).items():
+                        np.testing.assert_array_equal(value, seen[name], err_msg=f"a held batch changed: {name}")
+            del batch, held
+            runs.append(got)
             balanced.append(loader.stats.balanced)
     assert balanced == [False, True, False]
     for other in runs[1:]:
