@@ -185,22 +185,24 @@ def test_balanced_rows_give_the_same_batches_for_every_worker_count(kw: dict[str
                 np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kw",
     [dict(boundary="pack"), dict(boundary="pad", epoch_end="restream"), dict(boundary="pack", segment=7),
      dict(boundary="pad", segment=7, epoch_end="drop")],
     ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
 )  # fmt: skip
-def test_balance_changes_no_batch_and_no_state(kw: dict[str, Any]) -> None:
-    # Rows claimed at run time (balance=True) get the batches, and the states after every batch, of rows planned
-    # from the lengths, broken promises included: a short or failed stream pads its row until its promise either
-    # way, and a stream that runs past it is cut there.
+def test_balance_changes_no_batch_and_no_state(kw: dict[str, Any], no_leaks: None) -> None:
+    # Rows claimed at run time (balance=True, 2 workers) get the batches, and the states after every batch, of
+    # rows planned from the lengths, broken promises included: a short or failed stream pads its row until its
+    # promise either way, and a stream that runs past it is cut there.
     runs, first_epoch = [], 0
     for balance in (False, True):
         batches, states = [], []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            with StreamLoader(_lying(delay=0.0), 4, 3, balance=balance, on_error="skip", **kw) as loader:
+            with StreamLoader(_lying(delay=0.0), 4, 3, balance=balance, on_error="skip", num_workers=2 * balance,
+                              **kw) as loader:  # fmt: skip
                 for _ in range(2):
                     for batch in loader:
                         batches.append(to_numpy(batch))
@@ -222,13 +224,15 @@ def test_balance_changes_no_batch_and_no_state(kw: dict[str, Any]) -> None:
         for before in (False, True):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                with StreamLoader(_lying(delay=0.0), 4, 3, balance=before, on_error="skip", **kw) as loader:
+                with StreamLoader(_lying(delay=0.0), 4, 3, balance=before, on_error="skip", num_workers=2 * before,
+                                  **kw) as loader:  # fmt: skip
                     it = iter(loader)
                     for _ in range(cut):
                         next(it)
                     state = loader.state_dict()
                     del it
-                with StreamLoader(_lying(delay=0.0), 4, 3, balance=not before, on_error="skip", **kw) as loader:
+                with StreamLoader(_lying(delay=0.0), 4, 3, balance=not before, on_error="skip",
+                                  num_workers=2 * (not before), **kw) as loader:  # fmt: skip
                     loader.load_state_dict(state)
                     tail = collect(loader)
             assert len(tail) == first_epoch - cut

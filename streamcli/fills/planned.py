@@ -73,8 +73,9 @@ class Filler:
         if self.planned is None:
             control = self.ring.control
             order, start = control.order_table(), control.cursors(0, self.config.batch_size).copy()
-            # Balanced iterator streams go to whichever producer is free (``fills.claimed``), for any producer count.
-            balanced = control.balanced and not self.by_batch
+            # Balanced iterator streams go to whichever worker is free (``fills.claimed``); one producer has no one
+            # to share them with, and the batches are the same either way.
+            balanced = control.balanced and not self.by_batch and self.W > 1
             self.planned = ClaimOrder.applies(order, start) and not balanced
             if self.planned:
                 c = self.config
