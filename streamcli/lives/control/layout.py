@@ -9,7 +9,7 @@
 - ``rows`` int64[B, 3]: per row, its producer (or -1 while it waits for a claim, or -2-w while producer w has
   given it up mid-stream), the canonical key of its next possible claim, and the batches it has completed;
 - ``held`` int64[B, 4]: the cursor of a row without a producer;
-- ``wstat`` float64[W, 8]: per producer, busy seconds, steps, the stream and position it is reading, idle,
+- ``wstat`` float64[W, 7]: per producer, busy seconds, steps, the stream and position it is reading, idle,
   messages sent, what its rows cost per batch;
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
@@ -30,7 +30,7 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 
 GEN, TICKETS, FIRST_BATCH, NUM_STREAMS, HANDED, READY, AWAITED, GIVEN, MOVED, EPOCH, BALANCED = range(11)  # of ctl
-BUSY, STEPS, CUR_STREAM, CUR_POS, IDLE, SENT, LOAD, _HEAVY = range(8)  # columns of wstat
+BUSY, STEPS, CUR_STREAM, CUR_POS, IDLE, SENT, LOAD = range(7)  # columns of wstat
 OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
@@ -46,7 +46,7 @@ def arrays(batch_size: int, num_slots: int, num_workers: int,
         ("slot_of", (num_slots,), "<i8"),
         ("rows", (B, 3), "<i8"),
         ("held", (B, _cursor.WIDTH), "<i8"),
-        ("wstat", (num_workers, 8), "<f8"),
+        ("wstat", (num_workers, 7), "<f8"),
         ("order", (num_streams, 4), "<i8"),
         ("start", (B, _cursor.WIDTH), "<i8"),
         ("mark", (num_workers, 2), "<i8"),
