@@ -47,7 +47,7 @@ class Iteration:
         self.config, self.epochs, self.ring, self.handout = config, epochs, ring, handout
         self.balanced = config.balance is True  # the epoch's iterator streams are claimed at run time
         self.adaptive = adaptive  # a measure may turn ``balanced`` on (``_costly_and_uneven``)
-        self._measure_from: tuple[int, float, np.ndarray, int] | None = None  # (batch, time, busy s, steps)
+        self._measure_from: tuple[int, np.ndarray, int] | None = None  # (batch, workers' busy seconds, steps)
         self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
         self.position = Position.start_of(0, config.batch_size)
@@ -166,16 +166,15 @@ class Iteration:
             return False
         control = self.ring.control
         if self._measure_from is None:
-            self._measure_from = (k, time.perf_counter(), control.busy(), sum(control.steps()))
+            self._measure_from = (k, control.busy(), sum(control.steps()))
             return False
-        k0, t0, busy0, steps0 = self._measure_from
+        k0, busy0, steps0 = self._measure_from
         if k - k0 < BALANCE_BATCHES:
             return False
         busy = control.busy() - busy0
         steps = sum(control.steps()) - steps0
-        wall = time.perf_counter() - t0
-        self._measure_from = (k, time.perf_counter(), control.busy(), sum(control.steps()))  # the next window
-        if steps <= 0 or wall <= 0 or busy.max() <= 0:
+        self._measure_from = (k, control.busy(), sum(control.steps()))  # the next window
+        if steps <= 0 or busy.max() <= 0:
             return False
         return bool(busy.sum() / steps >= BALANCE_STEP_S and busy.min() < BALANCE_UNEVEN * busy.max())
 
