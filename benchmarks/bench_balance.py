@@ -3,6 +3,7 @@
     python benchmarks/bench_balance.py             # about a minute; prints a Markdown table
     python benchmarks/bench_balance.py --sleep     # steps that sleep: the scheduling alone, free of CPU contention
     python benchmarks/bench_balance.py --repeats 1
+    python benchmarks/bench_balance.py --balance off  # a block of rows per worker (on: balanced from the start)
 
 24 streams of 100-400 steps; the 3 heavy ones cost 1 ms per step, the others 50 µs (``SkewedFrames``: CPU
 burnt, or with ``--sleep`` time slept, so that two workers never compete for the 2 cores). B=6, T=8, boundary
@@ -32,12 +33,13 @@ from benchmarks.workloads import SkewedFrames, scaling_figures, windowed_figure
 from streamcli import StreamLoader
 
 B, T = 6, 8
+BALANCE: bool | None = None  # ``--balance``: the loader's ``balance=`` (None: measured)
 
 
 def epoch(src: SkewedFrames, workers: int, seed: int) -> tuple[float, int, int, int]:
     """(seconds, valid steps, rows moved, window at the end) of one epoch; the loader is built and warmed before
     the clock."""
-    with StreamLoader(src, B, T, num_workers=workers, seed=seed, boundary="pack") as loader:
+    with StreamLoader(src, B, T, num_workers=workers, seed=seed, boundary="pack", balance=BALANCE) as loader:
         it = iter(loader)
         steps = int(next(it).valid.sum())
         t = time.perf_counter()
@@ -65,7 +67,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="passes per seed and worker count")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--sleep", action="store_true", help="steps sleep instead of burning CPU")
+    ap.add_argument("--balance", choices=("measured", "on", "off"), default="measured",
+                    help="balance= of the loaders (measured: the default, None)")  # fmt: skip
     args = ap.parse_args()
+    global BALANCE
+    BALANCE = {"measured": None, "on": True, "off": False}[args.balance]
     src = SkewedFrames(24, 100, 400, frame_cost_s=50e-6, sleep=args.sleep)
     print(
         "| seed | 1 worker, steps/s | 2 workers, steps/s | ratio | lockstep | ideal, window | row-chain bound "
