@@ -46,7 +46,7 @@ def pad_to_promise(p: Producer, row: Row, q: int) -> bool:
     ``row.pos``."""
     if row.expect < 0:
         return False
-    left = min(row.end, row.expect) - row.pos
+    left = row.promised_stop - row.pos
     if left <= 0:
         return False
     row.short = True

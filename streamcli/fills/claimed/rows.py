@@ -53,6 +53,12 @@ class Row:
     fine: bool = True  # its steps are slow enough to mark each one read (``write._copy``)
     tally: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # this batch's slot summary record (``ring``)
 
+    @property
+    def promised_stop(self) -> int:
+        """Where the current stream's promise ends: its segment's end or its item's promised length, whichever
+        comes first (``NO_END``: nothing promised)."""
+        return min(self.end, self.expect) if self.expect >= 0 else NO_END
+
     def cursor(self) -> tuple[int, int, int, int]:
         if self.done:
             state = _cursor.DRY

@@ -32,7 +32,7 @@ from streamcli.fills.claimed.claim import (
     where,
 )
 from streamcli.fills.claimed.notes import SlotViews, pad, record
-from streamcli.fills.claimed.rows import NO_END, Producer, Row
+from streamcli.fills.claimed.rows import Producer, Row
 from streamcli.fills.faults import SOURCE_ERRORS
 from streamcli.lives.ring import LIVE, VALID
 from streamcli.scheduled import cursor as _cursor
@@ -246,7 +246,7 @@ def _wait_out(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
     stop = min(T, row.claim_q - k * T)
     pad(v, row.b, t, p.out, stop)
     # The position counts on through the promised steps, as if they were read: a resumed row knows where its claim is.
-    row.pos = min(row.pos + stop - t, min(row.end, row.expect) if row.expect >= 0 else NO_END)
+    row.pos = min(row.pos + stop - t, row.promised_stop)
     if k * T + stop == row.claim_q:  # the claim is due: the row is free
         row.short = False
         return _release(p, row, v, k, stop)
