@@ -96,6 +96,51 @@ def test_ray_export_is_byte_identical_to_local_and_resumes(tmp_path: Path) -> No
         ray.shutdown()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_interrupted_export_on_the_callers_ray_cancels_only_its_unfinished_tasks(tmp_path: Path) -> None:
+    """On a Ray instance the caller started (and keeps), an interruption cancels the export's unfinished tasks:
+    no shard appears after it, the finished tasks' results stay intact, and Ray stays usable."""
+    import time
+
+    import ray
+
+    from streamcli.shards.on_ray import _cancel
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        quick = ray.remote(lambda: 7).remote()
+        slow = ray.remote(lambda: time.sleep(60)).remote()
+        assert ray.get(quick) == 7
+        _cancel(ray, [quick, slow])
+        with pytest.raises(ray.exceptions.TaskCancelledError):
+            ray.get(slow, timeout=30)
+        assert ray.get(quick) == 7
+
+        source = {"plugin": "camera", "arg": None, "options": {"count": 4, "steps": 2400, "size": (64, 64)}}
+        loader_kw = {"batch_size": 2, "time_steps": 4}
+        with StreamLoader(load_source("camera", **source["options"]), 2, 4) as loader:  # type: ignore[arg-type]
+            header = make_header(fields=loader.fields, batch_size=2, time_steps=4, layout="TB", source=source,
+                                 loader=loader_kw, shard_bytes=1, compress=False)  # fmt: skip
+            header["batches_per_shard"] = 4
+            j = Job(source=source, loader=loader_kw, header=header, out_dir=str(tmp_path / "out"), epochs=1,
+                    total=len(loader), fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
+
+        def interrupt(done: int, total: int) -> None:
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            export_on_ray(j, mode="new", partitions=2, progress=interrupt)
+        time.sleep(1)  # a cancelled task's worker is killed a moment after ray.cancel returns
+        written = sorted((tmp_path / "out").glob("shard-*.npz"))
+        time.sleep(2)
+        assert sorted((tmp_path / "out").glob("shard-*.npz")) == written
+        assert len(written) < j.total // 4 and (tmp_path / "out" / PARTIAL).exists()
+        assert ray.is_initialized() and ray.get(ray.remote(lambda: 1).remote()) == 1
+    finally:
+        ray.shutdown()
+
+
 CLI = ["camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
        "--segment", "5", "--shard-size", "2kB", "--epochs", "2"]  # fmt: skip
 

@@ -225,8 +225,10 @@ def _export_on_ray(
                     on_disk = len(records) if remote is not None else _on_disk(out, n_shards)  # a listing costs
                     progress(min(job.total, on_disk * k), job.total)
         except BaseException:
-            for ref in refs:
-                ray.cancel(ref, force=True)
+            if not started_here:
+                _cancel(ray, refs)
+            # else ray.shutdown() below ends the tasks with their owner; cancelling them first races with a task
+            # that finishes at that moment, which Ray answers by aborting this process (its task_manager check)
             raise
     finally:
         if started_here:
@@ -253,6 +255,15 @@ def task_error(exc: Any) -> BaseException:
         return exc  # type: ignore[no-any-return]
     cause.__cause__ = RemoteTraceback(str(getattr(exc, "traceback_str", None) or exc))  # (``str``: the traceback)
     return cause
+
+
+def _cancel(ray: Any, refs: list[Any]) -> None:
+    """Cancel the tasks still running on a Ray instance this process did not start (and will not shut down).
+    Only those not finished: cancelling one as it finishes is the race that Ray may answer with an abort."""
+    ready, running = ray.wait(refs, num_returns=len(refs), timeout=0)
+    del ready
+    for ref in running:
+        ray.cancel(ref, force=True)
 
 
 def _on_disk(out: Path, n_shards: int) -> int:
