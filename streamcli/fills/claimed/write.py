@@ -224,9 +224,10 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     return t0 + n
 
 
-def _finish(p: Producer, row: Row, v: SlotViews, k: int) -> None:
-    """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done."""
-    row.tally[LIVE] = row.it is not None and not row.replay
+def _finish(p: Producer, row: Row, v: SlotViews, k: int, reading: bool = False) -> None:
+    """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done.
+    ``reading``: the row counts as reading its stream although it is closed (``_wait_out``)."""
+    row.tally[LIVE] = (row.it is not None or reading) and not row.replay
     record(p.out, row.b, row.cursor(), row.tally)
     p.out.written.append(row.b)
     row.tally = [0, 0, 0, 0]
@@ -251,7 +252,9 @@ def _wait_out(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
         row.short = False
         return _release(p, row, v, k, stop)
     row.q = (k + 1) * T
-    _finish(p, row, v, k)
+    # A stream that ran out exactly at the batch's end still counts as read: rows planned from the lengths find it
+    # over only when the next batch reads it, and an epoch that restreams ends when no first stream is read.
+    _finish(p, row, v, k, reading=t == T)
 
 
 def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
