@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -108,11 +109,14 @@ def _kill_and_expect_report(it: Iterator[Any], victim: int, worker: str) -> None
 
 _SCRIPT = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     sys.path.insert(0, {here!r})
     from _sources import SlowSource
     from streamcli import StreamLoader
     if __name__ == "__main__":
+        # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where this was started with SIGINT ignored (a
+        # shell's background job): Python installs its handler only where SIGINT is not ignored at start.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         loader = StreamLoader(SlowSource([10**6] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream")
         print("pids", *[p.pid for p in loader._pool.procs], loader.ring.spec.name, flush=True)
         for i, batch in enumerate(loader):
@@ -149,19 +153,33 @@ def _gone(pids: list[int], segment: str, timeout: float = 5.0) -> None:
 @pytest.mark.slow
 def test_ctrl_c_exits_promptly_and_leaves_nothing(tmp_path: Path) -> None:
     proc, workers, segment = _spawn_script(tmp_path)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
-    proc.wait(timeout=10)
-    assert proc.returncode != 0
-    assert "KeyboardInterrupt" in (proc.stderr.read() if proc.stderr else "")
-    _gone(workers, segment)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
+        proc.wait(timeout=10)
+        assert proc.returncode != 0
+        assert "KeyboardInterrupt" in (proc.stderr.read() if proc.stderr else "")
+        _gone(workers, segment)
+    finally:
+        _kill_group(proc)
 
 
 @pytest.mark.slow
 def test_parent_killed_leaves_no_orphans_or_segments(tmp_path: Path) -> None:
     proc, workers, segment = _spawn_script(tmp_path)
-    proc.kill()  # SIGKILL: no finally blocks, no atexit
-    proc.wait(timeout=5)
-    _gone(workers, segment, timeout=10)
+    try:
+        proc.kill()  # SIGKILL: no finally blocks, no atexit
+        proc.wait(timeout=5)
+        _gone(workers, segment, timeout=10)
+    finally:
+        _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """After the checks, whatever of the script's process group is left (only if a check failed) goes, so that
+    later tests do not find it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
 
 
 def test_no_leak_helper_sees_segments() -> None:
