@@ -182,6 +182,31 @@ def test_cli_engine_ray_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert r.exit_code == 2 and "pip install 'streamcli[ray]'" in r.output
 
 
+@pytest.mark.slow
+def test_cli_engine_ray_closes_its_own_loader_before_the_tasks_run(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # The driver's loader only plans the export (the tasks build their own): its workers and shared memory must
+    # not idle through a long Ray export.
+    from conftest import assert_no_leaks
+    from typer.testing import CliRunner
+
+    import streamcli.shards.on_ray as on_ray
+    from streamcli.cli import app
+
+    seen: list[bool] = []
+
+    def fake(job: Job, **kw: object) -> dict[str, object]:
+        assert_no_leaks(set(), timeout=5.0)  # no worker process and no segment of this process left
+        seen.append(True)
+        raise KeyboardInterrupt  # the driver's way out, as Ctrl-C: nothing else of the export runs
+
+    monkeypatch.setattr(on_ray, "export_on_ray", fake)
+    args = ["export", "camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "2",
+            str(tmp_path / "o"), "--engine", "ray"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert seen == [True] and r.exit_code != 0, r.output
+
+
 def test_cli_engine_ray_needs_lengths(tmp_path: Path) -> None:
     from conftest import data_root
     from typer.testing import CliRunner

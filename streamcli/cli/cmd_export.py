@@ -227,6 +227,7 @@ def _on_ray(
     needed = epochs if epochs is not None else 1 + max(0, epochs_for(loader, total))
     job = Job(source=spec.record(), loader=kw, header=header, out_dir=str(out_dir), epochs=needed, total=total,
               fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
+    loader.close()  # each task builds its own: this one's workers and shared memory would idle through the export
 
     def on_started(s: float) -> None:
         console.print(f"[dim]Ray ready in {s:.1f} s[/]", highlight=False)
