@@ -260,8 +260,7 @@ def task_error(exc: Any) -> BaseException:
 def _cancel(ray: Any, refs: list[Any]) -> None:
     """Cancel the tasks still running on a Ray instance this process did not start (and will not shut down).
     Only those not finished: cancelling one as it finishes is the race that Ray may answer with an abort."""
-    ready, running = ray.wait(refs, num_returns=len(refs), timeout=0)
-    del ready
+    _, running = ray.wait(refs, num_returns=len(refs), timeout=0)
     for ref in running:
         ray.cancel(ref, force=True)
 
