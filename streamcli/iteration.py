@@ -161,19 +161,17 @@ class Iteration:
         k = self.position.batch  # the next batch to hand to the consumer
         if k < self._epoch_first + BALANCE_SKIP:
             return False
-        if self._measure_from is None and None in self.epochs.lengths():
+        last = self._measure_from
+        if last is None and None in self.epochs.lengths():
             self.adaptive = False  # streams of unknown length are claimed at run time already
             return False
+        if last is not None and k - last[0] < BALANCE_BATCHES:
+            return False
         control = self.ring.control
-        if self._measure_from is None:
-            self._measure_from = (k, control.busy(), sum(control.steps()))
+        self._measure_from = (k, control.busy(), sum(control.steps()))  # the start of the next window
+        if last is None:
             return False
-        k0, busy0, steps0 = self._measure_from
-        if k - k0 < BALANCE_BATCHES:
-            return False
-        busy = control.busy() - busy0
-        steps = sum(control.steps()) - steps0
-        self._measure_from = (k, control.busy(), sum(control.steps()))  # the next window
+        busy, steps = self._measure_from[1] - last[1], self._measure_from[2] - last[2]
         if steps <= 0 or busy.max() <= 0:
             return False
         return bool(busy.sum() / steps >= BALANCE_STEP_S and busy.min() < BALANCE_UNEVEN * busy.max())
