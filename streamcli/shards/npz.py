@@ -178,6 +178,46 @@ def load_members(
     return out
 
 
+def load_codec_members(
+    name: str, data: bytes | IO[bytes], codec: Codec, want: Mapping[str, tuple[tuple[int, ...], str]]
+) -> dict[str, np.ndarray]:
+    """``load_members`` for any codec: a zstd shard's members are ``<key>.npy.zst`` frames, read from ``data`` (the
+    shard's bytes, or a seekable file of which only the frames asked for are read)."""
+    if codec.name != "zstd":
+        return load_members(name, data, want)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as zf:
+            by_name = {i.filename: i for i in zf.infolist()}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ShardError(f"shard {name!r} is truncated or corrupted: {type(exc).__name__}: {exc}") from None
+    infos = {key: by_name[codec.member(key)] for key in want if codec.member(key) in by_name}
+    missing = sorted(set(want) - set(infos))
+    if missing:
+        raise ShardError(f"shard {name!r} lacks {', '.join(missing)}")
+    if isinstance(data, bytes):
+        return _load_frames(name, data, infos, want)
+    out: dict[str, np.ndarray] = {}
+    for key in want:  # each frame by its own range: its local header, then the frame
+        info = infos[key]
+        try:
+            data.seek(info.header_offset)
+            head = data.read(LOCAL_HEADER.size)
+            sig, *_, name_len, extra_len = LOCAL_HEADER.unpack(head)
+            if sig != b"PK\x03\x04":
+                raise ShardError(f"shard {name!r}: {key} has a corrupted zip header")
+            data.seek(info.header_offset + LOCAL_HEADER.size + name_len + extra_len)
+            frame = data.read(info.compress_size)
+        except (ValueError, OSError, struct.error) as exc:
+            raise ShardError(f"shard {name!r} is truncated or corrupted: {key}: {exc}") from None
+        if len(frame) != info.compress_size:
+            raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit the file")
+        local = zipfile.ZipInfo(info.filename)
+        local.compress_type, local.compress_size, local.header_offset = info.compress_type, len(frame), 0
+        padded = LOCAL_HEADER.pack(b"PK\x03\x04", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) + frame
+        out.update(_load_frames(name, padded, {key: local}, {key: want[key]}))
+    return out
+
+
 def _load_frames(
     name: str, data: bytes, infos: Mapping[str, zipfile.ZipInfo], want: Mapping[str, tuple[tuple[int, ...], str]]
 ) -> dict[str, np.ndarray]:

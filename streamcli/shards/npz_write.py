@@ -19,7 +19,7 @@ import zipfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -129,8 +129,9 @@ def _npy_header(
         return header[0], header[2], f.tell(), size
 
 
-def extra_members(path: Path, header: Mapping[str, Any]) -> list[str]:
-    """Members of a shard that the format does not name (``verify`` reports them)."""
+def extra_members(path: Path | IO[bytes], header: Mapping[str, Any]) -> list[str]:
+    """Members of a shard (a file, or a seekable remote object) that the format does not name (``verify``
+    reports them)."""
     codec = Codec.of(header)
     try:
         with zipfile.ZipFile(path) as zf:

@@ -9,7 +9,6 @@ tensor. A truncated or corrupted shard raises ``ShardError`` naming it.
 from __future__ import annotations
 
 import os
-import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamcli.errors import ShardError
-from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name, member_names
+from streamcli.shards.format import LOCK, MANIFEST, PARTIAL, SHARD_RE, is_temp_name
 from streamcli.shards.lock import busy
 from streamcli.shards.npz import open_folder_shard
 from streamcli.shards.npz_write import extra_members
@@ -150,8 +149,8 @@ def verify(out_dir: str | os.PathLike[str]) -> list[str]:
     def extra_of(name: str) -> list[str]:
         if remote is None:
             return extra_members(Path(out_dir) / name, m)
-        with remote.open(name) as f, zipfile.ZipFile(f) as zf:
-            return sorted({n.removesuffix(".npy") for n in zf.namelist()} - set(member_names(m)))
+        with remote.open(name) as f:
+            return extra_members(f, m)
 
     problems, listed = _shard_problems(m, lambda entry: open_shard(out_dir, m, entry, check=True), extra_of)
     if remote is not None:

@@ -2,11 +2,11 @@
 for a URL, and verifies an export there with them).
 
 ``open_shard_url`` reads a shard's zip directory and then only the members asked for (``only``), each as
-ranged reads: the shards source indexes an export from its flags, and then reads the data members, without
-fetching the rest. A read of every member (``ShardReader``), or ``check=True`` (its sha256), fetches the whole
-shard in one request, which costs fewer round trips than ranges. Every request is retried on transient errors
-(``streamcli.storage.remote``); one that still fails raises ``StorageError`` naming the URL. The checks on
-hostile input are the local ones.
+ranged reads (a zstd member, a stored frame, is one range): the shards source indexes an export from its flags,
+and then reads the data members, without fetching the rest. A read of every member (``ShardReader``), or
+``check=True`` (its sha256), fetches the whole shard in one request, which costs fewer round trips than ranges.
+Every request is retried on transient errors (``streamcli.storage.remote``); one that still fails raises
+``StorageError`` naming the URL. The checks on hostile input are the local ones.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.errors import ShardError
+from streamcli.shards.codec import Codec
 from streamcli.shards.format import (
     MANIFEST,
     PARTIAL,
@@ -26,7 +27,7 @@ from streamcli.shards.format import (
     shard_path,
     validate_manifest,
 )
-from streamcli.shards.npz import load_members
+from streamcli.shards.npz import load_codec_members
 from streamcli.storage.remote import Remote
 
 
@@ -81,9 +82,9 @@ def open_shard_url(
             size = f.raw.size  # type: ignore[attr-defined]
             if size != entry["bytes"]:
                 raise ShardError(f"shard {name!r} has {size} bytes, the manifest says {entry['bytes']}")
-            return load_members(name, f, want)
+            return load_codec_members(name, f, Codec.of(m), want)
     if len(data) != entry["bytes"]:
         raise ShardError(f"shard {name!r} has {len(data)} bytes, the manifest says {entry['bytes']}")
     if check and hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ShardError(f"shard {name!r} is corrupted: its sha256 differs from the manifest")
-    return load_members(name, data, want)
+    return load_codec_members(name, data, Codec.of(m), want)
