@@ -4,6 +4,8 @@ in seconds naming the upload, and replay tells a running export from an interrup
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -13,14 +15,17 @@ import numpy as np
 import pytest
 import torch
 from streamcli_sources.shards import ShardSource
+from typer.testing import CliRunner
 
 from streamcli import StreamLoader
 from streamcli.batch import Batch
-from streamcli.shards import ShardReader, export, make_header, verify
+from streamcli.cli import app
+from streamcli.shards import ShardReader, ShardWriter, export, make_header, verify
 from streamcli.shards.codec import CODECS
 from streamcli.source import BaseSource, Field, Step
 
 LENGTHS = (7, 12, 3, 9, 5)
+runner = CliRunner()
 
 
 class Counting(BaseSource):
@@ -96,3 +101,35 @@ def test_every_codec_on_every_storage_kind_exports_verifies_and_reads_back(
         steps = [s for block in src.open(item) for s in np.asarray(block["x"]).reshape(-1, 3)]
         assert [tuple(int(v) for v in s) for s in steps] == [(item, t, item * 100 + t) for t in range(LENGTHS[item])]
         assert int(np.asarray(next(iter(src.open(item, 2)))["x"]).reshape(-1, 3)[0, 1]) == 2  # a resume's start
+
+
+def _export(out: str, codec: str = "none") -> None:
+    batches, header = _batches(codec)
+    export(iter(batches), out, header)
+
+
+@pytest.mark.parametrize("command", ["verify", "replay"])
+def test_without_zstandard_verify_and_replay_name_the_extra_to_install(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("zstandard")
+    _export(str(tmp_path / "run"), "zstd")
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # ``import zstandard`` now fails, as where it is missing
+    result = runner.invoke(app, [command, str(tmp_path / "run")])
+    assert result.exit_code == 1, result.output
+    assert "pip install 'streamcli[zstd]'" in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_replay_during_a_running_export_says_it_is_running_and_names_the_holder(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    out = _target(kind, tmp_path, request)
+    _, header = _batches("none")
+    with ShardWriter(out, header) as writer:  # holds the export's lock; its partial record is there
+        result = runner.invoke(app, ["replay", out])
+        writer.close()
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert "still running" in said and f"pid {os.getpid()}" in said and "interrupted" not in said, said
+    assert runner.invoke(app, ["replay", out]).exit_code == 0  # once it finished

@@ -13,10 +13,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure, count
 from streamcli.cli._inputs import url_argument
-from streamcli.errors import ShardError
+from streamcli.errors import ExportBusyError, ShardError
 from streamcli.storage import urls
 
 
@@ -83,8 +84,8 @@ def _text(s: dict[str, Any]) -> list[str]:
     epochs = s["epochs"]
     span = "-" if not epochs else str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
     return [
-        f"[green]ok[/]: {s['out_dir']} verified and replayed",
-        f"  source   {label or '-'}",
+        f"[green]ok[/]: {escape(s['out_dir'])} verified and replayed",
+        f"  source   {escape(label) or '-'}",
         f"  batches  {s['batches']} in {count(s['shards'], 'shard')}, B={s['batch_size']} T={s['time_steps']} "
         f"{s['layout']}, epochs {span}",
         f"  streams  {s['streams_replayed']} of {s['streams']} replayed; {s['valid_steps']} of {s['steps']} steps"
@@ -111,14 +112,24 @@ def replay(
 
     out_dir = url_argument(out_dir)
     if urls.is_remote(out_dir):
+        from streamcli.shards.remote_lock import busy as remote_busy
         from streamcli.storage.remote import Remote
 
         remote = Remote(out_dir)
+        holder = remote_busy(remote)
         has_manifest, has_partial = remote.size(MANIFEST) is not None, remote.size(PARTIAL) is not None
     elif not Path(out_dir).is_dir():
         raise UsageFailure(f"OUT_DIR {str(out_dir)!r} is not a folder; name a folder that streamcli export wrote")
     else:
+        from streamcli.shards.lock import busy
+
+        holder = busy(out_dir)
         has_manifest, has_partial = (Path(out_dir) / MANIFEST).exists(), (Path(out_dir) / PARTIAL).exists()
+    if holder is not None:  # a partial record under a held lock is an export at work, not an interrupted one
+        raise ExportBusyError(
+            f"OUT_DIR {str(out_dir)!r} is being written by an export that is still running ({holder}); "
+            "replay it once that export has finished"
+        )
     if not has_manifest:
         hint = " (an interrupted export: rerun it with --resume)" if has_partial else ""
         raise UsageFailure(
@@ -131,7 +142,7 @@ def replay(
         else:
             err = Console(stderr=True, soft_wrap=True, highlight=False)
             for p in problems:
-                err.print(f"[red]problem:[/] {p}")
+                err.print(f"[red]problem:[/] {escape(p)}")  # a hint like [zstd] is text
         raise ShardError(f"{len(problems)} problem(s) in {out_dir}; nothing was replayed")
     s = summarise(out_dir)
     if as_json:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure, count
 from streamcli.cli._inputs import url_argument
@@ -35,7 +36,7 @@ def verify(
     if problems:
         err = Console(stderr=True, soft_wrap=True, highlight=False)
         for p in problems:
-            err.print(f"[red]problem:[/] {p}")
+            err.print(f"[red]problem:[/] {escape(p)}")  # a hint like [zstd] is text
         raise ShardError(f"{len(problems)} problem(s) in {out_dir}")
     m = load_manifest(out_dir)
     console.print(
