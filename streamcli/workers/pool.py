@@ -14,6 +14,7 @@ worker is (in ``setup_worker``, or not yet there); a worker that dies while star
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing as mp
 import os
 import pickle
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from streamcli.errors import RemoteTraceback, SourceError, StepSpecError, WorkerError
+from streamcli.errors import RemoteTraceback, SourceError, StreamcliError, WorkerError
 from streamcli.fills.spec import Skip
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
@@ -216,8 +217,7 @@ class WorkerPool:
         elif kind == "skip":
             self.on_skip(msg[2])
         elif kind == "error":
-            cls = StepSpecError if msg[2] == "spec" else SourceError
-            raise cls(msg[3]) from RemoteTraceback(msg[4])
+            raise remote_error(msg[2], msg[3]) from RemoteTraceback(msg[4])
 
     def _stalled(self, timeout: float) -> str:
         reading = [self.ring.control.reading(w) for w in range(len(self.procs))]
@@ -244,6 +244,22 @@ class WorkerPool:
                 "import without side effects (see the worker's traceback above)"
             )
         raise WorkerError(f"worker {w} (pid {proc.pid}) died with {describe_exit(code)}{where}{hint}")
+
+
+def remote_error(classes: list[tuple[str, str]], message: str) -> StreamcliError:
+    """A worker's error as the first class it named (``worker.error_kind``: module and qualified name) that this
+    process has too, so that ``except TransformError`` catches it with workers as without. Failing every one, it
+    is reported as the source's failure, ``SourceError``."""
+    for module, name in classes:
+        found: Any = None
+        with contextlib.suppress(ImportError, AttributeError):
+            found = importlib.import_module(module)
+            for part in name.split("."):  # a nested class: its qualified name
+                found = getattr(found, part)
+        if isinstance(found, type) and issubclass(found, StreamcliError):
+            with contextlib.suppress(Exception):  # one that is not made from a message alone: its base
+                return found(message)
+    return SourceError(message)
 
 
 class _Stall:

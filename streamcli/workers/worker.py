@@ -3,7 +3,7 @@
 A worker takes work from the control block (``produce.work``): batches handed out by the loader's counter,
 rows waiting for a claim, its own rows. Only rare messages travel over its pipe. Main -> worker:
 ``("epoch", gen)``, ``("quit",)``. Worker -> main: ``("ready", gen)``, ``("skip", gen, Skip)``,
-``("error", gen, kind, message, traceback)``, and while it starts: ``("setup", -1)`` before its source's
+``("error", gen, classes, message, traceback)``, and while it starts: ``("setup", -1)`` before its source's
 ``setup_worker``, ``("started", -1)`` after it, or ``("fatal", -1, message, traceback)`` when the worker cannot
 start (``setup_worker`` failed, or the segment is gone); the loader reads these while it waits for the first
 epoch's ``ready``. The worker counts every other message in the control block just before sending it, so the
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from streamcli.errors import StepSpecError
+from streamcli.errors import SourceError, StreamcliError
 from streamcli.fills.claimed.claim import close_rows
 from streamcli.fills.claimed.produce import begin_epoch, reading_of, set_idle, work
 from streamcli.fills.claimed.rows import Producer
@@ -92,6 +92,15 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         ring.close()
 
 
+def error_kind(exc: BaseException) -> list[tuple[str, str]]:
+    """How the loader names ``exc``'s class (``pool.remote_error``): a streamcli error travels as its class and
+    the streamcli classes it derives from, most derived first (a ``TransformError`` stays one, a plugin's own
+    subclass falls back to its base); anything else as the source's failure."""
+    if not isinstance(exc, StreamcliError):
+        return [(SourceError.__module__, SourceError.__qualname__)]
+    return [(c.__module__, c.__qualname__) for c in type(exc).__mro__ if issubclass(c, StreamcliError)]
+
+
 def _setup(source: StreamSource) -> None:
     call_setup_worker(source)
 
@@ -128,9 +137,8 @@ def _serve(p: Producer, f: Filler, spec: WorkerSpec, conn: Connection, wake: int
         except Aborted:
             continue
         except Exception as exc:
-            kind = "spec" if isinstance(exc, StepSpecError) else "source"
             tb = "".join(traceback.format_exception(exc))  # with its cause: the source's own traceback
-            send(("error", p.gen, kind, str(exc), tb))
+            send(("error", p.gen, error_kind(exc), str(exc), tb))
             p.gen = -1  # produce nothing more until the next epoch
             continue
         if did:
