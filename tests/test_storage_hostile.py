@@ -4,6 +4,7 @@ in seconds naming the upload, and replay tells a running export from an interrup
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import uuid
@@ -133,3 +134,15 @@ def test_replay_during_a_running_export_says_it_is_running_and_names_the_holder(
     assert result.exit_code == 1, result.output
     assert "still running" in said and f"pid {os.getpid()}" in said and "interrupted" not in said, said
     assert runner.invoke(app, ["replay", out]).exit_code == 0  # once it finished
+
+
+@pytest.mark.parametrize(("url", "module"), [("hdfs://h/run", "pyarrow"), ("sftp://h/run", "paramiko")])
+def test_a_url_whose_backend_is_missing_is_a_usage_error_naming_the_pip_line(url: str, module: str) -> None:
+    pytest.importorskip("fsspec")
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed here: {url} has its backend")
+    result = runner.invoke(app, ["export", "camera", url, "-w", "0"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"cannot use {url!r}" in said and f"pip install fsspec {module}" in said, said
+    assert "ModuleNotFoundError" not in said and "Traceback" not in said

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from streamcli.errors import StorageError
+from streamcli.errors import StorageError, UnsupportedURLError
 from streamcli.storage import urls
 
 T = TypeVar("T")
@@ -132,7 +132,10 @@ class Remote:
     def _fs_and_root(self) -> tuple[Any, str]:
         import fsspec
 
-        fs, root = fsspec.core.url_to_fs(self.url, use_listings_cache=False)  # others write too: list afresh
+        try:
+            fs, root = fsspec.core.url_to_fs(self.url, use_listings_cache=False)  # others write too: list afresh
+        except ImportError as exc:  # a backend that imports its dependencies only when first used
+            raise UnsupportedURLError(urls.backend_missing(self.url, exc)) from None
         return fs, root.rstrip("/")
 
     def path(self, name: str = "") -> str:

@@ -26,6 +26,7 @@ _BACKENDS = {
     "abfs": ("adlfs", "pip install fsspec adlfs"),
     "http": ("aiohttp", "pip install fsspec aiohttp"),
     "https": ("aiohttp", "pip install fsspec aiohttp"),
+    "hdfs": ("pyarrow", "pip install fsspec pyarrow (and Hadoop's native libraries)"),
 }
 
 
@@ -71,6 +72,31 @@ def check(url: str) -> None:
         )
     if backend and importlib.util.find_spec(backend) is None:
         raise UnsupportedURLError(f"cannot use {url!r}: {s}:// needs {backend}, which is not installed; {fix}")
+    from fsspec import get_filesystem_class
+
+    try:  # imports the backend: any scheme's missing package is named here, not as a ModuleNotFoundError later
+        get_filesystem_class(s)
+    except ImportError as exc:
+        raise UnsupportedURLError(backend_missing(url, exc)) from None
+
+
+def backend_missing(url: str, exc: ImportError) -> str:
+    """The message for a URL whose fsspec backend failed to import with ``exc``: what is missing and the pip line."""
+    s = scheme(url) or ""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ModuleNotFoundError):  # fsspec re-raises it with its own words
+        cause = cause.__cause__ or cause.__context__
+    missing = cause.name if isinstance(cause, ModuleNotFoundError) else None
+    if s in _BACKENDS:
+        fix = _BACKENDS[s][1]
+    elif missing:
+        fix = f"pip install fsspec {missing.split('.')[0]}"
+        if exc is not cause:  # fsspec's own words name the package to install where its module differs
+            fix += f" ({' '.join(str(exc).split())[:200]})"
+    else:
+        fix = f"install what fsspec names ({' '.join(str(exc).split())[:200]}) with pip"
+    what = f"{missing.split('.')[0]}, which is not installed" if missing else "a package that does not import"
+    return f"cannot use {url!r}: {s}:// needs {what}; {fix}"
 
 
 def join(url: str, *names: str) -> str:
