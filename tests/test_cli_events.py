@@ -55,7 +55,7 @@ def test_a_real_clip_becomes_an_evt3_file_the_events_source_reads_back_bit_exact
     flags = ["--threshold", "0.15", "--refractory-us", "500", "--noise", "0.2", "--seed", "7"]
     result = runner.invoke(app, ["events-from-video", "video", str(CLIP), str(out), "--to", "evt3", *flags])
     assert result.exit_code == 0, result.output
-    assert [p.name for p in out.iterdir()] == ["00000-realshort.raw"]
+    assert sorted(p.name for p in out.iterdir()) == ["00000-realshort.raw", "events-from-video.json"]
     video = load_source("video", str(CLIP))
     (item,) = video.items()
     want = from_source(video, item, Simulator(0.15, refractory_us=500, noise_hz=0.2, seed=7))
@@ -108,18 +108,17 @@ def test_a_folder_with_files_is_not_written_into_without_overwrite(tmp_path: Pat
     (tmp_path / "mine.txt").write_text("keep")
     result = runner.invoke(app, ["events-from-video", "camera", str(tmp_path), "--to", "npy"])
     assert result.exit_code == 2
-    assert "is not empty; pass --overwrite" in one_red_line(result.output)
+    assert "holds 'mine.txt', which events-from-video did not write" in one_red_line(result.output)
     assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
 
 
 def test_overwrite_replaces_an_earlier_runs_recordings_and_keeps_other_files(tmp_path: Path) -> None:
-    stale = tmp_path / "00007-camera-7.npy"
-    np.save(stale, np.zeros(3))
+    flags = ["-o", "steps=3", "-o", "size=8x8", "--to", "npy"]
+    assert runner.invoke(app, ["events-from-video", "camera", "2", str(tmp_path), *flags]).exit_code == 0
     (tmp_path / "notes.txt").write_text("keep")
-    args = ["events-from-video", "camera", "1", str(tmp_path), "-o", "steps=3", "-o", "size=8x8", "--to", "npy"]
-    result = runner.invoke(app, [*args, "--overwrite"])
+    result = runner.invoke(app, ["events-from-video", "camera", "1", str(tmp_path), *flags, "--overwrite"])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000-camera-0.npy", "notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000-camera-0.npy", "events-from-video.json", "notes.txt"]
 
 
 def test_a_vendor_format_without_faery_names_the_extra_to_install(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": 
 """``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""
 
 SIMULATOR = "Simulator"
-_WRITTEN = re.compile(r"^\d{5}-.+(" + "|".join(re.escape(s) for s, _ in FORMATS.values()) + r")(\.partial)?(\.write)?$")
+MANIFEST = "events-from-video.json"
+"""The record of a run's files in OUT_DIR: --overwrite deletes what it names and nothing else."""
+_RECORDING = re.compile(r"^\d{5}-[A-Za-z0-9._-]+(" + "|".join(re.escape(s) for s, _ in FORMATS.values()) + r")$")
 _FLAGS = {"threshold": "--threshold", "refractory_us": "--refractory-us", "noise_hz": "--noise", "seed": "--seed"}
 
 
@@ -62,7 +65,12 @@ def events_from_video(
         typer.Option(help="Frame rate of sources without frame times (camera; videos have their own).", min=0.001),
     ] = 30.0,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Write into a non-empty OUT_DIR, replacing earlier event files.")
+        bool,
+        typer.Option(
+            "--overwrite",
+            help=f"Replace the event files an earlier run wrote into OUT_DIR (those its {MANIFEST} names); other "
+            "files are kept.",
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
 ) -> None:
@@ -72,10 +80,21 @@ def events_from_video(
     darker), timed by linear interpolation between frames (the idea of ESIM and v2e). Files are named
     NNNNN-<stream>.raw (or .aedat4, .npy) in stream order; streamcli preview events OUT_DIR, or
     load_source("events", OUT_DIR), reads them back as the same events. Each file is written under a temporary
-    name and renamed once complete. This is not an option of export: export writes the loader's batches as .npz
-    shards, this writes whole recordings in an event camera's own format.
+    name and renamed once complete; events-from-video.json names the files of the run, and --overwrite deletes
+    those and nothing else. A run that fails (a full disk) leaves none of its files. This is not an option of
+    export: export writes the loader's batches as .npz shards, this writes whole recordings in an event camera's
+    own format.
     """
-    from streamcli_sources.events.simulate import Simulator, frame_size, from_source, recording_path, write_recording
+    from streamcli_sources.events.simulate import (
+        Simulator,
+        frame_size,
+        from_source,
+        recording_path,
+        temporary_names,
+        write_recording,
+    )
+
+    from streamcli.shards.records import write_json
 
     if to not in FORMATS:
         raise UsageFailure(f"--to {to!r} must be one of {', '.join(FORMATS)}")
@@ -86,15 +105,35 @@ def events_from_video(
         sim = Simulator(threshold=threshold, refractory_us=refractory_us, noise_hz=noise, seed=seed)
     except ValueError as exc:
         raise UsageFailure(re.sub(r"\b(\w+)=", lambda m: _FLAGS.get(m[1], m[1]) + " ", str(exc))) from None
+    if not math.isfinite(fps):
+        raise UsageFailure(f"--fps {fps} must be a finite frame rate > 0, e.g. 30")
     *src, out = args
     check_option_syntax(option, "; the folder OUT_DIR is the last argument")
     check_input(src)
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder; name a folder for the event files")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        given = f" (if {out!r} is your input, name OUT_DIR after it)" if len(src) < 2 else ""
-        raise UsageFailure(f"OUT_DIR {out!r} is not empty; pass --overwrite to replace its event files{given}")
+    blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
+    given = f" (if {out!r} is your input, name OUT_DIR after it)" if len(src) < 2 else ""
+    earlier = _earlier_run(out_dir)  # names of the previous run's files, None where no run wrote here
+    ours = _ours(earlier or [])
+    theirs = sorted(
+        p.name for p in (out_dir.iterdir() if out_dir.is_dir() else ()) if p.name not in ours or _is_folder(p)
+    )
+    if earlier is None and theirs:
+        raise UsageFailure(
+            f"OUT_DIR {out!r} holds {theirs[0]!r}, which events-from-video did not write (there is no {MANIFEST}); "
+            f"--overwrite deletes only the files an earlier run wrote, so pick an empty folder or move "
+            f"{theirs[0]!r} away{given}"
+        )
+    if earlier is not None and not overwrite:
+        kept = f" ({count(len(theirs), 'other file')} would be kept)" if theirs else ""
+        raise UsageFailure(
+            f"OUT_DIR {out!r} is not empty; pass --overwrite to replace the event files an earlier run wrote "
+            f"there{kept}{given}"
+        )
     spec = resolve_source(src, option)
     assert spec.source is not None
     source = spec.source
@@ -106,31 +145,57 @@ def events_from_video(
             f"the {spec.plugin} source has no 'frame' field (its fields: {names}); simulate over video or camera"
         ) from None
     items = list(source.items())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stale = {p for p in out_dir.iterdir() if p.is_file() and _WRITTEN.match(p.name)}  # an earlier run's files
+    paths = [recording_path(out_dir, i, source, item, suffix) for i, item in enumerate(items)]
+    clash = next((p.name for p in paths if p.name in theirs), None)
+    if clash is not None:
+        raise UsageFailure(
+            f"OUT_DIR {out!r} holds {clash!r}, which events-from-video did not write and would replace; "
+            f"move it away or pick an empty folder"
+        )
+    created = not out_dir.exists()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageFailure(f"OUT_DIR {out!r} cannot be created ({exc.strerror}); name a folder you may write") from None
+    planned = [p.name for p in paths]
+    simulator = {"threshold": threshold, "refractory_us": refractory_us, "noise_hz": noise, "seed": seed}
+    record = {"format": to, "sensor_size": list(sensor), "source": spec.record(), "simulator": simulator}
+    either = sorted({*(earlier or []), *planned})
+    try:
+        # Named before anything is written or deleted, so a run killed at any point leaves files the next
+        # --overwrite knows to be its own.
+        write_json(out_dir / MANIFEST, {**record, "complete": False, "files": either})
+    except BaseException:
+        if created:
+            out_dir.rmdir()
+        raise
     err = Console(stderr=True)
     files: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    with (
-        CollectedWarnings(STATE.debug) as caught,
-        Progress(
-            TextColumn("[bold]events[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("recordings"),
-            TextColumn("{task.fields[events]:,} events"), TimeRemainingColumn(), console=err, transient=False,
-            disable=as_json,
-        ) as progress,
-    ):  # fmt: skip
-        task = progress.add_task("events", total=len(items), events=0)
-        for i, item in enumerate(items):
-            path = recording_path(out_dir, i, source, item, suffix)
-            ev = from_source(source, item, sim, fps=fps)
-            write_recording(path, ev, sensor)
-            stale.discard(path)
-            span = float(ev["t"][-1] - ev["t"][0]) / 1e6 if len(ev) else 0.0
-            files.append({"path": str(path), "events": len(ev), "seconds": span})
-            progress.update(task, completed=i + 1, events=sum(f["events"] for f in files))
+    try:
+        for name in earlier or []:  # --overwrite: the earlier run's files go first, as export's do
+            for n in (name, *temporary_names(name)):
+                _unlink(out_dir / n)
+        with (
+            CollectedWarnings(STATE.debug) as caught,
+            Progress(
+                TextColumn("[bold]events[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("recordings"),
+                TextColumn("{task.fields[events]:,} events"), TimeRemainingColumn(), console=err, transient=False,
+                disable=as_json,
+            ) as progress,
+        ):  # fmt: skip
+            task = progress.add_task("events", total=len(items), events=0)
+            for i, (item, path) in enumerate(zip(items, paths, strict=True)):
+                ev = from_source(source, item, sim, fps=fps)
+                write_recording(path, ev, sensor)
+                span = float(ev["t"][-1] - ev["t"][0]) / 1e6 if len(ev) else 0.0
+                files.append({"path": str(path), "events": len(ev), "seconds": span})
+                progress.update(task, completed=i + 1, events=sum(f["events"] for f in files))
+        write_json(out_dir / MANIFEST, {**record, "complete": True, "files": planned})
+    except BaseException:
+        _remove_run(out_dir, either, created)  # a failed run (a full disk, Ctrl-C) leaves none of its files
+        raise
     caught.report()
-    for p in sorted(stale):  # --overwrite: the folder holds this run's recordings and no others
-        p.unlink(missing_ok=True)
     elapsed = time.perf_counter() - t0
     total = sum(f["events"] for f in files)
     seconds = sum(f["seconds"] for f in files)
@@ -138,8 +203,7 @@ def events_from_video(
         typer.echo(json.dumps({
             "source": spec.record(), "format": to, "out_dir": str(out_dir), "recordings": len(files),
             "events": total, "seconds": seconds, "elapsed_s": elapsed, "sensor_size": list(sensor),
-            "simulator": {"threshold": threshold, "refractory_us": refractory_us, "noise_hz": noise, "seed": seed},
-            "files": files,
+            "simulator": simulator, "files": files,
         }, indent=1))  # fmt: skip
         return
     err.print(
@@ -148,6 +212,52 @@ def events_from_video(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _earlier_run(out_dir: Path) -> list[str] | None:
+    """The recordings the manifest in ``out_dir`` names, or None where there is none (nor a folder).
+
+    Names are checked to be recordings in the folder itself: a manifest edited to name ``../x`` or a user's file
+    of another shape is refused rather than obeyed."""
+    path = out_dir / MANIFEST
+    if not path.is_file():
+        return None
+    fix = f"; remove it if no events-from-video run wrote {str(out_dir)!r}, or pick another OUT_DIR"
+    try:
+        files = json.loads(path.read_text())["files"]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        raise UsageFailure(f"{str(path)!r} is not a manifest events-from-video wrote ({exc}){fix}") from None
+    if not isinstance(files, list) or not all(isinstance(n, str) and _RECORDING.match(n) for n in files):
+        raise UsageFailure(f"{str(path)!r} names files events-from-video does not write{fix}")
+    return [str(n) for n in files]
+
+
+def _ours(names: list[str]) -> set[str]:
+    """Every name in OUT_DIR a run with these recordings may have written: them, their temporary names, the
+    manifest and its temporary name."""
+    from streamcli_sources.events.simulate import temporary_names
+
+    return {MANIFEST, f".{MANIFEST}.tmp", *names, *(t for n in names for t in temporary_names(n))}
+
+
+def _is_folder(p: Path) -> bool:
+    return p.is_dir() and not p.is_symlink()
+
+
+def _unlink(p: Path) -> None:
+    """Remove a file of ours; a folder of that name is the user's (refused earlier where it is in the way)."""
+    if not _is_folder(p):
+        p.unlink(missing_ok=True)
+
+
+def _remove_run(out_dir: Path, names: list[str], created: bool) -> None:
+    """Remove what a failed run wrote and what it was replacing (--overwrite had deleted some of it already), its
+    manifest last (it names what is left until then); the folder too if this run created it and it is empty."""
+    for n in sorted(_ours(names) - {MANIFEST, f".{MANIFEST}.tmp"}):
+        _unlink(out_dir / n)
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+    if created and not any(out_dir.iterdir()):
+        out_dir.rmdir()
 
 
 def register(app: typer.Typer) -> None:

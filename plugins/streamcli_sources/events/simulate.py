@@ -18,6 +18,7 @@ source reads back as the same events.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ DTYPE = np.dtype([("x", "<u2"), ("y", "<u2"), ("t", "<i8"), ("p", "u1")])
 """A simulated recording: the ``.npy`` layout the ``events`` source reads."""
 
 LUMA = np.array([0.299, 0.587, 0.114])  # RGB -> gray (ITU-R BT.601)
+MAX_NOISE_HZ = 1e6
+"""The most shot noise a pixel can have: timestamps are whole µs, so a pixel fires at most once a µs."""
 
 
 def log_intensity(frame: npt.ArrayLike, eps: float = 1e-3) -> npt.NDArray[np.float64]:
@@ -65,10 +68,21 @@ class Simulator:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.threshold > 0:
-            raise ValueError(f"threshold={self.threshold} must be a positive contrast (log intensity), e.g. 0.2")
-        if self.refractory_us < 0 or self.noise_hz < 0:
-            raise ValueError(f"refractory_us={self.refractory_us} and noise_hz={self.noise_hz} must be >= 0")
+        # each test is written so that nan, which compares false with everything, fails it
+        if not (self.threshold > 0 and math.isfinite(self.threshold)):
+            raise ValueError(
+                f"threshold={self.threshold} must be a positive contrast (log intensity): a finite number > 0, e.g. 0.2"
+            )
+        if not (0 <= self.eps < math.inf):
+            raise ValueError(f"eps={self.eps} must be a finite number >= 0, e.g. 1e-3")
+        if self.refractory_us < 0:
+            raise ValueError(f"refractory_us={self.refractory_us} must be a whole number of µs >= 0, e.g. 500")
+        if not 0 <= self.noise_hz <= MAX_NOISE_HZ:
+            raise ValueError(
+                f"noise_hz={self.noise_hz} must be from 0 to {MAX_NOISE_HZ:,.0f} events per pixel per second, e.g. 0.5"
+            )
+        if self.seed < 0:
+            raise ValueError(f"seed={self.seed} must be a whole number >= 0, e.g. 0")
 
     def run(self, frames: Iterable[tuple[npt.ArrayLike, int]]) -> np.ndarray:
         """Events from ``(frame, t_us)`` pairs in time order; the first frame sets every pixel's reference."""
@@ -216,7 +230,8 @@ PARTIAL = ".partial"
 def write_recording(path: Path, events: np.ndarray, sensor_size: tuple[int, int]) -> None:
     """Write one recording in the format of ``path``'s suffix, under a temporary name first, then rename it.
 
-    A killed run leaves at most a ``*.partial`` file, which the ``events`` source does not read.
+    A killed run leaves at most a ``*.partial`` file (or faery's ``*.partial.write``), which the ``events`` source
+    does not read; a failed one (a full disk) leaves neither.
     """
     suffix = path.suffix.lower()
     tmp = path.with_name(path.name + PARTIAL)
@@ -228,4 +243,11 @@ def write_recording(path: Path, events: np.ndarray, sensor_size: tuple[int, int]
             write_file(str(tmp), events, sensor_size, suffix=suffix)
         tmp.replace(path)
     finally:
-        tmp.unlink(missing_ok=True)
+        for name in temporary_names(path.name):
+            (path.parent / name).unlink(missing_ok=True)
+
+
+def temporary_names(name: str) -> tuple[str, str]:
+    """The names a recording is written under before it is renamed to ``name``: ours, and faery's own
+    (``stream.to_file`` writes to ``<path>.write`` and renames it)."""
+    return name + PARTIAL, name + PARTIAL + ".write"
