@@ -26,6 +26,7 @@ import ctypes
 import math
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,6 +138,27 @@ def open_capture(path: str, threads: int) -> Any:
     return cap
 
 
+def declared_frames(frames: float, duration_s: float = 0.0, fps: float = 0.0) -> int:
+    """The frame count a container declares: its own count, else its duration x fps as OpenCV reckons it;
+    0 where it declares nothing usable (0, negative or absurd counts are common in real files)."""
+    n = frames if math.isfinite(frames) and frames > 0 else 0.0
+    if not n and math.isfinite(duration_s) and duration_s > 0 and math.isfinite(fps) and 0 < fps <= 1000:
+        n = math.floor(duration_s * fps + 0.5)
+    return int(n) if n < 1e9 else 0
+
+
+def short_clip_warning(name: str, decoded: int, declared: int) -> None:
+    """Warn where a decode stopped well before the frames the container declares (a truncated or damaged
+    file): the frames after ``decoded`` are missing. A frame or two short is common in whole files."""
+    if decoded and declared and declared - decoded > max(1, declared // 100):  # none: the source skips the file
+        warnings.warn(
+            f"video: {name or 'a clip'}: decoding stopped at frame {decoded} of the {declared} its container "
+            "declares: the file is truncated or damaged there, and the stream ends at that frame",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def retrieve(cap: Any) -> npt.NDArray[np.uint8] | None:
     """The frame just grabbed, in BGR; ``None`` if it did not decode or FFmpeg could not convert it."""
     _converting.failed = False
@@ -175,10 +197,12 @@ class Clock:
         return t
 
 
-def grab_frames(cap: Any, max_failed: int) -> Iterator[float]:
+def grab_frames(cap: Any, max_failed: int, name: str = "") -> Iterator[float]:
     """Grab frames until ``max_failed`` consecutive failures; yields each frame's raw ``POS_MSEC``.
 
-    The caller may ``cap.retrieve()`` the frame just grabbed before advancing the iterator.
+    The caller may ``cap.retrieve()`` the frame just grabbed before advancing the iterator. When the frames
+    run out well before the container's declared count, a ``RuntimeWarning`` names the file (``name``) and the
+    frame.
     """
     failed = 0
     while failed < max_failed:
@@ -187,3 +211,6 @@ def grab_frames(cap: Any, max_failed: int) -> Iterator[float]:
             continue
         failed = 0
         yield float(cap.get(cv2.CAP_PROP_POS_MSEC))
+    # POS_FRAMES counts from the file's start, also after a seek; a failed grab does not move it.
+    declared = declared_frames(float(cap.get(cv2.CAP_PROP_FRAME_COUNT)))
+    short_clip_warning(name, int(cap.get(cv2.CAP_PROP_POS_FRAMES)), declared)

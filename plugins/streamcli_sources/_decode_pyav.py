@@ -29,7 +29,7 @@ import numpy.typing as npt
 from av.video.frame import VideoFrame
 from av.video.reformatter import VideoReformatter
 
-from streamcli_sources._decode import NATIVE_LOG_ENV
+from streamcli_sources._decode import NATIVE_LOG_ENV, declared_frames, short_clip_warning
 from streamcli_sources._scan_record import Scan, checksum
 
 VideoFile = str | os.PathLike[str] | IO[bytes]
@@ -84,6 +84,24 @@ class PyAVVideo:
         """The header's frame rate (0.0 where it gives none); ``Clock`` uses it only where times fail."""
         rate = self.stream.average_rate or self.stream.guessed_rate
         return float(rate) if rate else 0.0
+
+    @property
+    def name(self) -> str:
+        """The file, as a warning names it: its path, or a file-like object's ``path`` or ``name``."""
+        if isinstance(self.file, (str, os.PathLike)):
+            return os.fspath(self.file)
+        return str(getattr(self.file, "path", None) or getattr(self.file, "name", None) or "a clip")
+
+    def declared(self) -> int:
+        """The frames the container declares (0: it declares none), reckoned as OpenCV's ``CAP_PROP_FRAME_COUNT``."""
+        s = self.stream
+        seconds = float(s.duration * self._base) if s.duration else (self.container.duration or 0) / av.time_base
+        return declared_frames(float(s.frames or 0), seconds, self.fps)
+
+    def check_end(self, decoded: int) -> None:
+        """Warn (``RuntimeWarning``) when a decode that ran to the end stopped at frame ``decoded``, well before
+        the declared count: a truncated or damaged file."""
+        short_clip_warning(self.name, decoded, self.declared())
 
     def ms(self, frame: VideoFrame) -> float:
         """The frame's time as OpenCV reports it: its timestamp less the stream's start, in ms; NaN if none."""
@@ -142,7 +160,7 @@ class PyAVVideo:
                         continue
                     if got == want and (bgr := self.bgr(frame)) is not None and checksum(bgr) == scan.adler[target]:
                         yield target, frame
-                        yield from enumerate(frames, target + 1)
+                        yield from self._counted(frames, target + 1)
                         return
                     overshot = got > want
                     break
@@ -152,7 +170,15 @@ class PyAVVideo:
                 offset -= second * 4**attempt
             self.close()
             self._open()
-        yield from enumerate(self.frames())
+        yield from self._counted(self.frames(), 0)
+
+    def _counted(self, frames: Iterator[VideoFrame], first: int) -> Iterator[tuple[int, VideoFrame]]:
+        """``enumerate(frames, first)``, then ``check_end`` once the frames run out (not when the caller stops)."""
+        n = first
+        for frame in frames:
+            yield n, frame
+            n += 1
+        self.check_end(n)
 
     def bgr(self, frame: VideoFrame) -> npt.NDArray[np.uint8] | None:
         """The frame as BGR uint8 (H, W, 3), as OpenCV gives it; ``None`` where FFmpeg cannot convert it.
@@ -200,4 +226,6 @@ def scan_file(path: str, max_failed: int) -> Scan:
                 break
             pos.append(video.ms(frame))
             sums.append(checksum(bgr))
+        if not cut:
+            video.check_end(len(pos))
     return Scan(np.asarray(pos, np.float64), np.asarray(sums, np.uint32), True, cut)

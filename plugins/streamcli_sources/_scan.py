@@ -48,7 +48,7 @@ def scan_file(path: str, max_failed: int) -> Scan:
     cut = False
     try:
         if opened:
-            for ms in grab_frames(cap, max_failed):
+            for ms in grab_frames(cap, max_failed, path):
                 frame = retrieve(cap)
                 if frame is None:
                     cut = True
