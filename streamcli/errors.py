@@ -19,6 +19,19 @@ class PluginLoadError(StreamcliError, ImportError):
     """A plugin is installed but failed to import or construct."""
 
 
+class PluginArgumentError(PluginLoadError, TypeError):
+    """A source cannot be built from the arguments given: one it requires is missing, or it has none of that name.
+
+    ``missing`` and ``unknown`` name them; ``argument`` is the required positional one (a path, a count) if that
+    is what is missing, which the CLI takes after the plugin's name rather than as ``-o``.
+    """
+
+    def __init__(self, message: str, *, missing: tuple[str, ...] = (), unknown: tuple[str, ...] = (),
+                 argument: str | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.missing, self.unknown, self.argument = missing, unknown, argument
+
+
 class SourceError(StreamcliError):
     """A source raised while opening or reading a stream (in a worker or in-process)."""
 

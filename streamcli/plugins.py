@@ -8,12 +8,13 @@ the same group, exactly like a third party's.
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from streamcli.errors import PluginLoadError, PluginNotFoundError
+from streamcli.errors import PluginArgumentError, PluginLoadError, PluginNotFoundError
 from streamcli.source import PLUGIN_ATTR, StreamSource, check_source
 
 GROUP = "streamcli.plugins"
@@ -80,12 +81,59 @@ def load_source(name: str, *args: Any, **options: Any) -> StreamSource:
     """Load plugin ``name`` and construct its source with the user's argument(s) and options.
 
     ``load_source("text", ["a b c", "d e"], width=4)`` calls ``TextSource(["a b c", "d e"], width=4)``.
-    Bad options raise ``ValueError``/``TypeError`` from the plugin unchanged, so callers can report them.
+    Arguments the constructor cannot take (a required one missing, an unknown name) raise
+    ``PluginArgumentError`` (a ``TypeError``) naming them; bad values raise ``ValueError``/``TypeError`` from the
+    plugin unchanged, so callers can report them.
     """
     factory = load_factory(name)
+    check_arguments(name, factory, args, options)
     source = check_source(factory(*args, **options))
     try:  # so errors name the plugin ("text"), not the class ("TextSource")
         setattr(source, PLUGIN_ATTR, name)
     except (AttributeError, TypeError):  # __slots__ or frozen: the class name will do
         pass
     return source
+
+
+def check_arguments(name: str, factory: Any, args: tuple[Any, ...], options: dict[str, Any]) -> None:
+    """Raise ``PluginArgumentError`` naming what ``factory(*args, **options)`` lacks or cannot take, before it runs.
+
+    Checked against the signature, so the message names the argument and how to pass it, not the plugin's
+    ``__init__``; a factory without a readable signature is left to fail on its own.
+    """
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    params = sig.parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown: list[str] = []
+    else:
+        unknown = [k for k in options if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY]
+    if unknown:
+        valid = [k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        raise PluginArgumentError(
+            f"the {name} source has no argument {', '.join(map(repr, unknown))}; its arguments: "
+            f"{', '.join(valid) or 'none'}",
+            unknown=tuple(unknown),
+        )
+    try:
+        sig.bind(*args, **options)
+        return
+    except TypeError as exc:
+        problem = str(exc)
+    try:
+        bound = sig.bind_partial(*args, **options).arguments
+    except TypeError:  # too many positional arguments, or one given twice
+        raise PluginArgumentError(f"the {name} source cannot take these arguments: {problem}") from None
+    required = [p for p in params.values() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    missing = [p for p in required if p.name not in bound]
+    if not missing:
+        raise PluginArgumentError(f"the {name} source cannot take these arguments: {problem}")
+    first = next(iter(params.values()))
+    argument = first.name if missing[0] is first and first.kind is not first.KEYWORD_ONLY else None
+    how = [f"{p.name!r} (pass {p.name}=...)" if p.name != argument else f"{p.name!r} (its first argument)"
+           for p in missing]  # fmt: skip
+    raise PluginArgumentError(
+        f"the {name} source needs {', '.join(how)}", missing=tuple(p.name for p in missing), argument=argument
+    )

@@ -19,7 +19,14 @@ from streamcli.cli._noise import quiet
 from streamcli.cli._options import flag_names, source_flag_names
 from streamcli.cli._source_options import convert_argument, option_signature, parse_options
 from streamcli.cli._spec import SourceSpec, did_you_mean
-from streamcli.errors import PluginLoadError, PluginNotFoundError, ShardError, SourceError, StreamcliError
+from streamcli.errors import (
+    PluginArgumentError,
+    PluginLoadError,
+    PluginNotFoundError,
+    ShardError,
+    SourceError,
+    StreamcliError,
+)
 from streamcli.plugins import list_plugins, load_factory, load_source
 from streamcli.source import call_prepare
 from streamcli.storage import urls
@@ -118,6 +125,8 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         with quiet(STATE.debug, native=hush):
             try:
                 return fn()
+            except PluginArgumentError as exc:
+                raise UsageFailure(argument_message(plugin, exc)) from None
             except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
                 raise bad_input(exc) from None
             except PermissionError as exc:
@@ -150,6 +159,20 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
             check_readable(item)
     return SourceSpec(plugin, arg, options, source)
+
+
+def argument_message(plugin: str, exc: PluginArgumentError) -> str:
+    """What the user gives on the command line for what ``exc`` says is missing: the plugin's argument after
+    its name, any other required one as ``-o name=VALUE``."""
+    if not exc.missing:
+        return f"{plugin}: {exc}".replace(f"{plugin}: the {plugin} source", f"{plugin}: the source")
+    parts = []
+    for name in exc.missing:
+        if name == exc.argument:
+            parts.append(f"its argument {name!r}: give it after the plugin's name, as in '{plugin} {name.upper()}'")
+        else:
+            parts.append(f"the option {name!r}: pass -o {name}=VALUE")
+    return f"{plugin}: the source needs " + "; and ".join(parts)
 
 
 class _ScanBar:

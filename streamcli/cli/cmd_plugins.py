@@ -80,12 +80,25 @@ def type_name(ann: Any, default: Any = inspect.Parameter.empty) -> str:
     return text
 
 
+def description(factory: Any) -> str:
+    """The first paragraph of the plugin's own docstring, else of its module's, else "no description".
+
+    Never a base class's: ``inspect.getdoc`` would show ``BaseSource``'s for a class that has none.
+    """
+    own = factory.__dict__.get("__doc__") if inspect.isclass(factory) else getattr(factory, "__doc__", None)
+    if not (isinstance(own, str) and own.strip()):
+        module = inspect.getmodule(factory)
+        own = getattr(module, "__doc__", None)
+    if not (isinstance(own, str) and own.strip()):
+        return "no description"
+    return inspect.cleandoc(own).split("\n\n")[0]
+
+
 def _one_plugin(name: str, as_json: bool) -> None:
     info = next((p for p in list_plugins() if p.name == name), None)
     opts = options_of(name)
     row = describe(info) if info is not None else {}
-    factory = load_factory(name)
-    doc = (inspect.getdoc(factory) or "").split("\n\n")[0]
+    doc = description(load_factory(name))
     if as_json:
         typer.echo(json.dumps({**row, "doc": doc, "options": opts}, indent=1, default=str))
         return
