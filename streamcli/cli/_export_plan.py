@@ -55,6 +55,15 @@ def listing(out_dir: str | Path) -> dict[str, Any]:
     return {p.name: None for p in out_dir.iterdir()} if out_dir.is_dir() else {}  # a local lock file counts
 
 
+def foreign_file(names: dict[str, Any]) -> str | None:
+    """The first of ``listing``'s names that no export writes (a user's ``mynotes.md``, a folder), or None.
+
+    The writer refuses to overwrite a folder holding one; this finds it before any work starts."""
+    from streamcli.shards.format import LOCK, is_export_file
+
+    return next((n for n in sorted(names) if n != LOCK and ("/" in n or not is_export_file(n))), None)
+
+
 def shard_files(out_dir: str | Path) -> dict[str, tuple[Any, ...]]:
     """Each shard file's identity (inode, size, mtime): a shard written again gets a new one (rename into place).
     For an object: size, ETag and modification time."""

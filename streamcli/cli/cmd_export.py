@@ -11,7 +11,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
-from streamcli.cli._export_plan import batches_to_write, check_compress, epochs_for, listing, parse_size, shard_files
+from streamcli.cli._export_plan import (
+    batches_to_write,
+    check_compress,
+    epochs_for,
+    foreign_file,
+    listing,
+    parse_size,
+    shard_files,
+)
 from streamcli.cli._inputs import check_input, url_argument
 from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
@@ -105,8 +113,15 @@ def export(
         blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
-    if listing(out_dir) and not (overwrite or resume):
-        given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
+    present = listing(out_dir)
+    given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
+    theirs = None if resume else foreign_file(present)
+    if theirs is not None:
+        raise UsageFailure(
+            f"OUT_DIR {out!r} holds {theirs!r}, which no export wrote; --overwrite deletes only an export's own "
+            f"files, so pick an empty folder or remove {theirs!r}{given}"
+        )
+    if present and not (overwrite or resume):
         raise UsageFailure(
             f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue{given}"
         )
