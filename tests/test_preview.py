@@ -176,7 +176,8 @@ def test_dashboard_renders_grid_and_stats() -> None:
 
 def test_notice_and_pause_are_shown() -> None:
     con = capture()
-    con.print(dashboard(None, stats(), width=100, height=40, color_system="256", paused=True, notice="256 colours"))
+    frame = frame_from_batch(make_batch(0), lambda i: f"clip{i}")  # images: the colour notice matters
+    con.print(dashboard(frame, stats(), width=100, height=40, color_system="256", paused=True, notice="256 colours"))
     text = con.export_text()
     assert "PAUSED" in text and "256 colours" in text
 

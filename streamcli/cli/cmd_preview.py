@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import select
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 from rich.console import Console
@@ -88,6 +89,73 @@ class KeyReader:
         except queue.Empty:
             return None
 
+    def wait(self, timeout: float) -> None:
+        """Block until a key is pressed (leaving it to ``get``) or ``timeout`` s have passed."""
+        key = self.get(timeout=timeout)
+        if key is not None:
+            self.keys.put(key)
+
+
+class Keys(Protocol):
+    """What ``live_loop`` reads keys from (``KeyReader``, or a script in tests)."""
+
+    enabled: bool
+
+    def get(self, timeout: float = 0.0) -> str | None: ...
+
+    def wait(self, timeout: float) -> None: ...
+
+
+class Pace:
+    """When the live view draws: at most every ``interval`` s, and drawing takes at most ``RENDER_BUDGET`` of the
+    wall time (the consumer's thread draws, so a slow terminal must not starve the loader)."""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.base = self.interval = interval
+        self.clock = clock
+        self.last = -math.inf
+
+    def due(self) -> bool:
+        return self.clock() - self.last >= self.interval
+
+    def drawn(self, start: float) -> None:
+        """A draw that began at ``start`` has just ended."""
+        self.last = start
+        self.interval = max(self.base, (self.clock() - start) / RENDER_BUDGET)
+
+
+def live_loop(keys: Keys, pull: Callable[[bool], bool], render: Callable[[bool, bool], None], pace: Pace, *,
+              done: bool, stop_when_done: bool) -> None:  # fmt: skip
+    """The live view's keys, pulls and draws until q (or the end, with ``stop_when_done``).
+
+    ``pull(show)`` takes the next batch (False at the end), copying its frame out when ``show`` or when a draw
+    is due; ``render(paused, done)`` draws the last frame copied with the loader's counters. Batches that come
+    between draws are not copied, so pausing takes one more batch and draws it at once: the paused grid is the
+    batch the counters on the same screen count up to. ``n`` takes and draws one batch while paused.
+    """
+    paused, drawn_done = False, False
+    while True:
+        step = False
+        while (key := keys.get()) is not None:
+            if key in "qQ":
+                return
+            if key == " ":
+                paused = not paused
+                step = step or paused
+            elif key in "nN":
+                step = True
+        if not done and (not paused or step):
+            done = not pull(step)
+        if pace.due() or step or (done and not drawn_done):
+            start = pace.clock()
+            render(paused, done)
+            drawn_done = done
+            pace.drawn(start)
+        if done and drawn_done and stop_when_done:
+            return  # --batches N stops on its own; otherwise the last frame stays until q
+        if paused or done:
+            keys.wait(KEY_POLL_S)
+
 
 def colour_notice(console: Console) -> tuple[str, str | None]:
     """The colour system to draw with, and a notice when it is not 24-bit (never degrade silently)."""
@@ -132,6 +200,25 @@ def event_displays(source: Any) -> dict[str, str]:
     return {}
 
 
+class Skips:
+    """The names of the files skipped so far: by the source when it was built (its ``skipped`` list of
+    ``(path, why)``), then by the loader as it runs (its state's ``skipped`` items, this epoch's)."""
+
+    def __init__(self, source: Any) -> None:
+        built = getattr(source, "skipped", None) or ()
+        self.built = [Path(str(s[0] if isinstance(s, (tuple, list)) else s)).name for s in built]
+        self.running: dict[int, str] = {}
+        self._seen = 0
+
+    def names(self, loader: Any) -> list[str]:
+        count = loader.stats.skipped
+        if count != self._seen:  # the state is read only when the count moved
+            self._seen = count
+            for item, _ in loader.state_dict().get("skipped", []):
+                self.running.setdefault(int(item), loader.stream_name(int(item)))
+        return self.built + [n for n in self.running.values() if n not in self.built]
+
+
 def _epochs(loader: Any, epochs: int | None) -> Iterator[Iterator[Batch]]:
     e = 0
     while epochs is None or e < epochs:
@@ -167,15 +254,14 @@ def preview(
     check_config(opts)  # a bad setting is refused before the source is built (a video scan can take a while)
     spec = resolve_source(source, option)
     console = Console()
-    interval = 1.0 / min(fps, 15.0)
+    pace = Pace(1.0 / min(fps, 15.0))
     frame: Frame | None = None
     n = 0
     marks: list[float] = []  # when each batch arrived: the steady rate excludes start-up
-    draw = {"last": 0.0, "interval": interval, "force": not console.is_terminal}
+    show_all = not console.is_terminal  # a pipe prints the last frame: copy every one
 
-    def want_frame() -> bool:
-        due = time.perf_counter() - draw["last"] >= draw["interval"]
-        return bool(draw["force"]) or frame is None or due or (batches is not None and n + 1 >= batches)
+    def want_frame(show: bool) -> bool:
+        return show_all or show or frame is None or pace.due() or (batches is not None and n + 1 >= batches)
 
     t0 = time.perf_counter()
     # Native libraries (FFmpeg, OpenCV) write to fd 2, here and in the workers started below: point it at a
@@ -192,13 +278,14 @@ def preview(
                 epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
             it = iter_limit(_epochs(loader, epochs or None), batches)
             displays = {f.name: f.display for f in loader.fields} | event_displays(spec.source)
+            skips = Skips(spec.source)
 
-            def pull() -> bool:
+            def pull(show: bool = False) -> bool:
                 nonlocal frame, n
                 batch = next(it, None)
                 if batch is None:
                     return False
-                if want_frame():  # copying out the shown steps is cheap, but only needed when drawing
+                if want_frame(show):  # copying out the shown steps is cheap, but only needed when drawing
                     frame = frame_from_batch(batch, loader.stream_name, loader.stream_length, displays)
                 n += 1
                 marks.append(time.perf_counter())
@@ -208,10 +295,10 @@ def preview(
             if not console.is_terminal:
                 while pull():
                     pass
-                console.print(text_summary(frame, loader.stats, title=spec.label(), skipped=spec.skipped))
+                console.print(text_summary(frame, loader.stats, title=spec.label(), skipped=spec.skipped,
+                                           skipped_names=skips.names(loader)))  # fmt: skip
             else:
                 system, notice = colour_notice(console)
-                quit_now = False
                 try:
                     first_done = not pull()  # start-up (workers importing, the first decodes) shows a spinner
                 finally:
@@ -221,42 +308,20 @@ def preview(
                     console.screen(hide_cursor=True),
                     Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live,
                 ):
-                    paused, done, drawn_done = False, first_done, False
-                    while not quit_now:
-                        step = False
-                        while (key := keys.get()) is not None:
-                            if key in "qQ":
-                                quit_now = True
-                            elif key == " ":
-                                paused = not paused
-                            elif key in "nN":
-                                step = True
-                        if quit_now:
-                            break
-                        if not done and (not paused or step):
-                            draw["force"] = step
-                            done = not pull()
-                        now = time.perf_counter()
-                        if now - draw["last"] >= draw["interval"] or step or (done and not drawn_done):
-                            size = console.size
-                            live.update(
-                                dashboard(
-                                    frame, loader.stats, width=size.width, height=size.height, color_system=system,
-                                    title=spec.label() + ("  (done: q to quit)" if done else ""),
-                                    paused=paused, notice=notice, skipped=spec.skipped,
-                                ),
-                                refresh=True,
-                            )  # fmt: skip
-                            drawn_done = done
-                            # Drawing shares the consumer's thread: keep it under RENDER_BUDGET of the wall time.
-                            cost = time.perf_counter() - now
-                            draw["last"], draw["interval"] = now, max(interval, cost / RENDER_BUDGET)
-                        if done and drawn_done and (batches is not None or not keys.enabled):
-                            break  # --batches N stops on its own; otherwise the last frame stays until q
-                        if paused or done:
-                            key = keys.get(timeout=KEY_POLL_S)
-                            if key is not None:
-                                keys.keys.put(key)
+
+                    def render(paused: bool, done: bool) -> None:
+                        size = console.size
+                        live.update(
+                            dashboard(
+                                frame, loader.stats, width=size.width, height=size.height, color_system=system,
+                                title=spec.label() + ("  (done: q to quit)" if done else ""), paused=paused,
+                                notice=notice, skipped=spec.skipped, skipped_names=skips.names(loader),
+                            ),
+                            refresh=True,
+                        )  # fmt: skip
+
+                    live_loop(keys, pull, render, pace, done=first_done,
+                              stop_when_done=batches is not None or not keys.enabled)  # fmt: skip
             console.print(closing_line(n, loader.stats.steps, loader.stats.bytes, t0, marks), highlight=False,
                           soft_wrap=True)  # fmt: skip
     finally:

@@ -7,11 +7,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from rich.cells import cell_len, set_cell_size
 
 from streamcli.cli.preview.fields import field_kinds, shown_step, text_bytes
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
+
+
+def elide(name: str, width: int) -> str:
+    """``name`` in at most ``width`` cells: its middle replaced by "…", so both its start and its suffix stay."""
+    if cell_len(name) <= width:
+        return name
+    if width < 2:
+        return set_cell_size(name, max(width, 0))
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return set_cell_size(name, head) + "…" + (name[-tail:] if tail else "")
 
 
 @dataclass
@@ -28,11 +40,18 @@ class RowView:
     text: dict[str, bytes] = field(default_factory=dict)  # text fields: the row's bytes over the batch
     kinds: dict[str, str] = field(default_factory=dict)  # field -> image/text/audio/other/hidden
 
-    def label(self) -> str:
+    def label(self, width: int | None = None) -> str:
+        """``" 3 clip.mp4 12/193"``: the row, its stream and the step's position (of the stream's length, when
+        known). Fitted to ``width`` cells by shortening the name, never the position: a cut-off "12/1" would
+        read as a wrong total."""
         if not self.valid:
             return f"{self.row:>2} (padding)"
         pos = f"{self.position + 1}/{self.length}" if self.length else f"{self.position + 1}"
-        return f"{self.row:>2} {self.name} {pos}"
+        head = f"{self.row:>2} "
+        if width is None:
+            return f"{head}{self.name} {pos}"
+        room = width - cell_len(head) - cell_len(pos) - 1
+        return f"{head}{elide(self.name, room)} {pos}" if room >= 2 else f"{self.row:>2} {pos}"[-width:]
 
 
 @dataclass

@@ -32,7 +32,7 @@ def cell_lines(row: RowView, lay: CellLayout, color_system: str) -> list[str]:
     """The cell of one row as exactly-``lay.width``-wide ANSI lines."""
     w = lay.width
     dim = not row.valid
-    head = fit_width(row.label(), w - 2)
+    head = fit_width(row.label(w - 2), w - 2)
     mark = f"{REVERSE}{BOLD}↺{RESET}" if row.reset else " "
     style = DIM if dim else BOLD
     lines = [f"{mark} {style}{head}{RESET}"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
@@ -14,7 +16,7 @@ from rich.text import Text
 from streamcli.cli.preview.ansi import AnsiLines, spark
 from streamcli.cli.preview.fields import as_rgb, printable, summary_line
 from streamcli.cli.preview.frame import Frame
-from streamcli.cli.preview.grid import choose_layout, grid_lines, kind_of
+from streamcli.cli.preview.grid import choose_layout, grid_lines, kind_of, shown_image
 
 if TYPE_CHECKING:
     from streamcli.stats import LoaderStats
@@ -27,11 +29,31 @@ def _bar(frac: float, width: int = 20) -> Text:
     return Text("█" * n, color) + Text("░" * (width - n), "dim") + Text(f" {frac * 100:3.0f}%")
 
 
-def stats_panel(stats: LoaderStats, *, title: str = "loader", paused: bool = False, skipped: int = 0) -> Panel:
+def skipped_line(names: Sequence[str], width: int) -> str:
+    """The skipped files by name, as many as fit in ``width`` cells, then how many more."""
+    out = ""
+    for i, name in enumerate(names):
+        more = f" and {len(names) - i} more" if i else ""
+        piece = (", " if out else "") + name
+        if cell_len(out + piece) + cell_len(f" and {len(names) - i - 1} more" if i + 1 < len(names) else "") > width:
+            return out + (more if out else f"{len(names)} files")
+        out += piece
+    return out
+
+
+def stats_panel(
+    stats: LoaderStats,
+    *,
+    title: str = "loader",
+    paused: bool = False,
+    skipped: int = 0,
+    skipped_names: Sequence[str] = (),
+    width: int = 100,
+) -> Panel:
     """Throughput, consumer waits (with a sparkline), worker utilisation, slots, streams and epoch.
 
     ``skipped`` counts the files the source skipped when it was built; ``stats.skipped`` adds the streams
-    skipped while running.
+    skipped while running. ``skipped_names`` names them (as many as fit in ``width``), while the run goes on.
     """
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -55,6 +77,8 @@ def stats_panel(stats: LoaderStats, *, title: str = "loader", paused: bool = Fal
         f"{stats.streams_done}/{stats.streams_total} done  epoch {stats.epoch}  "
         f"skipped/failed {stats.skipped + skipped}  batches {stats.batches}",
     )
+    if skipped_names:
+        t.add_row("[yellow]skipped[/]", Text(skipped_line(skipped_names, max(width - 22, 20)), "yellow"))
     share = stats.useful_share
     if share == share:  # NaN before the first batch
         t.add_row("real data", f"{share:.0%} of the steps (the rest is padding)")
@@ -76,12 +100,19 @@ def dashboard(
     paused: bool = False,
     notice: str | None = None,
     skipped: int = 0,
+    skipped_names: Sequence[str] = (),
 ) -> Group:
-    """The whole preview: notice line, grid, statistics panel and key help."""
+    """The whole preview: notice line, grid, statistics panel and key help.
+
+    ``notice`` (the colour notice) shows only while the grid draws an image: text and numbers look the same in
+    any palette.
+    """
     parts: list[Any] = []
+    if notice and not (frame is not None and any(shown_image(r) is not None for r in frame.rows)):
+        notice = None
     if notice:
         parts.append(Text(notice, "bold yellow"))
-    stats_h = 6 + (len(stats.worker_busy) if stats else 0)
+    stats_h = 6 + (len(stats.worker_busy) if stats else 0) + bool(skipped_names)
     notice_h = math.ceil(len(notice) / max(width, 1)) if notice else 0
     if frame is not None:
         avail = max(height - stats_h - notice_h - 2, 4)  # the statistics always stay on screen
@@ -90,12 +121,20 @@ def dashboard(
         parts.append(Text(head, "dim"))
         parts.append(AnsiLines(grid_lines(frame, cols, lay, color_system)[:avail]))
     if stats is not None:
-        parts.append(stats_panel(stats, title=title, paused=paused, skipped=skipped))
+        parts.append(stats_panel(stats, title=title, paused=paused, skipped=skipped, skipped_names=skipped_names,
+                                 width=width))  # fmt: skip
     parts.append(Text("q quit   space pause   n next batch (paused)", "dim"))
     return Group(*parts)
 
 
-def text_summary(frame: Frame | None, stats: LoaderStats | None, *, title: str = "loader", skipped: int = 0) -> Group:
+def text_summary(
+    frame: Frame | None,
+    stats: LoaderStats | None,
+    *,
+    title: str = "loader",
+    skipped: int = 0,
+    skipped_names: Sequence[str] = (),
+) -> Group:
     """A colourless final summary for non-terminals (CI, pipes): one line per row, then the statistics."""
     parts: list[Any] = []
     if frame is not None:
@@ -113,5 +152,5 @@ def text_summary(frame: Frame | None, stats: LoaderStats | None, *, title: str =
                     bits.append(summary_line(k, a))
             parts.append(Text(("↺ " if r.reset else "  ") + r.label() + "  " + "  ".join(bits)))
     if stats is not None:
-        parts.append(stats_panel(stats, title=title, skipped=skipped))
+        parts.append(stats_panel(stats, title=title, skipped=skipped, skipped_names=skipped_names))
     return Group(*parts)

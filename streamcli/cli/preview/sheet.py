@@ -45,8 +45,9 @@ def contact_sheet(frame: Frame, cell: int = 192) -> np.ndarray:
         if not r.valid:
             body = (body * 0.35).astype(np.uint8)
         label = np.full((20, cell, 3), (40, 40, 40) if not r.reset else (150, 40, 40), np.uint8)
-        text = ("RESET " if r.reset else "") + r.label().strip()
-        cv2.putText(label, text[:32], (4, 14), font, 0.4, (255, 255, 255), 1, cv2.LINE_AA)
+        reset = "RESET " if r.reset else ""
+        text = reset + r.label(32 - len(reset)).strip().replace("…", "~")  # Hershey fonts draw ASCII only
+        cv2.putText(label, text, (4, 14), font, 0.4, (255, 255, 255), 1, cv2.LINE_AA)
         tiles.append(np.concatenate([label, body], 0))
     th = max(t.shape[0] for t in tiles)
     tiles = [np.pad(t, ((0, th - t.shape[0]), (0, 0), (0, 0))) for t in tiles]
