@@ -68,6 +68,10 @@ class StorageError(StreamcliError):
     """Object storage failed for good (not found, access denied, or still failing after the retries); names the URL."""
 
 
+class CacheTooSmallError(StorageError, ValueError):
+    """An object is larger than the local cache's limit (names the limit and ``STREAMCLI_CACHE_BYTES``)."""
+
+
 class UnsupportedURLError(StorageError, ValueError):
     """A URL streamcli cannot serve: its scheme is unknown or its fsspec backend is not installed (names the fix)."""
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import needs_shared, shared_data
 from streamcli_sources.shards import ShardSource
 from typer.testing import CliRunner
 
@@ -146,3 +147,66 @@ def test_a_url_whose_backend_is_missing_is_a_usage_error_naming_the_pip_line(url
     assert result.exit_code == 2, said
     assert f"cannot use {url!r}" in said and f"pip install fsspec {module}" in said, said
     assert "ModuleNotFoundError" not in said and "Traceback" not in said
+
+
+CLIPS = ("Shepard_Calais_1906_FrenchGP.ogv", "homer.avi", "retroMars2018.avi")  # 868 kB in all, none over 410 kB
+
+
+def _clips_in(bucket: str) -> str:
+    from streamcli.storage.remote import Remote
+
+    root = shared_data("video")
+    assert root is not None
+    r = Remote(f"{bucket}/clips")
+    for name in CLIPS:
+        r.write(name, (root / name).read_bytes())
+    return f"{bucket}/clips"
+
+
+def _steps(out: Path) -> tuple[list[str], int, int]:
+    """The streams an export names, its batches and its valid steps."""
+    reader = ShardReader(out)
+    valid = sum(int(b.valid.sum()) for b in reader)
+    return list(reader.manifest["streams"]), len(reader), valid
+
+
+@pytest.mark.slow
+@needs_shared("video")
+@pytest.mark.parametrize(("workers", "scan"), [(0, False), (2, False), (0, True)])
+def test_a_cache_smaller_than_the_clips_exports_every_clip(
+    workers: int, scan: bool, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = shared_data("video")
+    assert root is not None
+    local = tmp_path / "local"
+    local.mkdir()
+    for name in CLIPS:
+        (local / name).write_bytes((root / name).read_bytes())
+    url = _clips_in(bucket)
+    args = ["--epochs", "1", "-o", "size=16x16", "-b", "2", "-t", "16", "-w", str(workers)]
+    args += ["-o", "scan=true"] if scan else []
+    result = runner.invoke(app, ["export", "video", str(local), str(tmp_path / "want"), *args])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("STREAMCLI_CACHE_BYTES", "450000")  # each clip fits; all three do not
+    result = runner.invoke(app, ["export", "video", url, str(tmp_path / "got"), *args])
+    assert result.exit_code == 0, result.output
+    want = _steps(tmp_path / "want")
+    assert want[0] == list(CLIPS) and want[2] > 0
+    assert _steps(tmp_path / "got") == want  # every clip, every step
+    left = [p for p in (tmp_path / "cache" / "objects").iterdir() if not p.name.startswith(".")]
+    assert 0 < sum(p.stat().st_size for p in left) <= 450000  # nothing pinned once done: back within the limit
+
+
+@needs_shared("video")
+def test_a_clip_larger_than_the_cache_is_refused_up_front_naming_the_limit(
+    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _clips_in(bucket)
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("STREAMCLI_CACHE_BYTES", "300000")  # the .ogv is 406 kB
+    result = runner.invoke(app, ["export", "video", url, str(tmp_path / "out"), "-w", "0"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"{url}/{CLIPS[0]}" in said and "300000 bytes" in said and "STREAMCLI_CACHE_BYTES" in said, said
+    assert not (tmp_path / "cache").exists()  # refused before anything was fetched

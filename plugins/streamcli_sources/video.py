@@ -8,6 +8,7 @@ count the same frames and deliver them in the same layout.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -66,6 +67,8 @@ def _read_problem(path: str) -> str:
 
     OpenCV says only that it cannot open a file, which reads as "not a video" whatever the cause.
     """
+    if urls.is_remote(path):
+        return ""  # an object is read whole into the cache, or fails there naming its URL
     try:
         with open(path, "rb") as f:
             f.read(1)
@@ -182,24 +185,26 @@ class VideoSource(BaseSource):
         self.skipped: list[tuple[str, str]] = []
         self._items: list[VideoItem] | None = None
         self._scans: dict[str, Scan] = {}
-        self._objects: dict[str, str] = {}  # cached file -> the object's URL (a source over a URL)
 
     # -- discovery -------------------------------------------------------------------------------------
 
     def files(self) -> list[str]:
-        """The candidate files, sorted: by ``glob`` if given, else by extension. Under a URL, the matching objects
-        are fetched into the local cache (``storage.cache``: safe to share between processes, bounded, least
-        recently used first out) and decoded from there."""
+        """The candidate files, sorted: by ``glob`` if given, else by extension. Under a URL, the matching objects'
+        URLs: each is fetched into the local cache (``storage.cache``: shared between processes, bounded, least
+        recently used first out) only when it is probed, scanned or opened, and pinned there until it is closed, so
+        a cache smaller than the data loses nothing. An object larger than the cache's limit is refused here,
+        before any is fetched (``CacheTooSmallError``)."""
         if self.url is not None:
-            from streamcli.storage.cache import fetch
-            from streamcli.storage.remote import find
+            from streamcli.storage.cache import default
+            from streamcli.storage.remote import find_sizes
 
-            objects = find(self.url, self.glob or "*")
+            objects = find_sizes(self.url, self.glob or "*")
             if not self.glob:
-                objects = [u for u in objects if Path(u).suffix.lower() in EXTENSIONS]
-            local = [str(fetch(u)) for u in objects]
-            self._objects = dict(zip(local, objects, strict=True))
-            return local
+                objects = {u: n for u, n in objects.items() if Path(u).suffix.lower() in EXTENSIONS}
+            cache = default()
+            for u, n in objects.items():
+                cache.check_fits(u, n)
+            return list(objects)
         if self.root.is_file():
             return [str(self.root)]
         if self.glob:
@@ -216,10 +221,35 @@ class VideoSource(BaseSource):
         """
         files = self.files()
         folder = cache_dir(self.cache_dir)
-        self._scans = scan_files(
-            files, max_failed=self.max_failed_reads, folder=folder, progress=progress, backend=self.backend
-        )
+        if self.url is not None:
+            self._scans = self._scan_objects(files, folder, progress)
+        else:
+            self._scans = scan_files(
+                files, max_failed=self.max_failed_reads, folder=folder, progress=progress, backend=self.backend
+            )
         return {p: s.frames for p, s in self._scans.items()}
+
+    def _scan_objects(self, objects: list[str], folder: Path, progress: Progress | None) -> dict[str, Scan]:
+        """``scan`` of objects: a few at a time (as many as decode in parallel), each pinned in the cache while it
+        is scanned, so the cache never needs to hold them all."""
+        from streamcli.storage.cache import default
+
+        cache, out = default(), {}
+        step = os.cpu_count() or 1
+        for i in range(0, len(objects), step):
+            group = objects[i : i + step]
+            with contextlib.ExitStack() as pins:
+                local = {str(pins.enter_context(cache.pinned(u))): u for u in group}
+
+                def done(n: int, total: int, base: int = i) -> None:
+                    if progress is not None:
+                        progress(base + n, len(objects))
+
+                found = scan_files(
+                    list(local), max_failed=self.max_failed_reads, folder=folder, progress=done, backend=self.backend
+                )
+            out.update({local[p]: s for p, s in found.items()})
+        return out
 
     def prepare(self, progress: Progress | None = None) -> None:
         """The length scan, if ``scan`` (or ``segment``) asks for one, reporting files done of total."""
@@ -283,6 +313,11 @@ class VideoSource(BaseSource):
         return items
 
     def _probe(self, path: str) -> str:
+        if urls.is_remote(path):  # an object: probed in the cache, pinned meanwhile
+            from streamcli.storage.cache import default
+
+            with default().pinned(path) as local:
+                return self._probe(str(local))
         if self.backend == "pyav":
             return self._probe_pyav(path)
         cap = open_capture(path, threads=1)
@@ -324,7 +359,7 @@ class VideoSource(BaseSource):
         return None if item[2] < 0 else item[2]
 
     def item_name(self, item: VideoItem) -> str:
-        return Path(self._objects.get(item[0], item[0])).name
+        return Path(item[0]).name
 
     def default_segment(self) -> int:
         """``segment=N`` given to the source: the loader cuts every file into streams of N steps."""
@@ -345,6 +380,12 @@ class VideoSource(BaseSource):
 
     def open(self, item: VideoItem, start: int = 0) -> Iterator[Step]:
         path, first, count = item
+        if urls.is_remote(path):  # an object: fetched now, decoded from the cache, pinned until the stream closes
+            from streamcli.storage.cache import default
+
+            with default().pinned(path) as local:
+                yield from self.open((str(local), first, count), start)
+            return
         step = first + start
         end = math.inf if count < 0 else first + count
         if self.backend == "pyav":
@@ -418,7 +459,7 @@ class VideoSource(BaseSource):
         if target > 0 and scan is not None and scan.seekable and target < scan.frames:
             cap = open_capture(path, self.threads)
             cap.set(cv2.CAP_PROP_POS_FRAMES, target)
-            frames = grab_frames(cap, self.max_failed_reads, path)
+            frames = grab_frames(cap, self.max_failed_reads)
             ms = next(frames, None)
             if ms is not None and ms == scan.pos_ms[target]:
                 frame = retrieve(cap)
@@ -429,7 +470,7 @@ class VideoSource(BaseSource):
             cap.release()
         cap = open_capture(path, self.threads)
         clock = Clock(cap.get(cv2.CAP_PROP_FPS))
-        frames = grab_frames(cap, self.max_failed_reads, path)
+        frames = grab_frames(cap, self.max_failed_reads)
         for _ in range(target + 1):
             ms = next(frames, None)
             if ms is None:

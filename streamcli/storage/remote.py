@@ -267,11 +267,22 @@ def split(url: str) -> tuple[Remote, str]:
 def find(url: str, glob: str) -> list[str]:
     """``[url]`` if it is an object, else the URLs of the objects under it whose name matches ``glob``, at any depth
     (as ``Path.rglob``), sorted. Empty if nothing is there."""
+    return list(find_sizes(url, glob))
+
+
+def find_sizes(url: str, glob: str) -> dict[str, int | None]:
+    """``find``, with each object's size in bytes (None where the storage gives none), in the same order."""
     import fnmatch
 
     if "/" in url.split("://", 1)[1].strip("/"):  # below a bucket: it may be one object
         parent, name = split(url)
-        if parent.size(name) is not None:
-            return [url.rstrip("/")]
+        size = parent.size(name)
+        if size is not None:
+            return {url.rstrip("/"): size}
     root = Remote(url)
-    return sorted(root.url_of(n) for n in root.listing() if fnmatch.fnmatchcase(n.rsplit("/", 1)[-1], glob))
+    found = {
+        root.url_of(n): None if info.get("size") is None else int(info["size"])
+        for n, info in root.listing().items()
+        if fnmatch.fnmatchcase(n.rsplit("/", 1)[-1], glob)
+    }
+    return dict(sorted(found.items()))
