@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,6 +28,58 @@ DEFAULT_SWEEP = ",".join(map(str, range(default_workers() + 1)))  # 0 up to the 
 
 
 _SWEEP_HELP = "Worker counts to sweep, comma separated; the default runs 0 up to preview's and export's default."
+
+
+FULL = (100, 10, 3)  # timed batches, warm-up batches, runs per worker count
+QUICK = (20, 2, 1)  # --quick
+
+
+def time_left(done: int, total: int, elapsed_s: float) -> str:
+    """ "about 2 min 10 s left", from the mean time of the ``done`` runs so far; "" before the first ends."""
+    if done <= 0 or done >= total:
+        return ""
+    left = round(elapsed_s / done * (total - done))
+    minutes, seconds = divmod(left, 60)
+    return f"about {minutes} min {seconds} s left" if minutes else f"about {seconds} s left"
+
+
+class RunProgress:
+    """``on_run`` for ``run_benchmark``: the runs done of all of them and the time left, estimated from the runs
+    so far. A transient Rich bar on a terminal; elsewhere (CI logs, pipes) one line per run."""
+
+    def __init__(self, total: int, repeats: int, console: Console, *, enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.total, self.repeats, self.console, self.enabled, self.clock = total, repeats, console, enabled, clock
+        self.started: float | None = None
+        self.done = -1  # runs finished: each call starts the next run
+        self.bar: Progress | None = None
+        if enabled and console.is_terminal:
+            # the estimate averages every run so far (runs take seconds to minutes; Rich's default is the last 30 s)
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs,"),
+                       TimeRemainingColumn(compact=True), TextColumn("left"))  # fmt: skip
+            self.bar = Progress(*columns, console=console, transient=True, speed_estimate_period=24 * 3600,
+                                get_time=clock)  # fmt: skip
+            self.task = self.bar.add_task("bench", total=total)
+            self.bar.start()
+
+    def __call__(self, name: str, workers: int, repeat: int) -> None:
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        self.done += 1
+        what = f"{name}: workers={workers} run {repeat + 1}/{self.repeats}"
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=what)
+        elif self.enabled:
+            left = time_left(self.done, self.total, now - self.started)
+            self.console.print(f"[dim]{what} ({self.done + 1} of {self.total}{'; ' + left if left else ''})[/]",
+                               highlight=False)  # fmt: skip
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def parse_workers(text: str) -> list[int]:
@@ -143,9 +197,25 @@ def bench(
             rich_help_panel=LOADER,
         ),
     ] = DEFAULT_SWEEP,
-    batches: Annotated[int, typer.Option(help="Timed batches per run.", min=1)] = 100,
-    warmup: Annotated[int, typer.Option(help="Untimed batches first (start-up, caches).", min=0)] = 10,
-    repeats: Annotated[int, typer.Option(help="Runs per configuration; medians are reported.", min=1)] = 3,
+    batches: Annotated[
+        int | None, typer.Option(help="Timed batches per run [default: 100; 20 with --quick].", min=1)
+    ] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Untimed batches first (start-up, caches) [default: 10; 2 with --quick].", min=0)
+    ] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(help="Runs per configuration; medians are reported [default: 3; 1 with --quick].", min=1),
+    ] = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="A short measurement: one run per worker count, 20 timed batches after 2 warm-up ones (instead of "
+            "3 runs of 100 after 10): rougher figures, sooner. --batches, --warmup and "
+            "--repeats still override it.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Draw a bar chart to this PNG.", dir_okay=False)
@@ -153,9 +223,18 @@ def bench(
     *,
     opts: LoaderOptions,
 ) -> None:
-    """Measure throughput at each worker count: batches/s, steps/s, MB/s, waits, worker load, start-up, RSS."""
+    """Measure throughput at each worker count: batches/s, steps/s, MB/s, waits, worker load, start-up, RSS.
+
+    Each worker count runs --repeats times (a fresh loader each) and reports medians; a progress line shows the
+    runs done and an estimate of the time left. --quick measures briefly, for a first look.
+    """
     from streamcli.bench import run_benchmark
     from streamcli.cli._bench_verdict import bottleneck, scheduling
+
+    defaults = QUICK if quick else FULL
+    batches = defaults[0] if batches is None else batches
+    warmup = defaults[1] if warmup is None else warmup
+    repeats = defaults[2] if repeats is None else repeats
 
     counts = parse_workers(workers)
     for w in counts:  # every count of the sweep, before the first run is timed
@@ -164,21 +243,19 @@ def bench(
     batch_size, time_steps = opts.batch_size, opts.time_steps
     spec = resolve_source(source, option)
     open_loader(spec, opts).close()  # bad option values fail here, before any timing
-    err = Console(stderr=True)
-
-    def on_run(name: str, w: int, r: int) -> None:
-        if not as_json:
-            err.print(f"[dim]{name}: workers={w} run {r + 1}/{repeats}[/]", highlight=False)
-
-    with CollectedWarnings(STATE.debug) as caught:
-        results = run_benchmark(
-            lambda w: open_loader(spec, opts, num_workers=w),
-            counts,
-            batches=batches,
-            warmup=warmup,
-            repeats=repeats,
-            on_run=on_run,
-        )
+    progress = RunProgress(len(counts) * repeats, repeats, Console(stderr=True), enabled=not as_json)
+    try:
+        with CollectedWarnings(STATE.debug) as caught:
+            results = run_benchmark(
+                lambda w: open_loader(spec, opts, num_workers=w),
+                counts,
+                batches=batches,
+                warmup=warmup,
+                repeats=repeats,
+                on_run=progress,
+            )
+    finally:
+        progress.close()
     caught.report()
     best = max(results, key=lambda r: r.steps_per_s)
     title = f"{spec.label()}  B={batch_size} T={time_steps}  {batches} batches x {repeats} runs (medians)"
