@@ -205,6 +205,8 @@ def test_a_full_disk_midway_leaves_no_partial_file_and_no_recording_of_the_faile
     args = ["events-from-video", "camera", "3", str(out), "-o", "steps=4", "-o", "size=16x16", "--to", to]
     result = runner.invoke(app, args)
     assert result.exit_code == 1, result.output
+    suffix = ".raw" if to == "evt3" else ".aedat4"
+    assert f"error: cannot write {str(out / ('00001-camera-1' + suffix))!r}: " in result.output
     assert "No space left on device" in result.output and "Traceback" not in result.output
     assert disk.opened == 2
     assert not out.exists()  # created by the run, and nothing of it is left

@@ -24,6 +24,7 @@ from streamcli.cli._inputs import check_input
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
+from streamcli.errors import StreamcliError
 
 FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": (".npy", "numpy")}
 """``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""
@@ -187,7 +188,13 @@ def events_from_video(
             task = progress.add_task("events", total=len(items), events=0)
             for i, (item, path) in enumerate(zip(items, paths, strict=True)):
                 ev = from_source(source, item, sim, fps=fps)
-                write_recording(path, ev, sensor)
+                try:
+                    write_recording(path, ev, sensor)
+                except (OSError, RuntimeError) as exc:  # faery's I/O errors are RuntimeErrors
+                    raise StreamcliError(
+                        f"cannot write {str(path)!r}: {exc}; the run removed the files it wrote: free space there "
+                        "(or pick another OUT_DIR) and run it again"
+                    ) from exc
                 span = float(ev["t"][-1] - ev["t"][0]) / 1e6 if len(ev) else 0.0
                 files.append({"path": str(path), "events": len(ev), "seconds": span})
                 progress.update(task, completed=i + 1, events=sum(f["events"] for f in files))
