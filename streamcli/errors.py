@@ -36,6 +36,10 @@ class SourceError(StreamcliError):
     """A source raised while opening or reading a stream (in a worker or in-process)."""
 
 
+class EventFileError(SourceError, ValueError):
+    """An event recording is truncated, corrupted, or not the format its suffix says (names the file and the fix)."""
+
+
 class StateError(StreamcliError, ValueError):
     """A loader state cannot be loaded: from another source or settings, another version, or tampered with."""
 

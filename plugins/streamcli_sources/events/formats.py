@@ -43,6 +43,8 @@ extra ``events``), which keeps streamcli's MIT licence.
 from __future__ import annotations
 
 import importlib.util
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,11 +52,17 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from streamcli.errors import EventFileError
+
 NPY = (".npy",)
 HDF5 = (".h5", ".hdf5")
 DECODED = (".raw", ".aedat4", ".dat", ".es")
 SUFFIXES = NPY + HDF5 + DECODED
 """The file suffixes the events source reads (lower case)."""
+REMEDY = (
+    "copy it again from where it came from, or move it out of the folder (on_error='skip' / --on-error skip skips it)"
+)
+"""What to do about a recording that is not whole: the end of every ``EventFileError`` about one."""
 
 
 @dataclass(frozen=True)
@@ -124,15 +132,40 @@ class ColumnsReader:
 
 
 def open_npy(path: str) -> ColumnsReader:
-    arr = np.load(path, mmap_mode="r")
+    try:
+        arr = np.load(path, mmap_mode="r")
+    except (PermissionError, FileNotFoundError):
+        raise
+    except (ValueError, EOFError, OverflowError, OSError) as exc:
+        raise EventFileError(f"{path}: not a whole .npy file ({_npy_problem(path, exc)}); {REMEDY}") from exc
     names = arr.dtype.names or ()
     missing = [f for f in "xytp" if f not in names]
     if arr.ndim != 1 or missing:
-        raise ValueError(
+        raise EventFileError(
             f"{path}: an events .npy must be a 1-D structured array with fields x, y, t, p; "
             f"it has shape {arr.shape} and fields {list(names)}"
         )
     return ColumnsReader(arr["x"], arr["y"], arr["t"], arr["p"])
+
+
+def _npy_problem(path: str, exc: BaseException) -> str:
+    """Where a ``.npy`` stops being whole: the size its header promises against the file's, if the header reads."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            fmt = np.lib.format
+            header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _, dtype = header(f)
+            start = f.tell()
+        size = os.path.getsize(path)
+        want = start + math.prod(shape) * dtype.itemsize
+    except Exception:  # the header itself is damaged: numpy's own words are all there is
+        return f"{type(exc).__name__}: {exc}"
+    if "pickled" in str(exc):  # numpy's advice (allow_pickle=) would load what is not an events array
+        return "it holds pickled objects, not an array of events"
+    if size < want:
+        return f"it ends at byte {size} but its header promises {want} bytes, so it is truncated"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Hdf5Reader:
@@ -143,13 +176,20 @@ class Hdf5Reader:
         h5py: Any = importlib.import_module("h5py")  # optional, untyped
         if importlib.util.find_spec("hdf5plugin") is not None:
             importlib.import_module("hdf5plugin")  # registers Blosc/Zstd filters (DSEC's files need them)
-        self.file = h5py.File(path, "r")
+        self.path = path
+        try:
+            self.file = h5py.File(path, "r")
+        except (PermissionError, FileNotFoundError):
+            raise
+        except OSError as exc:  # h5py's "Unable to synchronously open file (truncated file: eof = ...)"
+            size = os.path.getsize(path)
+            raise EventFileError(f"{path}: not a whole HDF5 file ({size} bytes; h5py: {exc}); {REMEDY}") from exc
         f = self.file
         group: Any = f["events"] if "events" in f and all(k in f["events"] for k in "xytp") else f
         missing = [k for k in "xytp" if k not in group]
         if missing:
             self.file.close()
-            raise ValueError(f"{path}: no datasets {', '.join(missing)} at the root or under events/")
+            raise EventFileError(f"{path}: no datasets {', '.join(missing)} at the root or under events/")
         self.x, self.y, self.t, self.p = (group[k] for k in "xytp")
         offset = f["t_offset"][()] if "t_offset" in f else f.attrs.get("t_offset", 0)
         self.t_offset = int(np.asarray(offset).reshape(-1)[0]) if np.size(offset) else 0
@@ -160,8 +200,11 @@ class Hdf5Reader:
         return int(self.t.shape[0])
 
     def read(self, a: int, b: int) -> Events:
-        t = np.asarray(self.t[a:b], np.int64)
-        return events(self.x[a:b], self.y[a:b], t + self.t_offset if self.t_offset else t, self.p[a:b])
+        try:
+            t = np.asarray(self.t[a:b], np.int64)
+            return events(self.x[a:b], self.y[a:b], t + self.t_offset if self.t_offset else t, self.p[a:b])
+        except OSError as exc:  # a damaged chunk: h5py's "Can't synchronously read data"
+            raise EventFileError(f"{self.path}: events [{a}, {b}) do not read (h5py: {exc}); {REMEDY}") from exc
 
     def close(self) -> None:
         self.file.close()

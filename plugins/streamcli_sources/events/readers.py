@@ -6,6 +6,7 @@ once into the cache and reads them as the same columns.
 
 from __future__ import annotations
 
+from streamcli.errors import EventFileError
 from streamcli_sources.events.decoded import open_decoded
 from streamcli_sources.events.formats import SUFFIXES, Hdf5Reader, Reader, kind, open_npy
 
@@ -19,4 +20,4 @@ def open_reader(path: str, cache_option: str = "") -> Reader:
         return Hdf5Reader(path)
     if k == "decoded":
         return open_decoded(path, cache_option)
-    raise ValueError(f"{path}: not an event file the events source reads (suffixes: {', '.join(SUFFIXES)})")
+    raise EventFileError(f"{path}: not an event file the events source reads (suffixes: {', '.join(SUFFIXES)})")

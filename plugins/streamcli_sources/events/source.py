@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.errors import EventFileError, UnsupportedURLError
 from streamcli.source import BaseSource, Field, Step
+from streamcli.storage.urls import is_remote, local_path
 from streamcli_sources.events import represent
 from streamcli_sources.events.formats import SUFFIXES, Events, Reader, kind
 from streamcli_sources.events.readers import open_reader
 from streamcli_sources.events.represent import REPRESENTATIONS, Spec
-from streamcli_sources.events.windows import Index, Windowing, load_or_scan
+from streamcli_sources.events.windows import Index, Windowing, check_coordinates, load_or_scan
 
 DEFAULT_WINDOW_US = 50_000
 _BLOCK_BYTES = 8 << 20  # the output of one block; enough windows to amortise a read, few enough to stay small
@@ -73,6 +75,12 @@ class EventsSource(BaseSource):
     ) -> None:
         if path is None:
             raise ValueError("the events source needs an event file or a folder of them, e.g. events recordings/")
+        if is_remote(str(path)):
+            raise UnsupportedURLError(
+                f"events: {str(path)!r} is a URL, and the events source reads local files only; download the "
+                "recordings first (e.g. aws s3 cp --recursive URL DIR, or fsspec's get) and pass the local folder"
+            )
+        path = local_path(path)
         if int(window_us) < 0 or int(events_per_window) < 0:
             raise ValueError(f"{window_us=} and {events_per_window=} must be positive (or 0: not given)")
         if window_us and events_per_window:
@@ -106,6 +114,9 @@ class EventsSource(BaseSource):
         self.cache_dir = cache_dir
         self._index: dict[str, Index] = {}  # the scan's; workers re-read offsets from the cache
         self._lengths: dict[str, int] = {}
+        self._files: list[str] = []
+        self._bad: dict[str, EventFileError] = {}  # recordings that are not whole: raised by length() and open()
+        self._sensor_hw: tuple[int, int] = (0, 0)
         self._spec: Spec | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -122,7 +133,11 @@ class EventsSource(BaseSource):
         return sorted(str(p) for p in found if p.is_file())
 
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Index every recording (decoding vendor formats once), from the cache where it is fresh."""
+        """Index every recording (decoding vendor formats once), from the cache where it is fresh.
+
+        A recording in a folder that is not whole (truncated, damaged, not its format) stays an item whose
+        ``length()`` and ``open()`` raise its ``EventFileError``, so the loader's ``on_error`` decides: stop, or
+        skip it with a warning. The one file the user named raises here."""
         if self._spec is not None:
             return
         files = self.files()
@@ -132,11 +147,21 @@ class EventsSource(BaseSource):
         for i, path in enumerate(files):
             if progress is not None:
                 progress(i, len(files))
-            self._index[path] = load_or_scan(path, self.windowing, self.cache_dir)
+            try:
+                self._index[path] = load_or_scan(path, self.windowing, self.cache_dir)
+            except EventFileError as exc:
+                if self.root.is_file():
+                    raise
+                self._bad[path] = exc
         if progress is not None:
             progress(len(files), len(files))
+        if not self._index:
+            first = next(iter(self._bad.values()))
+            raise EventFileError(f"no whole recording under {str(self.root)!r}; the first: {first}") from first
+        self._files = files
         self._lengths = {p: ix.windows for p, ix in self._index.items()}
-        self._spec = self._make_spec(self._sensor(), files)
+        self._sensor_hw = self._sensor()
+        self._spec = self._make_spec(self._sensor_hw, list(self._index))
 
     def _sensor(self) -> tuple[int, int]:
         if self.sensor_size is not None:
@@ -186,7 +211,7 @@ class EventsSource(BaseSource):
 
     def items(self) -> list[str]:
         self.prepare()
-        return list(self._lengths)
+        return list(self._files)
 
     def fields(self) -> Sequence[Field]:
         spec = self.spec
@@ -198,6 +223,8 @@ class EventsSource(BaseSource):
 
     def length(self, item: str) -> int:
         self.prepare()
+        if item in self._bad:
+            raise self._bad[item]
         return self._lengths[item]
 
     def item_name(self, item: str) -> str:
@@ -224,7 +251,7 @@ class EventsSource(BaseSource):
         reader = open_reader(item, self.cache_dir)
         try:
             for k0 in range(start, n, size):
-                yield self._windows(reader, index, k0, min(n, k0 + size))
+                yield self._windows(item, reader, index, k0, min(n, k0 + size))
         finally:
             reader.close()
 
@@ -235,19 +262,24 @@ class EventsSource(BaseSource):
             raise IndexError(f"windows [{k0}, {k1}) of {item}: it has {index.windows}")
         reader = open_reader(item, self.cache_dir)
         try:
-            return self._windows(reader, index, k0, k1)
+            return self._windows(item, reader, index, k0, k1)
         finally:
             reader.close()
 
     def _load_index(self, item: str) -> Index:
+        if item in self._bad:
+            raise self._bad[item]
         if item not in self._index:  # in a worker: from the cache the scan filled
             self._index[item] = load_or_scan(item, self.windowing, self.cache_dir)
         return self._index[item]
 
-    def _windows(self, reader: Reader, index: Index, k0: int, k1: int) -> Step:
+    def _windows(self, item: str, reader: Reader, index: Index, k0: int, k1: int) -> Step:
+        spec = self.spec  # prepares, which settles the sensor size
         a = int(index.offsets[k0])
         ev = reader.read(a, int(index.offsets[k1]))
-        return self._block(ev, index.offsets[k0 : k1 + 1] - a, index.t_first, k0, self.spec)
+        # Checked on every read, not only by the scan: a pixel off the grid would land on another pixel's cell.
+        check_coordinates(item, ev, a, self._sensor_hw)
+        return self._block(ev, index.offsets[k0 : k1 + 1] - a, index.t_first, k0, spec)
 
     def _block(self, ev: Events, bounds: np.ndarray, t_first: int, k0: int, spec: Spec) -> Step:
         n = len(bounds) - 1

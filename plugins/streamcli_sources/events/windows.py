@@ -14,15 +14,18 @@ events from ``offsets[k]`` on.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from streamcli.errors import EventFileError
 from streamcli_sources.events import cache
-from streamcli_sources.events.formats import Reader
+from streamcli_sources.events.formats import Events, Reader
 from streamcli_sources.events.readers import open_reader
 
+_log = logging.getLogger("streamcli")
 CHUNK = 1 << 22  # events per read while scanning: ~50 MB of columns, whatever the recording's size
 
 
@@ -70,12 +73,38 @@ class Index:
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> Index:
-        t_first, t_last, mx, my, h, w = (int(v) for v in a["meta"])
-        return cls(np.asarray(a["offsets"], np.int64), t_first, t_last, mx, my, None if h < 0 else (h, w))
+        """The index stored by ``to_arrays``; ``ValueError`` if the arrays are not one (a damaged cache entry)."""
+        meta, offsets = np.asarray(a["meta"]), np.asarray(a["offsets"])
+        if meta.shape != (6,) or offsets.ndim != 1 or not len(offsets) or offsets[0] != 0:
+            raise ValueError(f"meta of shape {meta.shape}, offsets of shape {offsets.shape}")
+        if len(offsets) > 1 and bool((np.diff(offsets) < 0).any()):
+            raise ValueError("offsets that decrease")
+        t_first, t_last, mx, my, h, w = (int(v) for v in meta)
+        return cls(offsets.astype(np.int64), t_first, t_last, mx, my, None if h < 0 else (h, w))
 
 
-class UnsortedError(ValueError):
+class UnsortedError(EventFileError):
     """The timestamps of a recording go backwards somewhere."""
+
+
+def check_coordinates(name: str, ev: Events, first: int, sensor: tuple[int, int] | None) -> None:
+    """Raise ``EventFileError`` naming the first event of ``ev`` (numbered from ``first``) at a negative
+    coordinate, or outside ``sensor`` (height, width) when given."""
+    if not len(ev):
+        return
+    h, w = sensor if sensor is not None else (None, None)
+    bad = (ev.x < 0) | (ev.y < 0)
+    if h is not None and w is not None:
+        bad |= (ev.x >= w) | (ev.y >= h)
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    x, y = int(ev.x[i]), int(ev.y[i])
+    where = "a negative coordinate" if sensor is None else f"outside sensor_size=({h}, {w})"
+    raise EventFileError(
+        f"{name}: event {first + i} is at x={x}, y={y}, {where}; the file is damaged or was written for another "
+        "sensor: drop or fix those events (or pass a sensor_size= that holds them)"
+    )
 
 
 def scan(reader: Reader, windowing: Windowing, name: str = "") -> Index:
@@ -101,6 +130,7 @@ def scan(reader: Reader, windowing: Windowing, name: str = "") -> Index:
                 "(sort them once, e.g. np.sort(arr, order='t', kind='stable'))"
             )
         prev = int(ev.t[-1])
+        check_coordinates(name, ev, a, None)
         mx, my = max(mx, int(ev.x.max())), max(my, int(ev.y.max()))
         if edges is not None:
             offsets += np.searchsorted(ev.t, edges, side="left")
@@ -112,7 +142,12 @@ def load_or_scan(path: str, windowing: Windowing, cache_option: str) -> Index:
     where = cache.folder(cache_option)
     name = "index-" + cache.key(path, window_us=windowing.window_us, per_window=windowing.per_window)
     if (arrays := cache.load_arrays(where, name)) is not None:
-        return Index.from_arrays(arrays)
+        try:
+            return Index.from_arrays(arrays)
+        except (KeyError, ValueError, TypeError) as exc:
+            _log.warning(
+                "streamcli: the events cache entry %s/%s.npz is not an index (%s); rebuilding it", where, name, exc
+            )
     reader = open_reader(path, cache_option)
     try:
         index = scan(reader, windowing, path)
