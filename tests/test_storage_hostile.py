@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,6 +31,7 @@ from streamcli.source import BaseSource, Field, Step
 
 LENGTHS = (7, 12, 3, 9, 5)
 runner = CliRunner()
+BIN = Path(sys.executable).parent / "streamcli"
 
 
 class Counting(BaseSource):
@@ -210,3 +214,34 @@ def test_a_clip_larger_than_the_cache_is_refused_up_front_naming_the_limit(
     assert result.exit_code == 2, said
     assert f"{url}/{CLIPS[0]}" in said and "300000 bytes" in said and "STREAMCLI_CACHE_BYTES" in said, said
     assert not (tmp_path / "cache").exists()  # refused before anything was fetched
+
+
+def _uploads(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("streamcli-upload-*/shard-*.npz"))
+
+
+@pytest.mark.slow
+def test_a_killed_s3_export_leaves_a_temporary_shard_that_the_next_run_removes(bucket: str, tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    args = [
+        "camera", "-o", "size=64x64", "-o", "steps=96", "-o", "count=8", "-b", "4", "-t", "8", "-w", "0",
+        "--shard-size", "2MB", "--epochs", "3", f"{bucket}/run",
+    ]  # fmt: skip
+    proc = subprocess.Popen([str(BIN), "export", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _uploads(tmp) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)  # a shard waits in $TMPDIR while it uploads: kill it there
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, "the export finished before it could be killed"
+    left = _uploads(tmp)
+    assert left, "no shard was waiting in $TMPDIR when the export was killed"
+    done = subprocess.run([str(BIN), "export", *args, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not list(tmp.glob("streamcli-*")), list(tmp.iterdir())  # the killed run's, and the resumed run's own
+    assert runner.invoke(app, ["verify", f"{bucket}/run"]).exit_code == 0

@@ -8,10 +8,17 @@ Resuming keeps each shard that the partial record lists with the same size and a
 is written only after its shard's upload completed, so such an object is whole, and its recorded checksum is its
 own (no shard is downloaded again). A shard uploaded but not recorded (a kill in between) is written again with
 the same bytes. One export per URL at a time: ``RemoteLock``.
+
+A shard waits for its upload in ``$TMPDIR/streamcli-upload-<pid>-*``, removed once it is up or has failed; a kill -9
+cannot remove it, so each export at a URL first removes those of processes that are gone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,10 +35,40 @@ from streamcli.shards.remote_lock import RemoteLock
 from streamcli.shards.remote_reader import read_json
 from streamcli.storage.remote import Remote
 
+_STALE = re.compile(r"^streamcli-(?:upload|check)-(\d+)-")
+
+
+def temp_dir(kind: str = "upload") -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for shards on their way, named with this process's pid (``remove_stale`` reads it)."""
+    return tempfile.TemporaryDirectory(prefix=f"streamcli-{kind}-{os.getpid()}-")
+
+
+def remove_stale() -> list[str]:
+    """Remove the temporary folders of exports whose process is gone (a kill -9 mid-upload); return their paths."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tempfile.gettempdir()):
+            m = _STALE.match(entry.name)
+            if m is None or not entry.is_dir(follow_symlinks=False) or _alive(int(m.group(1))):
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or not a pid: not ours to judge
+    return True
+
 
 def put_shard(remote: Remote, i: int, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
     """Write shard ``i`` to a local temporary file with the local writer (the same bytes), then upload it whole."""
-    with tempfile.TemporaryDirectory(prefix="streamcli-upload-") as tmp:
+    with temp_dir() as tmp:
         info = write_shard_file(Path(tmp) / shard_name(i), pending, header)
         remote.upload(Path(tmp) / info.name, info.name)
     return info
@@ -57,7 +94,7 @@ def prepare_ray(
     check_same_header(partial.get("header", partial), header)
     listing = remote.listing()
     done: dict[int, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="streamcli-check-") as tmp:
+    with temp_dir("check") as tmp:
         for i in range(n_shards):
             name, want = shard_name(i), min(k, total - i * k)
             if name not in listing:
@@ -84,6 +121,7 @@ class RemotePlace:
     def __init__(self, url: str) -> None:
         self.remote = Remote(url)
         self.url = self.where = self.remote.url
+        remove_stale()  # what a killed export left in $TMPDIR
 
     def take_lock(self) -> RemoteLock:
         return RemoteLock(self.remote)
