@@ -61,7 +61,7 @@ class ByteGRU(L.LightningModule):
         logits = self.head(out[:-1])  # step t predicts step t+1
         mask = batch.valid[1:] & batch.valid[:-1]
         loss = nn.functional.cross_entropy(logits[mask], x[1:][mask])
-        self.losses.append(float(loss))
+        self.losses.append(float(loss.detach()))  # a float of a tensor that needs grad warns
         self.log("loss", loss, prog_bar=True)
         return loss
 

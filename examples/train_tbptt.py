@@ -2,6 +2,7 @@
 
     python examples/train_tbptt.py                     # the public-domain texts in tests/data/text
     python examples/train_tbptt.py my_books/ --epochs 20
+    python examples/train_tbptt.py --batches 100        # a short run; a progress line every 10 s
 
 The README's training example is the ``train`` function below, and ``tests/test_training_example.py`` checks
 its claim on the shipped text: carrying the state learns faster than resetting it every batch.
@@ -16,6 +17,8 @@ carrying the state is no better than resetting it.
 from __future__ import annotations
 
 import argparse
+import math
+import time
 from pathlib import Path
 
 import torch
@@ -38,11 +41,13 @@ def train(
     carry: bool = True,
     num_workers: int = 2,
     seed: int = 0,
+    progress_s: float = 0.0,
 ) -> list[float]:
     """Train on every byte of the text files under ``path``; return each batch's loss (nats per byte).
 
     ``batches`` stops after that many batches (running as many epochs as it takes); ``carry=False`` zeroes the
-    state at every batch instead of carrying it, the baseline that carrying must beat.
+    state at every batch instead of carrying it, the baseline that carrying must beat. ``progress_s`` > 0 prints
+    a progress line (batches, batches/s, recent loss) after the first batch and then every ``progress_s`` seconds.
     """
     torch.manual_seed(seed)
     source = load_source("text", str(path), width=1)  # one byte per step
@@ -54,7 +59,7 @@ def train(
         source, batch_size=batch_size, time_steps=time_steps, num_workers=num_workers, segment=segment, seed=seed
     ) as loader:
         h = torch.zeros(1, batch_size, hidden)
-        epoch = 0
+        epoch, start, shown = 0, time.monotonic(), -math.inf
         while (batches is None and epoch < epochs) or (batches is not None and len(losses) < batches):
             for batch in loader:
                 x = batch["text"][..., 0].long()  # (T, B) byte values
@@ -70,20 +75,29 @@ def train(
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
+                if progress_s > 0 and time.monotonic() - shown >= progress_s:
+                    shown, recent = time.monotonic(), losses[-100:]
+                    print(f"batch {len(losses)}: {len(losses) / (shown - start):.1f} batches/s, "
+                          f"loss {sum(recent) / len(recent):.3f} nats/byte", flush=True)  # fmt: skip
                 if batches is not None and len(losses) >= batches:
                     break
             epoch += 1
     return losses
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", nargs="?", default=str(TEXT), help="a text file or a folder of them")
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=None, help="stop after N batches (instead of --epochs)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines (0: none)")
     ap.add_argument("--no-carry", action="store_true", help="reset the state every batch (the baseline)")
-    args = ap.parse_args()
-    losses = train(args.path, epochs=args.epochs, num_workers=args.workers, carry=not args.no_carry)
+    args = ap.parse_args(argv)
+    if args.batches is not None and args.batches < 1:
+        ap.error(f"--batches {args.batches} must be at least 1")
+    losses = train(args.path, batches=args.batches, epochs=args.epochs, num_workers=args.workers,
+                   carry=not args.no_carry, progress_s=args.progress)  # fmt: skip
     tail = losses[-max(1, len(losses) // 10) :]
     print(f"{len(losses)} batches, loss over the last {len(tail)}: {sum(tail) / len(tail):.3f} nats/byte")
 
