@@ -16,7 +16,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _guard import fast_tests_start_no_process, pytest_runtest_makereport  # noqa: F401  (the slow marker, enforced)
 from _moto import bucket, moto_s3  # noqa: F401  (fixtures: a moto S3 server for the object-storage tests)
+
+pytest_plugins = ["pytester"]  # test_markers.py runs the guard on tests of its own
+
+
+@pytest.fixture(autouse=True)
+def own_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own cache (video lengths, converted recordings, fetched objects), inherited by the processes
+    it starts: tests running in parallel (pytest-xdist) never share one, nor touch the user's."""
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path_factory.mktemp("cache", numbered=True)))
 
 
 def _segments() -> set[str]:

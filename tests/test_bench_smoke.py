@@ -113,14 +113,30 @@ def test_host_ceiling_disturber_option_parses_and_rejects_bad_values() -> None:
             bench_host._wakes(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads /proc (Linux)")
-def test_wakeup_counter_reads_the_main_process_and_its_workers() -> None:
+def test_wakeup_counter_reads_the_main_process_and_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks import bench_wakeups
 
+    me = bench_wakeups.switches(os.getpid())
+    assert any(v > 0 for v, _ in me.values())  # read from /proc: this process has slept since it started
+    # The counts per batch are the growth between two reads, per process: each pid's threads grow by a known
+    # amount between the reads (a thread that appears in between counts from zero), so the figures are exact.
+    reads: dict[int, int] = {}
+
+    def switches(pid: int) -> dict[str, tuple[int, int]]:
+        n = reads[pid] = reads.get(pid, 0) + 1
+        threads = {"main[1]": (100 * n, 7 * n)}
+        if n == 2:
+            threads["new[2]"] = (30, 3)
+        return threads
+
+    monkeypatch.setattr(bench_wakeups, "switches", switches)
     got = bench_wakeups.one_run("A8", 2, 10)
+    assert sorted(reads.values()) == [2, 2, 2]  # the main process and its 2 workers, before and after
+    assert got["main_sleeps"] == pytest.approx((100 + 30) / 10)  # voluntary, main process
+    assert got["worker_preemptions"] == pytest.approx(2 * (7 + 3) / 10)  # involuntary, both workers
     assert got["batches_s"] > 0 and got["main_cpu_us"] > 0
-    assert got["main_sleeps"] >= 0 and got["worker_preemptions"] >= 0
-    assert bench_wakeups.switches(os.getpid())  # at least this thread
 
 
 def test_target_ratio_is_the_median_of_paired_rounds_not_of_two_medians() -> None:

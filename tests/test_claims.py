@@ -157,7 +157,7 @@ def _states(make: Callable[[], CountingSource], **kw: Any) -> list[dict[str, Any
         return [json.loads(json.dumps(loader.state_dict())) for _ in loader]
 
 
-@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_a_resume_inside_a_broken_streams_padding_reports_it_once(workers: int, no_leaks: None) -> None:
     """A stream that failed under on_error="skip", or ended short of its promise, was reported before the state
     was saved; the resumed loader pads on (cursor ``short``) without reopening the stream, so it neither fails

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -172,16 +174,21 @@ def test_control_block_is_used_only_through_its_methods() -> None:
 
 
 def test_sweep_removes_only_segments_of_dead_processes() -> None:
-    mine = Ring.create(spec_args())  # creating a ring sweeps too: plant the dead one after
-    dead = "/dev/shm/streamcli_999999999_deadbeef"
+    # The sweep runs on a folder of its own in /dev/shm: another test's loader, running in parallel, sweeps
+    # /dev/shm itself and would take the planted dead segment first. Our live segment is there as a hard link.
+    mine = Ring.create(spec_args())
+    root = tempfile.mkdtemp(prefix="streamcli-test-sweep-", dir="/dev/shm")
+    dead = f"{root}/streamcli_999999999_deadbeef"
     with open(dead, "wb") as f:
         f.write(b"\0")
     os.utime(dead, (time.time() - 60, time.time() - 60))  # not one its creator may be about to lock
+    os.link(f"/dev/shm/{mine.spec.name}", f"{root}/{mine.spec.name}")
     try:
-        swept = sweep_stale()
-        assert "streamcli_999999999_deadbeef" in swept and os.path.exists(f"/dev/shm/{mine.spec.name}")
+        assert sweep_stale(root) == ["streamcli_999999999_deadbeef"]
+        assert os.path.exists(f"{root}/{mine.spec.name}") and os.path.exists(f"/dev/shm/{mine.spec.name}")
     finally:
         mine.close()
+        shutil.rmtree(root)
 
 
 # ---------------------------------------------------------------------------------------------- pool
@@ -221,7 +228,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
 
 
 @pytest.mark.parametrize(("pad", "T"), [(0, 4), (0, 600), (3, 4), (3, 300)])  # T=4: views; else the column
-@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_steps_land_where_their_flags_say_in_small_and_large_slots(pad: int, T: int, workers: int,
                                                                    no_leaks: None) -> None:  # fmt: skip
     """Producers write a step through a view of its own when the slot is small (``slots._CELLS``) and by

@@ -45,6 +45,7 @@ def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     proc.wait()
 
 
+@pytest.mark.slow  # the lock's holder is another process
 def test_a_second_export_is_refused_naming_the_first(tmp_path: Path, holder: subprocess.Popen[str]) -> None:
     out = tmp_path / "out"
     export((make_batch(i) for i in range(3)), tmp_path / "other", header())
@@ -64,6 +65,7 @@ def test_a_second_export_is_refused_naming_the_first(tmp_path: Path, holder: sub
     assert verify(out) == [] and not (out / LOCK).exists()  # released and removed at the end
 
 
+@pytest.mark.slow  # the lock's holder is another process
 def test_the_lock_dies_with_a_killed_holder(tmp_path: Path, holder: subprocess.Popen[str]) -> None:
     out = tmp_path / "out"
     with pytest.raises(ExportBusyError):
@@ -90,6 +92,7 @@ def test_a_writer_holds_the_lock_until_it_closes(tmp_path: Path) -> None:
     ShardWriter(tmp_path, header(), mode="overwrite")  # free again
 
 
+@pytest.mark.slow  # the lock's holder is another process
 def test_cli_export_into_a_busy_folder_is_one_line_and_non_zero(
     books: Path, tmp_path: Path, holder: subprocess.Popen[str]
 ) -> None:
@@ -103,6 +106,7 @@ def test_cli_export_into_a_busy_folder_is_one_line_and_non_zero(
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow  # the lock's holder is another process
 def test_ray_export_driver_takes_the_lock(tmp_path: Path, holder: subprocess.Popen[str]) -> None:
     pytest.importorskip("ray")
     from streamcli.shards.on_ray import Job, export_on_ray

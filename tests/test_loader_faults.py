@@ -218,8 +218,8 @@ def test_worker_that_cannot_start_says_why(gone_first: bool, no_leaks: None) -> 
 def test_stale_segments_of_dead_processes_are_swept(tmp_path: Path) -> None:
     from streamcli.lives.segment import sweep_stale
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale, live = tmp_path / f"streamcli_{int(dead.stdout)}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text())  # no process has it: pids stay below pid_max
+    stale, live = tmp_path / f"streamcli_{dead}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"
     for path in (stale, live, tmp_path / "streamcli_notapid_x"):
         path.write_bytes(b"x")
         os.utime(path, (time.time() - 60, time.time() - 60))  # not one a creator may be about to lock

@@ -404,7 +404,8 @@ def test_cli_exports_a_mix_and_refuses_bad_specs(tmp_path: Path) -> None:
     runner = CliRunner()
     books, code = f"books=0.7:text:{BIG}", f"code=0.3:text:{SMALL}"
     out = tmp_path / "out"
-    r = runner.invoke(app, ["export", "mix", books, code, str(out), "--segment", "32", "-b", "4", "-t", "16"])
+    args = ["mix", books, code, str(out), "--segment", "32", "-b", "4", "-t", "16", "-w", "0"]  # in this process
+    r = runner.invoke(app, ["export", *args])
     assert r.exit_code == 0, r.output
     streams = json.loads((out / "index.json").read_text())["streams"]
     assert streams[0].startswith("books:") and streams[-1].startswith("code:")
@@ -424,6 +425,7 @@ def test_cli_exports_a_mix_and_refuses_bad_specs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["preview", "bench"])
 def test_cli_preview_and_bench_take_a_mix(command: str) -> None:
     extra = ["--batches", "2"] if command == "preview" else ["--batches", "2", "--repeats", "1", "--warmup", "0"]
+    extra += ["-w", "0"]  # in this process: the mix is what is under test, not the workers
     r = CliRunner().invoke(app, [command, "mix", f"books=0.7:text:{BIG}", f"code=0.3:text:{SMALL}", *extra])
     assert r.exit_code == 0, r.output
 

@@ -103,6 +103,7 @@ class _ShardSteps:
         return iter_steps(self.src, item, start)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("layout", "boundary"), [("TB", "pack"), ("BT", "pad")])
 def test_shards_source_blocks_are_the_exported_rows_and_batch_like_its_steps(
     tmp_path: Path, layout: str, boundary: str

@@ -98,6 +98,7 @@ def test_file_urls_are_local_paths(tmp_path: Path) -> None:
     assert len(list(ShardReader(f"file://{out}"))) == 2
 
 
+@pytest.mark.slow
 def test_a_local_path_never_imports_fsspec(tmp_path: Path) -> None:
     import subprocess
 

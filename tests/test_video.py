@@ -559,6 +559,7 @@ except ValueError as exc:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scan", ["", "scan"])
 def test_an_unreadable_video_is_called_unreadable_not_not_a_video(tmp_path: Path, scan: str) -> None:
     import subprocess

@@ -127,7 +127,13 @@ def test_resume_from_any_position_is_exact_with_pyav(where: str, cache: str) -> 
 # Clips with keyframes after the start (dummy_video.avi has only one, at frame 0). In cockatoo.mp4 (shared), every
 # frame after a seek differs from a full decode's unless the decoder has seen the first frame (x264's version).
 @pytest.mark.parametrize(
-    "clip", ["realshort.mp4", "Shepard_Calais_1906_FrenchGP.ogv", "chessboard_mjpeg.avi", "shared:cockatoo.mp4"]
+    "clip",
+    [
+        "realshort.mp4",
+        "Shepard_Calais_1906_FrenchGP.ogv",
+        "chessboard_mjpeg.avi",
+        pytest.param("shared:cockatoo.mp4", marks=pytest.mark.slow),
+    ],
 )
 def test_a_resume_seeks_by_timestamp_instead_of_decoding_from_the_start(
     clip: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
