@@ -174,6 +174,16 @@ def _batches(base: list[str]) -> int:
         time.sleep(0.05)
 
 
+def _shown(base: list[str], pattern: str) -> float:
+    """The first number ``pattern`` (one group) finds on the pane, -1 if none (a capture mid-redraw: try again)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        m = re.search(pattern, _pane(base, False))
+        if m or time.monotonic() > deadline:
+            return float(m.group(1)) if m else -1.0
+        time.sleep(0.05)
+
+
 def test_preview_in_tmux_stops_after_batches(tmux: tuple[list[str], Path]) -> None:
     base, tmp = tmux
     _start(base, tmp, "preview " + " ".join(CAM) + " -b 2 -t 4 -w 0 --epochs 0 --batches 40")
@@ -203,8 +213,10 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
         assert needle in text, needle
     subprocess.run([*base, "send-keys", "space"], check=True)
     assert _wait_for(lambda: "PAUSED" in _pane(base, False))
-    before = _batches(base)
-    time.sleep(0.5)
+    before, rate = _batches(base), _shown(base, r"([\d.]+) batches/s")
+    # The panel redraws while paused, and its batches/s (batches over the time since the first) falls as time
+    # passes: once it has fallen by a fifth, the screen is a redraw from well after the pause.
+    assert rate > 0 and _wait_for(lambda: 0 <= _shown(base, r"([\d.]+) batches/s") < 0.8 * rate), _pane(base, False)
     assert _batches(base) == before  # paused: nothing is pulled
     subprocess.run([*base, "send-keys", "n"], check=True)
     assert _wait_for(lambda: _batches(base) == before + 1)  # n steps exactly one batch
@@ -219,7 +231,8 @@ def test_preview_in_tmux_hides_native_noise(tmux: tuple[list[str], Path]) -> Non
     odd = data_root("video") / "odd"  # FFmpeg complains about every frame of realshort_ntsc.dv
     _start(base, tmp, f"preview video {odd} -o size=16x16 -b 2 -t 2 -w 1 --epochs 0")
     assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
-    time.sleep(1.0)
+    # Two epochs: every clip, the noisy one included, has been read through at least once before the pane is read.
+    assert _wait_for(lambda: _shown(base, r"epoch (\d+)\s+skipped") >= 2), _pane(base, False)
     pane = _pane(base, False)
     assert "WARN" not in pane and "moov" not in pane and "UserWarning" not in pane
     subprocess.run([*base, "send-keys", "q"], check=True)

@@ -11,6 +11,7 @@ import weakref
 
 import psutil
 import pytest
+from _wait import wait_until
 
 from streamcli import cli
 
@@ -30,9 +31,16 @@ def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
             workers = [k for k in kids if "resource_tracker" not in " ".join(k.cmdline())]
             time.sleep(0.1)
         assert len(workers) == 2, "the workers never started"
-        time.sleep(1.0)  # let batches flow
         segments = [n for n in os.listdir("/dev/shm") if n.startswith(f"streamcli_{proc.pid}_")]
         assert segments
+
+        def mapped() -> bool:  # a worker maps the ring once its start-up is done: batches flow from then on
+            try:
+                return all(any(s in m.path for m in w.memory_maps() for s in segments) for w in workers)
+            except psutil.Error:
+                return False
+
+        wait_until(mapped, 30, "both workers to map the ring")
         proc.send_signal(sig)
         rc = proc.wait(timeout=10)
         assert rc == 130, proc.stderr.read() if proc.stderr else rc
