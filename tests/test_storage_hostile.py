@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _moto import MotoS3
 from conftest import needs_shared, shared_data
 from streamcli_sources.shards import ShardSource
 from typer.testing import CliRunner
@@ -25,6 +27,7 @@ from typer.testing import CliRunner
 from streamcli import StreamLoader
 from streamcli.batch import Batch
 from streamcli.cli import app
+from streamcli.errors import StorageError
 from streamcli.shards import ShardReader, ShardWriter, export, make_header, verify
 from streamcli.shards.codec import CODECS
 from streamcli.source import BaseSource, Field, Step
@@ -245,3 +248,52 @@ def test_a_killed_s3_export_leaves_a_temporary_shard_that_the_next_run_removes(b
     assert done.returncode == 0, done.stderr
     assert not list(tmp.glob("streamcli-*")), list(tmp.iterdir())  # the killed run's, and the resumed run's own
     assert runner.invoke(app, ["verify", f"{bucket}/run"]).exit_code == 0
+
+
+def test_an_outage_mid_export_fails_within_the_deadline_naming_the_upload_and_the_fix(
+    bucket: str, moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from _shard_fakes import make_batch
+    from test_storage_shards import header
+
+    monkeypatch.setenv("STREAMCLI_STORAGE_RETRIES", "100")  # the deadline, not the count, ends it
+    monkeypatch.setenv("STREAMCLI_STORAGE_DEADLINE_S", "3")
+
+    def stop_at_2(n: int, nbytes: int) -> None:
+        if n == 2:
+            moto_s3.stop()  # for good: the next shard's requests find no server
+
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(StorageError) as caught:
+            export((make_batch(i) for i in range(6)), f"{bucket}/run", header(per_shard=1), progress=stop_at_2)
+    finally:
+        moto_s3.start()
+    took = time.monotonic() - t0
+    said = str(caught.value)
+    assert took < 20, f"an outage took {took:.0f} s to fail"
+    assert f"{bucket}/run/shard-0000" in said and "--resume" in said and ".streamcli.lock" not in said, said
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again once returned: a connection there is refused
+
+
+@pytest.mark.slow
+def test_an_export_to_an_unreachable_endpoint_fails_in_seconds_with_the_default_settings(tmp_path: Path) -> None:
+    pytest.importorskip("s3fs")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STREAMCLI_STORAGE_"))}
+    env.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION="us-east-1", TMPDIR=str(tmp_path))
+    env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{_closed_port()}"
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [str(BIN), "export", "camera", "s3://b/run", "-w", "0", "-o", "count=2", "-o", "steps=16"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1, said
+    assert took < 45, f"an unreachable endpoint took {took:.0f} s to fail"  # not botocore's retries times ours
+    assert "'s3://b/run' still failed" in said and "check the connection" in said and "Traceback" not in said, said

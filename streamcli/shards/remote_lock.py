@@ -127,15 +127,17 @@ class RemoteLock:
         return info is not None and info.get("token") == self.token
 
     def refresh(self) -> bool:
-        """Renew the heartbeat; False (and ``lost`` set) if the lock is no longer ours or cannot be renewed."""
+        """Renew the heartbeat; False if the lock is no longer ours (``lost`` set) or the storage did not answer.
+
+        A storage that does not answer is no verdict on the lock: the heartbeat tries again, and the writer's next
+        ``check`` reads the lock itself, so an outage fails the upload that meets it, naming that upload."""
         try:
             if not self._ours():
                 self.lost = "another export took the lock over"
                 return False
             self.remote.write(LOCK, self._payload())
             return True
-        except Exception as exc:  # the next check() says so, in the writer's thread
-            self.lost = f"the lock could not be refreshed ({exc})"
+        except Exception:
             return False
 
     def check(self) -> None:
@@ -144,16 +146,24 @@ class RemoteLock:
             why = self.lost or "another export took the lock over"
             raise ExportBusyError(f"{self.remote.url!r}: {why}; stopped writing (rerun with --resume)")
 
-    def release(self) -> None:
+    def release(self, *, quick: bool = False) -> None:
+        """Remove the lock object if it is still ours. ``quick`` (the storage just failed): one try, no retries, so an
+        outage fails the export in its deadline, not twice that; a lock left behind expires (at once for a dead
+        process on this host)."""
         if not self._held:
             return
         self._held = False
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=1 if quick else 10)
         try:
-            if self._ours():
-                self.remote.remove(LOCK)
+            if not quick:
+                if self._ours():
+                    self.remote.remove(LOCK)
+                return
+            fs, path = self.remote.fs, self.remote.path(LOCK)
+            if json.loads(fs.cat_file(path)).get("token") == self.token:
+                fs.rm_file(path)
         except Exception:
             pass  # a lock left behind expires; releasing must not hide the error that ended the export
 
@@ -174,6 +184,6 @@ def _beat(ref: weakref.ref[RemoteLock], stop: threading.Event) -> None:
     """Refresh the lock every ``stale_after() / 4`` seconds until it is released, lost or dropped."""
     while not stop.wait(stale_after() / 4):
         lock = ref()
-        if lock is None or not lock.refresh():
+        if lock is None or (not lock.refresh() and lock.lost):
             return
         del lock

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamcli.batch import FLAG_DTYPES
-from streamcli.errors import ShardError
+from streamcli.errors import ShardError, StorageError
 from streamcli.shards.folder_writer import FolderPlace, shard_record
-from streamcli.shards.format import ShardInfo
+from streamcli.shards.format import MANIFEST, ShardInfo, shard_name
+from streamcli.shards.remote_lock import RemoteLock
 from streamcli.shards.remote_writer import RemotePlace
 from streamcli.storage import urls
 
@@ -100,9 +101,12 @@ class ShardWriter:
         self.skip = len(self.shards) * self.k
         self.resume_states = list(self._states)
 
-    def _release(self) -> None:
+    def _release(self, *, quick: bool = False) -> None:
         if self._own_lock:
-            self._lock.release()
+            if quick and isinstance(self._lock, RemoteLock):
+                self._lock.release(quick=True)
+            else:
+                self._lock.release()
 
     def _check_lock(self) -> None:
         self.place.check_lock(self._lock)
@@ -115,10 +119,25 @@ class ShardWriter:
         self, i: int, pending: list[dict[str, np.ndarray]], records: list[dict[str, Any]], state: Any
     ) -> tuple[ShardInfo, Any]:
         """Runs on the writer thread: shard ``i``, then the partial record that lists it."""
-        self._check_lock()
-        info = self.place.put_shard(i, pending, self.header)
-        self._save_partial([*records, shard_record(info, state)])
+        try:
+            self._check_lock()
+            info = self.place.put_shard(i, pending, self.header)
+            self._save_partial([*records, shard_record(info, state)])
+        except StorageError as exc:
+            raise self._not_written(shard_name(i), exc) from exc
         return info, state
+
+    def _not_written(self, name: str, exc: StorageError) -> StorageError:
+        """A storage failure while writing ``name``, told as that: the URL written and the fix (the request that
+        failed, the lock's check or the record's, is only its cause)."""
+        what = f"uploading {urls.join(str(self.place.where), name)!r} failed"
+        fix = "then rerun the export with --resume (it keeps the shards already uploaded)"
+        if exc.__cause__ is None:  # a permanent refusal: its own message names what to fix
+            return StorageError(f"{what}: {exc}; {fix}")
+        return StorageError(
+            f"{what}: the storage did not answer ({type(exc.__cause__).__name__}, retried until "
+            f"STREAMCLI_STORAGE_DEADLINE_S); check the connection and the service, {fix}"
+        )
 
     def read_manifest(self) -> dict[str, Any]:
         """The manifest of a finished export (``complete``)."""
@@ -190,8 +209,11 @@ class ShardWriter:
         manifest = dict(self.header)
         manifest["shards"] = [s.to_json() for s in self.shards]
         manifest["batches"] = sum(s.batches for s in self.shards)
-        self._check_lock()
-        self.place.commit(manifest)
+        try:
+            self._check_lock()
+            self.place.commit(manifest)
+        except StorageError as exc:
+            raise self._not_written(MANIFEST, exc) from exc
         self.complete = True
         self._release()
         return manifest
@@ -216,7 +238,7 @@ class ShardWriter:
             finally:
                 self._shutdown()
         finally:
-            self._release()
+            self._release(quick=isinstance(exc_type, type) and issubclass(exc_type, StorageError))
 
 
 batch_arrays = _batch_arrays

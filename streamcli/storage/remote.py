@@ -6,11 +6,13 @@ objects under it. Credentials and endpoints come from where fsspec and the backe
 streamcli never stores them.
 
 A transient error (connection refused or reset, a timeout, a 5xx answer, throttling) is retried with
-exponential backoff, ``STREAMCLI_STORAGE_RETRIES`` tries in all (default 6), each retry logged on the
-``streamcli`` logger. A permanent one, or one that outlasts the retries, raises ``StorageError`` naming the URL;
-a missing object raises ``FileNotFoundError`` for the caller to name, and an object that a conditional put
-finds raises ``FileExistsError``. fsspec is imported only here, and only
-when a URL is used.
+exponential backoff, ``STREAMCLI_STORAGE_RETRIES`` tries in all (default 6) within ``STREAMCLI_STORAGE_DEADLINE_S``
+seconds of the first (default 20: an outage fails in about that long, not minutes), each retry logged on the
+``streamcli`` logger. For S3 the retries are streamcli's: botocore tries each request twice, with a 10 s connect
+timeout, unless ``AWS_MAX_ATTEMPTS`` says otherwise (its own retries, inside each of ours, would multiply the
+time an outage takes to fail). A permanent error, or one that outlasts the retries, raises ``StorageError``
+naming the URL; a missing object raises ``FileNotFoundError`` for the caller to name, and an object that a
+conditional put finds raises ``FileExistsError``. fsspec is imported only here, and only when a URL is used.
 """
 
 from __future__ import annotations
@@ -55,6 +57,15 @@ def attempts() -> int:
         return 6
 
 
+def deadline_s() -> float:
+    """How long a request is retried, from its first try: ``STREAMCLI_STORAGE_DEADLINE_S`` (default 20)."""
+    try:
+        value = float(os.environ.get("STREAMCLI_STORAGE_DEADLINE_S", "20"))
+    except ValueError:
+        return 20.0
+    return value if value >= 0 else 20.0
+
+
 def transient(exc: BaseException) -> bool:
     """Whether ``exc`` (or an error behind it) is worth retrying: the network or the service, not the request."""
     seen: set[int] = set()
@@ -80,7 +91,8 @@ def transient(exc: BaseException) -> bool:
 
 def retry(fn: Callable[[], T], what: str, url: str) -> T:
     """``fn()``, retried with backoff on transient errors; ``what`` and ``url`` name it in logs and errors."""
-    n = attempts()
+    n, limit = attempts(), deadline_s()
+    start = time.monotonic()
     for i in range(n):
         try:
             return fn()
@@ -90,12 +102,14 @@ def retry(fn: Callable[[], T], what: str, url: str) -> T:
             if not transient(exc):
                 hint = _HINTS.get(type(exc), "")
                 raise StorageError(f"{what} {url!r} failed: {_describe(exc)}{hint}") from None
-            if i == n - 1:
-                raise StorageError(
-                    f"{what} {url!r} still failed after {n} tries: {_describe(exc)}; check the connection and "
-                    "the service, then rerun (STREAMCLI_STORAGE_RETRIES sets the tries)"
-                ) from exc
             wait = min(BACKOFF_MAX_S, BACKOFF_S * 2**i)
+            spent = time.monotonic() - start
+            if i == n - 1 or spent + wait > limit:
+                raise StorageError(
+                    f"{what} {url!r} still failed after {i + 1} tries: {_describe(exc)}; tried for {spent:.0f} s; "
+                    "check the connection and the service, then rerun (STREAMCLI_STORAGE_RETRIES and "
+                    "STREAMCLI_STORAGE_DEADLINE_S set how long it tries)"
+                ) from exc
             _log.warning("streamcli: %s %s failed (%s); retry %d of %d in %.2g s", what, url, _describe(exc),
                          i + 1, n - 1, wait)  # fmt: skip
             time.sleep(wait)
@@ -132,8 +146,11 @@ class Remote:
     def _fs_and_root(self) -> tuple[Any, str]:
         import fsspec
 
+        options: dict[str, Any] = {"use_listings_cache": False}  # others write too: list afresh
+        if urls.scheme(self.url) in ("s3", "s3a") and "AWS_MAX_ATTEMPTS" not in os.environ:
+            options["config_kwargs"] = {"retries": {"total_max_attempts": 2}, "connect_timeout": 10}
         try:
-            fs, root = fsspec.core.url_to_fs(self.url, use_listings_cache=False)  # others write too: list afresh
+            fs, root = fsspec.core.url_to_fs(self.url, **options)
         except ImportError as exc:  # a backend that imports its dependencies only when first used
             raise UnsupportedURLError(urls.backend_missing(self.url, exc)) from None
         return fs, root.rstrip("/")
