@@ -31,11 +31,14 @@ def summarise(out_dir: str | Path) -> dict[str, Any]:
     m = reader.manifest
     batches, valid, epochs = 0, 0, set()
     seen = torch.zeros(0, dtype=torch.bool)
+    per_source = torch.zeros(len(reader.sources), dtype=torch.int64)  # a mix's valid steps per source
     t0 = time.perf_counter()
     for batch in reader:
         batches += 1
         valid += int(batch.valid.sum())
         epochs.add(batch.epoch)
+        if batch.source is not None and len(per_source):
+            per_source += torch.bincount(batch.source[batch.valid], minlength=len(per_source))[: len(per_source)]
         ids = batch.stream[batch.valid]
         if ids.numel():
             top = int(ids.max()) + 1
@@ -60,6 +63,7 @@ def summarise(out_dir: str | Path) -> dict[str, Any]:
         "epochs": sorted(epochs),
         "streams": len(names),
         "streams_replayed": int(seen.sum()),
+        "sources": [{"name": n, "valid_steps": int(c)} for n, c in zip(reader.sources, per_source, strict=True)],
         "fields": [{"name": f.name, "dtype": f.np_dtype.name, "shape": list(f.shape)} for f in reader.fields],
         "bytes": on_disk,
         "steps": room,
@@ -90,6 +94,11 @@ def _text(s: dict[str, Any]) -> list[str]:
         f"{s['layout']}, epochs {span}",
         f"  streams  {s['streams_replayed']} of {s['streams']} replayed; {s['valid_steps']} of {s['steps']} steps"
         f"{share}",
+        *(
+            ["  sources  " + ", ".join(f"{escape(x['name'])} {x['valid_steps']}" for x in s["sources"]) + " steps"]
+            if s["sources"]
+            else []
+        ),
         "  fields   " + ", ".join(f"{f['name']} {f['dtype']}[{', '.join(map(str, f['shape']))}]" for f in s["fields"]),
         f"  bytes    {s['bytes'] / 1e6:.1f} MB on disk{' (' + s['compression'] + ')' if s['compression'] else ''}; "
         f"read back in {s['read_s']:.3g} s{rate}",

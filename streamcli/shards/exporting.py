@@ -90,8 +90,14 @@ def export_loader(
 
     Every complete shard's record holds the loader's state after its last batch, so ``mode="resume"`` loads the
     state of the last kept shard and continues from there: nothing before it is read again, and the files are
-    byte-identical to an uninterrupted export.
+    byte-identical to an uninterrupted export. A mix's source names go into the header (``sources``), so the shards
+    keep ``batch.source``.
     """
+    from streamcli.mix import names_of
+
+    names = names_of(getattr(loader, "source", None))
+    if names and not header.get("sources"):
+        header = {**header, "sources": list(names)}
     with open_writer(out_dir, header, mode=mode) as writer:
         if writer.complete:
             return writer.read_manifest()

@@ -9,7 +9,8 @@ that ``tidy`` removes.
 
 A shard holding K batches has, for layout ``"TB"``, each field as ``data.<name>`` of shape
 ``(K, T, B, ...)`` (``(K, B, T, ...)`` for ``"BT"``), each flag as ``flag.<name>`` likewise, ``flag.reset``
-``(K, B)`` and ``meta.epoch`` / ``meta.index`` ``(K,)``.
+``(K, B)`` and ``meta.epoch`` / ``meta.index`` ``(K,)``. An export of a mix (``streamcli.mix``) names its sources in
+the manifest's ``sources`` and adds ``flag.source`` (int64, like the flags: ``batch.source``, -1 on padding).
 """
 
 from __future__ import annotations
@@ -85,8 +86,11 @@ def make_header(
     level: int | None = None,
     streams: Sequence[str] = (),
     stream_lengths: Sequence[int | None] = (),
+    sources: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The manifest minus its shard list: everything that decides the bytes of the shards.
+
+    ``sources``: the names of a mix's sources (what ``batch.source`` indexes); the shards then hold ``flag.source``.
 
     ``compress`` is False or ``"none"``, True or ``"deflate"``, or ``"zstd"`` (``level`` 1-22, default 3; recorded
     as ``compression_level``, a key only zstd exports have).
@@ -109,6 +113,7 @@ def make_header(
         "batches_per_shard": max(1, int(shard_bytes) // per_batch),
         "streams": list(streams),
         "stream_lengths": list(stream_lengths),
+        **({"sources": list(sources)} if sources else {}),
     }
     out: dict[str, Any] = json.loads(json.dumps(header))  # as it will read back (tuples become lists)
     return out
@@ -130,8 +135,9 @@ class ShardInfo:
 def member_names(header: Mapping[str, Any]) -> list[str]:
     """The arrays of a shard, in the fixed order they are written."""
     names = [f"data.{f['name']}" for f in header["fields"]]
-    names += [f"flag.{n}" for n in FLAG_DTYPES] + ["flag.reset", "meta.epoch", "meta.index"]
-    return names
+    names += [f"flag.{n}" for n in FLAG_DTYPES] + ["flag.reset"]
+    names += ["flag.source"] if header.get("sources") else []
+    return [*names, "meta.epoch", "meta.index"]
 
 
 def manifest_fields(m: Mapping[str, Any]) -> tuple[Field, ...]:
@@ -148,6 +154,8 @@ def expected_shapes(m: Mapping[str, Any], k: int) -> dict[str, tuple[tuple[int, 
     for name, dtype in m["flags"].items():
         out[f"flag.{name}"] = ((k, *tb), np.dtype(dtype).str)
     out["flag.reset"] = ((k, m["batch_size"]), "|b1")
+    if m.get("sources"):
+        out["flag.source"] = ((k, *tb), "<i8")
     out["meta.epoch"] = ((k,), "<i8")
     out["meta.index"] = ((k,), "<i8")
     return out
@@ -248,6 +256,9 @@ def _check_streams(m: Mapping[str, Any], where: str) -> None:
         raise ShardError(f"{where}: stream_lengths must be a list of integers or nulls, found {lengths!r}"[:300])
     if streams and lengths and len(streams) != len(lengths):
         raise ShardError(f"{where}: {len(streams)} streams but {len(lengths)} stream_lengths")
+    sources = m.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(n, str) for n in sources):
+        raise ShardError(f"{where}: sources must be a list of names, found {sources!r}"[:300])
 
 
 def declared_nbytes(m: Mapping[str, Any], k: int) -> int:

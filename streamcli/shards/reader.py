@@ -75,7 +75,8 @@ class ShardReader:
 
     Uncompressed shards are memory-mapped: the tensors of a batch view the map (copy-on-write, so writing
     to them never changes the file), and the map lives as long as any of them does. ``len(reader)`` is the
-    number of batches; ``fields``, ``manifest`` and ``stream_name(i)`` describe them.
+    number of batches; ``fields``, ``manifest`` and ``stream_name(i)`` describe them. An export of a mix gives
+    ``batch.source`` back, indexing ``sources`` (the mixed sources' names; empty otherwise).
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], *, check: bool = False) -> None:
@@ -86,6 +87,7 @@ class ShardReader:
         self.layout: str = self.manifest["layout"]
         self.batch_size: int = int(self.manifest["batch_size"])
         self.time_steps: int = int(self.manifest["time_steps"])
+        self.sources: list[str] = list(self.manifest.get("sources") or [])
 
     def __len__(self) -> int:
         return int(self.manifest["batches"])
@@ -124,6 +126,7 @@ class ShardReader:
                     epoch=int(epochs[k]),
                     index=int(indices[k]),
                     layout=self.layout,
+                    source=t["flag.source"][k] if "flag.source" in t else None,
                 )
 
 

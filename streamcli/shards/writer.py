@@ -34,6 +34,8 @@ def _batch_arrays(batch: Batch) -> dict[str, np.ndarray]:
     for name, dtype in FLAG_DTYPES.items():
         out[f"flag.{name}"] = np.array(getattr(batch, name).numpy(), dtype=dtype, copy=True)
     out["flag.reset"] = np.array(batch.reset.numpy(), dtype="|b1", copy=True)
+    if batch.source is not None:  # a mix's: kept where the header names the sources
+        out["flag.source"] = np.array(batch.source.numpy(), dtype="<i8", copy=True)
     out["meta.epoch"] = np.array(batch.epoch, dtype="<i8")
     out["meta.index"] = np.array(batch.index, dtype="<i8")
     return out
@@ -165,7 +167,12 @@ class ShardWriter:
         self._seen += 1
         if self._seen <= self.skip:
             return
-        self._pending.append(_batch_arrays(batch))
+        arrays = _batch_arrays(batch)
+        if not self.header.get("sources"):
+            arrays.pop("flag.source", None)
+        elif "flag.source" not in arrays:
+            raise ShardError("the export's header names mixed sources, but a batch has no batch.source")
+        self._pending.append(arrays)
         self._pending_state = state
         if len(self._pending) >= self.k:
             self._flush()
