@@ -3,8 +3,11 @@
 Write an iterator over one stream (a source plugin); ``StreamLoader`` runs many of them in worker processes
 and yields batches in which row ``b`` continues the same stream from one batch to the next.
 
-The public API is defined here and only here. Importing streamcli does not import torch.
+The public API is defined here and only here. Importing streamcli does not import torch: the names that need it
+(``RowState``, ``run_rnn`` from ``streamcli.tbptt``) load on first use.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from streamcli._version import __version__
 from streamcli.batch import FLAGS, Batch
@@ -33,6 +36,20 @@ from streamcli.shards import ShardReader, ShardWriter
 from streamcli.source import BaseSource, Field, StreamSource
 from streamcli.stats import LoaderStats
 
+if TYPE_CHECKING:
+    from streamcli.tbptt import RowState, run_rnn
+
+_NEEDS_TORCH = {"RowState": "streamcli.tbptt", "run_rnn": "streamcli.tbptt"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NEEDS_TORCH:
+        import importlib
+
+        return getattr(importlib.import_module(_NEEDS_TORCH[name]), name)
+    raise AttributeError(f"module 'streamcli' has no attribute {name!r}")
+
+
 __all__ = [
     "BaseSource",
     "Batch",
@@ -47,6 +64,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "PluginNotFoundError",
+    "RowState",
     "ShardError",
     "ShardReader",
     "ShardWriter",
@@ -66,5 +84,6 @@ __all__ = [
     "load_source",
     "mix",
     "run_benchmark",
+    "run_rnn",
 ]
 assert sorted(__all__) == __all__
