@@ -459,7 +459,7 @@ class VideoSource(BaseSource):
         if target > 0 and scan is not None and scan.seekable and target < scan.frames:
             cap = open_capture(path, self.threads)
             cap.set(cv2.CAP_PROP_POS_FRAMES, target)
-            frames = grab_frames(cap, self.max_failed_reads)
+            frames = grab_frames(cap, self.max_failed_reads, path)
             ms = next(frames, None)
             if ms is not None and ms == scan.pos_ms[target]:
                 frame = retrieve(cap)
@@ -470,7 +470,7 @@ class VideoSource(BaseSource):
             cap.release()
         cap = open_capture(path, self.threads)
         clock = Clock(cap.get(cv2.CAP_PROP_FPS))
-        frames = grab_frames(cap, self.max_failed_reads)
+        frames = grab_frames(cap, self.max_failed_reads, path)
         for _ in range(target + 1):
             ms = next(frames, None)
             if ms is None:
