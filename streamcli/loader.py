@@ -18,7 +18,7 @@ from streamcli.declared import Declared, length_of
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.iteration import Iteration
-from streamcli.lives.ring import Ring, default_prefetch
+from streamcli.lives.ring import Ring, RingSpec, check_room, default_prefetch
 from streamcli.lives.tensors import import_torch, split_rows
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.resume import Resume
@@ -117,7 +117,6 @@ class StreamLoader:
         transform: Callable[..., Any] | str | None = None,
         balance: bool | None = None,
     ) -> None:
-        import_torch()  # first, so a signal during it finds no process or segment to clean up
         self.source = check_source(source)
         segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
         config = LoaderConfig(
@@ -137,21 +136,25 @@ class StreamLoader:
         self.rank, self.world_size = config.rank, config.world_size
         declared = Declared.read(source, transform)
         self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
-        self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
-                             self.plugin, stream_order_of(source))  # fmt: skip
-        self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
-                             source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
         extra = 2 + (READY_DEPTH if num_workers else 0)
         if prefetch is None:
             prefetch = default_prefetch(self.fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
         self.prefetch = prefetch
-        self.ring = Ring.create(
-            dict(fields=self.fields, batch_size=self.batch_size, time_steps=self.time_steps,
-                 num_slots=prefetch + extra, num_workers=max(num_workers, 1), num_streams=len(self.epochs.all),
-                 layout=self.layout),
-        )  # fmt: skip
+        ring_args: dict[str, Any] = dict(fields=self.fields, batch_size=self.batch_size, time_steps=self.time_steps,
+                                         num_slots=prefetch + extra, num_workers=max(num_workers, 1),
+                                         layout=self.layout)  # fmt: skip
+        # A ring too large for this machine is refused at once: before torch's import (seconds), the items' lengths
+        # and any memory or process (the streams' count, unknown yet with segment=, only sizes the small control
+        # block: the ring checks itself again once it is known).
+        check_room(RingSpec(name="", num_streams=len(self.items), **ring_args))
+        import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
+        self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
+                             self.plugin, stream_order_of(source))  # fmt: skip
+        self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
+                             source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
+        self.ring = Ring.create({**ring_args, "num_streams": len(self.epochs.all)})
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         bounds = split_rows(batch_size, max(num_workers, 1))
         self._resume = Resume(type(self), plugin=self.plugin, fields=self.fields, items=self.items, config=config,

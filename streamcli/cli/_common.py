@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from streamcli.errors import StreamcliError, UnsupportedURLError
 
 class _State:
     debug = False
+    argv: list[str] | None = None  # this run's arguments, after the program's name (``command_with``)
 
 
 STATE = _State()
@@ -36,6 +38,14 @@ class UsageFailure(Exception):
 def count(n: int, noun: str) -> str:
     """``1 shard``, ``3 shards``: summaries read as sentences."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def command_with(flag: str, drop: Sequence[str] = ()) -> str | None:
+    """This run's whole command, quoted for a shell, with ``flag`` added (once) and ``drop`` left out: what a
+    message tells the user to run next, ready to paste. None outside a run of the command line."""
+    if STATE.argv is None:
+        return None
+    return shlex.join(["streamcli", *(a for a in STATE.argv if a != flag and a not in drop), flag])
 
 
 def err_line(message: str) -> None:
@@ -138,6 +148,7 @@ class StreamcliGroup(TyperGroup):
         **extra: Any,
     ) -> Any:
         STATE.debug = os.environ.get("STREAMCLI_DEBUG", "") not in ("", "0")
+        STATE.argv = list(sys.argv[1:] if args is None else args)
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0

@@ -33,7 +33,9 @@ def check_config(opts: LoaderOptions, **overrides: Any) -> None:
 
 
 def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> StreamLoader:
-    """Build the loader; its ``ValueError`` (a bad option value) becomes a usage error."""
+    """Build the loader; its ``ValueError`` (a bad option value) and ``SharedMemoryError`` (batches too large for
+    the machine, refused before anything is allocated) become usage errors naming the flags."""
+    from streamcli.errors import SharedMemoryError
     from streamcli.loader import StreamLoader  # imports torch: only when a command runs
 
     kwargs = opts.kwargs()
@@ -42,5 +44,7 @@ def open_loader(spec: SourceSpec, opts: LoaderOptions, **overrides: Any) -> Stre
         raise UsageFailure(f"the {spec.plugin} source was not constructed")
     try:
         return StreamLoader(spec.source, opts.batch_size, opts.time_steps, **kwargs)
+    except SharedMemoryError as exc:  # prefetch= is the library's alone: the CLI's fix is -t or -b
+        raise UsageFailure(flag_names(str(exc).replace("prefetch=, ", ""))) from None
     except (ValueError, TypeError) as exc:
         raise UsageFailure(flag_names(str(exc))) from None

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
-from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
+from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, command_with, count
 from streamcli.cli._export_plan import (
     batches_to_write,
     check_compress,
@@ -186,7 +187,8 @@ def export(
                         loader, out_dir, header, epochs=n_epochs, batches=batches, mode=mode, progress=report
                     )
             except KeyboardInterrupt:
-                console.print(f"[yellow]interrupted; continue with: streamcli export ... {out} --resume[/]")
+                again = command_with("--resume", drop=("--overwrite",)) or f"streamcli export ... {out} --resume"
+                console.print(Text(f"interrupted; continue with: {again}", "yellow"), soft_wrap=True)
                 raise
         dt = time.perf_counter() - t0
         steady = time.perf_counter() - first[0] if first else 0.0

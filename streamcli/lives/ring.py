@@ -18,9 +18,8 @@ import ctypes
 import math
 import os
 import secrets
-import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -101,7 +100,6 @@ class Ring:
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
         self._record_dtypes: dict[tuple[str, ...], np.dtype[Any]] = {}  # the slot as one record (holder_views)
-        populate(shm)
         buf = shm.buf
         self.control = Control(*(_view(buf, *e) for e in ctl_e.values()))  # in ``control.arrays`` order
         # Slot views in physical layout, and the same memory seen time-major for producers.
@@ -119,24 +117,25 @@ class Ring:
     @classmethod
     def create(cls, spec_args: dict[str, Any], reserve: int | None = None) -> Ring:
         """Create the segment and back its control block and first ``reserve`` slots (all by default) with
-        memory now; ``Ring.reserve`` backs more of them later."""
+        memory now; ``Ring.reserve`` backs more of them later. ``SharedMemoryError`` (before anything is made)
+        if they do not fit. A signal while the memory is backed and mapped is raised here, with nothing left."""
         sweep_stale()
         name = f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         spec = RingSpec(name=name, **spec_args)
         n = spec.num_slots if reserve is None else min(reserve, spec.num_slots)
+        check_room(spec, n)
         _, _, slot0, stride = spec.entries()
-        if slot0 + n * stride > _shm_free():
-            raise SharedMemoryError(_space_message(spec, n))
         shm = Segment(name=name, create=True, size=spec.nbytes)
-        hold_alive(shm)
         try:
+            hold_alive(shm)
             if not back(shm, 0, slot0 + n * stride):
                 raise SharedMemoryError(_space_message(spec, n))
+            populate(shm, slot0 + n * stride)
+            ring = cls(spec, shm, owner=True)
         except BaseException:
             shm.close()
             shm.unlink()
             raise
-        ring = cls(spec, shm, owner=True)
         ring.reserved = n
         ring.control.clear()
         return ring
@@ -154,11 +153,15 @@ class Ring:
 
     @classmethod
     def attach(cls, spec: RingSpec) -> Ring:
+        """Borrow the loader's segment (a worker) and map all of it now (``segment.populate``); the mapping stops
+        early if the loader closes meanwhile (a large ring takes a while), which the control block then says."""
         # Spawned workers share the loader's resource tracker, so attaching re-registers the same name (a
         # no-op); the tracker still unlinks the segment if the whole process tree dies without cleaning up.
         shm = Segment(name=spec.name)
         hold_alive(shm)  # while a worker lives the segment is in use, even if its loader is gone
-        return cls(spec, shm, owner=False)
+        ring = cls(spec, shm, owner=False)
+        populate(shm, None, lambda: ring.control.generation == control.CLOSING)
+        return ring
 
     def holder(self, slot: int) -> Any:
         """A fresh buffer object over one slot. Arrays made from it keep it alive; when the last of them is
@@ -230,7 +233,7 @@ def default_prefetch(
         return PREFETCH_MIN
     spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
                     num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
-    fit = int(min(cache_bytes() if budget is None else budget, _shm_free() / 4) // spec.entries()[3])
+    fit = int(min(cache_bytes() if budget is None else budget, room()[0] / 4) // spec.entries()[3])
     return max(PREFETCH_MIN, min(most, fit - extra))
 
 
@@ -252,17 +255,72 @@ def cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
 def _shm_free(root: str = "/dev/shm") -> float:
     """Bytes free for shared memory (infinite where there is no ``/dev/shm`` to ask, as on macOS)."""
     try:
-        return shutil.disk_usage(root).free
+        st = os.statvfs(root)
     except OSError:
         return math.inf
+    return float(st.f_bavail * st.f_frsize)
+
+
+def memory_available(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup") -> float:
+    """Bytes of memory this process may still take: the kernel's ``MemAvailable``, and within a cgroup (v2) with
+    a limit, what is left of it; infinite where neither can be read."""
+    best = math.inf
+    with contextlib.suppress(OSError, ValueError):
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    best = int(line.split()[1]) * 1024.0
+                    break
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(cgroup, "memory.max")) as f:
+            limit = f.read().strip()
+        if limit != "max":
+            with open(os.path.join(cgroup, "memory.current")) as f:
+                best = min(best, float(int(limit) - int(f.read().strip())))
+    return best
+
+
+def room() -> tuple[float, str]:
+    """The most bytes a ring may take, and where the limit comes from: the free shared memory, and half of the
+    memory available, as pages of ``/dev/shm`` are memory: a ring of more would leave the consumer, its model and
+    every other process too little (a typo in ``time_steps`` must not take the machine)."""
+    shm = _shm_free()
+    half = memory_available() / 2
+    if half < shm:
+        return half, f"half of the {2 * half / 2**20:.0f} MiB of memory available is {half / 2**20:.0f} MiB"
+    if shm < math.inf:
+        return shm, f"/dev/shm has {shm / 2**20:.0f} MiB free"
+    return shm, "there is not that much free"
+
+
+def check_room(spec: RingSpec, slots: int | None = None) -> None:
+    """``SharedMemoryError`` naming the sizes and the fix if ``slots`` slots of ``spec`` (all by default) and its
+    control block do not fit (``room``): asked before anything is allocated."""
+    n = spec.num_slots if slots is None else slots
+    _, _, slot0, stride = spec.entries()
+    if slot0 + n * stride > room()[0]:
+        raise SharedMemoryError(_space_message(spec, n))
 
 
 def _space_message(spec: RingSpec, slots: int) -> str:
     _, _, slot0, stride = spec.entries()
-    free = _shm_free()
-    there = f"/dev/shm has {free / 2**20:.0f} MiB free" if free < math.inf else "there is not that much free"
+    need = slot0 + slots * stride
+    limit, there = room()
+    fits = _fitting_time_steps(spec, slots, limit)
+    hint = f" (time_steps={fits} fits)" if fits else ""
+    more = "give the machine more (docker run --shm-size=2g)" if need > _shm_free() else "free memory for it"
     return (
-        f"the loader needs {(slot0 + slots * stride) / 2**20:.0f} MiB of shared memory ({slots} batch slots of "
-        f"{stride / 2**20:.1f} MiB) but {there}; lower prefetch=, batch_size or time_steps, or give the machine "
-        "more (docker run --shm-size=2g)"
+        f"the loader needs {need / 2**20:.0f} MiB of shared memory ({slots} batch slots of {stride / 2**20:.1f} MiB: "
+        f"batch_size={spec.batch_size} x time_steps={spec.time_steps} steps) but {there}; lower prefetch=, "
+        f"batch_size or time_steps{hint}, or {more}"
     )
+
+
+def _fitting_time_steps(spec: RingSpec, slots: int, limit: float) -> int:
+    """The largest ``time_steps`` below the spec's whose ring fits in ``limit`` bytes (0: none does)."""
+    lo, hi = 0, spec.time_steps - 1
+    while lo < hi:  # the ring's size grows with time_steps
+        mid = (lo + hi + 1) // 2
+        _, _, slot0, stride = replace(spec, time_steps=mid).entries()
+        lo, hi = (mid, hi) if slot0 + slots * stride <= limit else (lo, mid - 1)
+    return lo

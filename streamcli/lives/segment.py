@@ -16,6 +16,7 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -121,33 +122,48 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+CHUNK = 64 * 2**20  # bytes backed or mapped per system call: a signal waits for one chunk at most
+
+
 def back(shm: shared_memory.SharedMemory, offset: int, length: int) -> bool:
     """Back ``length`` bytes of the segment from ``offset`` with memory now; False if there is no room. A
     shared-memory file is sparse: without this, a full ``/dev/shm`` (64 MiB in a default Docker container) shows
     up later as a SIGBUS in whichever process first writes a page that cannot be had, a crash with no message.
-    Here it is one clear error before any worker starts (or, for ``Ring.reserve``, a window that stays shallow)."""
+    Here it is one clear error before any worker starts (or, for ``Ring.reserve``, a window that stays shallow).
+    Chunk by chunk, so that a signal (Ctrl-C, SIGTERM) is handled between two, however large the ring."""
     fd = getattr(shm, "_fd", -1)
     if fd < 0 or not hasattr(os, "posix_fallocate") or length <= 0:
         return True  # not a POSIX file (or no fallocate): nothing to reserve
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as exc:
-        # ENOSPC, ENOMEM: no room. Anything else (EOPNOTSUPP, EINVAL): fallocate is unsupported here, and the
-        # segment stays sparse, as before.
-        return exc.errno not in (errno.ENOSPC, errno.ENOMEM)
+    for start in range(offset, offset + length, CHUNK):
+        try:
+            os.posix_fallocate(fd, start, min(CHUNK, offset + length - start))
+        except OSError as exc:
+            # ENOSPC, ENOMEM: no room. Anything else (EOPNOTSUPP, EINVAL): fallocate is unsupported here, and the
+            # segment stays sparse, as before.
+            return exc.errno not in (errno.ENOSPC, errno.ENOMEM)
     return True
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14+: map every page of the segment in this process now
 
 
-def populate(shm: shared_memory.SharedMemory) -> None:
-    """Map the segment's pages into this process's page table at once: else the first write of each page of each
-    slot takes a fault, in every process, all through the ring's first lap."""
+def populate(
+    shm: shared_memory.SharedMemory, length: int | None = None, stop: Callable[[], bool] | None = None
+) -> bool:
+    """Map the segment's first ``length`` bytes (all by default) into this process's page table at once: else the
+    first write of each page of each slot takes a fault, in every process, all through the ring's first lap.
+
+    Chunk by chunk, since the kernel finishes one call whatever signal comes: between two, Python runs its signal
+    handlers (a Ctrl-C or SIGTERM raises there), and ``stop()`` may say to give up. Returns False if it did."""
     mm = getattr(shm, "_mmap", None)
     if mm is None or not hasattr(mm, "madvise") or not sys.platform.startswith("linux"):  # the value is Linux's
-        return
-    try:
-        mm.madvise(_MADV_POPULATE_WRITE)
-    except OSError:  # an older kernel, or pages not backed yet (``Ring.reserve``)
-        pass
+        return True
+    end = len(mm) if length is None else min(length, len(mm))
+    for start in range(0, end, CHUNK):
+        if stop is not None and stop():
+            return False
+        try:
+            mm.madvise(_MADV_POPULATE_WRITE, start, min(CHUNK, end - start))
+        except OSError:  # an older kernel, or pages not backed yet (``Ring.reserve``)
+            return True
+    return True

@@ -26,6 +26,9 @@ def import_torch() -> Any:
     held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
+        # numpy imports its random module on first use, and a Cython module's start-up there swallows any
+        # exception (a bare ``except``), so a Ctrl-C landing in it mid-run would be lost: imported here, at once.
+        import numpy.random  # noqa: F401
         import torch
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import pickle
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -27,12 +28,11 @@ from typing import Any, NoReturn
 
 from streamcli.errors import RemoteTraceback, SourceError, StreamcliError, WorkerError
 from streamcli.fills.spec import Skip
-from streamcli.lives.control import Aborted
+from streamcli.lives.control import CLOSING, Aborted
 from streamcli.lives.ring import Ring
 from streamcli.lives.segment import SegmentLock
 from streamcli.workers.worker import WorkerSpec, describe_exit, worker_main
 
-CLOSING = -2  # the generation that tells workers to read their pipe for "quit"
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
 _HUP = select.POLLHUP | select.POLLERR
 # The longest block between two checks of the batch: a lost wake-up (the mark and the count are plain stores in
@@ -73,21 +73,36 @@ class WorkerPool:
         # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
         # long as the process (``workers.watchdog``).
         pdeathsig = threading.current_thread() is threading.main_thread()
-        for spec in specs:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=worker_main, args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
-                name=f"streamcli-worker-{spec.w}", daemon=True,
-            )  # fmt: skip
-            proc.start()
-            child.close()  # only the worker holds this end: its death is EOF here
-            self.procs.append(proc)
-            self.conns.append(parent)
-            # One poll object per pipe, made once: Connection.poll builds a selector on every call.
-            poller = select.poll()
-            poller.register(parent.fileno(), select.POLLIN)
-            self._pollers.append(poller)
-            self._poll_all.register(parent.fileno(), select.POLLIN)
+        # Ctrl-C reaches the whole process group, and a spawned worker imports streamcli and torch before it can
+        # ignore it (``worker_main``): it would die there with a traceback. Started with SIGINT blocked, a worker
+        # inherits the mask through fork and exec; here a Ctrl-C meanwhile is delivered once every worker is known.
+        try:
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                for spec in specs:
+                    parent, child = ctx.Pipe()
+                    proc = ctx.Process(
+                        target=worker_main, args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
+                        name=f"streamcli-worker-{spec.w}", daemon=True,
+                    )  # fmt: skip
+                    proc.start()
+                    child.close()  # only the worker holds this end: its death is EOF here
+                    self.procs.append(proc)
+                    self.conns.append(parent)
+                    # One poll object per pipe, made once: Connection.poll builds a selector on every call.
+                    poller = select.poll()
+                    poller.register(parent.fileno(), select.POLLIN)
+                    self._pollers.append(poller)
+                    self._poll_all.register(parent.fileno(), select.POLLIN)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        except BaseException:  # that Ctrl-C, say: nothing started may outlive the error
+            for proc in self.procs:
+                proc.kill()
+                proc.join(timeout=2.0)
+            for conn in (*self.conns, self._wake, wake, self._alive, alive):
+                conn.close()
+            raise
         wake.close()  # only workers write: once all are gone, the pipe reads as hung up
         alive.close()
 
@@ -290,6 +305,11 @@ def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
         for conn in pool.conns:
             with contextlib.suppress(Exception):
                 conn.send_bytes(pickle.dumps(("quit",)))
+        for w, p in enumerate(pool.procs):
+            with contextlib.suppress(Exception):
+                pool._read_pending(w)  # whether it has started meanwhile
+            if pool.phase[w] == _SPAWNING and p.is_alive():
+                p.kill()  # still importing, or mapping the ring: nothing of its own to close, and deaf until done
         deadline = time.monotonic() + 2.0
         for p in pool.procs:
             p.join(timeout=max(0.0, deadline - time.monotonic()))

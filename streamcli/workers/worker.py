@@ -31,7 +31,7 @@ from streamcli.fills.claimed.produce import begin_epoch, reading_of, set_idle, w
 from streamcli.fills.claimed.rows import Producer
 from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec
-from streamcli.lives.control import NEVER, Aborted
+from streamcli.lives.control import CLOSING, NEVER, Aborted
 from streamcli.lives.ring import Ring, RingSpec
 from streamcli.source import StreamSource, call_setup_worker, uses_blocks
 from streamcli.workers.watchdog import die_with_parent, watch_parent
@@ -52,8 +52,10 @@ class WorkerSpec:
 
 def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int,
                 alive: Connection, pdeathsig: bool) -> None:  # fmt: skip
-    # Ctrl-C reaches the whole process group; the loader in the main process decides what happens.
+    # Ctrl-C reaches the whole process group; the loader in the main process decides what happens. The worker
+    # started with SIGINT blocked (``WorkerPool``): ignored now, one that came meanwhile is dropped.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if pdeathsig:
         die_with_parent()
     if os.getppid() != parent_pid:  # the loader died before the worker could ask to die with it
@@ -62,6 +64,9 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         ring = Ring.attach(spec.ring)
         # From here on a hung source cannot keep the worker alive after its loader: the watchdog sees to it.
         watch_parent(alive, parent_pid, ring.shm.unlink)
+        if ring.control.generation == CLOSING:  # the loader closed while a large ring was being mapped
+            ring.close()
+            return
         conn.send(("setup", -1))  # what the loader says if this worker hangs or dies from here on
         _setup(spec.source)
         conn.send(("started", -1))  # the loader's clock for ``timeout=`` starts here, not at the spawn

@@ -26,7 +26,9 @@ from streamcli.lives.control.reports import Reports
 from streamcli.lives.control.rows import RowOwners
 from streamcli.lives.control.tables import EpochTables
 
-__all__ = ["NEVER", "NO_OWNER", "Aborted", "Control", "arrays"]
+__all__ = ["CLOSING", "NEVER", "NO_OWNER", "Aborted", "Control", "arrays"]
+
+CLOSING = -2  # the generation that tells workers to read their pipe for "quit" (or to stop starting)
 
 
 class Aborted(Exception):
