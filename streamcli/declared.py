@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streamcli.caller import at_user_line
 from streamcli.errors import SourceError
 from streamcli.fills.checks import check_fields
 from streamcli.source import Field, StreamSource, item_name, plugin_name
@@ -20,9 +21,10 @@ log = logging.getLogger("streamcli")
 
 
 def calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:
-    """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``."""
+    """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``, and the
+    warnings it raises point at the user's line (``caller``)."""
     try:
-        return fn()
+        return at_user_line(fn)
     except (Exception, SystemExit) as exc:
         raise SourceError(f"plugin {plugin!r} failed {doing}: {type(exc).__name__}: {exc}") from exc
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.batch import Batch
+from streamcli.caller import user_stacklevel
 from streamcli.config import LoaderConfig
 from streamcli.fills.claimed.rows import epoch_rows
 from streamcli.handout import Epoch, HandOut, Ready
@@ -193,9 +194,8 @@ class Iteration:
             if skip.kind == "length":
                 tally.mismatches += 1
                 if tally.mismatches == 1:
-                    # stacklevel: past _hand, _batches_of, _run and the loader's _epoch_batches, to the consumer's loop
                     warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
-                                  RuntimeWarning, stacklevel=5)  # fmt: skip
+                                  RuntimeWarning, stacklevel=user_stacklevel())  # fmt: skip
                 continue
             tally.skipped += 1
             skipped.append([skip.item, skip.step])

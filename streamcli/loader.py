@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
+from streamcli.caller import at_user_line
 from streamcli.config import LoaderConfig
 from streamcli.declared import Declared, length_of
 from streamcli.fills.spec import FillSpec, Skip
@@ -150,8 +151,7 @@ class StreamLoader:
         # block: the ring checks itself again once it is known).
         check_room(RingSpec(name="", num_streams=len(self.items), **ring_args))
         import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
-        self.epochs = Epochs(config, len(self.items), lambda: [self._length_of(i) for i in range(len(self.items))],
-                             self.plugin, stream_order_of(source))  # fmt: skip
+        self.epochs = Epochs(config, len(self.items), self._lengths, self.plugin, stream_order_of(source))
         self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
                              source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
         self.ring = Ring.create({**ring_args, "num_streams": len(self.epochs.all)})
@@ -245,6 +245,10 @@ class StreamLoader:
     def batches_in_epoch(self, epoch: int) -> int:
         """The batches epoch ``epoch`` yields, from the streams' lengths alone (see ``len()``)."""
         return self.epochs.batches(epoch)
+
+    def _lengths(self) -> list[int | None]:
+        """Every item's length, asked of the source (its warnings point at the user's line: ``caller``)."""
+        return at_user_line(lambda: [self._length_of(i) for i in range(len(self.items))])
 
     def _length_of(self, stream: int) -> int | None:
         return length_of(self.source, self.plugin, self.items, self.on_error, stream)

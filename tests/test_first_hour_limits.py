@@ -4,11 +4,13 @@ traceback and nothing left behind; the interrupted export says the whole command
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -192,3 +194,71 @@ def test_ctrl_c_while_workers_start_prints_no_traceback_and_the_whole_command(bo
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# ------------------------------------------------------------------------------------------------- warnings
+def test_a_built_in_sources_warning_points_at_the_users_line(no_leaks: None) -> None:
+    from conftest import data_root
+
+    from streamcli.plugins import load_source
+
+    source = load_source("audio", str(data_root("audio")), mismatch="skip")  # files of other formats: skipped
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        loader = StreamLoader(source, 2, 4)
+    loader.close()
+    skipping = [w for w in caught if "audio: skipping" in str(w.message)]
+    assert skipping, [str(w.message) for w in caught]
+    assert {(w.filename, w.lineno) for w in skipping} == {(__file__, line)}  # not declared.py
+
+
+class LyingSource(CountingSource):
+    """Says every stream is 2 steps longer than it is."""
+
+    def length(self, item: int) -> int | None:
+        return self.lengths[item] + 2
+
+
+class OwnWarningSource(CountingSource):
+    def items(self) -> list[int]:
+        warnings.warn("a plugin's own word", UserWarning, stacklevel=1)
+        return super().items()
+
+
+def test_the_loaders_own_warnings_point_at_the_users_line(no_leaks: None) -> None:
+    with StreamLoader(LyingSource([5, 3]), 2, 4) as loader, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        for _ in loader:
+            pass
+    mismatch = [w for w in caught if "len(loader) may be wrong" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in mismatch] == [(__file__, line)]
+
+
+def test_a_plugins_warning_that_points_at_its_own_code_stays_there(no_leaks: None) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        StreamLoader(OwnWarningSource([3]), 2, 4).close()
+    where = inspect.getsourcelines(OwnWarningSource.items)[1] + 1
+    assert [(w.filename, w.lineno) for w in caught if "own word" in str(w.message)] == [(__file__, where)]
+
+
+def test_the_pin_memory_warning_points_at_the_users_loop(monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    import torch
+
+    from streamcli.lives import tensors
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here: pin_memory=True pins, and warns of nothing")
+    monkeypatch.setattr(tensors, "_pin_warned", False)  # once per process: another test may have had it
+    with (
+        StreamLoader(CountingSource([3]), 2, 4, pin_memory=True) as loader,
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        for _ in loader:
+            pass
+    pinned = [w for w in caught if "pin_memory=True" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in pinned] == [(__file__, line)]  # not loader.py

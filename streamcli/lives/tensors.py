@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.caller import user_stacklevel
 from streamcli.source import Field
 
 _pin_warned = False
@@ -43,7 +44,7 @@ def pin_available(torch: Any) -> bool:
     if not _pin_warned:
         _pin_warned = True
         warnings.warn("pin_memory=True but CUDA is not available; batches stay in pageable memory",
-                      RuntimeWarning, stacklevel=4)  # fmt: skip
+                      RuntimeWarning, stacklevel=user_stacklevel())  # fmt: skip
     return False
 
 

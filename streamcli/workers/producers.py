@@ -9,6 +9,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from streamcli.caller import at_user_line
 from streamcli.fills.checks import short_repr
 from streamcli.fills.claimed.claim import close_rows
 from streamcli.fills.claimed.produce import begin_epoch, fill
@@ -45,10 +46,7 @@ class InProcess:
 
     def wait(self, k: int, timeout: float | None, stop: Callable[[], bool] | None) -> bool:
         try:
-            if self.filler.is_planned():
-                self.filler.fill_until(k)
-            else:
-                fill(self.local, k)
+            at_user_line(lambda: self.filler.fill_until(k) if self.filler.is_planned() else fill(self.local, k))
         except Aborted:  # pragma: no cover - only a newer epoch changes the generation
             raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
         return False
