@@ -176,6 +176,7 @@ class Mix(BaseSource):
             if not its:
                 raise ValueError(f"mix: source {name!r} has no items; every mixed source needs at least one stream")
         lengths = [[self._sub_length(i, it) for it in its] for i, its in enumerate(per)]
+        _check_steps(self.names, lengths, self.until)
         passes = [1] * len(per)
         if self.until == "restream":
             passes = restream_passes([source_size(ls) for ls in lengths], self.weights)
@@ -206,6 +207,25 @@ class Mix(BaseSource):
         n_steps = stream_steps(items, steps, self._item_steps)
         return deficit_order(items, self._source_of, self._pass_of, n_steps, self.weights,
                              restream=self.until == "restream", seed=seed, epoch=epoch, shuffle=shuffle)  # fmt: skip
+
+
+def _check_steps(names: Sequence[str], lengths: Sequence[Sequence[int | None]], until: str) -> None:
+    """Refuse a mix whose epoch could hold no step, or end before any, naming the empty sources: every stream of a
+    source known to be empty (all its lengths reported, all 0)."""
+    empty = [n for n, ls in zip(names, lengths, strict=True) if all(x == 0 for x in ls)]
+    if len(empty) == len(names):
+        raise ValueError(
+            f"mix: every stream of every source is empty ({', '.join(empty)}: 0 steps), so an epoch would hold "
+            "nothing but padding; point the sources at data"
+        )
+    if empty and until == "first":
+        n = len(lengths[names.index(empty[0])])
+        streams = "its one stream is" if n == 1 else f"its {n} streams are"
+        raise ValueError(
+            f"mix: source {empty[0]!r} has no steps ({streams} empty), so an until='first' epoch ends once it "
+            "runs out, after next to nothing of the others; give it data, leave it out of the mix, or use "
+            "until='restream'"
+        )
 
 
 def _weights(names: Sequence[str], weights: Mapping[str, float] | None) -> tuple[float, ...]:

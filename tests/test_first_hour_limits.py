@@ -20,7 +20,7 @@ import pytest
 from _sources import CountingSource
 from typer.testing import CliRunner
 
-from streamcli import SharedMemoryError, StreamLoader
+from streamcli import SharedMemoryError, SourceError, StreamLoader, mix
 from streamcli.cli import app
 from streamcli.lives import ring
 
@@ -262,3 +262,20 @@ def test_the_pin_memory_warning_points_at_the_users_loop(monkeypatch: pytest.Mon
             pass
     pinned = [w for w in caught if "pin_memory=True" in str(w.message)]
     assert [(w.filename, w.lineno) for w in pinned] == [(__file__, line)]  # not loader.py
+
+
+# ------------------------------------------------------------------------------------------- an empty mix
+@pytest.mark.parametrize("until", ["first", "restream"])
+def test_a_mix_whose_streams_are_all_empty_is_refused_naming_its_sources(until: str, no_leaks: None) -> None:
+    m = mix({"a": CountingSource([0, 0]), "b": CountingSource([0, 0, 0])}, until=until)
+    with pytest.raises(SourceError, match=r"every stream of every source is empty \(a, b: 0 steps\)"):
+        StreamLoader(m, 4, 16)
+
+
+def test_an_until_first_mix_with_an_empty_source_is_refused_naming_it(no_leaks: None) -> None:
+    m = mix({"books": CountingSource([40, 30]), "blank": CountingSource([0, 0])})
+    with pytest.raises(ValueError, match=r"source 'blank' has no steps \(its 2 streams are empty\).*until='restream'"):
+        m.items()
+    restreamed = mix({"books": CountingSource([40, 30]), "blank": CountingSource([0, 0])}, until="restream")
+    with StreamLoader(restreamed, 2, 16) as loader:  # covers every source once: the empty one has nothing to give
+        assert sum(int(b.valid.sum()) for b in loader) == 70
