@@ -139,3 +139,26 @@ def test_a_failing_length_under_skip_warns_once(caplog: pytest.LogCaptureFixture
             pass
     said = [r for r in caplog.records if "length() of item" in r.getMessage()]
     assert len(said) == 1, [r.getMessage() for r in said]
+
+
+# ------------------------------------------------------------------------------- a tuple fix the -o parser takes
+def test_a_tuple_in_a_sources_message_is_spelled_as_o_takes_it() -> None:
+    from streamcli.cli._options import source_flag_names
+
+    msg = "x=69 is outside sensor_size=(48, 64); pass sensor_size=(48, 70) or larger"
+    want = "x=69 is outside -o sensor_size=48,64; pass -o sensor_size=48,70 or larger"
+    assert source_flag_names(msg, ["sensor_size"]) == want
+
+
+def test_the_sensor_size_an_off_sensor_message_suggests_works_when_pasted(tmp_path: Path, no_leaks: None) -> None:
+    from _events_fakes import recording
+
+    ev = recording(3, 2000)
+    ev["x"][700] = 69  # the fakes' sensor is 48 x 64
+    np.save(tmp_path / "rec.npy", ev)
+    args = ["export", "events", str(tmp_path / "rec.npy"), "-o", "window_us=40000", "--epochs", "1", "-w", "0"]
+    result = runner.invoke(app, [*args, str(tmp_path / "a"), "-o", "sensor_size=48,64"])
+    assert result.exit_code == 2, result.output
+    assert "pass -o sensor_size=48,70 or larger" in result.output
+    result = runner.invoke(app, [*args, str(tmp_path / "b"), "-o", "sensor_size=48,70"])
+    assert result.exit_code == 0, result.output
