@@ -25,6 +25,7 @@ from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
 from streamcli.errors import StreamcliError
+from streamcli.storage import urls
 
 FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": (".npy", "numpy")}
 """``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""
@@ -111,6 +112,11 @@ def events_from_video(
     *src, out = args
     check_option_syntax(option, "; the folder OUT_DIR is the last argument")
     check_input(src)
+    if urls.is_remote(out):  # else Path() takes s3://bucket/x for a local folder named 's3:'
+        raise UsageFailure(
+            f"OUT_DIR {out!r} is a URL; events-from-video writes to a local folder: name one, "
+            "then upload it (e.g. aws s3 cp --recursive DIR URL)"
+        )
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder; name a folder for the event files")
