@@ -16,6 +16,7 @@ from streamcli.batch import Batch
 from streamcli.caller import at_user_line
 from streamcli.config import LoaderConfig
 from streamcli.declared import Declared, length_of
+from streamcli.errors import LoaderClosedError
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.iteration import Iteration
@@ -209,7 +210,7 @@ class StreamLoader:
         here: an iterator that is made and dropped unused (Lightning makes one to check the loader) takes no epoch,
         no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
         if self._iteration.closed:
-            raise RuntimeError("this StreamLoader is closed; create a new one")
+            raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
         return self._epoch_batches()
 
     def _epoch_batches(self) -> Iterator[Batch]:
@@ -234,7 +235,7 @@ class StreamLoader:
         naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
         """
         if self._iteration.closed:
-            raise RuntimeError("this StreamLoader is closed; create a new one")
+            raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
         self._iteration.tally.skipped += self._resume.load(state)
 
     # ------------------------------------------------------------------------------------ information

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamcli.caller import at_user_line
+from streamcli.errors import StaleIteratorError
 from streamcli.fills.checks import short_repr
 from streamcli.fills.claimed.claim import close_rows
 from streamcli.fills.claimed.produce import begin_epoch, fill
@@ -48,7 +49,7 @@ class InProcess:
         try:
             at_user_line(lambda: self.filler.fill_until(k) if self.filler.is_planned() else fill(self.local, k))
         except Aborted:  # pragma: no cover - only a newer epoch changes the generation
-            raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
+            raise StaleIteratorError() from None
         return False
 
     def ready_batches(self, k: int) -> int:
