@@ -70,11 +70,20 @@ def test_export_is_public_and_its_summary_matches_the_shards(tmp_path: Path) -> 
         s.batches = 0  # type: ignore[misc]  # frozen
 
 
-def test_the_output_passes_streamcli_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compress", ["none", "zstd"])
+def test_the_output_passes_streamcli_verify_json(tmp_path: Path, compress: str) -> None:
+    if compress == "zstd":
+        pytest.importorskip("zstandard")
     with loader() as ld:
-        streamcli.export(ld, tmp_path / "run")
-    out = CliRunner().invoke(app, ["verify", str(tmp_path / "run")])
+        s = streamcli.export(ld, tmp_path / "run", compress=compress, shard_size=FIVE)
+    out = CliRunner().invoke(app, ["verify", str(tmp_path / "run"), "--json"])
     assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["ok"] is True and got["problems"] == []
+    assert (got["batches"], got["shards"], got["batch_size"], got["time_steps"]) == (s.batches, s.shards, B, T)
+    (tmp_path / "run" / "shard-00000.npz").write_bytes(b"broken")  # and a broken one does not pass
+    out = CliRunner().invoke(app, ["verify", str(tmp_path / "run"), "--json"])
+    assert out.exit_code != 0 and json.loads(out.stdout)["ok"] is False
 
 
 def test_batches_runs_as_many_epochs_as_it_needs_and_epochs_caps_it(tmp_path: Path) -> None:
