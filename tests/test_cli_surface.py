@@ -220,6 +220,12 @@ def test_a_users_plugin_gets_descriptions_from_its_docstring_or_annotations() ->
 # -- errors ------------------------------------------------------------------------------------------------
 
 
+def test_an_unknown_option_lists_the_options_without_the_sources_argument() -> None:
+    result = runner.invoke(app, ["preview", "text", str(ROOT / "README.md"), "-s", "colour=red"])
+    assert result.exit_code == 2
+    assert "valid options: width, glob, strings, keep_bom, newlines" in result.output, result.output
+
+
 def test_a_misspelt_plugin_gets_one_hint() -> None:
     result = runner.invoke(app, ["plugins", "vidoe"])
     assert result.exit_code == 2
