@@ -266,3 +266,9 @@ def test_no_plain_runtime_error_is_raised_on_a_users_path() -> None:
                 if not any(s in m.group(1) for s in _INTERNAL):
                     found.append(f"{path.relative_to(ROOT)}: {m.group(0)[:100]!r}")
     assert not found, "\n".join(found)
+
+
+def test_the_old_fps_spelling_is_range_checked_as_refresh_is() -> None:
+    result = runner.invoke(app, ["preview", "--fps", "0.1"])
+    assert result.exit_code == 2
+    assert "error: --refresh 0.1 must be at least 0.5 redraws per second" in result.output
