@@ -86,6 +86,18 @@ def test_the_output_passes_streamcli_verify_json(tmp_path: Path, compress: str) 
     assert out.exit_code != 0 and json.loads(out.stdout)["ok"] is False
 
 
+def test_the_cli_reports_the_same_summary(tmp_path: Path) -> None:
+    cam = ["camera", "-s", "count=2", "-s", "steps=4", "-s", "size=8x8", "-b", "2", "-t", "2", "-w", "0"]
+    out = CliRunner().invoke(app, ["export", *cam, str(tmp_path / "cli"), "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    with loader() as ld:
+        s = streamcli.export(ld, tmp_path / "py")
+    assert got.keys() == s.to_json().keys()
+    assert got["batches"] == got["written"]["batches"] == 2 and got["valid_steps"] == got["steps"] == 8
+    assert got["useful_share"] == 1.0 and got["compression"] == "none" and got["out_dir"] == str(tmp_path / "cli")
+
+
 def test_batches_runs_as_many_epochs_as_it_needs_and_epochs_caps_it(tmp_path: Path) -> None:
     with loader() as ld:
         one, two = ld.batches_in_epoch(0), ld.batches_in_epoch(0) + ld.batches_in_epoch(1)
