@@ -44,15 +44,19 @@ class Declared:
     items: list[Any]
 
     @classmethod
-    def read(cls, source: StreamSource, transform: Callable[..., Any] | str | None) -> Declared:
-        """Ask ``source`` for its fields and items; ``transform`` is a callable or a CLI spelling ("crop=112,flip")."""
+    def read(
+        cls, source: StreamSource, transform: Callable[..., Any] | str | None, items: list[Any] | None = None
+    ) -> Declared:
+        """Ask ``source`` for its fields and items; ``transform`` is a callable or a CLI spelling ("crop=112,flip");
+        ``items``: an index's (then ``items()`` is not called)."""
         plugin = plugin_name(source)
         source_fields = tuple(calling(plugin, "declaring its fields", lambda: tuple(source.fields())))
         check_fields(source_fields)
         resolved = resolve_transform(transform)
         fields = source_fields if resolved is None else output_fields(resolved, source_fields)
         check_fields(fields)
-        items: list[Any] = calling(plugin, "listing its items", lambda: list(source.items()))
+        if items is None:
+            items = calling(plugin, "listing its items", lambda: list(source.items()))
         return cls(plugin, fields, source_fields, resolved, items)
 
 

@@ -107,6 +107,14 @@ class UnsupportedURLError(StorageError, ValueError):
     """A URL streamcli cannot serve: its scheme is unknown or its fsspec backend is not installed (names the fix)."""
 
 
+class IndexFileError(StreamcliError, ValueError):
+    """An index file (``streamcli index``) is missing, damaged, or cannot be written for this source; names it."""
+
+
+class StaleIndexError(IndexFileError):
+    """An index was written by another source or with other settings; names the index and the command to rebuild."""
+
+
 class RemoteTraceback(Exception):
     """Carries a traceback formatted in another process; set as ``__cause__`` of the error raised here."""
 

@@ -8,6 +8,7 @@ and keeps what ``state_dict`` saves (``scheduled.resume``).
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -19,6 +20,7 @@ from streamcli.declared import Declared, length_of
 from streamcli.errors import LoaderClosedError
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.handout import READY_DEPTH, HandOut
+from streamcli.index import for_loader
 from streamcli.iteration import Iteration
 from streamcli.lives.ring import Ring, RingSpec, check_room, default_prefetch
 from streamcli.lives.tensors import import_torch, split_rows
@@ -96,6 +98,9 @@ class StreamLoader:
             producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
             stream and epoch, so a draw from it is the same on every step of a stream. Its optional
             ``fields(fields)`` member gives the batch's fields.
+        index: the path or URL of an index (``streamcli index``) to take the items and their lengths from, so
+            start-up calls neither ``items()`` nor ``length()``; refused (``StaleIndexError``) if it was written by
+            another source or with other settings. By default the index the source found next to its data, if any.
 
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
     Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
@@ -126,6 +131,7 @@ class StreamLoader:
         world_size: int | None = None,
         transform: Callable[..., Any] | str | None = None,
         balance: bool | None = None,
+        index: str | os.PathLike[str] | None = None,
     ) -> None:
         self.source = check_source(source)
         segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
@@ -144,7 +150,10 @@ class StreamLoader:
         self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
-        declared = Declared.read(source, transform)
+        # An index (``streamcli index``) holds the items and lengths: then no listing and no length() here.
+        found = for_loader(source, index)
+        self._index_lengths = None if found is None else found.length_list()
+        declared = Declared.read(source, transform, None if found is None else list(found.items))
         self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.
@@ -258,10 +267,14 @@ class StreamLoader:
 
     def _lengths(self) -> list[int | None]:
         """Every item's length, asked of the source (its warnings point at the user's line: ``caller``)."""
+        if self._index_lengths is not None:
+            return self._index_lengths
         return at_user_line(lambda: [self._length_of(i) for i in range(len(self.items))])
 
     def _length_of(self, stream: int) -> int | None:
         # Asked once per item: a failure's warning (on_error="skip") is then said once, not again by the epoch.
+        if self._index_lengths is not None:
+            return self._index_lengths[stream]
         known = self._known_lengths
         if stream not in known:
             known[stream] = length_of(self.source, self.plugin, self.items, self.on_error, stream)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from streamcli import index as _index
 from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
 
@@ -40,6 +41,8 @@ class TextSource(BaseSource):
         strings: read the argument as the text itself, not as a path.
         keep_bom: keep a UTF-8 byte-order mark at a file's start (dropped by default).
         newlines: ``keep`` line endings as they are, or ``lf`` to turn CRLF into LF.
+        index: ``auto`` takes the items and lengths from the folder's index (``streamcli index text PATH``) when
+            it is there, ``none`` lists the folder, or the path or URL of an index.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class TextSource(BaseSource):
         strings: bool = False,
         keep_bom: bool = False,
         newlines: str = "keep",
+        index: str = "auto",
     ) -> None:
         if arg is None:
             raise ValueError("the text source needs a file, a folder or a list of strings, e.g. text books/")
@@ -66,11 +70,24 @@ class TextSource(BaseSource):
             arg = [str(arg)]
         if self._literal:
             self._items: list[str] = [str(s) for s in arg]  # type: ignore[union-attr]
-        elif urls.is_remote(arg):
-            self._items = _find_remote(str(arg), glob)
+            return
+        self.glob = glob
+        # An index lists nothing: the items (and the loader's lengths) come from it, checked against the settings.
+        self.streamcli_index = _index.find(str(arg), index)
+        if self.streamcli_index is not None:
+            self.streamcli_index.check("text", self.index_settings(), f"streamcli index text {arg}")
+        if urls.is_remote(arg):
+            idx = self.streamcli_index
+            self._items = _find_remote(str(arg), glob) if idx is None else idx.items
             self.window = None  # type: ignore[method-assign,assignment]  # objects are read by byte ranges: open()
+        elif self.streamcli_index is not None:
+            self._items = self.streamcli_index.items
         else:
             self._items = _find_files(Path(urls.local_path(arg)), glob)  # type: ignore[arg-type]
+
+    def index_settings(self) -> dict[str, Any]:
+        """The options that decide the items and their lengths (an index written with others is stale)."""
+        return {"glob": self.glob, "width": self.width, "keep_bom": self.keep_bom, "newlines": self.newlines}
 
     block_steps = True
 

@@ -20,6 +20,7 @@ from streamcli.cli import (
     cmd_bench,
     cmd_events,
     cmd_export,
+    cmd_index,
     cmd_plugins,
     cmd_preview,
     cmd_replay,
@@ -64,6 +65,7 @@ def _root(
 
 for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
     _module.register(app)
+cmd_index.register(app)
 
 
 def main() -> None:

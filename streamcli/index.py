@@ -1,0 +1,217 @@
+"""A source's items and their lengths, written once (``streamcli index``) so start-up lists no storage.
+
+Without an index the main process calls ``items()`` (one listing, or one request per object) and every
+``length()`` (a stat, a request or a decode per item) at each start. An index holds both, so a loader of a
+million items reads one file instead.
+
+The file is an ``.npz`` (``numpy.load``, no pickle): ``names`` is the items' UTF-8 text joined by NUL (a path
+holds no NUL; one blob loads in one read and one split, where a fixed-width string array would pad every name
+to the longest), ``lengths`` int64 (-1: unknown) and ``meta`` the JSON header: format, plugin, settings, count,
+digest and creation time.
+
+When is an index stale? Listing the data again to compare would cost what the index saves, so the check uses
+cheap facts only: the plugin and the source's ``index_settings()`` (the options that decide which items there
+are and their lengths, e.g. the text source's glob and width) must be the ones the index was written with, and
+the names must match the digest and count recorded (a truncated or altered file is refused, never half used).
+Files added or removed since are not seen, as with any snapshot: rebuild the index after changing the data
+(the loader's saved states still carry the items' digest, so a resume never mixes two listings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamcli.errors import IndexFileError, StaleIndexError
+from streamcli.source import StreamSource, plugin_name
+from streamcli.storage import urls
+
+INDEX_NAME = ".streamcli-index.npz"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Index:
+    """An index as read: where it is, who wrote it with which settings, the items and their lengths."""
+
+    where: str
+    plugin: str
+    settings: dict[str, Any]
+    items: list[str]
+    lengths: np.ndarray  # int64, -1 where the source could not tell
+    created: float
+
+    def length_list(self) -> list[int | None]:
+        return [None if n < 0 else n for n in self.lengths.tolist()]
+
+    def check(self, plugin: str, settings: Mapping[str, Any], rebuild: str) -> None:
+        """Raise ``StaleIndexError`` unless the index was written by ``plugin`` with ``settings``; ``rebuild``
+        is the command that writes a fresh one (named in the message)."""
+        ours = json.loads(json.dumps(dict(settings), default=str))
+        if self.plugin != plugin:
+            why = f"it was written by the {self.plugin!r} source, not {plugin!r}"
+        elif self.settings != ours:
+            keys = sorted(k for k in set(self.settings) | set(ours) if self.settings.get(k) != ours.get(k))
+            diff = ", ".join(f"{k}={self.settings.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
+            why = f"it was written with other settings ({diff})"
+            rebuild += "".join(f" -s {k}={ours[k]}" for k in keys if k in ours)
+        else:
+            return
+        raise StaleIndexError(f"index {self.where} is stale: {why}; rebuild it with {rebuild}")
+
+
+def default_location(path: str | os.PathLike[str]) -> str:
+    """Where ``streamcli index`` writes the index of the data at ``path`` by default: inside the folder."""
+    p = str(path)
+    if urls.is_remote(p):
+        return urls.join(p, INDEX_NAME)
+    return str(Path(urls.local_path(p)) / INDEX_NAME)
+
+
+def settings_of(source: StreamSource) -> dict[str, Any]:
+    """The source's ``index_settings()`` (the options that decide its items and lengths), or none."""
+    fn = getattr(source, "index_settings", None)
+    return dict(fn()) if callable(fn) else {}
+
+
+def build(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> tuple[list[str], np.ndarray]:
+    """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names)."""
+    items = list(source.items())
+    bad = next((i for i in items if not isinstance(i, str)), None)
+    if bad is not None:
+        raise IndexFileError(
+            f"the {plugin_name(source)} source's items are {type(bad).__name__}, not strings; only a source "
+            "whose items are strings (paths, URLs) can be indexed"
+        )
+    lengths = np.empty(len(items), np.int64)
+    for k, item in enumerate(items):
+        n = source.length(item)
+        lengths[k] = -1 if n is None else int(n)
+        if progress is not None and (k % 1024 == 0 or k + 1 == len(items)):
+            progress(k + 1, len(items))
+    return items, lengths
+
+
+def _digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def encode(plugin: str, settings: Mapping[str, Any], items: Sequence[str], lengths: np.ndarray) -> bytes:
+    """The index file's bytes."""
+    blob = "\0".join(items).encode("utf-8", "surrogatepass")
+    meta = {"format": FORMAT, "plugin": plugin, "settings": json.loads(json.dumps(dict(settings), default=str)),
+            "count": len(items), "digest": _digest(blob), "created": time.time()}  # fmt: skip
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf,
+        names=np.frombuffer(blob, np.uint8),
+        lengths=np.asarray(lengths, np.int64),
+        meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+    )
+    return buf.getvalue()
+
+
+def write(where: str, data: bytes) -> None:
+    """Write the index file atomically: a reader sees the old file or the new one, never part of one."""
+    if urls.is_remote(where):
+        from streamcli.storage.remote import split
+
+        remote, name = split(where)
+        remote.write(name, data)  # one PUT: an object appears whole or not at all
+        return
+    target = Path(urls.local_path(where))
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read(where: str) -> Index:
+    """The index at ``where`` (path or URL); ``IndexFileError`` naming it if it is missing, truncated or not one."""
+    found = _read(where, missing_ok=False)
+    assert found is not None
+    return found
+
+
+def _read(where: str, *, missing_ok: bool) -> Index | None:
+    # One read, no existence check first: on object storage a HEAD that misses may be followed by a listing.
+    try:
+        if urls.is_remote(where):
+            from streamcli.storage.remote import split
+
+            remote, name = split(where)
+            if missing_ok and not _s3_object_exists(remote.fs, remote.path(name)):
+                return None
+            raw: bytes | str = remote.read(name)
+        else:
+            raw = str(urls.local_path(where))
+        with np.load(io.BytesIO(raw) if isinstance(raw, bytes) else raw, allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes())
+            blob = z["names"].tobytes()
+            lengths = np.asarray(z["lengths"], np.int64)
+    except (FileNotFoundError, NotADirectoryError):  # the latter: PATH is a file, so no folder holds an index
+        if missing_ok:
+            return None
+        raise IndexFileError(f"no index at {where}; write one with streamcli index SOURCE PATH") from None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+        raise IndexFileError(
+            f"{where} is not a whole streamcli index ({type(exc).__name__}: {exc}); rebuild it with "
+            "streamcli index SOURCE PATH"
+        ) from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise IndexFileError(f"{where} is not a streamcli index of format {FORMAT}; rebuild it with streamcli index")
+    items = blob.decode("utf-8", "surrogatepass").split("\0") if meta["count"] else []
+    if _digest(blob) != meta["digest"] or len(items) != meta["count"] or len(lengths) != meta["count"]:
+        raise IndexFileError(f"{where} is damaged (its names or lengths disagree with its header); rebuild it")
+    return Index(where, str(meta["plugin"]), dict(meta["settings"]), items, lengths, float(meta["created"]))
+
+
+def _s3_object_exists(fs: Any, path: str) -> bool:
+    """One HEAD request: s3fs's own existence check lists the prefix after a miss (is it a folder?)."""
+    if not hasattr(fs, "call_s3") or not hasattr(fs, "split_path"):
+        return True  # another store: its read says whether the index is there
+    bucket, key, _ = fs.split_path(path)
+    try:
+        fs.call_s3("head_object", Bucket=bucket, Key=key)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def find(path: str | os.PathLike[str], index: str | None) -> Index | None:
+    """The index a source at ``path`` uses: ``index="auto"`` (or None) the default one if it is there, ``"none"``
+    none, anything else the index at that path or URL (which must exist)."""
+    if index == "none":
+        return None
+    if index is None or index == "auto":
+        return _read(default_location(path), missing_ok=True)
+    return read(index)
+
+
+def for_loader(source: StreamSource, index: str | os.PathLike[str] | None) -> Index | None:
+    """The index a loader takes its items and lengths from: the one named (checked against ``source``), else the
+    one the source found next to its data (its ``streamcli_index``, checked when the source read it), else none."""
+    if index is None:
+        found = getattr(source, "streamcli_index", None)
+        return found if isinstance(found, Index) else None
+    idx = read(str(index))
+    plugin = plugin_name(source)
+    idx.check(plugin, settings_of(source), f"streamcli index {plugin} PATH --out {index}")
+    return idx
