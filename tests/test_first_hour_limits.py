@@ -145,7 +145,7 @@ def test_sigterm_while_shared_memory_is_allocated_ends_the_run_at_once_leaving_n
         took = time.monotonic() - t0
         assert rc == 130, proc.stderr.read() if proc.stderr else rc
         assert took < 2.0, f"SIGTERM answered after {took:.1f} s"
-        assert not segments_of(proc.pid)
+        assert not segments_of(proc.pid), proc.stderr.read() if proc.stderr else ""
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -189,7 +189,7 @@ def test_ctrl_c_while_workers_start_prints_no_traceback_and_the_whole_command(bo
         assert "--overwrite" not in again  # it excludes --resume
         _gone, alive = psutil.wait_procs(workers, timeout=10)
         assert not alive
-        assert not segments_of(proc.pid)
+        assert not segments_of(proc.pid), proc.stderr.read() if proc.stderr else ""
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -300,3 +300,30 @@ def test_the_padding_hint_still_blames_too_few_streams_for_the_rows(no_leaks: No
             pass
         hint = loader.stats.padding_hint()
     assert hint is not None and "only 2 streams for 8 rows; use a smaller batch size (-b)" in hint
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_segment_is_made_leaves_no_segment(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None, sig: int
+) -> None:
+    """A signal that lands inside ``SharedMemory``'s constructor (its file made, the tracker not yet told) is held
+    until the segment is known, then raised where the ring's cleanup unlinks it."""
+    made: list[str] = []
+
+    class Interrupted(ring.Segment):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self.name)
+            os.kill(os.getpid(), sig)  # as another thread of this process would take it, mid-construction
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    monkeypatch.setattr(ring, "Segment", Interrupted)
+    old = signal.signal(sig, stop)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            StreamLoader(CountingSource([5, 7]), 2, 4)
+    finally:
+        signal.signal(sig, old)
+    assert made and not os.path.exists(f"/dev/shm/{made[0]}")

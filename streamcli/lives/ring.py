@@ -20,11 +20,12 @@ import os
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from typing import Any
 
 import numpy as np
 
+from streamcli import signals
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import SharedMemoryError
 from streamcli.lives import control
@@ -125,16 +126,22 @@ class Ring:
         n = spec.num_slots if reserve is None else min(reserve, spec.num_slots)
         check_room(spec, n)
         _, _, slot0, stride = spec.entries()
-        shm = Segment(name=name, create=True, size=spec.nbytes)
+        # The tracker first: starting it unblocks SIGINT and SIGTERM whatever the caller blocked, so a signal there
+        # must come before the segment exists, not in the middle of making it.
+        resource_tracker.ensure_running()
+        shm: Segment | None = None
         try:
+            with signals.held():
+                shm = Segment(name=name, create=True, size=spec.nbytes)
             hold_alive(shm)
             if not back(shm, 0, slot0 + n * stride):
                 raise SharedMemoryError(_space_message(spec, n))
             populate(shm, slot0 + n * stride)
             ring = cls(spec, shm, owner=True)
         except BaseException:
-            shm.close()
-            shm.unlink()
+            if shm is not None:
+                shm.close()
+                shm.unlink()
             raise
         ring.reserved = n
         ring.control.clear()

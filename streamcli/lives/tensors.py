@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import signal
 import sys
 import warnings
 from typing import Any
 
 import numpy as np
 
+from streamcli import signals
 from streamcli.caller import user_stacklevel
 from streamcli.source import Field
 
@@ -24,15 +24,11 @@ def import_torch() -> Any:
     """
     if "torch" in sys.modules:
         return sys.modules["torch"]
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
+    with signals.held():
         # numpy imports its random module on first use, and a Cython module's start-up there swallows any
         # exception (a bare ``except``), so a Ctrl-C landing in it mid-run would be lost: imported here, at once.
         import numpy.random  # noqa: F401
         import torch
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
     return torch
 
 

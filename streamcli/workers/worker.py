@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from streamcli import signals
 from streamcli.errors import SourceError, StreamcliError
 from streamcli.fills.claimed.claim import close_rows
 from streamcli.fills.claimed.produce import begin_epoch, reading_of, set_idle, work
@@ -53,9 +54,10 @@ class WorkerSpec:
 def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int,
                 alive: Connection, pdeathsig: bool) -> None:  # fmt: skip
     # Ctrl-C reaches the whole process group; the loader in the main process decides what happens. The worker
-    # started with SIGINT blocked (``WorkerPool``): ignored now, one that came meanwhile is dropped.
+    # started with the stop signals blocked (``WorkerPool``, ``signals.held``): SIGINT is ignored now (one that
+    # came meanwhile is dropped), the others act as they would have.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(signals.SIGNALS))
     if pdeathsig:
         die_with_parent()
     if os.getppid() != parent_pid:  # the loader died before the worker could ask to die with it
