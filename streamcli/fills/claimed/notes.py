@@ -14,16 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.fills.flags import Views
+from streamcli.fills.flags import Views, pad_flags
 from streamcli.lives.control import Control
 from streamcli.lives.ring import SUMMARY
 from streamcli.scheduled import cursor as _cursor
 
 _RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
-# Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs half of indexing the
-# row's column (``column[t] = step``) for small steps (in-process, B=64 and T=32: 1.32x the loader's rate with
-# 1-byte steps, 1.05x with 12 KB frames). The views take about 150 bytes each, so only slots of up to this many
-# (field, step, row) cells keep them: at most 300 KB a slot, 6 MB a producer at the deepest window.
+# Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs less than indexing the
+# row's column (``column[t] = step``) for small steps, but each view takes memory: only slots of up to this many
+# (field, step, row) cells keep them (measured in ``benchmarks/RESULTS.md``, "Figures from code comments").
 _CELLS = 2048
 
 
@@ -53,8 +52,10 @@ class SlotViews:
         cells = T * B * len(v.data) <= _CELLS
         where = _steps if cells else _same
         rows = [[a[:, b] for a in v.data] for b in range(B)]
-        columns = [[(name, shape, dtype, where(col)) for (name, shape, dtype), col in zip(spec, row, strict=True)]
-                   for row in rows]  # fmt: skip
+        columns = [
+            [(name, shape, dtype, where(col)) for (name, shape, dtype), col in zip(spec, row, strict=True)]
+            for row in rows
+        ]
         return cls(views=v, columns=columns, cells=cells, rows=rows)
 
 
@@ -117,10 +118,7 @@ def flush(notes: Notes, sv: SlotViews, control: Control, k: int, steps_t: np.nda
             v.first[t0, b0] = fresh0
         notes.runs.clear()
     for b0, t0, t1 in notes.pads:
-        for flag in (v.valid, v.first, v.replayed):
-            flag[t0:t1, b0] = False
-        v.stream[t0:t1, b0] = -1
-        v.position[t0:t1, b0] = -1
+        pad_flags(v, b0, t0, t1)
     notes.pads.clear()
     if notes.records:
         bs = _columns(notes.records[::_RECORD])
