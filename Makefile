@@ -32,12 +32,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check streamcli plugins tests benchmarks examples
 	$(VENV)/bin/mypy
 
+# The suite runs on pytest-xdist workers, one per core (TEST_WORKERS=0: in one process, in order; a number: that
+# many). Tests in an xdist_group (those that start Ray) run on one worker, one after another.
+TEST_WORKERS ?= auto
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-# The inner loop: the tests that start no worker process and decode no real file (under a minute).
+# The inner loop: the tests that start no worker process and decode no real file (under a minute). Any of them
+# that starts a process or decodes a shared file fails (tests/_guard.py): the slow marker is checked here too.
 quick: $(STAMP)
-	$(VENV)/bin/pytest -q -m "not slow"
+	$(VENV)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS)
 
 # Build the wheel, install it non-editable in a fresh venv and use it from outside the tree (CI runs this).
 wheel-check: $(STAMP)

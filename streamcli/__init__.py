@@ -29,6 +29,7 @@ from streamcli.errors import (
     UnsupportedURLError,
     WorkerError,
 )
+from streamcli.exports import ExportSummary, export
 from streamcli.loader import StreamLoader
 from streamcli.mix import Mix, mix
 from streamcli.plugins import PluginInfo, list_plugins, load_source
@@ -56,6 +57,7 @@ __all__ = [
     "BenchResult",
     "ConfigError",
     "ExportBusyError",
+    "ExportSummary",
     "FLAGS",
     "Field",
     "LoaderConfig",
@@ -80,6 +82,7 @@ __all__ = [
     "UnsupportedURLError",
     "WorkerError",
     "__version__",
+    "export",
     "list_plugins",
     "load_source",
     "mix",

@@ -66,6 +66,9 @@ class Run:
     window: int = 0  # batches the workers could write ahead at the end (``StreamLoader.prefetch``); 0 when unknown
     rows_moved: int = 0  # rows given mid-stream to an idle worker, over the loader's life
     balanced: bool = False  # rows went to whichever worker was free (``LoaderStats.balanced``) by the end
+    streams: int = 0  # the epoch's streams (``LoaderStats.streams_total``); 0 when unknown
+    longest_stream: int | None = None  # the epoch's longest stream and all its steps (``padding_hint``)
+    epoch_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,9 @@ class BenchResult:
     window: int = 0  # batches the workers could write ahead at the end of the last run; 0 when unknown
     rows_moved: int = 0  # median over the runs
     balanced: bool = False  # balance was on by the end of the last run (``LoaderStats.balanced``)
+    streams: int = 0  # the last run's epoch: its streams, longest stream and steps (``padding_hint``)
+    longest_stream: int | None = None
+    epoch_steps: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -231,6 +237,9 @@ def time_run(
         window=window,
         rows_moved=s_busy.rows_moved if s_busy is not None else 0,
         balanced=s_busy.balanced if s_busy is not None else False,
+        streams=s_busy.streams_total if s_busy is not None else 0,
+        longest_stream=s_busy.longest_stream if s_busy is not None else None,
+        epoch_steps=s_busy.epoch_steps if s_busy is not None else None,
     )
 
 
@@ -270,6 +279,9 @@ def summarize(name: str, workers: int, runs: Sequence[Run]) -> BenchResult:
         window=runs[-1].window,
         rows_moved=int(med(lambda r: r.rows_moved)),
         balanced=runs[-1].balanced,
+        streams=runs[-1].streams,
+        longest_stream=runs[-1].longest_stream,
+        epoch_steps=runs[-1].epoch_steps,
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamcli.caller import at_user_line
-from streamcli.errors import SourceError
+from streamcli.errors import ConfigError, SourceError
 from streamcli.fills.checks import check_fields
 from streamcli.source import Field, StreamSource, item_name, plugin_name
 from streamcli.transforms import output_fields
@@ -22,9 +22,12 @@ log = logging.getLogger("streamcli")
 
 def calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:
     """``fn()``, a call into the source in the main process; what it raises becomes a ``SourceError``, and the
-    warnings it raises point at the user's line (``caller``)."""
+    warnings it raises point at the user's line (``caller``). A ``ConfigError`` (a mix refusing its settings) is
+    the user's to fix, not the plugin's failure: it passes as it is."""
     try:
         return at_user_line(fn)
+    except ConfigError:
+        raise
     except (Exception, SystemExit) as exc:
         raise SourceError(f"plugin {plugin!r} failed {doing}: {type(exc).__name__}: {exc}") from exc
 

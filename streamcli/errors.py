@@ -40,6 +40,11 @@ class EventFileError(SourceError, ValueError):
     """An event recording is truncated, corrupted, or not the format its suffix says (names the file and the fix)."""
 
 
+class MixError(ConfigError, SourceError):
+    """A mix that cannot give an epoch: a source lists no items, every stream is empty, or an ``until='first'``
+    mix has an empty source. The user's settings, not a failing source: it passes the loader unwrapped."""
+
+
 class StateError(StreamcliError, ValueError):
     """A loader state cannot be loaded: from another source or settings, another version, or tampered with."""
 

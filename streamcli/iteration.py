@@ -28,6 +28,7 @@ from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.position import Position
 from streamcli.scheduled.resume import Resume
+from streamcli.scheduled.streams import Streams
 from streamcli.stats import LoaderStats, Tally
 from streamcli.workers.producers import InProcess, Workers
 
@@ -89,6 +90,7 @@ class Iteration:
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
         streams = self.epochs.streams(epoch)
         self.n_streams = len(streams)
+        self._measure_streams(streams)
         control.set_streams(streams.table(self.epochs.lengths()), pos.tickets)
         control.set_rows(*epoch_rows(pos.cursors, pos.batch, self.config.time_steps, self.bounds))
         self.producers.begin(gen)
@@ -100,6 +102,17 @@ class Iteration:
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
         dropped = self.config.epoch_end == "drop" and bool((state == RowState.DRY).any())
         return Epoch(epoch, pos.batch, pos.tickets, self.n_streams, self.epochs.target(epoch), dropped)
+
+    def _measure_streams(self, streams: Streams) -> None:
+        """The epoch's longest stream and all its steps, where the lengths say (``LoaderStats.padding_hint``)."""
+        steps = streams.lengths
+        lengths = self.epochs.lengths()
+        if steps is None and not self.config.segment and None not in lengths:
+            steps = np.asarray(lengths, np.int64)[streams.items]  # unsegmented: a stream is its item
+        if steps is not None and len(steps):
+            self.tally.longest, self.tally.epoch_steps = int(steps.max()), int(steps.sum())
+        else:
+            self.tally.longest = self.tally.epoch_steps = None
 
     def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
         torch = import_torch()
@@ -224,7 +237,7 @@ class Iteration:
             worker_stream=() if closed else tuple(control.reading(w)[0] for w in range(len(self.bounds))),
             rows_moved=0 if closed else control.moved,
             worker_busy_s=() if closed else tuple(float(x) for x in control.busy()),
-            balanced=self.balanced,
+            balanced=self.balanced, longest_stream=self.tally.longest, epoch_steps=self.tally.epoch_steps,
         )  # fmt: skip
 
     def close(self) -> None:

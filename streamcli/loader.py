@@ -151,6 +151,7 @@ class StreamLoader:
         # block: the ring checks itself again once it is known).
         check_room(RingSpec(name="", num_streams=len(self.items), **ring_args))
         import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
+        self._known_lengths: dict[int, int | None] = {}
         self.epochs = Epochs(config, len(self.items), self._lengths, self.plugin, stream_order_of(source))
         self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
                              source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
@@ -251,7 +252,11 @@ class StreamLoader:
         return at_user_line(lambda: [self._length_of(i) for i in range(len(self.items))])
 
     def _length_of(self, stream: int) -> int | None:
-        return length_of(self.source, self.plugin, self.items, self.on_error, stream)
+        # Asked once per item: a failure's warning (on_error="skip") is then said once, not again by the epoch.
+        known = self._known_lengths
+        if stream not in known:
+            known[stream] = length_of(self.source, self.plugin, self.items, self.on_error, stream)
+        return known[stream]
 
     @property
     def num_streams(self) -> int:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from streamcli.errors import MixError
 from streamcli.mix_order import deficit_order, restream_passes, source_size, stream_steps
 from streamcli.source import (
     PLUGIN_ATTR,
@@ -174,7 +175,7 @@ class Mix(BaseSource):
         per = [list(s.items()) for s in self.sources]
         for name, its in zip(self.names, per, strict=True):
             if not its:
-                raise ValueError(f"mix: source {name!r} has no items; every mixed source needs at least one stream")
+                raise MixError(f"mix: source {name!r} has no items; every mixed source needs at least one stream")
         lengths = [[self._sub_length(i, it) for it in its] for i, its in enumerate(per)]
         _check_steps(self.names, lengths, self.until)
         passes = [1] * len(per)
@@ -214,14 +215,14 @@ def _check_steps(names: Sequence[str], lengths: Sequence[Sequence[int | None]], 
     source known to be empty (all its lengths reported, all 0)."""
     empty = [n for n, ls in zip(names, lengths, strict=True) if all(x == 0 for x in ls)]
     if len(empty) == len(names):
-        raise ValueError(
+        raise MixError(
             f"mix: every stream of every source is empty ({', '.join(empty)}: 0 steps), so an epoch would hold "
             "nothing but padding; point the sources at data"
         )
     if empty and until == "first":
         n = len(lengths[names.index(empty[0])])
         streams = "its one stream is" if n == 1 else f"its {n} streams are"
-        raise ValueError(
+        raise MixError(
             f"mix: source {empty[0]!r} has no steps ({streams} empty), so an until='first' epoch ends once it "
             "runs out, after next to nothing of the others; give it data, leave it out of the mix, or use "
             "until='restream'"

@@ -3,6 +3,7 @@ CLI (the library never prints)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ class LoaderStats:
     rows_moved: int = 0  # rows given mid-stream by a producer every batch waited for to an idle one
     worker_busy_s: tuple[float, ...] = ()  # each producer's seconds of work since the loader started
     balanced: bool = False  # ``balance`` is on: given, the source's ``costly_steps``, or measured (``iteration``)
+    longest_stream: int | None = None  # steps of this epoch's longest stream (None: lengths unknown)
+    epoch_steps: int | None = None  # steps of all of this epoch's streams (None: lengths unknown)
 
     @property
     def useful_share(self) -> float:
@@ -53,7 +56,8 @@ class LoaderStats:
 
     def padding_hint(self) -> str | None:
         """One line naming why most steps are padding and what to do, when real data is under half of them."""
-        return padding_hint(self.useful_share, self.streams_total, self.batch_size)
+        return padding_hint(self.useful_share, self.streams_total, self.batch_size, self.longest_stream,
+                            self.epoch_steps)  # fmt: skip
 
     @property
     def batches_per_s(self) -> float:
@@ -72,10 +76,33 @@ class LoaderStats:
         return float(np.percentile(self.waits_s, q)) if self.waits_s else 0.0
 
 
-def padding_hint(share: float, streams: int, batch_size: int) -> str | None:
-    """When under half of the steps are real data (``share``), one line naming the cause and the fix."""
+def padding_hint(
+    share: float, streams: int, batch_size: int, longest: int | None = None, total: int | None = None
+) -> str | None:
+    """When under half of the steps are real data (``share``), one line naming the cause and the fix.
+
+    With the epoch's stream lengths (``longest``, ``total``) the cause is told apart: were every stream as long
+    as the others, ``streams`` rows' worth would fill ``streams / (B x ceil(streams / B))`` of the batches; the
+    longest stream alone keeps the epoch going for at least ``longest`` steps, so no more than ``total / (B x
+    longest)`` is real data. When that bound is the lower one the lengths are uneven, and fewer rows would not
+    help: cutting the long streams would."""
     if not share < 0.5:  # also NaN
         return None
+    if batch_size and streams and longest and total:
+        count_bound = streams / (batch_size * math.ceil(streams / batch_size))
+        length_bound = total / (batch_size * longest)
+        if length_bound < count_bound:
+            mean = total / streams
+            cut = max(1, math.ceil(total / (2 * batch_size)))  # every row gets about two pieces
+            cause = (
+                f"uneven stream lengths: the longest has {longest} steps, {longest / mean:.0f}x the mean of "
+                f"{mean:.0f}, and its row runs on while the others idle"
+            )
+            fix = (
+                f"cut items into shorter streams with --segment N (e.g. --segment {cut}), or fill idle rows with "
+                "--epoch-end restream"
+            )
+            return f"only {share:.0%} of the steps are real data: {cause}; {fix}"
     if batch_size and streams < 2 * batch_size:
         cause = f"only {streams} streams for {batch_size} rows"
         fix = "use a smaller batch size (-b), or --segment N to cut items into more streams"
@@ -94,4 +121,6 @@ class Tally:
         self.first_batch_s: float | None = None
         self.waits: deque[float] = deque(maxlen=1000)
         self.batches = self.steps = self.bytes = self.skipped = self.mismatches = self.streams_done = 0
+        self.longest: int | None = None  # this epoch's longest stream, and all its streams' steps (None: unknown)
+        self.epoch_steps: int | None = None
         self.batch_bytes = batch_bytes

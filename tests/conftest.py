@@ -22,6 +22,13 @@ from _moto import bucket, moto_s3  # noqa: F401  (fixtures: a moto S3 server for
 pytest_plugins = ["pytester"]  # test_markers.py runs the guard on tests of its own
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On pytest-xdist workers, the slow tests first (each file's in its order): the long ones are handed out
+    while the quick ones can still fill in around them, so no worker is left alone with one at the end."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def own_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test its own cache (video lengths, converted recordings, fetched objects), inherited by the processes

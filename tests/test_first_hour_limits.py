@@ -279,3 +279,24 @@ def test_an_until_first_mix_with_an_empty_source_is_refused_naming_it(no_leaks: 
     restreamed = mix({"books": CountingSource([40, 30]), "blank": CountingSource([0, 0])}, until="restream")
     with StreamLoader(restreamed, 2, 16) as loader:  # covers every source once: the empty one has nothing to give
         assert sum(int(b.valid.sum()) for b in loader) == 70
+
+
+# --------------------------------------------------------------------------------------------- padding hint
+def test_the_padding_hint_blames_uneven_lengths_not_the_batch_size(no_leaks: None) -> None:
+    # One long stream and five of 2 steps at B=4: three rows idle while the long one runs; a smaller -b would not
+    # help (at -b 2 half the steps would still be padding), cutting the long stream would.
+    with StreamLoader(CountingSource([295, 2, 2, 2, 2, 2]), 4, 16) as loader:
+        for _ in loader:
+            pass
+        hint = loader.stats.padding_hint()
+    assert hint is not None
+    assert "uneven stream lengths: the longest has 295 steps, 6x the mean of 51" in hint
+    assert "--segment N (e.g. --segment 39)" in hint and "batch size" not in hint
+
+
+def test_the_padding_hint_still_blames_too_few_streams_for_the_rows(no_leaks: None) -> None:
+    with StreamLoader(CountingSource([40, 40]), 8, 8) as loader:  # even lengths: 6 of the 8 rows never used
+        for _ in loader:
+            pass
+        hint = loader.stats.padding_hint()
+    assert hint is not None and "only 2 streams for 8 rows; use a smaller batch size (-b)" in hint

@@ -21,6 +21,7 @@ Each run is a fresh ``python tests/_lightning_run.py`` process, so no Lightning 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -31,7 +32,8 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("lightning")
+if importlib.util.find_spec("lightning") is None:  # not imported here: collecting the fast tests never pays for it
+    pytest.skip("needs lightning (pip install lightning)", allow_module_level=True)
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "text"

@@ -17,6 +17,10 @@ from streamcli.shards.format import PARTIAL
 from streamcli.shards.on_ray import Job, export_on_ray, export_range, shard_runs
 from streamcli.shards.records import write_partial
 
+# Tests that start Ray run one after another on one pytest-xdist worker (make test: --dist loadgroup): two
+# local Ray instances at once would share the machine's cores, and a second ray.init may join the first.
+pytestmark = pytest.mark.xdist_group("ray")
+
 SOURCE = {"plugin": "camera", "arg": None, "options": {"count": 5, "steps": 19, "size": (8, 8)}}
 LOADER = {"batch_size": 2, "time_steps": 4, "seed": 3, "segment": 6, "epoch_end": "pad", "boundary": "pad"}
 EPOCHS = 2

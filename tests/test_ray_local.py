@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("ray")  # see test_ray_export.py
 
 DRIVER = """
 import ray

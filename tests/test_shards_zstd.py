@@ -334,6 +334,7 @@ def test_a_frame_whose_zip_header_lies_outside_the_file_is_refused(tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # see test_ray_export.py
 @pytest.mark.timeout(300)
 def test_export_engine_ray_with_zstd_writes_the_local_files(tmp_path: Path) -> None:
     import subprocess

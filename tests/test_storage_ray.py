@@ -12,6 +12,8 @@ from test_ray_export import files, job, local
 from streamcli.shards.on_ray import export_on_ray
 from streamcli.storage.remote import Remote
 
+pytestmark = pytest.mark.xdist_group("ray")  # see test_ray_export.py
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)

@@ -9,6 +9,7 @@ fix; ``mismatch="skip"`` skips such files with a warning instead; ``rate=`` pick
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 import wave
@@ -106,7 +107,8 @@ class AudioSource(BaseSource):
         want: _Header | None = None
         for path in files:
             try:
-                head = _read_header(_local(path))
+                with _local(path) as local:
+                    head = _read_header(local)
             except (wave.Error, EOFError, OSError) as exc:
                 if one:  # the one file the user named: their input, not the data
                     raise ValueError(
@@ -173,16 +175,15 @@ class AudioSource(BaseSource):
         """Random access (``streamcli.source``): 16-bit PCM mapped in place, other widths converted once."""
         head = self._index()[item]
         n, ch = self.samples, head.channels
-        with open(item, "rb") as f, wave.open(f) as w:
+        # An object is mapped while pinned: a mapping outlives the cache entry's removal (the inode stays).
+        with _local(item) as local, open(local, "rb") as f, wave.open(f) as w:
             offset = f.tell()  # wave stops right after the data chunk's header
             if head.width != 2:
                 pcm = _to_int16(w.readframes(head.frames), head.width).reshape(-1, ch)
-        if head.width == 2:
-            pcm = (
-                np.asarray(np.memmap(item, "<i2", mode="r", offset=offset, shape=(head.frames, ch)))
-                if (head.frames)
-                else np.zeros((0, ch), np.int16)
-            )
+            elif head.frames:
+                pcm = np.asarray(np.memmap(local, "<i2", mode="r", offset=offset, shape=(head.frames, ch)))
+            else:
+                pcm = np.zeros((0, ch), np.int16)
         steps = -(-head.frames // n)
         if head.frames % n == 0:
             return {"pcm": pcm.reshape(steps, n, ch), "nsamples": np.broadcast_to(np.int32(n), (steps,))}
@@ -192,7 +193,7 @@ class AudioSource(BaseSource):
         """Blocks of up to ``_BLOCK`` frames (``block_steps``): one read and one reshape per block."""
         head = self._index()[item]
         n, ch = self.samples, head.channels
-        with wave.open(_local(item), "rb") as w:
+        with _local(item) as local, wave.open(local, "rb") as w:
             pos = start * n
             if pos >= head.frames:
                 return
@@ -246,13 +247,17 @@ class _Counts:
         return np.minimum(self.n, self.frames - np.arange(a, b) * self.n).astype(np.int32)
 
 
-def _local(path: str) -> str:
-    """A local file holding ``path``: itself, or the cached copy of an object at a URL."""
+@contextlib.contextmanager
+def _local(path: str) -> Iterator[str]:
+    """A local file holding ``path``: itself, or the cached copy of an object at a URL, pinned in the cache until
+    the block ends (another process's eviction would otherwise remove it between the fetch and the open)."""
     if not urls.is_remote(path):
-        return path
-    from streamcli.storage.cache import fetch
+        yield path
+        return
+    from streamcli.storage.cache import default
 
-    return str(fetch(path))
+    with default().pinned(path) as local:
+        yield str(local)
 
 
 def _read_header(path: str) -> _Header:

@@ -125,6 +125,7 @@ def resolve_mix(args: Sequence[str], raw_options: Sequence[str] | None,
         sources[part.name] = built
     try:
         mixed = mix(sources, {p.name: p.weight for p in parts}, until=until)
+        mixed.items()  # an empty source or a mix of empty streams is refused here (MixError), as bad input
     except ValueError as exc:
-        raise UsageFailure(str(exc)) from None
+        raise UsageFailure(str(exc).replace("until='restream'", "-o until=restream")) from None
     return SourceSpec(MIX, " ".join(args), {"until": until, "options": list(raw_options or [])}, mixed)

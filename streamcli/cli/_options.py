@@ -183,4 +183,6 @@ def source_flag_names(message: str, options: list[str] | tuple[str, ...]) -> str
     if not options:
         return message
     pattern = re.compile(r"(?<![-\w.])(" + "|".join(map(re.escape, options)) + r")=")
-    return pattern.sub(lambda m: f"-o {m.group(1)}=", message)
+    flagged = pattern.sub(lambda m: f"-o {m.group(1)}=", message)
+    # A tuple as -o takes it (``-o sensor_size=48,70``): "(48, 70)" is not one shell word, nor parsed.
+    return re.sub(r"(-o [\w.]+=)\(([^()]*)\)", lambda m: m.group(1) + m.group(2).replace(", ", ","), flagged)

@@ -285,7 +285,8 @@ def bench(
         elif sched:
             typer.echo(f"scheduling (workers={best.workers}): {sched}")
         assert spec.source is not None
-        hint = padding_hint(best.useful_share, len(spec.source.items()), batch_size)
+        hint = padding_hint(best.useful_share, best.streams or len(spec.source.items()), batch_size,
+                            best.longest_stream, best.epoch_steps)  # fmt: skip
         if hint:
             Console(stderr=True).print(f"[yellow]hint:[/] {hint}", highlight=False)
     if plot_path is not None:

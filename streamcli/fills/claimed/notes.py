@@ -22,7 +22,7 @@ from streamcli.scheduled import cursor as _cursor
 _RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
 # Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs less than indexing the
 # row's column (``column[t] = step``) for small steps, but each view takes memory: only slots of up to this many
-# (field, step, row) cells keep them (measured in ``benchmarks/RESULTS.md``, "Figures from code comments").
+# (field, step, row) cells keep them (the figures: ``benchmarks/HISTORY.md``, "Figures that code comments gave").
 _CELLS = 2048
 
 

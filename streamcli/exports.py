@@ -1,0 +1,297 @@
+"""``streamcli.export``: a loader's batches written to ``.npz`` shards in one call, and what the export did.
+
+The CLI's ``streamcli export`` writes through the same ``streamcli.shards.exporting.export_loader`` and reports
+from the same ``summarize``, so a Python export and a CLI export of the same batches hold the same shards (the
+header's ``source`` record differs: the CLI records what was typed). Read the shards back with ``ShardReader``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamcli.errors import ConfigError, ShardError
+from streamcli.storage import urls
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30}
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+# What decides the batches' content; the worker count, prefetch, timeout and start method do not.
+_RECORDED = ("seed", "shuffle", "boundary", "epoch_end", "layout", "on_error", "segment", "batches_per_epoch", "rank",
+             "world_size")  # fmt: skip
+
+
+def parse_size(size: str | int) -> int:
+    """Bytes from ``64MB``, ``500kB``, ``1GiB`` (binary), ``1.5g`` or a positive byte count."""
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    m = _SIZE.fullmatch(size.strip().lower()) if isinstance(size, str) else None
+    if m is None or m.group(2) not in _UNITS or float(m.group(1)) * _UNITS[m.group(2)] < 1:
+        raise ConfigError(f"shard_size={size!r} must be a size like 64MB, 500kB or 1GiB, or a byte count like 65536")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export did, as ``streamcli export`` reports it.
+
+    ``batches``, ``shards`` and ``bytes`` count the whole export; ``written_*`` what this call wrote (a resumed
+    export keeps the complete shards of the interrupted one; an export already complete writes nothing).
+    ``steps`` is the room the written batches have (batches x B x T) and ``valid_steps`` the steps of real data
+    in them, so ``useful_share`` is the share that is not padding. ``manifest`` is the export's ``index.json``.
+    """
+
+    out_dir: str
+    batches: int
+    shards: int
+    bytes: int
+    written_batches: int
+    written_shards: int
+    written_bytes: int
+    steps: int
+    valid_steps: int
+    seconds: float
+    compress: str
+    level: int | None
+    resumed: bool
+    already_complete: bool
+    hint: str | None = None
+    manifest: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def useful_share(self) -> float | None:
+        """``valid_steps / steps``; None when nothing was written."""
+        return self.valid_steps / self.steps if self.steps else None
+
+    @property
+    def mb_per_s(self) -> float | None:
+        """Megabytes written per second by this call; None when nothing was written."""
+        return self.written_bytes / 1e6 / self.seconds if self.written_bytes and self.seconds > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as plain JSON values, keyed as ``streamcli export --json`` prints it (``written`` holds what
+        this call wrote; the manifest is left out: it is ``index.json``)."""
+        return {
+            "out_dir": self.out_dir,
+            "batches": self.batches,
+            "shards": self.shards,
+            "bytes": self.bytes,
+            "compression": self.compress,
+            "level": self.level,
+            "already_complete": self.already_complete,
+            "resumed": self.resumed,
+            "written": {"batches": self.written_batches, "shards": self.written_shards, "bytes": self.written_bytes},
+            "steps": self.steps,
+            "valid_steps": self.valid_steps,
+            "seconds": self.seconds,
+            "useful_share": self.useful_share,
+            "mb_per_s": self.mb_per_s,
+            "hint": self.hint,
+        }
+
+
+def listing(out_dir: str | Path) -> dict[str, Any]:
+    """The names in the export folder, or under the URL but its lock object (a killed export's, or a live one's
+    that the writer names) -> their fsspec info (locally None)."""
+    from streamcli.shards.format import LOCK
+
+    if isinstance(out_dir, str):
+        from streamcli.storage.remote import Remote
+
+        return {n: i for n, i in Remote(out_dir).listing().items() if n != LOCK}
+    return {p.name: None for p in out_dir.iterdir()} if out_dir.is_dir() else {}  # a local lock file counts
+
+
+def foreign_file(names: Mapping[str, Any]) -> str | None:
+    """The first of ``listing``'s names that no export writes (a user's ``mynotes.md``, a folder), or None.
+
+    The writer refuses to overwrite a folder holding one; this finds it before any work starts."""
+    from streamcli.shards.format import LOCK, is_export_file
+
+    return next((n for n in sorted(names) if n != LOCK and ("/" in n or not is_export_file(n))), None)
+
+
+def shard_files(out_dir: str | Path) -> dict[str, tuple[Any, ...]]:
+    """Each shard file's identity (inode, size, mtime): a shard written again gets a new one (rename into place).
+    For an object: size, ETag and modification time."""
+    from streamcli.shards.format import SHARD_RE
+
+    if isinstance(out_dir, str):
+        return {
+            n: (i.get("size"), i.get("ETag"), str(i.get("LastModified")))
+            for n, i in listing(out_dir).items()
+            if SHARD_RE.match(n)
+        }
+    if not out_dir.is_dir():
+        return {}
+    out = {}
+    for p in out_dir.iterdir():
+        if SHARD_RE.match(p.name):
+            st = p.stat()
+            out[p.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def summarize(
+    manifest: Mapping[str, Any],
+    out_dir: str | Path,
+    before: Mapping[str, tuple[Any, ...]],
+    *,
+    seconds: float,
+    valid_steps: int,
+    resumed: bool,
+    already_complete: bool,
+    hint: str | None = None,
+) -> ExportSummary:
+    """The summary of an export that ended with ``manifest``; ``before`` is ``shard_files`` taken before a
+    resumed run (the shards it kept are those whose identity did not change), else empty."""
+    now = shard_files(out_dir)
+    shards = manifest["shards"]
+    kept = [sh for sh in shards if sh["name"] in before and before[sh["name"]] == now.get(sh["name"])]
+    total_bytes = sum(int(sh["bytes"]) for sh in shards)
+    n = int(manifest["batches"])
+    written = 0 if already_complete else n - sum(int(sh["batches"]) for sh in kept)
+    return ExportSummary(
+        out_dir=str(out_dir),
+        batches=n,
+        shards=len(shards),
+        bytes=total_bytes,
+        written_batches=written,
+        written_shards=0 if already_complete else len(shards) - len(kept),
+        written_bytes=0 if already_complete else total_bytes - sum(int(sh["bytes"]) for sh in kept),
+        steps=written * int(manifest["batch_size"]) * int(manifest["time_steps"]),
+        valid_steps=valid_steps,
+        seconds=seconds,
+        compress=str(manifest.get("compression") or "none"),
+        level=manifest.get("compression_level"),
+        resumed=resumed,
+        already_complete=already_complete,
+        hint=hint,
+        manifest=dict(manifest),
+    )
+
+
+def _count(name: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}={value!r} must be a whole number of at least 1, or None")
+    return value
+
+
+def _place(out_dir: str | os.PathLike[str]) -> str | Path:
+    """A URL as a string (checked that fsspec serves it), a local folder as a ``Path`` that can be a folder."""
+    if isinstance(out_dir, str) and urls.is_remote(out_dir):
+        urls.check(out_dir)  # UnsupportedURLError naming the package, before any work
+        return out_dir
+    path = Path(urls.local_path(out_dir))
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"out_dir {str(out_dir)!r} exists and is not a folder; pick a folder")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ConfigError(f"out_dir {str(out_dir)!r} cannot be created: {str(blocker)!r} is a file, not a folder")
+    return path
+
+
+def export(
+    loader: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    batches: int | None = None,
+    epochs: int | None = None,
+    compress: str = "none",
+    level: int = 3,
+    shard_size: str | int = "64MB",
+    resume: bool = False,
+    overwrite: bool = False,
+) -> ExportSummary:
+    """Write a ``StreamLoader``'s batches to ``out_dir`` as ``.npz`` shards with an ``index.json`` manifest.
+
+    Args:
+        loader: the ``StreamLoader`` (the export reads it from its current state; it stays open).
+        out_dir: a folder (created if missing) or a URL (``s3://bucket/run``; ``pip install 'streamcli[s3]'``).
+        batches: write this many batches, running as many epochs as that takes (capped by ``epochs``).
+        epochs: write at most this many epochs. Default: one, or as many as ``batches`` needs.
+        compress: ``"none"``, ``"zstd"`` (``pip install 'streamcli[zstd]'``) or ``"deflate"``.
+        level: the zstd level, 1 (fastest) to 22 (smallest); only ``compress="zstd"`` has levels.
+        shard_size: roll shards over at about this size: ``"64MB"``, ``"1GiB"`` or a byte count.
+        resume: continue an interrupted export from its last complete shard (byte-identical to an
+            uninterrupted one; nothing before that shard is read again). An export already complete is left as
+            it is (``already_complete``).
+        overwrite: replace an export already in ``out_dir`` (a folder holding other files is still refused).
+
+    Returns the ``ExportSummary``. Raises ``ConfigError`` for a bad argument and ``ShardError`` for an
+    ``out_dir`` that holds something this call may not replace; ``streamcli.shards.verify(out_dir)`` (or
+    ``streamcli verify``) checks the result.
+    """
+    from streamcli.shards import MANIFEST, make_header
+    from streamcli.shards.codec import NAMES
+    from streamcli.shards.exporting import export_loader
+
+    if not all(hasattr(loader, a) for a in ("fields", "config", "state_dict", "stream_length")):
+        raise ConfigError(f"loader={loader!r} must be a StreamLoader (streamcli.StreamLoader(source, B, T))")
+    batches, epochs = _count("batches", batches), _count("epochs", epochs)
+    if overwrite and resume:
+        raise ConfigError("overwrite=True and resume=True exclude each other; pick one")
+    if compress not in NAMES:
+        raise ConfigError(f"compress={compress!r} must be one of {', '.join(map(repr, NAMES))}")
+    if compress != "zstd" and level != 3:
+        raise ConfigError(f"level={level!r} is for compress='zstd' only; compress={compress!r} has no level")
+    shard_bytes = parse_size(shard_size)
+    place = _place(out_dir)
+    present = listing(place)
+    theirs = None if resume else foreign_file(present)
+    if theirs is not None:
+        raise ShardError(
+            f"out_dir {str(place)!r} holds {theirs!r}, which no export wrote; overwrite=True deletes only an "
+            f"export's own files, so pick an empty folder or remove {theirs!r}"
+        )
+    if present and not (overwrite or resume):
+        raise ShardError(
+            f"out_dir {str(place)!r} is not empty; pass overwrite=True to replace it or resume=True to continue it"
+        )
+    try:
+        header = make_header(
+            fields=loader.fields,
+            batch_size=loader.batch_size,
+            time_steps=loader.time_steps,
+            layout=loader.layout,
+            source={"plugin": loader.plugin, "arg": None, "options": {}},
+            loader={
+                **{k: getattr(loader.config, k) for k in _RECORDED},
+                "epochs": epochs,
+                "batches": batches,
+            },
+            shard_bytes=shard_bytes,
+            compress=compress,
+            level=level if compress == "zstd" else None,
+            streams=[loader.stream_name(i) for i in range(loader.num_streams)],
+            stream_lengths=[loader.stream_length(i) for i in range(loader.num_streams)],
+        )
+    except ValueError as exc:  # the codec's refusal of a level
+        raise ConfigError(str(exc)) from None
+    n_epochs = epochs if epochs is not None else None if batches is not None else 1
+    mode = "resume" if resume else "overwrite" if overwrite else "new"
+    was_complete = resume and MANIFEST in present
+    before = shard_files(place) if resume else {}
+    steps_before = loader.stats.steps
+    t0 = time.perf_counter()
+    manifest = export_loader(loader, place, header, epochs=n_epochs, batches=batches, mode=mode)
+    seconds = time.perf_counter() - t0
+    stats = loader.stats
+    return summarize(
+        manifest,
+        place,
+        before,
+        seconds=seconds,
+        valid_steps=stats.steps - steps_before,
+        resumed=resume,
+        already_complete=was_complete,
+        hint=stats.padding_hint() or None,
+    )
