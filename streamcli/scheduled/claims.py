@@ -7,7 +7,7 @@ batches, and every producer replays it batch by batch (``scheduled.schedule``): 
 row's stream, and no producer on another.
 
 The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
-leaves its row padding until its planned next claim (``cursor.SHORT``), and one that runs on is cut at it. So
+leaves its row padding until its planned next claim (``RowState.SHORT``), and one that runs on is cut at it. So
 with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
 row's batches.
 """
