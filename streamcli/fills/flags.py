@@ -69,14 +69,36 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
     item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
-    v.valid[...] = True
-    v.first[...] = False
-    v.stream[...] = item
-    np.add(steps_t[:, None], pos, out=v.position)
-    v.replayed[...] = rep
+    write_whole(v, slice(None), item, pos, rep, steps_t)
     _write_runs(v, plan.runs, steps_t)
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
+
+
+def write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any, steps_t: np.ndarray) -> None:
+    """The flags of rows ``cols``, each covered by one stream for the whole batch: ``item``, its first position
+    ``pos`` and whether it is replayed, per row (arrays or sequences); none is first (fresh rows set it after)."""
+    v.valid[:, cols] = True
+    v.first[:, cols] = False
+    v.stream[:, cols] = item
+    pos = np.asarray(pos, np.int64)
+    if type(cols) is slice:
+        np.add(steps_t[:, None], pos, out=v.position[:, cols])
+    else:
+        v.position[:, cols] = np.add.outer(steps_t, pos)
+    v.replayed[:, cols] = rep
+
+
+def write_run(v: Views, b: int, t0: int, n: int, item: int, p0: int, rep: int, fresh: int, steps_t: np.ndarray) -> None:
+    """The flags of one run of a stream's steps in row ``b``, whatever its cells held before (``fresh``: it
+    starts the stream)."""
+    t1 = t0 + n
+    v.valid[t0:t1, b] = True
+    v.stream[t0:t1, b] = item
+    np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+    v.replayed[t0:t1, b] = rep
+    v.first[t0:t1, b] = False
+    v.first[t0, b] = fresh
 
 
 # Slices cost per run, gathered cells per step: runs are gathered into arrays only when there are more than

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.fills.flags import Views, pad_flags
+from streamcli.fills.flags import Views, pad_flags, write_run, write_whole
 from streamcli.lives.control import Control
 from streamcli.lives.ring import SUMMARY
 from streamcli.scheduled import cursor as _cursor
@@ -95,27 +95,12 @@ def flush(notes: Notes, sv: SlotViews, control: Control, k: int, steps_t: np.nda
         whole = [r for r in notes.runs if r[2] == T]  # the common case: a row's stream fills the batch
         if whole:
             b, _, _, item, pos0, rep, fresh = zip(*whole, strict=True)
-            cols = _columns(b)
-            v.valid[:, cols] = True
-            v.stream[:, cols] = item
-            if type(cols) is slice:
-                np.add(steps_t[:, None], np.array(pos0, np.int64), out=v.position[:, cols])
-            else:
-                v.position[:, cols] = np.add.outer(steps_t, np.array(pos0, np.int64))
-            v.replayed[:, cols] = rep
-            v.first[:, cols] = False
+            write_whole(v, _columns(b), item, pos0, rep, steps_t)
             if any(fresh):
                 v.first[0, [c for c, f in zip(b, fresh, strict=True) if f]] = True
         for b0, t0, n, item0, p0, rep0, fresh0 in notes.runs if len(whole) < len(notes.runs) else ():
-            if n == T:
-                continue
-            t1 = t0 + n
-            v.valid[t0:t1, b0] = True
-            v.stream[t0:t1, b0] = item0
-            np.add(steps_t[:n], p0, out=v.position[t0:t1, b0])
-            v.replayed[t0:t1, b0] = rep0
-            v.first[t0:t1, b0] = False
-            v.first[t0, b0] = fresh0
+            if n != T:
+                write_run(v, b0, t0, n, item0, p0, rep0, fresh0, steps_t)
         notes.runs.clear()
     for b0, t0, t1 in notes.pads:
         pad_flags(v, b0, t0, t1)
