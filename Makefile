@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -c constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test quick wheel-check lint typecheck bench install clean
+.PHONY: demo test quick wheel-check lint typecheck bench install clean docs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ test: lint
 # that starts a process or decodes a shared file fails (tests/_guard.py): the slow marker is checked here too.
 quick: $(STAMP)
 	$(VENV)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS)
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or docstring fails the build.
+docs: $(STAMP)
+	$(PIP) -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Build the wheel, install it non-editable in a fresh venv and use it from outside the tree (CI runs this).
 wheel-check: $(STAMP)

@@ -23,7 +23,7 @@ class PluginArgumentError(PluginLoadError, TypeError):
     """A source cannot be built from the arguments given: one it requires is missing, or it has none of that name.
 
     ``missing`` and ``unknown`` name them; ``argument`` is the required positional one (a path, a count) if that
-    is what is missing, which the CLI takes after the plugin's name rather than as ``-o``.
+    is what is missing, which the CLI takes after the plugin's name rather than as ``-s``.
     """
 
     def __init__(self, message: str, *, missing: tuple[str, ...] = (), unknown: tuple[str, ...] = (),
@@ -55,6 +55,28 @@ class StepSpecError(StreamcliError, ValueError):
 
 class TransformError(StepSpecError):
     """A transform (``StreamLoader(transform=...)``) raised, or returned a block that differs from its fields."""
+
+
+class LoaderUsageError(StreamcliError, RuntimeError):
+    """A loader or one of its helpers is used out of order: iterated after ``close()``, through an iterator a newer
+    ``iter(loader)`` replaced, or a ``RowState``/transform step skipped. The message names the fix. Also a
+    ``RuntimeError``, as these were before they had a class of their own."""
+
+
+class LoaderClosedError(LoaderUsageError):
+    """The ``StreamLoader`` is closed (``close()``, or its ``with`` block ended): create a new one."""
+
+
+class StaleIteratorError(LoaderUsageError):
+    """A newer ``iter(loader)`` started another epoch, so this older iterator gives no more batches."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(
+            message
+            or "this iterator was superseded by a newer iter(loader), which started another epoch; take batches from "
+            "the newest iterator (one `for batch in loader` per epoch), or build a second StreamLoader to read two "
+            "epochs at once"
+        )
 
 
 class WorkerError(StreamcliError):

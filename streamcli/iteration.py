@@ -19,6 +19,7 @@ import numpy as np
 from streamcli.batch import Batch
 from streamcli.caller import user_stacklevel
 from streamcli.config import LoaderConfig
+from streamcli.errors import LoaderClosedError, StaleIteratorError
 from streamcli.handout import Epoch, HandOut, Ready
 from streamcli.lives.control.rows import epoch_rows
 from streamcli.lives.ring import Ring
@@ -61,7 +62,7 @@ class Iteration:
     def start(self) -> Iterator[Batch]:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
         if self.closed:
-            raise RuntimeError("this StreamLoader is closed; create a new one")
+            raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
         self.handout.stop_ready_queue()
         self.gen += 1
         resume = self.resume.take()
@@ -139,9 +140,9 @@ class Iteration:
         try:
             while True:
                 if self.closed:
-                    raise RuntimeError("this StreamLoader was closed while iterating")
+                    raise LoaderClosedError("this StreamLoader was closed while iterating; create a new one to go on")
                 if gen != self.gen:
-                    raise RuntimeError("this iterator was superseded by a newer iter(loader)")
+                    raise StaleIteratorError()
                 if self.adaptive and not self.balanced and self._costly_and_uneven():
                     gen, ready = self._balance_now(torch, epoch.number)
                     run[0] = gen

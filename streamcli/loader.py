@@ -16,6 +16,7 @@ from streamcli.batch import Batch
 from streamcli.caller import at_user_line
 from streamcli.config import LoaderConfig
 from streamcli.declared import Declared, length_of
+from streamcli.errors import LoaderClosedError
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.iteration import Iteration
@@ -45,11 +46,13 @@ class StreamLoader:
     loader splits them across batches (``supports_blocks`` says this loader can).
 
     Args:
-        source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "books/")``.
+        source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "samples/text")``.
         batch_size: B, the number of rows; each row carries one stream at a time.
         time_steps: T, the steps per row per batch.
         num_workers: producer processes; 0 runs in-process (how workers share the rows: ``balance``).
-        seed, shuffle: the stream order is ``default_rng([seed, epoch]).permutation`` unless shuffle=False.
+        seed: the stream order of epoch ``e`` is ``default_rng([seed, e]).permutation`` of the streams; it also
+            seeds ``ctx.seed`` of a transform.
+        shuffle: False keeps the order of ``source.items()`` in every epoch.
         boundary: "pad" (after a stream ends the rest of its row is padding; the next starts at the next
             batch) or "pack" (the next stream starts at the very next step).
         epoch_end: "pad" (every step of every stream exactly once; idle rows are padding), "restream"
@@ -66,16 +69,22 @@ class StreamLoader:
             once every worker has started; a worker's start (imports, ``setup_worker``) may take up to
             ``max(timeout, 120)`` s. Needs ``num_workers >= 1``: in-process a hung source cannot be stopped
             safely, so the pair is refused.
-        mp_context: multiprocessing start method for workers; "spawn" is the safe default.
+        mp_context: the multiprocessing start method of the workers: "spawn" (the default: each worker imports
+            your main module afresh, hence the ``if __name__ == "__main__":`` guard), "forkserver" or "fork"
+            (faster to start, but forks whatever threads and CUDA state the parent holds). The source and the
+            transform are pickled to the workers with any of them.
         segment: cut every item into streams of at most this many steps (0: whole items). Each segment is a
             stream of its own (its own ticket, ``is_first`` at its first step; ``batch.position`` stays the
             step's index in the item), opened with ``open(item, start=k*segment)``. Items of unknown length
             are cut too: the next segment starts on the same row once the item is seen to go on.
         batches_per_epoch: yield exactly this many batches every epoch, cutting the epoch or continuing it
             with padding (replays under ``epoch_end="restream"``); ``len()`` is then this number.
-        rank, world_size: this process's share of every epoch's streams under ``torch.distributed``; by
-            default from the initialised process group, else ``RANK``/``WORLD_SIZE``, else 0 of 1. Every rank
-            yields the same number of batches per epoch (the most any rank needs; the fewest with "drop").
+        rank: this process's index among ``world_size`` processes that split every epoch's streams among
+            them without talking (DDP); by default from the initialised ``torch.distributed`` process group,
+            else ``RANK``, else 0. Every rank yields the same number of batches per epoch (the most any rank
+            needs; the fewest with "drop"), which needs known lengths or ``batches_per_epoch``.
+        world_size: the number of such processes; by default from the process group, else ``WORLD_SIZE``,
+            else 1.
         balance: with workers, give a row's next stream to whichever worker is free, and move a row to an idle
             worker when the others hold up the batch (a reopen at its position): for steps that cost far more
             than their copy, and unevenly (decoding video). False keeps a fixed block of rows per worker, the
@@ -201,7 +210,7 @@ class StreamLoader:
         here: an iterator that is made and dropped unused (Lightning makes one to check the loader) takes no epoch,
         no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
         if self._iteration.closed:
-            raise RuntimeError("this StreamLoader is closed; create a new one")
+            raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
         return self._epoch_batches()
 
     def _epoch_batches(self) -> Iterator[Batch]:
@@ -226,7 +235,7 @@ class StreamLoader:
         naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
         """
         if self._iteration.closed:
-            raise RuntimeError("this StreamLoader is closed; create a new one")
+            raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
         self._iteration.tally.skipped += self._resume.load(state)
 
     # ------------------------------------------------------------------------------------ information

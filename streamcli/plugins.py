@@ -10,6 +10,8 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import re
+import typing
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -137,3 +139,97 @@ def check_arguments(name: str, factory: Any, args: tuple[Any, ...], options: dic
     raise PluginArgumentError(
         f"the {name} source needs {', '.join(how)}", missing=tuple(p.name for p in missing), argument=argument
     )
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Options|Keyword Args|Keyword Arguments):?\s*$")
+_GOOGLE = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+_NUMPY = re.compile(r"^(\*{0,2}\w+)\s*(:.*)?$")
+
+
+def option_docs(factory: Any) -> dict[str, str]:
+    """Each option's one-line description, as ``streamcli plugins NAME`` shows it.
+
+    Taken, per option, from ``Annotated[T, "description"]`` on the factory's (or its ``__init__``'s) parameter,
+    else from an ``Args:`` section (Google style; ``Parameters`` with a dashed underline, numpydoc, too) of the
+    factory's docstring or its ``__init__``'s. Options documented nowhere are left out.
+    """
+    docs: dict[str, str] = {}
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    for doc in (inspect.getdoc(target) if inspect.isclass(factory) else None, _own_doc(factory)):
+        if doc:
+            docs |= _doc_sections(doc)
+    try:
+        hints = typing.get_type_hints(target, include_extras=True)
+    except Exception:  # unresolvable annotations: the docstring's descriptions stand
+        hints = {}
+    for name, hint in hints.items():
+        extra = getattr(hint, "__metadata__", ())
+        text = next((m for m in extra if isinstance(m, str) and m.strip()), None)
+        if text is not None:
+            docs[name] = " ".join(text.split())
+    return docs
+
+
+def _own_doc(factory: Any) -> str | None:
+    """The factory's own docstring, never a base class's."""
+    own = factory.__dict__.get("__doc__") if inspect.isclass(factory) else getattr(factory, "__doc__", None)
+    return inspect.cleandoc(own) if isinstance(own, str) else None
+
+
+def _doc_sections(doc: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    lines = doc.splitlines()
+    i = 0
+    while i < len(lines):
+        if not _SECTION.match(lines[i].strip()):
+            i += 1
+            continue
+        numpy = i + 1 < len(lines) and set(lines[i + 1].strip()) == {"-"}
+        i += 2 if numpy else 1
+        base: int | None = None
+        name: str | None = None
+        while i < len(lines):
+            line = lines[i]
+            if not line.strip():
+                i += 1
+                if i < len(lines) and lines[i].strip() and base is not None and _indent(lines[i]) < base:
+                    break
+                continue
+            ind = _indent(line)
+            if base is None:
+                base = ind
+            if ind < base or (ind == base and _SECTION.match(line.strip())):
+                break
+            if ind == base:
+                m = (_NUMPY if numpy else _GOOGLE).match(line.strip())
+                if m is None:
+                    break
+                name = m.group(1).lstrip("*")
+                out[name] = "" if numpy else m.group(3).strip()
+            elif name is not None:
+                out[name] = (out[name] + " " + line.strip()).strip()
+            i += 1
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+_DEFAULT = re.compile(r"\bDefault:\s*([^;,()]+?)(?:\s*\(|[.;,]\s|[.;,]?$)")
+
+
+def shown_default(default: Any, description: str) -> Any:
+    """The default ``streamcli plugins NAME`` shows: the signature's, unless that is a "not given" marker (None,
+    0, "") and the description names the one that applies ("Default: 50000."), which is shown instead."""
+    if default in (None, 0, "") and default is not False:
+        m = _DEFAULT.search(description)
+        if m is not None and len(m.group(1)) <= 24:
+            text = m.group(1).strip()
+            for kind in (int, float):  # a number as a number, as the signature's would be
+                try:
+                    return kind(text.replace("_", ""))
+                except ValueError:
+                    pass
+            return text
+    return default

@@ -11,6 +11,12 @@ Rules a source must follow:
 - ``open(item, start=k)`` must yield exactly the steps a fresh ``open(item)`` yields from step ``k`` on.
 - Every step is a mapping from field name to an array whose shape and dtype match ``fields()`` exactly.
 - Determinism is the source's job too: the same item must give the same steps every time it is opened.
+
+Options: the factory's keyword parameters are the source's options (``-s key=value`` on the command line,
+converted by their annotations). ``streamcli plugins NAME`` shows each one's description, taken from an
+``Args:`` section (Google style, or numpydoc ``Parameters``) of the class's or ``__init__``'s docstring, or from
+``Annotated[int, "description"]`` on the parameter. Where the signature's default is a "not given" marker
+(``None``, ``0``, ``""``), a description saying ``Default: 50000.`` shows that default instead.
 """
 
 from __future__ import annotations

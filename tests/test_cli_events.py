@@ -78,7 +78,7 @@ def test_camera_streams_become_one_file_each_and_json_reports_them(tmp_path: Pat
     if to != "npy":
         pytest.importorskip("faery")
     out = tmp_path / "ev"
-    args = ["events-from-video", "camera", "2", str(out), "-o", "steps=5", "-o", "size=24x32", "--to", to, "--json"]
+    args = ["events-from-video", "camera", "2", str(out), "-s", "steps=5", "-s", "size=24x32", "--to", to, "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -113,7 +113,7 @@ def test_a_folder_with_files_is_not_written_into_without_overwrite(tmp_path: Pat
 
 
 def test_overwrite_replaces_an_earlier_runs_recordings_and_keeps_other_files(tmp_path: Path) -> None:
-    flags = ["-o", "steps=3", "-o", "size=8x8", "--to", "npy"]
+    flags = ["-s", "steps=3", "-s", "size=8x8", "--to", "npy"]
     assert runner.invoke(app, ["events-from-video", "camera", "2", str(tmp_path), *flags]).exit_code == 0
     (tmp_path / "notes.txt").write_text("keep")
     result = runner.invoke(app, ["events-from-video", "camera", "1", str(tmp_path), *flags, "--overwrite"])

@@ -50,14 +50,14 @@ def test_bad_input_exits_2_with_one_error_line(case: str, tmp_path: Path) -> Non
 
 
 def test_source_messages_name_the_o_flag() -> None:
-    result = runner.invoke(app, ["preview", "audio", str(data_root("audio")), "-o", "mismatch=bogus", *TINY])
+    result = runner.invoke(app, ["preview", "audio", str(data_root("audio")), "-s", "mismatch=bogus", *TINY])
     assert result.exit_code == 2
-    assert "error: audio: -o mismatch='bogus' must be" in result.output
+    assert "error: audio: -s mismatch='bogus' must be" in result.output
 
 
 def test_skipped_files_are_one_warning_line_each() -> None:
     odd = data_root("video") / "odd"
-    result = runner.invoke(app, ["preview", "video", str(odd), "-o", "size=8x8", *TINY])
+    result = runner.invoke(app, ["preview", "video", str(odd), "-s", "size=8x8", *TINY])
     assert result.exit_code == 0, result.output
     warned = [ln for ln in result.output.splitlines() if ln.startswith("warning: ")]
     assert len(warned) == 2 and all("skipping" in ln for ln in warned)

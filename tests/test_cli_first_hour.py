@@ -42,10 +42,10 @@ def test_plugins_name_lists_options_with_types_and_defaults() -> None:
     result_ = runner.invoke(app, ["plugins", "text", "--json"])
     assert result_.exit_code == 0, result_.output
     opts = {o["name"]: o for o in json.loads(result_.output)["options"]}
-    assert opts["width"] == {"name": "width", "type": "int", "default": 16}
+    assert opts["width"] == {"name": "width", "type": "int", "default": 16, "description": "bytes per step."}
     assert "arg" not in opts  # the PATH argument is not a -o option
     out = runner.invoke(app, ["plugins", "camera"], env=WIDE).output
-    assert "size" in out and "tuple[int, int]" in out and "(128, 128)" in out and "count" in out
+    assert "size" in out and "tuple[int, int]" in out and "128,128" in out and "count" in out
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_a_misspelt_plugin_gets_did_you_mean(args: list[str]) -> None:
 
 def test_preview_counts_files_skipped_when_the_source_was_built() -> None:
     odd = data_root("video") / "odd"  # sound_not_video.mp4 is a WAV; realshort_ntsc.dv never converts
-    args = ["preview", "video", str(odd), "-b", "2", "-t", "2", "-w", "0", "-o", "size=8x8", "--batches", "1"]
+    args = ["preview", "video", str(odd), "-b", "2", "-t", "2", "-w", "0", "-s", "size=8x8", "--batches", "1"]
     result_ = runner.invoke(app, args, env=WIDE)
     assert result_.exit_code == 0, result_.output
     assert "skipped/failed 2" in result_.output

@@ -55,7 +55,7 @@ def test_default_workers_is_one_number_shown_in_help() -> None:
         out = " ".join(runner.invoke(app, [command, "--help"], env=WIDE).output.split())
         assert f"Default: min(2, usable cores, B), {n} here." in out
     sweep = " ".join(runner.invoke(app, ["bench", "--help"], env=WIDE).output.split())
-    assert f"[default: {','.join(map(str, range(n + 1)))}]" in sweep
+    assert f"({', '.join(map(str, range(n + 1)))} here)" in sweep
 
 
 def test_usage_failure_uses_no_private_typer_class() -> None:
@@ -84,11 +84,11 @@ def test_loader_messages_name_the_flags() -> None:
     assert flag_names("time_steps=0 must be an integer >= 1") == "-t/--time-steps 0 must be an integer >= 1"
     assert flag_names("on_error='x' is not one of 'raise', 'skip'") == "--on-error 'x' is not one of 'raise', 'skip'"
     assert source_flag_names("or pass mismatch='skip' (and rate=...)", ["mismatch", "rate"]) == (
-        "or pass -o mismatch='skip' (and -o rate=...)"
+        "or pass -s mismatch='skip' (and -s rate=...)"
     )
 
 
 def test_too_many_workers_names_both_flags() -> None:
-    result = runner.invoke(app, ["preview", "camera", "-o", "size=8x8", "-b", "2", "-w", "3", "--batches", "1"])
+    result = runner.invoke(app, ["preview", "camera", "-s", "size=8x8", "-b", "2", "-w", "3", "--batches", "1"])
     assert result.exit_code == 2
     assert "-w/--workers 3 exceeds -b/--batch-size 2" in result.output

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from streamcli.cli import app
 
 runner = CliRunner()
-CAM = ["camera", "-o", "size=16x16", "-o", "count=3", "-o", "steps=10"]
+CAM = ["camera", "-s", "size=16x16", "-s", "count=3", "-s", "steps=10"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_replay_prints_a_summary_for_people(export: Path) -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "ok:" in text and "streams 3 of 3 replayed; 30 of" in text
-    assert "camera -o count=3 -o size=16x16" in text and "frame uint8[3, 16, 16]" in text
+    assert "camera -s count=3 -s size=16x16" in text and "frame uint8[3, 16, 16]" in text
 
 
 def test_replay_lists_the_problems_verify_finds_and_changes_nothing(export: Path, tmp_path: Path) -> None:

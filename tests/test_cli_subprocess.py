@@ -17,7 +17,7 @@ import pytest
 from conftest import data_root, require_shared
 
 BIN = Path(sys.executable).parent / "streamcli"
-CAM = ["camera", "-o", "size=32x32", "-o", "steps=32", "-o", "count=6"]
+CAM = ["camera", "-s", "size=32x32", "-s", "steps=32", "-s", "count=6"]
 pytestmark = pytest.mark.slow
 
 
@@ -70,7 +70,7 @@ def test_bad_input_exits_2_subprocess(how: str, tmp_path: Path) -> None:
 
 def test_native_noise_hidden_unless_debug_subprocess() -> None:
     odd = str(require_shared("video") / "odd")  # sine.mp4 makes FFmpeg say "moov atom not found"
-    args = ["preview", "video", odd, "-o", "size=8x8", "-b", "2", "-t", "2", "-w", "1", "--batches", "2"]
+    args = ["preview", "video", odd, "-s", "size=8x8", "-b", "2", "-t", "2", "-w", "1", "--batches", "2"]
     r = run(*args)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("warning: video: skipping") == 2 and "[ WARN" not in r.stderr and "moov" not in r.stderr
@@ -109,7 +109,7 @@ def test_bench_subprocess() -> None:
 
 def test_export_kill_9_then_resume_is_byte_identical(tmp_path: Path) -> None:
     args = [
-        "camera", "-o", "size=64x64", "-o", "steps=96", "-o", "count=8", "-b", "4", "-t", "8", "-w", "0",
+        "camera", "-s", "size=64x64", "-s", "steps=96", "-s", "count=8", "-b", "4", "-t", "8", "-w", "0",
         "--shard-size", "300kB", "--epochs", "3",
     ]  # fmt: skip
     full, cut = tmp_path / "full", tmp_path / "cut"
@@ -229,7 +229,7 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
 def test_preview_in_tmux_hides_native_noise(tmux: tuple[list[str], Path]) -> None:
     base, tmp = tmux
     odd = data_root("video") / "odd"  # FFmpeg complains about every frame of realshort_ntsc.dv
-    _start(base, tmp, f"preview video {odd} -o size=16x16 -b 2 -t 2 -w 1 --epochs 0")
+    _start(base, tmp, f"preview video {odd} -s size=16x16 -b 2 -t 2 -w 1 --epochs 0")
     assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
     # Two epochs: every clip, the noisy one included, has been read through at least once before the pane is read.
     assert _wait_for(lambda: _shown(base, r"epoch (\d+)\s+skipped") >= 2), _pane(base, False)
@@ -261,7 +261,7 @@ def test_preview_in_tmux_error_restores_the_terminal(tmux: tuple[list[str], Path
     (books / "b.txt").write_text("doomed")
     # One row, one byte a batch, no shuffle: b.txt is opened only after a.txt's 10,000 batches. The preview is
     # paused long before that, b.txt removed, and the preview let go on to it.
-    _start(base, tmp, f"preview text {books} -b 1 -t 1 -w 0 --no-shuffle -o width=1 --epochs 0")
+    _start(base, tmp, f"preview text {books} -b 1 -t 1 -w 0 --no-shuffle -s width=1 --epochs 0")
     assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
     subprocess.run([*base, "send-keys", "space"], check=True)
     assert _wait_for(lambda: "PAUSED" in _pane(base, False)), _pane(base, False)
@@ -279,7 +279,7 @@ def test_preview_in_tmux_shows_scan_progress_and_start_up(tmux: tuple[list[str],
     base, tmp = tmux
     video = data_root("video")  # a fresh cache: the length scan decodes every clip once (a few seconds)
     env = f"COLORTERM=truecolor STREAMCLI_CACHE_DIR={tmp / 'cache'}"
-    _start(base, tmp, f"preview video {video} -o scan=true -o size=16x16 -b 4 -t 4 -w 2 --batches 30", env=env)
+    _start(base, tmp, f"preview video {video} -s scan=true -s size=16x16 -b 4 -t 4 -w 2 --batches 30", env=env)
     seen: set[str] = set()
 
     def look() -> bool:

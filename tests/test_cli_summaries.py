@@ -44,7 +44,7 @@ def test_preview_summary_rates_match_its_own_counts() -> None:
 def interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str]]:
     """An export stopped by Ctrl-C after its fourth batch, with one batch per shard."""
     out = tmp_path / "out"
-    args = ["export", "camera", "-o", "size=96x128", "-o", "count=4", "-o", "steps=32", str(out)]
+    args = ["export", "camera", "-s", "size=96x128", "-s", "count=4", "-s", "steps=32", str(out)]
     args += ["-b", "2", "-t", "4", "-w", "0", "--batches", "8", "--shard-size", "1"]  # one batch (295 kB) per shard
     real_write = ShardWriter.write
     calls = {"n": 0}

@@ -126,7 +126,8 @@ def test_export_reads_o_as_a_source_option_before_blaming_the_folder(tmp_path: P
     result = runner.invoke(app, ["export", "text", str(src), "-o", str(tmp_path / "out"), *TINY])
     assert result.exit_code == 2, result.output
     line = one_error(result.output)
-    assert "-o sets a source option" in line and "OUT_DIR is the last argument" in line
+    assert "-o/--option is deprecated" in result.output  # the old spelling still works, with a warning
+    assert "sets a source option" in line and "OUT_DIR is the last argument" in line
     assert "not empty" not in line
 
 

@@ -19,7 +19,7 @@ from streamcli.cli import app
 
 runner = CliRunner()
 MANIFEST = "events-from-video.json"
-CAMERA = ["-o", "steps=3", "-o", "size=8x8", "--to", "npy"]
+CAMERA = ["-s", "steps=3", "-s", "size=8x8", "--to", "npy"]
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +124,7 @@ def test_a_manifest_that_is_not_json_is_one_line_naming_it(tmp_path: Path) -> No
         ("--threshold", "nan", "a finite number > 0"),
         ("--threshold", "-0.5", "a finite number > 0"),
         ("--refractory-us", "-1", ">= 0"),
-        ("--seed", "-1", ">= 0"),
+        ("--noise-seed", "-1", ">= 0"),
         ("--fps", "inf", "finite frame rate > 0"),
     ],
 )
@@ -202,7 +202,7 @@ def test_a_full_disk_midway_leaves_no_partial_file_and_no_recording_of_the_faile
     pytest.importorskip("faery")
     disk = FullDisk(monkeypatch, fail_at=2)
     out = tmp_path / "ev"
-    args = ["events-from-video", "camera", "3", str(out), "-o", "steps=4", "-o", "size=16x16", "--to", to]
+    args = ["events-from-video", "camera", "3", str(out), "-s", "steps=4", "-s", "size=16x16", "--to", to]
     result = runner.invoke(app, args)
     assert result.exit_code == 1, result.output
     suffix = ".raw" if to == "evt3" else ".aedat4"

@@ -412,7 +412,7 @@ def test_cli_exports_a_mix_and_refuses_bad_specs(tmp_path: Path) -> None:
     for bad, match in [
         (["mix", "books=0:text:x", code], "the weight '0' must be a positive number"),
         (["mix", "books=1:nope:x", code], "no plugin named 'nope'"),
-        (["mix", books, code, "-o", "code.width=8"], "field 'text' has shape"),
+        (["mix", books, code, "-s", "code.width=8"], "field 'text' has shape"),
         (["mix", books, "books=1:text:x"], "names 'books' twice"),
         (["mix"], "mix needs one or more"),
         (["mix", books, code, "--engine", "ray"], "--engine ray cannot export a mix yet"),

@@ -115,6 +115,6 @@ def test_bench_without_the_plugins_path_exits_2_naming_it(user_plugins: None) ->
 
 
 def test_a_missing_required_option_exits_2_naming_the_o_flag(user_plugins: None) -> None:
-    result = runner.invoke(app, ["preview", "grid", "-o", "width=3", "--batches", "1", "-w", "0"])
+    result = runner.invoke(app, ["preview", "grid", "-s", "width=3", "--batches", "1", "-w", "0"])
     assert result.exit_code == 2, result.output
-    assert "-o height=VALUE" in one_error_line(result.output)
+    assert "-s height=VALUE" in one_error_line(result.output)

@@ -92,7 +92,7 @@ def test_preview_events_renders_a_folder_of_recordings(
     (tmp_path / "rec").mkdir()
     np.save(tmp_path / "rec" / "a.npy", ev)
     snap = tmp_path / "grid.png"
-    args = ["preview", "events", str(tmp_path / "rec"), "-o", f"representation={representation}", "-o", "capacity=400",
+    args = ["preview", "events", str(tmp_path / "rec"), "-s", f"representation={representation}", "-s", "capacity=400",
             "-b", "1", "-t", "2", "-w", "0", "--batches", "1", "--snapshot", str(snap)]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -161,7 +161,7 @@ def test_an_interrupted_export_on_the_callers_ray_cancels_only_its_unfinished_ta
         ray.shutdown()
 
 
-CLI = ["camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
+CLI = ["camera", "-s", "count=4", "-s", "steps=15", "-s", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
        "--segment", "5", "--shard-size", "2kB", "--epochs", "2"]  # fmt: skip
 
 
@@ -221,7 +221,7 @@ def test_cli_engine_ray_closes_its_own_loader_before_the_tasks_run(tmp_path: Pat
         raise KeyboardInterrupt  # the driver's way out, as Ctrl-C: nothing else of the export runs
 
     monkeypatch.setattr(on_ray, "export_on_ray", fake)
-    args = ["export", "camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "2",
+    args = ["export", "camera", "-s", "count=4", "-s", "steps=15", "-s", "size=8x8", "-b", "2", "-t", "4", "-w", "2",
             str(tmp_path / "o"), "--engine", "ray"]  # fmt: skip
     r = CliRunner().invoke(app, args)
     assert seen == [True] and r.exit_code != 0, r.output
@@ -246,7 +246,7 @@ def test_ctrl_c_cancels_the_ray_tasks_and_resume_completes(tmp_path: Path) -> No
     import sys
     import time
 
-    args = ["camera", "-o", "count=8", "-o", "steps=400", "-o", "size=32x32", "-b", "4", "-t", "8", "-w", "0",
+    args = ["camera", "-s", "count=8", "-s", "steps=400", "-s", "size=32x32", "-b", "4", "-t", "8", "-w", "0",
             "--shard-size", "300kB"]  # fmt: skip
     cmd = [sys.executable, "-m", "streamcli", "export", *args]
     out, ref = tmp_path / "ray", tmp_path / "local"

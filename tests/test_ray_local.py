@@ -83,7 +83,7 @@ def test_the_ray_progress_bar_counts_megabytes(tmp_path: Path, monkeypatch: pyte
         raise KeyboardInterrupt  # no Ray started: the bar's last frame is what this test reads
 
     monkeypatch.setattr(on_ray, "export_on_ray", fake)
-    args = ["camera", "-o", "count=2", "-o", "steps=32", "-o", "size=128x128", "-b", "2", "-t", "4", "-w", "0"]
+    args = ["camera", "-s", "count=2", "-s", "steps=32", "-s", "size=128x128", "-b", "2", "-t", "4", "-w", "0"]
     result = CliRunner().invoke(app, ["export", *args, str(tmp_path / "out"), "--engine", "ray"])
     assert result.exit_code == 130, result.output
     bar = next(ln for ln in result.output.splitlines() if "batches" in ln and "MB" in ln)

@@ -125,7 +125,7 @@ def test_a_kill_after_the_manifest_leaves_nothing_that_confuses(tmp_path: Path) 
 
 def test_cli_resume_of_a_complete_export_says_so_and_tidies(books: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    args = ["export", "text", str(books), str(out), *TINY, "-o", "width=8"]
+    args = ["export", "text", str(books), str(out), *TINY, "-s", "width=8"]
     assert runner.invoke(app, args).exit_code == 0
     (out / PARTIAL).write_text("{}")
     result = runner.invoke(app, [*args, "--resume"])
@@ -139,7 +139,7 @@ def test_cli_verify_reports_leftovers_without_removing_them_and_reports_unknown_
     books: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    assert runner.invoke(app, ["export", "text", str(books), str(out), *TINY, "-o", "width=8"]).exit_code == 0
+    assert runner.invoke(app, ["export", "text", str(books), str(out), *TINY, "-s", "width=8"]).exit_code == 0
     (out / PARTIAL).write_text("{}")
     result = runner.invoke(app, ["verify", str(out)])
     assert result.exit_code == 1, result.output
@@ -164,7 +164,7 @@ def test_verify_reports_every_file_the_manifest_does_not_name(tmp_path: Path) ->
 
 
 def test_cli_batches_beyond_one_epoch_runs_more_epochs(books: Path, tmp_path: Path) -> None:
-    base = ["export", "text", str(books), *TINY, "-o", "width=8"]
+    base = ["export", "text", str(books), *TINY, "-s", "width=8"]
     assert runner.invoke(app, [*base, str(tmp_path / "one")]).exit_code == 0
     per_epoch = load_manifest(tmp_path / "one")["batches"]
     n = 2 * per_epoch + 1

@@ -273,7 +273,7 @@ def test_an_interrupted_zstd_export_resumes_byte_identical(tmp_path: Path) -> No
 def test_the_cli_resumes_an_interrupted_zstd_export_byte_identical(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    args = ["export", "camera", "-o", "size=32x32", "-o", "count=4", "-o", "steps=24", "-b", "2", "-t", "4"]
+    args = ["export", "camera", "-s", "size=32x32", "-s", "count=4", "-s", "steps=24", "-b", "2", "-t", "4"]
     args += ["-w", "0", "--shard-size", "1", "--compress", "zstd", "--level", "5"]
     assert runner.invoke(app, [*args, str(tmp_path / "full")]).exit_code == 0
     real_write, calls = ShardWriter.write, [0]
@@ -339,7 +339,7 @@ def test_a_frame_whose_zip_header_lies_outside_the_file_is_refused(tmp_path: Pat
 def test_export_engine_ray_with_zstd_writes_the_local_files(tmp_path: Path) -> None:
     import subprocess
 
-    args = ["export", "camera", "-o", "count=4", "-o", "steps=15", "-o", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
+    args = ["export", "camera", "-s", "count=4", "-s", "steps=15", "-s", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
             "--segment", "5", "--shard-size", "2kB", "--compress", "zstd", "--level", "4"]  # fmt: skip
 
     def run(*extra: str) -> subprocess.CompletedProcess[str]:

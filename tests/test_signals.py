@@ -21,7 +21,7 @@ from streamcli import cli
 def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
     env = {**os.environ, "STREAMCLI_LOAD_PLUGINS": "camera"}
     cmd = [sys.executable, "-m", "streamcli", "preview", "camera", "64", "-w", "2", "-b", "2", "-t", "2"]
-    cmd += ["--epochs", "0", "-o", "size=32x32"]  # keeps going: a fast machine must not finish before the signal
+    cmd += ["--epochs", "0", "-s", "size=32x32"]  # keeps going: a fast machine must not finish before the signal
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 30

@@ -83,7 +83,7 @@ def test_an_s3_export_killed_then_resumed_is_byte_identical_to_an_uninterrupted_
     tmp_path: Path, bucket: str
 ) -> None:
     args = [
-        "camera", "-o", "size=64x64", "-o", "steps=96", "-o", "count=8", "-b", "4", "-t", "8", "-w", "0",
+        "camera", "-s", "size=64x64", "-s", "steps=96", "-s", "count=8", "-b", "4", "-t", "8", "-w", "0",
         "--shard-size", "300kB", "--epochs", "3",
     ]  # fmt: skip
     full, cut = tmp_path / "full", f"{bucket}/cut"

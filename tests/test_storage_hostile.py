@@ -190,8 +190,8 @@ def test_a_cache_smaller_than_the_clips_exports_every_clip(
     for name in CLIPS:
         (local / name).write_bytes((root / name).read_bytes())
     url = _clips_in(bucket)
-    args = ["--epochs", "1", "-o", "size=16x16", "-b", "2", "-t", "16", "-w", str(workers)]
-    args += ["-o", "scan=true"] if scan else []
+    args = ["--epochs", "1", "-s", "size=16x16", "-b", "2", "-t", "16", "-w", str(workers)]
+    args += ["-s", "scan=true"] if scan else []
     result = runner.invoke(app, ["export", "video", str(local), str(tmp_path / "want"), *args])
     assert result.exit_code == 0, result.output
     monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
@@ -229,7 +229,7 @@ def test_a_killed_s3_export_leaves_a_temporary_shard_that_the_next_run_removes(b
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}
     args = [
-        "camera", "-o", "size=64x64", "-o", "steps=96", "-o", "count=8", "-b", "4", "-t", "8", "-w", "0",
+        "camera", "-s", "size=64x64", "-s", "steps=96", "-s", "count=8", "-b", "4", "-t", "8", "-w", "0",
         "--shard-size", "2MB", "--epochs", "3", f"{bucket}/run",
     ]  # fmt: skip
     proc = subprocess.Popen([str(BIN), "export", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -289,7 +289,7 @@ def test_an_export_to_an_unreachable_endpoint_fails_in_seconds_with_the_default_
     env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{_closed_port()}"
     t0 = time.monotonic()
     done = subprocess.run(
-        [str(BIN), "export", "camera", "s3://b/run", "-w", "0", "-o", "count=2", "-o", "steps=16"],
+        [str(BIN), "export", "camera", "s3://b/run", "-w", "0", "-s", "count=2", "-s", "steps=16"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     took = time.monotonic() - t0

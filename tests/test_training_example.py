@@ -1,4 +1,4 @@
-"""The README's training example (examples/train_tbptt.py) teaches what it claims, on the shipped text."""
+"""The training page's example (examples/train_tbptt.py) teaches what it claims, on the shipped text."""
 
 from __future__ import annotations
 
@@ -71,9 +71,9 @@ def test_the_state_carried_into_a_batch_has_seen_every_step_of_the_one_before(
     assert kept > 0
 
 
-def test_readme_training_block_is_the_example_file() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_docs_training_block_is_the_example_file() -> None:
+    page = (ROOT / "docs" / "training.md").read_text()
     start = "def train("
     source = (ROOT / "examples" / "train_tbptt.py").read_text()
     body = source[source.index(start) : source.index("\ndef main(")].strip()
-    assert body in readme, "README's training example differs from examples/train_tbptt.py: copy train() over"
+    assert body in page, "docs/training.md's example differs from examples/train_tbptt.py: copy train() over"

@@ -223,7 +223,7 @@ def test_a_bad_transform_spelling_names_the_token_and_the_valid_ones(spec: str, 
 
 
 runner = CliRunner()
-TINY = ["-o", "size=16x20", "-o", "count=2", "-o", "steps=4", "-b", "2", "-t", "2", "-w", "0"]
+TINY = ["-s", "size=16x20", "-s", "count=2", "-s", "steps=4", "-b", "2", "-t", "2", "-w", "0"]
 
 
 @pytest.mark.parametrize("command", ["preview", "bench", "export"])

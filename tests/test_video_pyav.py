@@ -204,19 +204,19 @@ def test_pyav_without_the_av_package_names_the_extra_to_install(monkeypatch: pyt
         ImportError, match=r"backend='pyav' needs PyAV \(the av package\): pip install 'streamcli\[pyav\]'"
     ):
         VideoSource(LOCAL, backend="pyav")
-    result = CliRunner().invoke(app, ["preview", "video", str(LOCAL), "-o", "backend=pyav", "-b", "1", "-w", "0"])
+    result = CliRunner().invoke(app, ["preview", "video", str(LOCAL), "-s", "backend=pyav", "-b", "1", "-w", "0"])
     assert result.exit_code == 2, result.output
-    assert "-o backend='pyav' needs PyAV (the av package): pip install 'streamcli[pyav]'" in result.output
+    assert "-s backend='pyav' needs PyAV (the av package): pip install 'streamcli[pyav]'" in result.output
 
 
 def test_the_cli_takes_the_backend_as_an_option_and_refuses_an_unknown_one() -> None:
     runner = CliRunner()
     clip = str(LOCAL / "dummy_video.avi")
     tiny = ["-b", "1", "-t", "2", "-w", "0", "--batches", "1"]
-    bad = runner.invoke(app, ["preview", "video", clip, "-o", "backend=nope", *tiny])
+    bad = runner.invoke(app, ["preview", "video", clip, "-s", "backend=nope", *tiny])
     assert bad.exit_code == 2, bad.output
-    assert "-o backend='nope' must be one of opencv, pyav" in bad.output
-    good = runner.invoke(app, ["bench", "video", clip, "-o", "backend=pyav", "-o", "size=16x16", *tiny])
+    assert "-s backend='nope' must be one of opencv, pyav" in bad.output
+    good = runner.invoke(app, ["bench", "video", clip, "-s", "backend=pyav", "-s", "size=16x16", *tiny])
     assert good.exit_code == 0, good.output
 
 

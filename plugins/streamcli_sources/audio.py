@@ -49,6 +49,14 @@ class AudioSource(BaseSource):
     cannot read (compressed or float WAV, or not a WAV at all) is skipped with a warning and listed in
     ``skipped``; with ``strict=True`` it is an error. An empty folder, one with no usable file, or an
     empty or unreadable file given directly raises ``ValueError`` (bad input, like a bad option).
+
+    Args:
+        folder: a ``.wav`` file or a folder of them (or their URL).
+        frame_ms: the length of one step in milliseconds.
+        glob: select files by this pattern.
+        rate: keep files of this sample rate in Hz (0: the first file's rate).
+        mismatch: a file of another rate or channel count: ``error``, or ``skip`` it (files are not resampled).
+        strict: a file ``wave`` cannot read is an error instead of being skipped with a warning.
     """
 
     def __init__(

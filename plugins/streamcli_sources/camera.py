@@ -31,9 +31,15 @@ class CameraSource(BaseSource):
     with ``cv2.warpPerspective``; the built-in texture tiles, so the plane wraps around, and a user's image
     is mirrored at its borders. Stream ``i`` is the same for every run, worker count and resume point.
 
-    Options: ``size=(H, W)``; ``steps`` per stream; ``gray``; ``image`` (a path to your own plane);
-    ``seed`` (a different family of trajectories); ``view``, the fraction of the plane's width the camera
-    sees at zoom 1; ``speed``, a multiplier on all motion.
+    Args:
+        count: how many streams (trajectories).
+        steps: frames per stream.
+        size: frame size ``(H, W)``, e.g. ``96x128`` on the command line.
+        gray: one grey channel instead of RGB.
+        image: a PNG/JPEG to use as the plane instead of the built-in texture.
+        seed: another family of trajectories (the same seed gives the same streams).
+        view: the fraction of the plane's width the camera sees at zoom 1, in (0, 1].
+        speed: a multiplier on all motion (0: a still camera).
     """
 
     def __init__(

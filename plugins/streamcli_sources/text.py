@@ -32,6 +32,14 @@ class TextSource(BaseSource):
 
     Fields per step: ``text`` uint8[width], the bytes (zero-padded on a stream's last step), and
     ``nbytes`` int32, how many of them are real.
+
+    Args:
+        arg: a text file, a folder (searched recursively), their URL, or a list of paths or strings.
+        width: bytes per step.
+        glob: select files in a folder by this pattern.
+        strings: read the argument as the text itself, not as a path.
+        keep_bom: keep a UTF-8 byte-order mark at a file's start (dropped by default).
+        newlines: ``keep`` line endings as they are, or ``lf`` to turn CRLF into LF.
     """
 
     def __init__(

@@ -122,6 +122,21 @@ class VideoSource(BaseSource):
     What the user pointed at is checked by ``items()``: an empty folder, one with no usable video, or an
     empty or undecodable file given directly raises ``ValueError`` (bad input); ``SourceError`` is kept for
     failures while reading.
+
+    Args:
+        folder: a video file or a folder of them (searched recursively), or their URL.
+        size: frame size ``(H, W)`` the frames are resized to, e.g. ``64x64`` on the command line.
+        gray: one grey channel instead of RGB.
+        stride: keep every n-th frame.
+        segment: the old spelling of the loader's ``segment`` (``--segment N``): cut clips into streams of N steps.
+        scan: decode every file once (in parallel, cached) so stream lengths are known.
+        glob: select files by pattern instead of by extension.
+        interpolation: resizing: ``linear``, ``area`` (sharper on large downscales, slower) or ``nearest``.
+        strict: a file that cannot be decoded is an error instead of being skipped with a warning.
+        threads: FFmpeg decoder threads per clip (1 gives the same frames on every run; 0: OpenCV's choice).
+        max_failed_reads: end a stream after this many failed frame reads in a row.
+        cache_dir: the cache folder for scans. Default: ``$STREAMCLI_CACHE_DIR`` or ``~/.cache/streamcli``.
+        backend: the decoder: ``opencv``, or ``pyav`` (pip install 'streamcli[pyav]'), which seeks exactly.
     """
 
     costly_steps = True  # decoding: with workers, rows go to whichever worker is free (``StreamLoader(balance=)``)

@@ -32,7 +32,7 @@ STATE = _State()
 
 
 class UsageFailure(Exception):
-    """A usage problem found after parsing (a missing folder, no streams, a bad ``-o``): exit code 2."""
+    """A usage problem found after parsing (a missing folder, no streams, a bad ``-s``): exit code 2."""
 
 
 def count(n: int, noun: str) -> str:

@@ -2,8 +2,8 @@
 
 Each spec names a mixed source, its weight and the source as ``preview`` takes it: a plugin name and its argument
 (``books=0.7:text:books/``), a plugin alone (``cam=1:camera``), or a path whose plugin is inferred
-(``books=0.7:books/``). ``-o key=value`` goes to every mixed source, ``-o NAME.key=value`` to one of them, and
-``-o until=first|restream`` to the mix itself. Every problem is a ``UsageFailure`` (exit 2) naming the spec.
+(``books=0.7:books/``). ``-s key=value`` goes to every mixed source, ``-s NAME.key=value`` to one of them, and
+``-s until=first|restream`` to the mix itself. Every problem is a ``UsageFailure`` (exit 2) naming the spec.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def parse_parts(args: Sequence[str]) -> list[MixPart]:
 
 
 def split_options(raw: Sequence[str], names: Sequence[str]) -> tuple[str, list[str], dict[str, list[str]]]:
-    """``-o`` values as (until, options for every source, options per source name)."""
+    """``-s`` values as (until, options for every source, options per source name)."""
     until = "first"
     common: list[str] = []
     per: dict[str, list[str]] = {n: [] for n in names}
@@ -85,12 +85,12 @@ def split_options(raw: Sequence[str], names: Sequence[str]) -> tuple[str, list[s
         prefix, dot, sub = key.partition(".")
         if key == "until":
             if value not in ("first", "restream"):
-                raise UsageFailure(f"-o until={value} must be first or restream")
+                raise UsageFailure(f"-s until={value} must be first or restream")
             until = value
         elif dot and prefix in per:
             per[prefix].append(f"{sub}={value}")
         elif dot:
-            raise UsageFailure(f"-o {item!r}: no mixed source named {prefix!r}; the mix has {', '.join(names)}")
+            raise UsageFailure(f"-s {item!r}: no mixed source named {prefix!r}; the mix has {', '.join(names)}")
         else:
             common.append(item)
     return until, common, per
@@ -127,5 +127,5 @@ def resolve_mix(args: Sequence[str], raw_options: Sequence[str] | None,
         mixed = mix(sources, {p.name: p.weight for p in parts}, until=until)
         mixed.items()  # an empty source or a mix of empty streams is refused here (MixError), as bad input
     except ValueError as exc:
-        raise UsageFailure(str(exc).replace("until='restream'", "-o until=restream")) from None
+        raise UsageFailure(str(exc).replace("until='restream'", "-s until=restream")) from None
     return SourceSpec(MIX, " ".join(args), {"until": until, "options": list(raw_options or [])}, mixed)

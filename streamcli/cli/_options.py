@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
+from streamcli.cli._common import UsageFailure
 from streamcli.config import MODES, WORKERS_PER_CORE, max_workers, usable_cores
 
 LOADER = "Loader options"
@@ -179,10 +180,22 @@ def flag_names(message: str) -> str:
 
 
 def source_flag_names(message: str, options: list[str] | tuple[str, ...]) -> str:
-    """A source's message with its option names as ``-o`` flags: ``mismatch='skip'`` -> ``-o mismatch='skip'``."""
+    """A source's message with its option names as ``-s`` flags: ``mismatch='skip'`` -> ``-s mismatch='skip'``."""
     if not options:
         return message
     pattern = re.compile(r"(?<![-\w.])(" + "|".join(map(re.escape, options)) + r")=")
-    flagged = pattern.sub(lambda m: f"-o {m.group(1)}=", message)
-    # A tuple as -o takes it (``-o sensor_size=48,70``): "(48, 70)" is not one shell word, nor parsed.
-    return re.sub(r"(-o [\w.]+=)\(([^()]*)\)", lambda m: m.group(1) + m.group(2).replace(", ", ","), flagged)
+    flagged = pattern.sub(lambda m: f"-s {m.group(1)}=", message)
+    # A tuple as -s takes it (``-s sensor_size=48,70``): "(48, 70)" is not one shell word, nor parsed.
+    return re.sub(r"(-s [\w.]+=)\(([^()]*)\)", lambda m: m.group(1) + m.group(2).replace(", ", ","), flagged)
+
+
+def choice_option(flag: str, values: Sequence[str], help: str) -> Any:
+    """A flag with fixed values, shown as ``[a|b|c]`` in ``--help``; any other value is a usage error in the
+    CLI's own words (``--to 'evt4' must be one of evt3, aedat4, npy``)."""
+
+    def parse(value: str) -> str:
+        if value in values:
+            return value
+        raise UsageFailure(f"{flag} {value!r} must be one of {', '.join(values)}")
+
+    return typer.Option(flag, parser=parse, metavar="[" + "|".join(values) + "]", help=help)

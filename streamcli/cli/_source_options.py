@@ -1,4 +1,4 @@
-"""``-o key=value``: a source's options, converted with its factory's signature annotations."""
+"""``-s key=value``: a source's options, converted with its factory's signature annotations."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def parse_options(factory: Any, raw: Sequence[str], plugin: str) -> dict[str, An
         try:
             out[key] = convert(value, ann, default)
         except ValueError as exc:
-            raise UsageFailure(f"-o {key}={value}: {exc}") from None
+            raise UsageFailure(f"-s {key}={value}: {exc}") from None
     return out
 
 

@@ -1,4 +1,4 @@
-"""From the command line to a source: ``[SOURCE] [PATH]`` and ``-o key=value`` to a constructed ``SourceSpec``.
+"""From the command line to a source: ``[SOURCE] [PATH]`` and ``-s key=value`` to a constructed ``SourceSpec``.
 
 Every problem with what the user gave raises ``UsageFailure`` (exit 2) with a message that names the flag.
 """
@@ -49,7 +49,7 @@ SourceArgs = Annotated[
     typer.Argument(
         autocompletion=complete_source,
         help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred; or "
-        "mix NAME=WEIGHT:SOURCE[:PATH] ... to mix sources by weight (-o until=restream, -o NAME.key=value).",
+        "mix NAME=WEIGHT:SOURCE[:PATH] ... to mix sources by weight (-s until=restream, -s NAME.key=value).",
         show_default=False,
         metavar="[SOURCE] [PATH]",
     ),
@@ -57,9 +57,10 @@ SourceArgs = Annotated[
 SourceOpts = Annotated[
     list[str] | None,
     typer.Option(
-        "--option",
-        "-o",
-        help="A source option as key=value (repeatable), e.g. -o size=64x64; streamcli plugins NAME lists them.",
+        "--set",
+        "-s",
+        help="Set a source option, key=value (repeatable), e.g. -s size=64x64; streamcli plugins NAME lists them "
+        "with their descriptions.",
         rich_help_panel=SOURCE_PANEL,
         show_default=False,
         metavar="KEY=VALUE",
@@ -72,7 +73,7 @@ SourceOpts = Annotated[
 
 
 def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None) -> SourceSpec:
-    """Turn ``[SOURCE] [PATH]`` and ``-o key=value`` into a constructed source, or raise ``UsageFailure``."""
+    """Turn ``[SOURCE] [PATH]`` and ``-s key=value`` into a constructed source, or raise ``UsageFailure``."""
     args = list(args or [])
     if is_mix(args):  # mix NAME=WEIGHT:SOURCE[:PATH] ...
         return resolve_mix(args[1:], raw_options, resolve_source)
@@ -163,7 +164,7 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
 
 def argument_message(plugin: str, exc: PluginArgumentError) -> str:
     """What the user gives on the command line for what ``exc`` says is missing: the plugin's argument after
-    its name, any other required one as ``-o name=VALUE``."""
+    its name, any other required one as ``-s name=VALUE``."""
     if not exc.missing:
         return f"{plugin}: {exc}".replace(f"{plugin}: the {plugin} source", f"{plugin}: the source")
     parts = []
@@ -171,7 +172,7 @@ def argument_message(plugin: str, exc: PluginArgumentError) -> str:
         if name == exc.argument:
             parts.append(f"its argument {name!r}: give it after the plugin's name, as in '{plugin} {name.upper()}'")
         else:
-            parts.append(f"the option {name!r}: pass -o {name}=VALUE")
+            parts.append(f"the option {name!r}: pass -s {name}=VALUE")
     return f"{plugin}: the source needs " + "; and ".join(parts)
 
 

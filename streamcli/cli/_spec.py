@@ -1,4 +1,4 @@
-"""What names a source on the command line (``SourceSpec``) and the checks every source form shares: ``-o``
+"""What names a source on the command line (``SourceSpec``) and the checks every source form shares: ``-s``
 syntax, and "did you mean" for a misspelt name. Below ``_sources`` (one source) and ``_mix`` (several)."""
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ def did_you_mean(message: str, name: str, names: Sequence[str]) -> str:
 
 
 def check_option_syntax(raw: Sequence[str] | None, hint: str = "") -> None:
-    """Refuse an ``-o`` that is not ``key=value`` before anything else is looked at (``hint`` ends the message)."""
+    """Refuse an ``-s`` that is not ``key=value`` before anything else is looked at (``hint`` ends the message)."""
     for item in raw or []:
         key, sep, _ = item.partition("=")
         if not sep or not key.strip():
-            raise UsageFailure(f"-o {item!r} must be key=value: -o sets a source option, e.g. -o width=32{hint}")
+            raise UsageFailure(
+                f"-s {item!r} must be key=value: -s/--set (formerly -o) sets a source option, e.g. -s width=32{hint}"
+            )

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from streamcli.cli._aliases import SOURCE_OPTION, deprecated, warn
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
@@ -24,10 +25,13 @@ if TYPE_CHECKING:
     from streamcli.bench import BenchResult
 
 
-DEFAULT_SWEEP = ",".join(map(str, range(default_workers() + 1)))  # 0 up to the shared default worker count
+DEFAULT_SWEEP = list(range(default_workers() + 1))  # 0 up to the shared default worker count
 
 
-_SWEEP_HELP = "Worker counts to sweep, comma separated; the default runs 0 up to preview's and export's default."
+_SWEEP_HELP = (
+    "A worker count to measure; repeat it to sweep several (-w 0 -w 2). Default: 0 up to preview's and export's "
+    f"default ({', '.join(map(str, DEFAULT_SWEEP))} here)."
+)
 
 
 FULL = (100, 10, 3)  # timed batches, warm-up batches, runs per worker count
@@ -82,13 +86,24 @@ class RunProgress:
             self.bar.stop()
 
 
-def parse_workers(text: str) -> list[int]:
-    try:
-        out = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise UsageFailure(f"--workers {text!r} must be a comma list of counts, e.g. 0,1,2") from None
-    if not out or min(out) < 0:
-        raise UsageFailure(f"--workers {text!r} must be a comma list of counts >= 0, e.g. 0,1,2")
+def parse_workers(given: list[str] | str | None) -> list[int]:
+    """The worker counts of ``-w N`` repeated; a comma list in one ``-w`` (the old spelling) is read with a
+    warning."""
+    if given is None or not given:
+        return list(DEFAULT_SWEEP)
+    values = [given] if isinstance(given, str) else given
+    out: list[int] = []
+    for text in values:
+        parts = [p for p in text.split(",") if p.strip()]
+        try:
+            counts = [int(p) for p in parts]
+        except ValueError:
+            raise UsageFailure(f"-w/--workers {text!r} must be a worker count, e.g. -w 0 -w 2") from None
+        if not counts or min(counts) < 0:
+            raise UsageFailure(f"-w/--workers {text!r} must be a worker count >= 0, e.g. -w 0 -w 2")
+        out += counts
+    if any("," in v for v in values):
+        warn("a comma list in -w (-w 0,1,2)", "-w 0 -w 1 -w 2")
     return out
 
 
@@ -189,14 +204,9 @@ def bench(
     source: SourceArgs = None,
     option: SourceOpts = None,
     workers: Annotated[
-        str,
-        typer.Option(
-            "--workers",
-            "-w",
-            help=_SWEEP_HELP,
-            rich_help_panel=LOADER,
-        ),
-    ] = DEFAULT_SWEEP,
+        list[str] | None,
+        typer.Option("--workers", "-w", help=_SWEEP_HELP, rich_help_panel=LOADER, metavar="N", show_default=False),
+    ] = None,
     batches: Annotated[
         int | None, typer.Option(help="Timed batches per run [default: 100; 20 with --quick].", min=1)
     ] = None,
@@ -217,6 +227,9 @@ def bench(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress and no hint: the results only (errors on stderr).")
+    ] = False,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Draw a bar chart to this PNG.", dir_okay=False)
     ] = None,
@@ -243,7 +256,7 @@ def bench(
     batch_size, time_steps = opts.batch_size, opts.time_steps
     spec = resolve_source(source, option)
     open_loader(spec, opts).close()  # bad option values fail here, before any timing
-    progress = RunProgress(len(counts) * repeats, repeats, Console(stderr=True), enabled=not as_json)
+    progress = RunProgress(len(counts) * repeats, repeats, Console(stderr=True), enabled=not (as_json or quiet))
     try:
         with CollectedWarnings(STATE.debug) as caught:
             results = run_benchmark(
@@ -287,7 +300,7 @@ def bench(
         assert spec.source is not None
         hint = padding_hint(best.useful_share, best.streams or len(spec.source.items()), batch_size,
                             best.longest_stream, best.epoch_steps)  # fmt: skip
-        if hint:
+        if hint and not quiet:
             Console(stderr=True).print(f"[yellow]hint:[/] {hint}", highlight=False)
     if plot_path is not None:
         plot(results, plot_path, title)
@@ -296,6 +309,7 @@ def bench(
 def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
-        epilog="Examples: streamcli bench video clips/ -w 0,1,2  |  streamcli bench sine -b 32 --json  |  "
-        "streamcli bench text books/ --plot bench.png",
-    )(loader_command(workers=False)(bench))
+        epilog="Examples: streamcli bench video samples/clips -w 0 -w 1 -w 2 --quick  |  "
+        "streamcli bench camera -s steps=64 -b 32 --quick --json  |  "
+        "streamcli bench text samples/text --quick --plot bench.png",
+    )(loader_command(workers=False)(deprecated(SOURCE_OPTION)(bench)))

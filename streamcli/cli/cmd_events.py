@@ -19,12 +19,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from streamcli.cli._aliases import SOURCE_OPTION, Alias, deprecated
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
 from streamcli.cli._inputs import check_input
 from streamcli.cli._noise import CollectedWarnings
+from streamcli.cli._options import choice_option
 from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
 from streamcli.errors import StreamcliError
+from streamcli.storage import urls
 
 FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": (".npy", "numpy")}
 """``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""
@@ -33,7 +36,7 @@ SIMULATOR = "Simulator"
 MANIFEST = "events-from-video.json"
 """The record of a run's files in OUT_DIR: --overwrite deletes what it names and nothing else."""
 _RECORDING = re.compile(r"^\d{5}-[A-Za-z0-9._-]+(" + "|".join(re.escape(s) for s, _ in FORMATS.values()) + r")$")
-_FLAGS = {"threshold": "--threshold", "refractory_us": "--refractory-us", "noise_hz": "--noise", "seed": "--seed"}
+_FLAGS = {"threshold": "--threshold", "refractory_us": "--refractory-us", "noise_hz": "--noise", "seed": "--noise-seed"}
 
 
 def events_from_video(
@@ -48,7 +51,10 @@ def events_from_video(
     ],
     option: SourceOpts = None,
     to: Annotated[
-        str, typer.Option("--to", help="File format: evt3 (Prophesee .raw), aedat4 (iniVation) or npy (numpy).")
+        str,
+        choice_option(
+            "--to", tuple(FORMATS), help="File format: evt3 (Prophesee .raw), aedat4 (iniVation) or npy (numpy)."
+        ),
     ] = "evt3",
     threshold: Annotated[
         float, typer.Option(help="Contrast threshold, in log intensity.", rich_help_panel=SIMULATOR)
@@ -60,7 +66,7 @@ def events_from_video(
     noise: Annotated[
         float, typer.Option(help="Shot-noise events per pixel per second.", rich_help_panel=SIMULATOR)
     ] = 0.0,
-    seed: Annotated[int, typer.Option(help="Seed of the noise.", rich_help_panel=SIMULATOR)] = 0,
+    noise_seed: Annotated[int, typer.Option(help="Seed of the noise.", rich_help_panel=SIMULATOR)] = 0,
     fps: Annotated[
         float,
         typer.Option(help="Frame rate of sources without frame times (camera; videos have their own).", min=0.001),
@@ -74,6 +80,7 @@ def events_from_video(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary: only errors.")] = False,
 ) -> None:
     """Simulate an event camera over every stream of a frame source and write one event file per stream.
 
@@ -97,8 +104,7 @@ def events_from_video(
 
     from streamcli.shards.records import write_json
 
-    if to not in FORMATS:
-        raise UsageFailure(f"--to {to!r} must be one of {', '.join(FORMATS)}")
+    seed = noise_seed
     suffix, fmt = FORMATS[to]
     if suffix != ".npy" and importlib.util.find_spec("faery") is None:
         raise UsageFailure(f"--to {to} needs faery: pip install 'streamcli[events]' (or --to npy, which needs nothing)")
@@ -111,6 +117,11 @@ def events_from_video(
     *src, out = args
     check_option_syntax(option, "; the folder OUT_DIR is the last argument")
     check_input(src)
+    if urls.is_remote(out):  # else Path() takes s3://bucket/x for a local folder named 's3:'
+        raise UsageFailure(
+            f"OUT_DIR {out!r} is a URL; events-from-video writes to a local folder: name one, "
+            "then upload it (e.g. aws s3 cp --recursive DIR URL)"
+        )
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageFailure(f"OUT_DIR {out!r} exists and is not a folder; name a folder for the event files")
@@ -182,7 +193,7 @@ def events_from_video(
             Progress(
                 TextColumn("[bold]events[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("recordings"),
                 TextColumn("{task.fields[events]:,} events"), TimeRemainingColumn(), console=err, transient=False,
-                disable=as_json,
+                disable=as_json or quiet,
             ) as progress,
         ):  # fmt: skip
             task = progress.add_task("events", total=len(items), events=0)
@@ -212,6 +223,8 @@ def events_from_video(
             "events": total, "seconds": seconds, "elapsed_s": elapsed, "sensor_size": list(sensor),
             "simulator": simulator, "files": files,
         }, indent=1))  # fmt: skip
+        return
+    if quiet:
         return
     err.print(
         f"wrote {count(len(files), 'recording')} ({total:,} events over {seconds:.3g} s, {sensor[0]}x{sensor[1]}) "
@@ -271,7 +284,7 @@ def register(app: typer.Typer) -> None:
     app.command(
         "events-from-video",
         cls=StreamcliCommand,
-        epilog="Examples: streamcli events-from-video video clips/ events/ --to evt3  |  "
-        "streamcli events-from-video camera events/ -o size=120x160 --to aedat4 --noise 0.5  |  "
-        "streamcli preview events events/ -o representation=voxel",
-    )(events_from_video)
+        epilog="Examples: streamcli events-from-video video samples/clips events-out/ --to evt3  |  "
+        "streamcli events-from-video camera -s count=2 -s steps=30 -s size=120x160 events-cam/ --to aedat4 "
+        "--noise 0.5 --noise-seed 1  |  streamcli preview events events-cam/ -s representation=voxel --batches 20",
+    )(deprecated(SOURCE_OPTION, Alias(("--seed",), "noise_seed", "--noise-seed", int))(events_from_video))

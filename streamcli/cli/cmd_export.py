@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from streamcli.cli._aliases import SOURCE_OPTION, deprecated
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, command_with, count
 from streamcli.cli._export_plan import (
     batches_to_write,
@@ -24,10 +26,13 @@ from streamcli.cli._export_plan import (
 from streamcli.cli._inputs import check_input, url_argument
 from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
-from streamcli.cli._options import LoaderOptions, loader_command
+from streamcli.cli._options import LoaderOptions, choice_option, loader_command
 from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
 from streamcli.storage import urls
+
+COMPRESS = ("none", "deflate", "zstd")
+"""``--compress`` choices (``streamcli.shards.codec.NAMES``; not imported here: it would import numpy)."""
 
 
 def export(
@@ -52,9 +57,11 @@ def export(
     shard_size: Annotated[str, typer.Option(help="Roll shards over at about this size.")] = "64MB",
     compress: Annotated[
         str,
-        typer.Option(
-            help="Compress the shards: none, zstd (pip install 'streamcli[zstd]') or deflate. Smaller files, "
-            "slower replay: pays on remote storage and slow disks.",
+        choice_option(
+            "--compress",
+            COMPRESS,
+            help="Compress the shards: zstd needs pip install 'streamcli[zstd]'. Smaller files, slower replay: pays "
+            "on remote storage and slow disks.",
         ),
     ] = "none",
     level: Annotated[
@@ -65,7 +72,10 @@ def export(
         bool, typer.Option("--resume", help="Continue an interrupted export from its last complete shard.")
     ] = False,
     engine: Annotated[
-        str, typer.Option(help="Where to run: local, or ray (a Ray cluster; pip install 'streamcli[ray]').")
+        str,
+        choice_option(
+            "--engine", ("local", "ray"), help="Where to run: here, or on a Ray cluster (pip install 'streamcli[ray]')."
+        ),
     ] = "local",
     address: Annotated[
         str | None, typer.Option(help="With --engine ray: join this Ray cluster (e.g. auto); default: start one.")
@@ -73,6 +83,8 @@ def export(
     partitions: Annotated[
         int | None, typer.Option(help="With --engine ray: Ray tasks (default: one per CPU).", min=1)
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout (for scripts).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary: only errors.")] = False,
     *,
     opts: LoaderOptions,
 ) -> None:
@@ -89,8 +101,6 @@ def export(
 
     if overwrite and resume:
         raise UsageFailure("--overwrite and --resume exclude each other; pick one")
-    if engine not in ("local", "ray"):
-        raise UsageFailure(f"--engine {engine!r} must be local or ray")
     if engine == "local" and (address is not None or partitions is not None):
         raise UsageFailure("--address and --partitions need --engine ray")
     check_compress(compress, level)
@@ -130,7 +140,7 @@ def export(
     spec = resolve_source(src, option)
     if engine == "ray" and spec.plugin == "mix":  # Ray tasks rebuild the source from one plugin name
         raise UsageFailure("--engine ray cannot export a mix yet; use --engine local")
-    console = Console(stderr=True)
+    console = Console(stderr=True, quiet=quiet)
     caught = CollectedWarnings(STATE.debug)  # e.g. a length mismatch: one line each, after the progress bar
     with caught, open_loader(spec, opts) as loader:
         header = make_header(
@@ -152,7 +162,7 @@ def export(
         if engine == "ray" and total is None:
             raise UsageFailure(
                 f"--engine ray needs every stream's length to cut the export into tasks, but the {spec.plugin} "
-                "source does not report them all; make it report lengths (for video: -o scan=true)"
+                "source does not report them all; make it report lengths (for video: -s scan=true)"
                 + ("" if n_epochs is None else ", or give --batches N")
             )
         mode = "resume" if resume else "overwrite" if overwrite else "new"
@@ -165,7 +175,7 @@ def export(
         )  # an unknown total shows a rate, never "224/?"
         with Progress(
             TextColumn("[bold]export[/]"), BarColumn(), *counts, TextColumn("{task.fields[mb]:.1f} MB"),
-            TimeRemainingColumn(), console=console, transient=False,
+            TimeRemainingColumn(), console=console, transient=False, disable=quiet or as_json,
         ) as progress:  # fmt: skip
             task = progress.add_task("export", total=total, mb=0.0, rate="")
             first: list[float] = []  # when the first batch was written: the steady rate excludes start-up
@@ -188,7 +198,7 @@ def export(
                     )
             except KeyboardInterrupt:
                 again = command_with("--resume", drop=("--overwrite",)) or f"streamcli export ... {out} --resume"
-                console.print(Text(f"interrupted; continue with: {again}", "yellow"), soft_wrap=True)
+                Console(stderr=True).print(Text(f"interrupted; continue with: {again}", "yellow"), soft_wrap=True)
                 raise
         dt = time.perf_counter() - t0
         steady = time.perf_counter() - first[0] if first else 0.0
@@ -196,7 +206,14 @@ def export(
     caught.report()
     nbytes = sum(s["bytes"] for s in manifest["shards"])
     n = manifest["batches"]
+    summary: dict[str, Any] = {
+        "out_dir": str(out), "batches": n, "shards": len(manifest["shards"]), "bytes": nbytes,
+        "compression": compress, "already_complete": was_complete, "resumed": resume,
+    }  # fmt: skip
     if was_complete:
+        if as_json:
+            typer.echo(json.dumps({**summary, "written": {"batches": 0, "shards": 0, "bytes": 0}}, indent=1))
+            return
         note = f"; removed a stale {PARTIAL} left by a kill while it finished" if stale else ""
         console.print(
             f"{out} is already a complete export ({n} batches in {count(len(manifest['shards']), 'shard')}); "
@@ -215,6 +232,13 @@ def export(
         if new_n > 1 and steady > 0
         else ""
     )
+    hint = stats.padding_hint()
+    if as_json:
+        typer.echo(json.dumps({
+            **summary, "written": {"batches": new_n, "shards": new_shards, "bytes": new_bytes}, "seconds": dt,
+            "useful_share": stats.useful_share if stats.batches else None, "hint": hint or None,
+        }, indent=1))  # fmt: skip
+        return
     share = f"; {stats.useful_share:.0%} of the steps are real data" if stats.batches else ""
     done = (
         f"wrote {new_n} batches in {count(new_shards, 'shard')} to {out}: {new_bytes / 1e6:.1f} MB in {dt:.3g} s "
@@ -228,7 +252,6 @@ def export(
             f"{nbytes / 1e6:.1f} MB"
         )
     console.print(done, highlight=False)
-    hint = stats.padding_hint()
     if hint:
         console.print(f"[yellow]hint:[/] {hint}", highlight=False)
 
@@ -263,9 +286,10 @@ def _on_ray(
 def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
-        epilog="Examples: streamcli export text books/ out/ -b 16 -t 32 --batches 1000  |  "
-        "streamcli export video clips/ out/ -o scan=true --segment 128 --resume  |  "
-        "streamcli export camera out/ --engine ray --partitions 4  |  "
-        "streamcli export camera out/ --compress zstd --level 3  |  "
-        "streamcli export mix books=0.7:text:books/ code=0.3:text:src/ out/ --segment 256",
-    )(loader_command()(export))
+        epilog="Examples: streamcli export text samples/text out/ -b 16 -t 32 --batches 100  |  "
+        "streamcli export video samples/clips out-clips/ -s scan=true --segment 128 --resume  |  "
+        "streamcli export camera out-ray/ --engine ray --partitions 4  |  "
+        "streamcli export camera -s steps=64 out-zstd/ --compress zstd --level 3 --json  |  "
+        "streamcli export mix prose=0.7:text:samples/text/prose code=0.3:text:samples/text/code out-mix/ "
+        "--segment 256 --quiet",
+    )(loader_command()(deprecated(SOURCE_OPTION)(export)))

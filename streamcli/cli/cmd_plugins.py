@@ -14,9 +14,8 @@ from rich.table import Table
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure
 from streamcli.cli._source_options import option_signature
-from streamcli.cli._spec import did_you_mean
 from streamcli.errors import PluginNotFoundError
-from streamcli.plugins import PluginInfo, list_plugins, load_factory
+from streamcli.plugins import PluginInfo, list_plugins, load_factory, option_docs, shown_default
 
 
 def describe(info: PluginInfo) -> dict[str, Any]:
@@ -46,12 +45,17 @@ def describe(info: PluginInfo) -> dict[str, Any]:
 
 
 def options_of(name: str) -> list[dict[str, Any]]:
-    """The ``-o`` options of plugin ``name``: name, type and default, read the way ``-o`` parses them."""
+    """The ``-s`` options of plugin ``name``: name, type, default and description, read the way ``-s`` parses them.
+
+    The description comes from the source's docstring or ``Annotated`` parameters (``streamcli.plugins.option_docs``);
+    a "not given" default that the description replaces ("Default: 50000.") shows the one that applies.
+    """
     try:
         factory = load_factory(name)
     except PluginNotFoundError as exc:
-        raise UsageFailure(did_you_mean(str(exc), name, [p.name for p in list_plugins()])) from None
+        raise UsageFailure(str(exc)) from None  # its message already says "did you mean"
     params, hints, open_kwargs = option_signature(factory)
+    docs = option_docs(factory)
     try:
         first = next(iter(inspect.signature(factory).parameters.values()), None)
     except (TypeError, ValueError):
@@ -62,10 +66,19 @@ def options_of(name: str) -> list[dict[str, Any]]:
             continue  # the source's argument (PATH), given after the plugin name, not as -o
         ann = hints.get(key, p.annotation)
         default = None if p.default is inspect.Parameter.empty else p.default
-        out.append({"name": key, "type": type_name(ann, p.default), "default": default})
+        text = docs.get(key, "")
+        out.append({"name": key, "type": type_name(ann, p.default), "default": shown_default(default, text),
+                    "description": text})  # fmt: skip
     if open_kwargs:
-        out.append({"name": "**", "type": "any", "default": None})
+        out.append({"name": "**", "type": "any", "default": None, "description": "any other key=value"})
     return out
+
+
+def _shown(value: Any) -> str:
+    """A default as ``-s`` takes it: ``(64, 64)`` as ``64,64``, a string as written."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    return str(value) if value != "" else "''"
 
 
 def type_name(ann: Any, default: Any = inspect.Parameter.empty) -> str:
@@ -102,14 +115,16 @@ def _one_plugin(name: str, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({**row, "doc": doc, "options": opts}, indent=1, default=str))
         return
-    console = Console(soft_wrap=False)
+    console = Console(soft_wrap=False, width=max(Console().width, 120))
     console.print(f"[bold]{escape(name)}[/] ({escape(row.get('value') or '')}): {escape(' '.join(doc.split()))}")
-    table = Table(title="options (-o key=value)", title_justify="left")
+    table = Table(title="options (-s key=value)", title_justify="left")
     table.add_column("option", style="bold", no_wrap=True)
     table.add_column("type", no_wrap=True)
     table.add_column("default")
+    table.add_column("description", overflow="fold")
     for o in opts:
-        table.add_row(o["name"], escape(o["type"]), escape(repr(o["default"])) if o["default"] is not None else "-")
+        default = "-" if o["default"] is None else escape(_shown(o["default"]))
+        table.add_row(o["name"], escape(o["type"]), default, escape(o["description"].replace("``", "")) or "-")
     console.print(table)
     if row.get("fields"):
         console.print("fields of a step: " + ", ".join(f"{f['name']} {f['dtype']}{f['shape']}" for f in row["fields"]))
@@ -118,13 +133,15 @@ def _one_plugin(name: str, as_json: bool) -> None:
 def plugins(
     name: Annotated[
         str | None,
-        typer.Argument(help="Show this plugin's options (types and defaults).", show_default=False, metavar="[NAME]"),
+        typer.Argument(
+            help="Show this plugin's options (types, defaults, descriptions).", show_default=False, metavar="[NAME]"
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
 ) -> None:
     """List the installed source plugins: name, distribution and version, module:attr, status and fields.
 
-    With NAME, list that plugin's -o options with their types and defaults.
+    With NAME, list that plugin's -s options with their types, defaults and descriptions.
     """
     if name is not None:
         _one_plugin(name, as_json)

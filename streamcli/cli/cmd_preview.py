@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
+from streamcli.cli._aliases import SOURCE_OPTION, Alias, deprecated
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure
 from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
@@ -237,7 +238,7 @@ def preview(
     snapshot: Annotated[
         Path | None, typer.Option(help="Write the last grid as a labelled PNG contact sheet.", dir_okay=False)
     ] = None,
-    fps: Annotated[float, typer.Option(help="Redraws per second (capped at 15).", min=0.5)] = RENDER_HZ,
+    refresh: Annotated[float, typer.Option(help="Redraws per second (capped at 15).", min=0.5)] = RENDER_HZ,
     *,
     opts: LoaderOptions,
 ) -> None:
@@ -254,7 +255,7 @@ def preview(
     check_config(opts)  # a bad setting is refused before the source is built (a video scan can take a while)
     spec = resolve_source(source, option)
     console = Console()
-    pace = Pace(1.0 / min(fps, 15.0))
+    pace = Pace(1.0 / min(refresh, 15.0))
     frame: Frame | None = None
     n = 0
     marks: list[float] = []  # when each batch arrived: the steady rate excludes start-up
@@ -336,6 +337,7 @@ def preview(
 def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
-        epilog="Examples: streamcli preview  |  streamcli preview video clips/ -b 8 -t 16 -w 2  |  "
-        "streamcli preview text books/ --batches 50 --snapshot grid.png",
-    )(loader_command()(preview))
+        epilog="Examples: streamcli preview  |  streamcli preview video samples/clips -b 8 -t 16 -w 2  |  "
+        "streamcli preview text samples/text --batches 50 --snapshot grid.png  |  "
+        "streamcli preview events samples/events -s representation=voxel --batches 20",
+    )(loader_command()(deprecated(SOURCE_OPTION, Alias(("--fps",), "refresh", "--refresh", float))(preview)))

@@ -81,7 +81,7 @@ def _value(v: Any) -> str:
 
 def _text(s: dict[str, Any]) -> list[str]:
     src = s["source"] or {}
-    opts = " ".join(f"-o {k}={_value(v)}" for k, v in (src.get("options") or {}).items())
+    opts = " ".join(f"-s {k}={_value(v)}" for k, v in (src.get("options") or {}).items())
     label = " ".join(str(x) for x in (src.get("plugin"), src.get("arg"), opts) if x)
     share = f" ({s['useful_share']:.0%} real data)" if s["useful_share"] is not None else ""
     rate = f", {s['mb_per_s']:.1f} MB/s" if s["mb_per_s"] is not None else ""
@@ -110,6 +110,9 @@ def replay(
         str, typer.Argument(help="The export folder, or its URL (s3://...).", show_default=False, metavar="OUT_DIR")
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No summary: only problems and errors (the exit code tells).")
+    ] = False,
 ) -> None:
     """Check an export in full (as verify does) and replay every batch with ShardReader, as training would.
 
@@ -157,10 +160,15 @@ def replay(
     if as_json:
         typer.echo(json.dumps(s, indent=1))
         return
+    if quiet:
+        return
     console = Console(soft_wrap=True, highlight=False)
     for line in _text(s):
         console.print(line)
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=StreamcliCommand, epilog="Examples: streamcli replay out/  |  streamcli replay out/ --json")(replay)
+    app.command(
+        cls=StreamcliCommand,
+        epilog="Examples: streamcli replay out/  |  streamcli replay out/ --json  |  streamcli replay out-mix/ --quiet",
+    )(replay)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,6 +20,9 @@ def verify(
     out_dir: Annotated[
         str, typer.Argument(help="The export folder, or its URL (s3://...).", show_default=False, metavar="OUT_DIR")
     ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts), problems included.")
+    ] = False,
 ) -> None:
     """Check an export: the manifest, every shard's checksum, members, shapes and the batch counts.
 
@@ -30,9 +34,26 @@ def verify(
 
     out_dir = url_argument(out_dir)
     if not urls.is_remote(out_dir) and not Path(out_dir).is_dir():
-        raise UsageFailure(f"{str(out_dir)!r} is not a folder")
+        what = "does not exist" if not Path(out_dir).exists() else "is a file, not a folder"
+        raise UsageFailure(
+            f"OUT_DIR {str(out_dir)!r} {what}; pass the folder (or URL) that streamcli export wrote, e.g. "
+            "streamcli verify out/"
+        )
     console = Console()
     problems = check(out_dir)
+    if as_json:
+        result: dict[str, Any] = {"out_dir": str(out_dir), "ok": not problems, "problems": problems}
+        if not problems:
+            m = load_manifest(out_dir)
+            result |= {
+                "batches": m["batches"], "shards": len(m["shards"]), "batch_size": m["batch_size"],
+                "time_steps": m["time_steps"], "layout": m["layout"],
+                "fields": [{"name": f.name, "dtype": f.np_dtype.name, "shape": list(f.shape)} for f in m["_fields"]],
+            }  # fmt: skip
+        typer.echo(json.dumps(result, indent=1))
+        if problems:
+            raise ShardError(f"{len(problems)} problem(s) in {out_dir}")
+        return
     if problems:
         err = Console(stderr=True, soft_wrap=True, highlight=False)
         for p in problems:
@@ -48,4 +69,4 @@ def verify(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=StreamcliCommand, epilog="Example: streamcli verify out/")(verify)
+    app.command(cls=StreamcliCommand, epilog="Examples: streamcli verify out/  |  streamcli verify out/ --json")(verify)

@@ -20,10 +20,15 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from streamcli.errors import LoaderUsageError
 from streamcli.lives.control import Aborted
 
 T = TypeVar("T")
 _DONE = object()
+_STOPPED = (
+    "the thread preparing batches has stopped, because the loader was closed or a newer iter(loader) started "
+    "another epoch; iterate the newest iter(loader), or create a new StreamLoader if this one is closed"
+)
 _SWITCH = 3  # items in a row that decide a switch between the thread and the consumer making them
 
 
@@ -140,7 +145,7 @@ class ReadyQueue(Generic[T]):
             with self._cv:
                 if not self._queue:
                     if self._stop.is_set() or not self._thread.is_alive():
-                        raise RuntimeError("the thread preparing batches has stopped") from None
+                        raise LoaderUsageError(_STOPPED) from None
                     self._cv.wait(0.1)  # woken when the thread adds one
                     waited = True
         if len(self._queue) == self._depth - 1:  # it was full: the thread may be waiting for room
@@ -157,10 +162,10 @@ class ReadyQueue(Generic[T]):
             if self._queue:  # queued by the thread before it parked
                 return self._queue.popleft()
             if self._over:
-                raise RuntimeError("the thread preparing batches has stopped")
+                raise LoaderUsageError(_STOPPED)
             item = self._advance(Exception)  # a KeyboardInterrupt is the consumer's own: raised as it is
             if item is None:
-                raise RuntimeError("the thread preparing batches has stopped")
+                raise LoaderUsageError(_STOPPED)
             self._streak = 0 if self._waited() else self._streak + 1
             if self._streak >= _SWITCH:
                 with self._cv:

@@ -35,8 +35,9 @@ def run_rnn(
     Args:
         rnn: a unidirectional ``nn.RNN``, ``nn.GRU`` or ``nn.LSTM`` (``batch_first`` either way).
         x: ``(T, B, F)``, or ``(B, T, F)`` when ``rnn.batch_first``.
-        is_first, valid: bool flags in the same layout as ``x``'s first two axes (``batch.is_first`` and
-            ``batch.valid`` of a loader with ``layout="BT"`` for a batch-first module, ``"TB"`` otherwise).
+        is_first: bool flags in the same layout as ``x``'s first two axes (``batch.is_first`` of a loader with
+            ``layout="BT"`` for a batch-first module, ``"TB"`` otherwise): the state resets before such a step.
+        valid: bool flags in the same layout (``batch.valid``): padding steps leave the state as it is.
         hx: the state each row starts from unless its first valid step has ``is_first``, as the module takes
             it (``(layers, B, H)``, a tuple ``(h, c)`` for an LSTM); None for zeros (``RowState.begin``
             gives it).

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from streamcli.batch import Batch
-from streamcli.errors import ConfigError, StateError
+from streamcli.errors import ConfigError, LoaderUsageError, StateError
 from streamcli.tbptt.runner import State
 
 FORMAT = "streamcli.RowState/1"
@@ -74,7 +74,7 @@ class RowState:
         """The state to start ``batch`` from, with the batch on axis ``batch_dim``; None (all zeros, as
         ``nn.RNN`` takes it) while no state has been saved yet."""
         if self._pending is not None:
-            raise RuntimeError("RowState.begin was called twice; call update(final_state) after each batch")
+            raise LoaderUsageError("RowState.begin was called twice; call update(final_state) after each batch")
         self._is_first = batch.is_first
         flags = {name: getattr(batch, name) for name in ("is_first", "valid", "stream", "position", "replayed")}
         source = batch.source if batch.source is not None else torch.zeros_like(batch.stream)
@@ -127,7 +127,7 @@ class RowState:
     def update(self, final: State) -> None:
         """Take the state after the batch given by the last ``begin`` (detached unless ``detach=False``)."""
         if self._pending is None:
-            raise RuntimeError("RowState.update was called without begin(batch) before it")
+            raise LoaderUsageError("RowState.update was called without begin(batch) before it")
         states = (final,) if isinstance(final, torch.Tensor) else tuple(final)
         rows = self._pending.shape[0]
         for s in states:
@@ -145,7 +145,7 @@ class RowState:
         """The steps to reset the state at in the batch of the last ``begin`` (pass it to ``run_rnn``):
         ``batch.is_first``, less the first step of a stream rejoined across a resume (see ``segment``)."""
         if self._is_first is None:
-            raise RuntimeError("RowState.is_first is read before begin(batch)")
+            raise LoaderUsageError("RowState.is_first is read before begin(batch)")
         return self._is_first
 
     @property

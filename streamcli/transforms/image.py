@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.errors import LoaderUsageError
 from streamcli.source import Field
 from streamcli.transforms.contract import Block, Context
 
@@ -81,7 +82,7 @@ class ImageTransform:
     def __call__(self, block: Block, ctx: Context) -> Block:
         layouts: dict[str, Layout] | None = getattr(self, "_layouts", None)
         if layouts is None:
-            raise RuntimeError(f"{self!r}: call fields(source_fields) before the transform (StreamLoader does)")
+            raise LoaderUsageError(f"{self!r}: call fields(source_fields) before the transform (StreamLoader does)")
         params = self._draw(ctx.rng())
         out = dict(block)
         for name, lay in layouts.items():

@@ -6,6 +6,8 @@ import inspect
 import os
 import sys
 
+from streamcli.errors import LoaderUsageError
+
 
 def check_main_guard() -> None:
     """Refuse, before any worker starts, a loader built at the top level of a script without a main guard.
@@ -36,7 +38,7 @@ def check_main_guard() -> None:
     except OSError:
         return
     if "__main__" not in source:
-        raise RuntimeError(
+        raise LoaderUsageError(
             f"{path} builds a StreamLoader with worker processes from its top level without an "
             '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
             'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'

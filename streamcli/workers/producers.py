@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamcli.caller import at_user_line
+from streamcli.errors import StaleIteratorError
 from streamcli.fills.checks import short_repr
 from streamcli.fills.engine import Engine
 from streamcli.fills.spec import FillSpec, Skip
@@ -50,7 +51,7 @@ class InProcess:
         try:
             at_user_line(lambda: self.engine.fill_until(k))
         except Aborted:  # pragma: no cover - only a newer epoch changes the generation
-            raise RuntimeError("this iterator was superseded by a newer iter(loader)") from None
+            raise StaleIteratorError() from None
         return False
 
     def ready_batches(self, k: int) -> int:

@@ -35,7 +35,7 @@ class EventsSource(BaseSource):
     Args:
         path: an event file or a folder of them (``.npy``, ``.h5``/``.hdf5``, ``.raw`` EVT 2.0/3.0, ``.aedat4``,
             ``.dat``, ``.es``; see ``formats``).
-        window_us: window length in µs (default 50,000 when ``events_per_window`` is not given).
+        window_us: window length in µs. Default: 50000 (when ``events_per_window`` is not given).
         events_per_window: cut windows by event count instead of time.
         representation: ``histogram``, ``voxel``, ``time_surface`` or ``raw`` (see ``represent``).
         sensor_size: ``(height, width)``. Default: the files' own size where the format records one (all must
