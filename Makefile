@@ -21,10 +21,10 @@ $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-si
 install: $(STAMP)
 
 # `make demo` previews a video folder: CLIPS=path/to/videos, or clips rendered once by the camera source.
-SAMPLES ?= samples/clips
+SAMPLES ?= samples
 CLIPS ?=
 demo: $(STAMP)
-	@if [ -n "$(CLIPS)" ]; then dir="$(CLIPS)"; else $(VENV)/bin/streamcli samples $(SAMPLES) && dir="$(SAMPLES)"; fi; \
+	@if [ -n "$(CLIPS)" ]; then dir="$(CLIPS)"; else $(VENV)/bin/streamcli samples $(SAMPLES) && dir="$(SAMPLES)/clips"; fi; \
 	$(VENV)/bin/streamcli preview video "$$dir" -b 6 -t 16 -w 2
 
 lint: $(STAMP)

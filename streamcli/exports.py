@@ -43,8 +43,9 @@ class ExportSummary:
 
     ``batches``, ``shards`` and ``bytes`` count the whole export; ``written_*`` what this call wrote (a resumed
     export keeps the complete shards of the interrupted one; an export already complete writes nothing).
-    ``steps`` is the room the written batches have (batches x B x T) and ``valid_steps`` the steps of real data
-    in them, so ``useful_share`` is the share that is not padding. ``manifest`` is the export's ``index.json``.
+    ``steps`` is the room the batches this call read have (batches x B x T: the written ones, unless a resume had
+    to read kept ones again) and ``valid_steps`` the steps of real data in them (None if unknown: a Ray export),
+    so ``useful_share`` is the share that is not padding. ``manifest`` is the export's ``index.json``.
     """
 
     out_dir: str
@@ -55,7 +56,7 @@ class ExportSummary:
     written_shards: int
     written_bytes: int
     steps: int
-    valid_steps: int
+    valid_steps: int | None
     seconds: float
     compress: str
     level: int | None
@@ -66,8 +67,8 @@ class ExportSummary:
 
     @property
     def useful_share(self) -> float | None:
-        """``valid_steps / steps``; None when nothing was written."""
-        return self.valid_steps / self.steps if self.steps else None
+        """``valid_steps / steps``; None when nothing was written or the steps are unknown."""
+        return self.valid_steps / self.steps if self.steps and self.valid_steps is not None else None
 
     @property
     def mb_per_s(self) -> float | None:
@@ -144,19 +145,23 @@ def summarize(
     before: Mapping[str, tuple[Any, ...]],
     *,
     seconds: float,
-    valid_steps: int,
+    valid_steps: int | None,
     resumed: bool,
     already_complete: bool,
     hint: str | None = None,
+    batches_read: int | None = None,
 ) -> ExportSummary:
     """The summary of an export that ended with ``manifest``; ``before`` is ``shard_files`` taken before a
-    resumed run (the shards it kept are those whose identity did not change), else empty."""
+    resumed run (the shards it kept are those whose identity did not change), else empty. ``valid_steps`` and
+    ``batches_read`` are the loader's count of real steps and batches in this call (``batches_read`` defaults to
+    the batches written)."""
     now = shard_files(out_dir)
     shards = manifest["shards"]
     kept = [sh for sh in shards if sh["name"] in before and before[sh["name"]] == now.get(sh["name"])]
     total_bytes = sum(int(sh["bytes"]) for sh in shards)
     n = int(manifest["batches"])
     written = 0 if already_complete else n - sum(int(sh["batches"]) for sh in kept)
+    room = int(manifest["batch_size"]) * int(manifest["time_steps"])  # steps a batch holds
     return ExportSummary(
         out_dir=str(out_dir),
         batches=n,
@@ -165,7 +170,7 @@ def summarize(
         written_batches=written,
         written_shards=0 if already_complete else len(shards) - len(kept),
         written_bytes=0 if already_complete else total_bytes - sum(int(sh["bytes"]) for sh in kept),
-        steps=written * int(manifest["batch_size"]) * int(manifest["time_steps"]),
+        steps=(written if batches_read is None else batches_read) * room,
         valid_steps=valid_steps,
         seconds=seconds,
         compress=str(manifest.get("compression") or "none"),
@@ -280,7 +285,7 @@ def export(
     mode = "resume" if resume else "overwrite" if overwrite else "new"
     was_complete = resume and MANIFEST in present
     before = shard_files(place) if resume else {}
-    steps_before = loader.stats.steps
+    before_stats = loader.stats
     t0 = time.perf_counter()
     manifest = export_loader(loader, place, header, epochs=n_epochs, batches=batches, mode=mode)
     seconds = time.perf_counter() - t0
@@ -290,7 +295,8 @@ def export(
         place,
         before,
         seconds=seconds,
-        valid_steps=stats.steps - steps_before,
+        valid_steps=stats.steps - before_stats.steps,
+        batches_read=stats.batches - before_stats.batches,
         resumed=resume,
         already_complete=was_complete,
         hint=stats.padding_hint() or None,

@@ -220,6 +220,12 @@ def test_a_users_plugin_gets_descriptions_from_its_docstring_or_annotations() ->
 # -- errors ------------------------------------------------------------------------------------------------
 
 
+def test_an_unknown_option_lists_the_options_without_the_sources_argument() -> None:
+    result = runner.invoke(app, ["preview", "text", str(ROOT / "README.md"), "-s", "colour=red"])
+    assert result.exit_code == 2
+    assert "valid options: width, glob, strings, keep_bom, newlines" in result.output, result.output
+
+
 def test_a_misspelt_plugin_gets_one_hint() -> None:
     result = runner.invoke(app, ["plugins", "vidoe"])
     assert result.exit_code == 2
@@ -260,3 +266,9 @@ def test_no_plain_runtime_error_is_raised_on_a_users_path() -> None:
                 if not any(s in m.group(1) for s in _INTERNAL):
                     found.append(f"{path.relative_to(ROOT)}: {m.group(0)[:100]!r}")
     assert not found, "\n".join(found)
+
+
+def test_the_old_fps_spelling_is_range_checked_as_refresh_is() -> None:
+    result = runner.invoke(app, ["preview", "--fps", "0.1"])
+    assert result.exit_code == 2
+    assert "error: --refresh 0.1 must be at least 0.5 redraws per second" in result.output

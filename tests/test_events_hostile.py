@@ -539,3 +539,17 @@ def test_fault_sweep_over_event_formats_and_the_cache(tmp_path: Path, case: str)
         got = [np.asarray(s["events"])[: int(s["count"])] for s in iter_steps(src, item)]
         np.testing.assert_array_equal(np.concatenate(got), _want(case))
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("t0", [37 * 4096, 37 * 4096 + 100])
+def test_an_evt3_file_whose_first_data_byte_is_a_percent_sign_reads_whole(tmp_path: Path, t0: int) -> None:
+    """A header without ``% end`` is told from data by its text: a first TIME_HIGH word of 0x8025 starts with
+    ``%`` (0x25), and reading it as a header line cut the recording short or called it truncated."""
+    ev = recording(0, 500, t0=t0)
+    path = write(tmp_path / "rec.raw", ev, "evt3")
+    data = path.read_bytes()
+    header = data.index(b"% geometry")
+    header = data.index(b"\n", header) + 1
+    assert data[header : header + 1] == b"%"  # the case: the first data byte is a '%'
+    assert decoded._header_end(str(path), data[:4096], len(data), "an EVT file") == header
+    assert sum(counts(path)) == len(ev)

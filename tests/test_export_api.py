@@ -70,11 +70,32 @@ def test_export_is_public_and_its_summary_matches_the_shards(tmp_path: Path) -> 
         s.batches = 0  # type: ignore[misc]  # frozen
 
 
-def test_the_output_passes_streamcli_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compress", ["none", "zstd"])
+def test_the_output_passes_streamcli_verify_json(tmp_path: Path, compress: str) -> None:
+    if compress == "zstd":
+        pytest.importorskip("zstandard")
     with loader() as ld:
-        streamcli.export(ld, tmp_path / "run")
-    out = CliRunner().invoke(app, ["verify", str(tmp_path / "run")])
+        s = streamcli.export(ld, tmp_path / "run", compress=compress, shard_size=FIVE)
+    out = CliRunner().invoke(app, ["verify", str(tmp_path / "run"), "--json"])
     assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["ok"] is True and got["problems"] == []
+    assert (got["batches"], got["shards"], got["batch_size"], got["time_steps"]) == (s.batches, s.shards, B, T)
+    (tmp_path / "run" / "shard-00000.npz").write_bytes(b"broken")  # and a broken one does not pass
+    out = CliRunner().invoke(app, ["verify", str(tmp_path / "run"), "--json"])
+    assert out.exit_code != 0 and json.loads(out.stdout)["ok"] is False
+
+
+def test_the_cli_reports_the_same_summary(tmp_path: Path) -> None:
+    cam = ["camera", "-s", "count=2", "-s", "steps=4", "-s", "size=8x8", "-b", "2", "-t", "2", "-w", "0"]
+    out = CliRunner().invoke(app, ["export", *cam, str(tmp_path / "cli"), "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    with loader() as ld:
+        s = streamcli.export(ld, tmp_path / "py")
+    assert got.keys() == s.to_json().keys()
+    assert got["batches"] == got["written"]["batches"] == 2 and got["valid_steps"] == got["steps"] == 8
+    assert got["useful_share"] == 1.0 and got["compression"] == "none" and got["out_dir"] == str(tmp_path / "cli")
 
 
 def test_batches_runs_as_many_epochs_as_it_needs_and_epochs_caps_it(tmp_path: Path) -> None:

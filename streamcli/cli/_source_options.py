@@ -47,8 +47,15 @@ def option_signature(factory: Any) -> tuple[dict[str, inspect.Parameter], dict[s
     params = list(sig.parameters.values())
     open_kwargs = any(p.kind is p.VAR_KEYWORD for p in params)
     named = [p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if named and named[0].kind is named[0].POSITIONAL_OR_KEYWORD and named[0].default is inspect.Parameter.empty:
-        named = named[1:]  # the source's argument (PATH), not an option
+    first = named[0] if named else None
+    if (
+        first is not None
+        and first.kind is first.POSITIONAL_OR_KEYWORD
+        and first.default in (inspect.Parameter.empty, None)
+    ):
+        named = named[
+            1:
+        ]  # the source's argument (PATH, given after its name), not an option: as plugins NAME lists them
     return {p.name: p for p in named}, hints, open_kwargs
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -96,6 +97,7 @@ def export(
     --engine ray writes the same files on a Ray cluster. Replay with streamcli.ShardReader(OUT_DIR) or the
     shards source. OUT_DIR may be a URL (s3://bucket/run; pip install 'streamcli[s3]'): the same files, uploaded.
     """
+    from streamcli.exports import summarize
     from streamcli.shards import MANIFEST, PARTIAL, make_header
     from streamcli.shards.exporting import export_loader
 
@@ -204,50 +206,42 @@ def export(
         steady = time.perf_counter() - first[0] if first else 0.0
         stats = loader.stats
     caught.report()
-    nbytes = sum(s["bytes"] for s in manifest["shards"])
-    n = manifest["batches"]
-    summary: dict[str, Any] = {
-        "out_dir": str(out), "batches": n, "shards": len(manifest["shards"]), "bytes": nbytes,
-        "compression": compress, "already_complete": was_complete, "resumed": resume,
-    }  # fmt: skip
+    # The same summary as streamcli.export returns; a Ray export's loader read nothing, so its share is unknown.
+    summary = dataclasses.replace(
+        summarize(manifest, out_dir, before, seconds=dt, valid_steps=stats.steps if stats.batches else None,
+                  batches_read=stats.batches, resumed=resume, already_complete=was_complete,
+                  hint=stats.padding_hint() or None),
+        out_dir=str(out),
+    )  # fmt: skip
+    n, nbytes, held = summary.batches, summary.bytes, count(summary.shards, "shard")
     if was_complete:
         if as_json:
-            typer.echo(json.dumps({**summary, "written": {"batches": 0, "shards": 0, "bytes": 0}}, indent=1))
+            typer.echo(json.dumps(summary.to_json(), indent=1))
             return
         note = f"; removed a stale {PARTIAL} left by a kill while it finished" if stale else ""
-        console.print(
-            f"{out} is already a complete export ({n} batches in {count(len(manifest['shards']), 'shard')}); "
-            f"nothing to write{note}",
-            highlight=False,
-        )
+        console.print(f"{out} is already a complete export ({n} batches in {held}); nothing to write{note}",
+                      highlight=False)  # fmt: skip
         return
     # A resumed run is timed on what it wrote itself; the shards it kept were written by an earlier run.
-    now = shard_files(out_dir)
-    kept = [sh for sh in manifest["shards"] if sh["name"] in before and before[sh["name"]] == now.get(sh["name"])]
-    new_n = n - sum(int(sh["batches"]) for sh in kept)
-    new_bytes = nbytes - sum(int(sh["bytes"]) for sh in kept)
-    new_shards = len(manifest["shards"]) - len(kept)
+    new_n, new_bytes, new_shards = summary.written_batches, summary.written_bytes, summary.written_shards
     rate = (
         f"; after the first batch {new_bytes * (new_n - 1) / new_n / 1e6 / steady:.1f} MB/s"
         if new_n > 1 and steady > 0
         else ""
     )
-    hint = stats.padding_hint()
+    hint = summary.hint
     if as_json:
-        typer.echo(json.dumps({
-            **summary, "written": {"batches": new_n, "shards": new_shards, "bytes": new_bytes}, "seconds": dt,
-            "useful_share": stats.useful_share if stats.batches else None, "hint": hint or None,
-        }, indent=1))  # fmt: skip
+        typer.echo(json.dumps(summary.to_json(), indent=1))
         return
-    share = f"; {stats.useful_share:.0%} of the steps are real data" if stats.batches else ""
+    share = f"; {summary.useful_share:.0%} of the steps are real data" if summary.useful_share is not None else ""
     done = (
         f"wrote {new_n} batches in {count(new_shards, 'shard')} to {out}: {new_bytes / 1e6:.1f} MB in {dt:.3g} s "
         f"({new_bytes / 1e6 / max(dt, 1e-9):.1f} MB/s{rate}){share}"
     )
     if resume:
-        kept_n, held = n - new_n, count(len(manifest["shards"]), "shard")
+        kept_n, kept = n - new_n, count(summary.shards - new_shards, "shard")
         done = (
-            f"resumed: kept {count(len(kept), 'shard')} ({kept_n} batches, {(nbytes - new_bytes) / 1e6:.1f} MB) of the "
+            f"resumed: kept {kept} ({kept_n} batches, {(nbytes - new_bytes) / 1e6:.1f} MB) of the "
             f"interrupted export; {done}; the export now holds {n} batches in {held}, "
             f"{nbytes / 1e6:.1f} MB"
         )

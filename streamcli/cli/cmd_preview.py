@@ -250,6 +250,8 @@ def preview(
     from streamcli.cli.preview import dashboard, frame_from_batch, snapshot_png, text_summary
     from streamcli.shards import iter_limit
 
+    if not refresh >= 0.5:  # the old --fps spelling reaches here without Typer's range check
+        raise UsageFailure(f"--refresh {refresh} must be at least 0.5 redraws per second")
     if snapshot is not None and snapshot.suffix.lower() != ".png":
         raise UsageFailure(f"--snapshot {str(snapshot)!r} must end in .png")
     check_config(opts)  # a bad setting is refused before the source is built (a video scan can take a while)

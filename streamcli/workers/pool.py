@@ -76,8 +76,12 @@ class WorkerPool:
         # Ctrl-C reaches the whole process group, and a spawned worker imports streamcli and torch before it can
         # ignore it (``worker_main``): it would die there with a traceback. Started with SIGINT blocked, a worker
         # inherits the mask through fork and exec; here a Ctrl-C meanwhile is delivered once every worker is known.
+        # The mask is this thread's only: another thread (a progress bar's) still takes the signal, and Python
+        # would raise it here mid-start, leaving a child to read a half-sent start-up and die with a traceback;
+        # so the handlers wait too (``_Deferred``).
         try:
             held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            deferred = _Deferred()
             try:
                 for spec in specs:
                     parent, child = ctx.Pipe()
@@ -96,6 +100,7 @@ class WorkerPool:
                     self._poll_all.register(parent.fileno(), select.POLLIN)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
+                deferred.release()  # a signal that came meanwhile is delivered now, every worker started whole
         except BaseException:  # that Ctrl-C, say: nothing started may outlive the error
             for proc in self.procs:
                 proc.kill()
@@ -321,3 +326,28 @@ def shutdown(pool: WorkerPool | None, ring: Ring) -> None:
             with contextlib.suppress(Exception):
                 conn.close()
     ring.close()
+
+
+class _Deferred:
+    """In the main thread, SIGINT, SIGTERM and SIGHUP are held back (their handlers called once ``release``
+    runs) instead of raising where they land; elsewhere (no handler can be set there) it does nothing."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.came: list[int] = []
+        self.saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.saved[sig] = signal.signal(sig, lambda signum, frame: self.came.append(signum))
+
+    def release(self) -> None:
+        saved, self.saved = self.saved, {}
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.came):  # each once, in the order they came
+            handler = saved[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), sig)

@@ -46,15 +46,25 @@ def _header_end(path: str, head: bytes, size: int, what: str) -> int:
     pos = 0
     while head[pos : pos + 1] == b"%":
         nl = head.find(b"\n", pos)
+        if nl < 0 and not _is_text(head[pos:]):  # a data word whose first byte is '%', at the file's end
+            break
         if nl < 0:
             if len(head) >= size:
                 raise EventFileError(f"{path}: ends at byte {size} inside its header, so it is truncated; {FIX}")
             raise EventFileError(f"{path}: its header runs past {_HEADER_MAX} bytes: it is not {what}; {FIX}")
+        if not _is_text(head[pos:nl]):  # a data word that starts with '%' (0x25): the header ended before it
+            break
         done = head[pos:nl].strip() == b"% end"
         pos = nl + 1
         if done:
             break
     return pos
+
+
+def _is_text(line: bytes) -> bool:
+    """Whether ``line`` can be a header line: printable ASCII (files without ``% end`` are told apart from
+    their first data word, which may start with ``%`` too, only by this)."""
+    return all(32 <= c < 127 or c in (9, 13) for c in line)
 
 
 def _evt_version(path: str) -> str:
