@@ -13,12 +13,13 @@ from _sources import CountingSource
 
 from streamcli import Field, LoaderConfig
 from streamcli.errors import WorkerError
-from streamcli.fills.claimed.rows import epoch_rows
 from streamcli.fills.spec import FillSpec
+from streamcli.lives.control.rows import epoch_rows
 from streamcli.lives.ring import Ring
 from streamcli.lives.segment import sweep_stale
 from streamcli.scheduled import cursor
 from streamcli.scheduled.claims import count_batches
+from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.streams import all_streams, epoch_streams, rank_of_streams
 from streamcli.workers.pool import WorkerPool, shutdown
 from streamcli.workers.worker import WorkerSpec
@@ -124,7 +125,7 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.take_row(1, 1, 24) is None  # not its key
         assert c.take_row(1, 1, 25) is not None and not c.waiting(1)
         assert c.take_row(1, 0, 25) is None  # taken already
-        c.release_row(1, claim=33, written=5, cursor=(1, 7, cursor.IDLE, 0))
+        c.release_row(1, claim=33, written=5, cursor=(1, 7, RowState.IDLE, 0))
         assert c.waiting(1) and c.next_claim() == (0, 30) and c.written_min() == 4
         assert c.take_row(1, 0, 33) is None  # row 0's claim at 30 comes first
         c.set_written(0, 5)
@@ -153,17 +154,17 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.set_idle(0, True)
         assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
         c.set_written(0, 6)
-        c.give_row(0, 0, cursor=(3, 11, cursor.LIVE, 0))
+        c.give_row(0, 0, cursor=(3, 11, RowState.LIVE, 0))
         assert c.given == 1 and c.moved == 1 and not c.waiting(0) and c.next_claim() == (0, 30)
         assert c.take_row(0, 1, 30) is None  # not a claim
         assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
         assert c.take_given(0, top=7, own=False) is None  # the giver takes it back only when it has nothing to do
         got = c.take_given(1, top=7, own=False)
-        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, cursor.LIVE, 0]
+        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, RowState.LIVE, 0]
         assert c.given == 0 and c.moved == 1 and not c.waiting(0) and c.written_of(0) == 6
         assert c.take_given(0, top=7, own=True) is None  # taken
         c.set_written(0, 7)
-        c.give_row(0, 1, cursor=(3, 15, cursor.LIVE, 0))
+        c.give_row(0, 1, cursor=(3, 15, RowState.LIVE, 0))
         got = c.take_given(1, top=8, own=True)
         assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
         assert c.promised_length(3) == 9 and c.promised_length(1) == -1 and c.promised_length(2) == -1
@@ -214,7 +215,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
         x, valid = ring.slots[2]["x"], ring.slots[2]["valid"]
         assert valid.tolist() == [[True, True], [True, True], [True, False]]
         assert x[:, 0].tolist() == [[0, 0], [0, 1], [0, 2]] and x[:2, 1].tolist() == [[1, 0], [1, 1]]
-        assert ring.slots[2]["cursor"][0].tolist() == [0, 3, cursor.LIVE, 0]  # row 0 goes on at step 3
+        assert ring.slots[2]["cursor"][0].tolist() == [0, 3, RowState.LIVE, 0]  # row 0 goes on at step 3
         pool.procs[0].kill()
         pool.procs[0].join(5)
         with pytest.raises(WorkerError, match=r"worker 0 .* died with signal SIGKILL"):

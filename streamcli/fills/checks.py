@@ -50,8 +50,13 @@ def block_arrays(block: Any, spec: Spec, fields: Sequence[Field], where: Callabl
             out = [a.view(np.ndarray) if isinstance(a, np.ndarray) else a for a in (block[name] for name, _, _ in spec)]
             n = len(out[0])
             for a, (_, shape, dtype) in zip(out, spec, strict=True):
-                if (type(a) is not np.ndarray or a.shape[1:] != shape or (a.dtype is not dtype and a.dtype != dtype)
-                        or len(a) != n or not n):  # fmt: skip
+                if (
+                    type(a) is not np.ndarray
+                    or a.shape[1:] != shape
+                    or (a.dtype is not dtype and a.dtype != dtype)
+                    or len(a) != n
+                    or not n
+                ):
                     break
             else:
                 return out
@@ -64,16 +69,23 @@ def _block_slowly(block: Any, fields: Sequence[Field], where: Callable[[], str])
     """The full check of a block: converts array-likes, and names the field of what is wrong."""
     out: list[np.ndarray] = []
     for f in fields:
-        a = _array(block, f.name, where, "block",
-                   "with block_steps=True yield a dict of (n, *shape) arrays, one per declared field")  # fmt: skip
+        a = _array(
+            block,
+            f.name,
+            where,
+            "block",
+            "with block_steps=True yield a dict of (n, *shape) arrays, one per declared field",
+        )
         if a.ndim != len(f.shape) + 1 or a.shape[1:] != f.shape or a.dtype != f.np_dtype or len(a) < 1:
             raise StepSpecError(
                 f"{where()}: field {f.name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
                 f"{f.np_dtype.name}[n, {', '.join(map(str, f.shape))}]; make the block match fields()"
             )
         if out and len(a) != len(out[0]):
-            raise StepSpecError(f"{where()}: fields of one block must have the same n steps; {f.name!r} has "
-                                f"{len(a)}, another has {len(out[0])}")  # fmt: skip
+            raise StepSpecError(
+                f"{where()}: fields of one block must have the same n steps; {f.name!r} has "
+                f"{len(a)}, another has {len(out[0])}"
+            )
         out.append(a)
     return out
 

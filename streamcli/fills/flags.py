@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.lives.ring import CLAIMS, DRY, LIVE, VALID
+from streamcli.lives.ring import Summary
 from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.schedule import BatchRuns, Run
 
 
@@ -35,16 +36,29 @@ class Views:
         """Rows ``lo .. hi-1`` of the slot, numbered from 0 (views: writes land in the slot)."""
         if (lo, hi) == (0, self.valid.shape[1]):
             return self
-        return Views(data=[a[:, lo:hi] for a in self.data], first=self.first[:, lo:hi], valid=self.valid[:, lo:hi],
-                     stream=self.stream[:, lo:hi], position=self.position[:, lo:hi],
-                     replayed=self.replayed[:, lo:hi], summary=self.summary[lo:hi],
-                     cursor=self.cursor[lo:hi])  # fmt: skip
+        return Views(
+            data=[a[:, lo:hi] for a in self.data],
+            first=self.first[:, lo:hi],
+            valid=self.valid[:, lo:hi],
+            stream=self.stream[:, lo:hi],
+            position=self.position[:, lo:hi],
+            replayed=self.replayed[:, lo:hi],
+            summary=self.summary[lo:hi],
+            cursor=self.cursor[lo:hi],
+        )
 
     @classmethod
     def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
-        return cls(data=[tb[n] for n in names], first=tb["is_first"], valid=tb["valid"], stream=tb["stream"],
-                   position=tb["position"], replayed=tb["replayed"], summary=tb["summary"],
-                   cursor=tb["cursor"])  # fmt: skip
+        return cls(
+            data=[tb[n] for n in names],
+            first=tb["is_first"],
+            valid=tb["valid"],
+            stream=tb["stream"],
+            position=tb["position"],
+            replayed=tb["replayed"],
+            summary=tb["summary"],
+            cursor=tb["cursor"],
+        )
 
 
 def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
@@ -55,14 +69,36 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
     item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
-    v.valid[...] = True
-    v.first[...] = False
-    v.stream[...] = item
-    np.add(steps_t[:, None], pos, out=v.position)
-    v.replayed[...] = rep
+    write_whole(v, slice(None), item, pos, rep, steps_t)
     _write_runs(v, plan.runs, steps_t)
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
+
+
+def write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any, steps_t: np.ndarray) -> None:
+    """The flags of rows ``cols``, each covered by one stream for the whole batch: ``item``, its first position
+    ``pos`` and whether it is replayed, per row (arrays or sequences); none is first (fresh rows set it after)."""
+    v.valid[:, cols] = True
+    v.first[:, cols] = False
+    v.stream[:, cols] = item
+    pos = np.asarray(pos, np.int64)
+    if type(cols) is slice:
+        np.add(steps_t[:, None], pos, out=v.position[:, cols])
+    else:
+        v.position[:, cols] = np.add.outer(steps_t, pos)
+    v.replayed[:, cols] = rep
+
+
+def write_run(v: Views, b: int, t0: int, n: int, item: int, p0: int, rep: int, fresh: int, steps_t: np.ndarray) -> None:
+    """The flags of one run of a stream's steps in row ``b``, whatever its cells held before (``fresh``: it
+    starts the stream)."""
+    t1 = t0 + n
+    v.valid[t0:t1, b] = True
+    v.stream[t0:t1, b] = item
+    np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+    v.replayed[t0:t1, b] = rep
+    v.first[t0:t1, b] = False
+    v.first[t0, b] = fresh
 
 
 # Slices cost per run, gathered cells per step: runs are gathered into arrays only when there are more than
@@ -96,6 +132,11 @@ def pad(v: Views, b: int, t0: int, t1: int) -> None:
     """Row ``b`` is padding from batch step ``t0`` to ``t1``: zeros, not valid, stream and position -1."""
     for a in v.data:
         a[t0:t1, b] = 0
+    pad_flags(v, b, t0, t1)
+
+
+def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
+    """The flags of padding (its data is zeros, written with it): not valid, stream and position -1."""
     v.valid[t0:t1, b] = False
     v.first[t0:t1, b] = False
     v.replayed[t0:t1, b] = False
@@ -108,10 +149,10 @@ def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
     says so)."""
     cur = plan.cursors.copy()
     if short:
-        cur[[b for b in short if cur[b, _cursor.STATE] == _cursor.LIVE], _cursor.STATE] = _cursor.SHORT
+        cur[[b for b in short if cur[b, _cursor.STATE] == RowState.LIVE], _cursor.STATE] = RowState.SHORT
     v.cursor[...] = cur
     s = v.summary
-    s[:, CLAIMS] = plan.claims
-    s[:, DRY] = plan.dry
-    s[:, LIVE] = (cur[:, _cursor.STATE] == _cursor.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    s[:, VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
+    s[:, Summary.CLAIMS] = plan.claims
+    s[:, Summary.DRY] = plan.dry
+    s[:, Summary.LIVE] = (cur[:, _cursor.STATE] == RowState.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    s[:, Summary.VALID] = 0  # the loader counts the valid steps from the flags, once every part is written

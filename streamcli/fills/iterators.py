@@ -20,6 +20,7 @@ import numpy as np
 from streamcli.fills import checks
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
+from streamcli.fills.opened import open_stream
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource, close_stream
@@ -46,8 +47,15 @@ class Reader:
 class Rows:
     """The open streams of one producer's rows, and how it reads them into a slot."""
 
-    def __init__(self, source: StreamSource, fields: Sequence[Field], blocks: bool, faults: Faults,
-                 mark: np.ndarray, tf: Transformer | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        source: StreamSource,
+        fields: Sequence[Field],
+        blocks: bool,
+        faults: Faults,
+        mark: np.ndarray,
+        tf: Transformer | None = None,
+    ) -> None:
         self.source, self.fields, self.blocks, self.faults, self.mark = source, tuple(fields), blocks, faults, mark
         self.tf = tf  # the loader's transform: each stream is wrapped where it opens; ``fields`` are its output
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
@@ -68,9 +76,15 @@ class Rows:
         data, readers, blocks = v.data, self.readers, self.blocks
         one = data[0] if len(data) == 1 else None  # the common source of one field: no loop over fields
         steps = 0
-        for b, item, p, stop, expect, seg_end in zip(whole.tolist(), plan.item.tolist(), plan.pos.tolist(),
-                                                     plan.stop.tolist(), plan.expect.tolist(),
-                                                     plan.seg_end.tolist(), strict=True):  # fmt: skip
+        for b, item, p, stop, expect, seg_end in zip(
+            whole.tolist(),
+            plan.item.tolist(),
+            plan.pos.tolist(),
+            plan.stop.tolist(),
+            plan.expect.tolist(),
+            plan.seg_end.tolist(),
+            strict=True,
+        ):
             r = readers.get(b)
             # The usual whole row: its stream goes on past the batch and its current block holds all T steps.
             if blocks and r is not None and (blk := r.blk) is not None and r.pos == p and r.item == item:
@@ -90,8 +104,16 @@ class Rows:
             b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
             r = readers.get(b)
             # The usual run of a block source: the row's open stream goes on in its current block.
-            if blocks and r is not None and not fresh and (blk := r.blk) is not None and r.pos == p \
-                    and r.item == item and r.j + n <= len(blk[0]) and not r.dead:  # fmt: skip
+            if (
+                blocks
+                and r is not None
+                and not fresh
+                and (blk := r.blk) is not None
+                and r.pos == p
+                and r.item == item
+                and r.j + n <= len(blk[0])
+                and not r.dead
+            ):
                 j = r.j
                 t1 = t0 + n
                 if one is not None:
@@ -140,13 +162,8 @@ class Rows:
         del self.readers[b]
 
     def _open(self, item: int, pos: int) -> Reader:
-        self.mark[0], self.mark[1] = item, pos
-        try:
-            it = iter(self.source.open(self.faults.items[item], pos))
-        except SOURCE_ERRORS as exc:
-            self.faults.fail(item, pos, exc, "opening")
-            return Reader(item, pos, None, dead=True)
-        return Reader(item, pos, it if self.tf is None else self.tf.wrap(it, item, pos, self.blocks))
+        it = open_stream(self.source, self.faults, self.mark, self.tf, self.blocks, item, pos)
+        return Reader(item, pos, it, dead=it is None)
 
     def _next(self, r: Reader) -> Any:
         """The stream's next step or block, ``_END``, or ``_END`` with the reader dead after a skipped failure."""
@@ -183,9 +200,9 @@ class Rows:
                 block = self._next(r)
                 if block is _END:
                     break
-                r.blk = checks.block_arrays(block, self.spec, self.fields,
-                                            functools.partial(self.faults.where, r.item, r.pos,
-                                                              "block at step"))  # fmt: skip
+                r.blk = checks.block_arrays(
+                    block, self.spec, self.fields, functools.partial(self.faults.where, r.item, r.pos, "block at step")
+                )
                 r.j = 0
             blk, j = r.blk, r.j
             m = min(n - got, len(blk[0]) - j)
@@ -221,8 +238,9 @@ class Rows:
                 except (KeyError, TypeError, IndexError):
                     a = None
                 if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
-                    a = checks.step_field(step, name, shape, dtype,
-                                          functools.partial(self.faults.where, r.item, pos, "step"))  # fmt: skip
+                    a = checks.step_field(
+                        step, name, shape, dtype, functools.partial(self.faults.where, r.item, pos, "step")
+                    )
                 col[t] = a
                 t += 1
                 pos += 1
@@ -246,8 +264,9 @@ class Rows:
                 except (KeyError, TypeError, IndexError):
                     a = None
                 if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
-                    a = checks.step_field(step, name, shape, dtype,
-                                          functools.partial(self.faults.where, r.item, pos, "step"))  # fmt: skip
+                    a = checks.step_field(
+                        step, name, shape, dtype, functools.partial(self.faults.where, r.item, pos, "step")
+                    )
                 col[t] = a
             t += 1
             pos += 1

@@ -1,11 +1,10 @@
 """A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
 
 When every stream's length is known (``ClaimOrder.applies``), every producer follows the same ``Schedule``;
-nothing is claimed or balanced at run time. Random-access sources (``window(item)``) are filled batch by batch:
-producer ``w`` of ``W`` fills every batch ``k`` with ``k % W == w`` whole, and marks it done
-(``Control.set_done``). Iterator sources keep each stream in one process: producer ``w`` writes the rows of its
-block (``split_rows``) of every batch, planning those rows only, and marks its part done
-(``Control.set_worker_done``). Either way the loader waits for ``Control.batch_done(k)``.
+nothing is claimed or balanced at run time. Who writes what is the epoch's writer policy (``fills.writers``):
+random-access sources (``window(item)``) are filled whole batches round-robin, iterator sources by fixed row
+blocks (a stream stays in the process that reads it). Either way the loader waits for
+``Control.batch_done(k)``.
 """
 
 from __future__ import annotations
@@ -16,14 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.fills import iterators, windows
+from streamcli.fills import iterators, windows, writers
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
-from streamcli.lives.tensors import split_rows
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.source import StreamSource, has_window, uses_blocks
@@ -32,8 +30,16 @@ from streamcli.source import StreamSource, has_window, uses_blocks
 class Filler:
     """Producer ``w`` of ``W`` (the main process is producer 0 of 1)."""
 
-    def __init__(self, fill_spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, w: int, W: int,
-                 on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fill_spec: FillSpec,
+        source: StreamSource,
+        items: Sequence[Any],
+        ring: Ring,
+        w: int,
+        W: int,
+        on_skip: Callable[[Skip], None],
+    ) -> None:
         self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
         self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
@@ -52,14 +58,12 @@ class Filler:
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
-        # The rows this producer writes: all of them, or (iterator sources with workers) its block of every batch.
-        self.shared = not self.by_batch and W > 1
-        self.lo, self.hi = split_rows(fill_spec.batch_size, W)[w] if self.shared else (0, fill_spec.batch_size)
+        self.policy: writers.Planned | None = None  # who writes which rows of which batch, chosen per epoch
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
-        self.gen, self.sched, self.planned, self._pending = gen, None, None, None
+        self.gen, self.sched, self.planned, self.policy, self._pending = gen, None, None, None, None
         self._views.clear()
         if self.rows is not None:
             self.rows.close()
@@ -69,20 +73,34 @@ class Filler:
             self.rows.close()
 
     def is_planned(self) -> bool:
-        """Whether this epoch's claims follow from lengths (then this filler produces it)."""
+        """Whether this epoch's claims follow from lengths and its writer policy is a planned one (then this filler
+        produces it); decided once per epoch, when its tables are read."""
         if self.planned is None:
             control = self.ring.control
-            order, start = control.order_table(), control.cursors(0, self.config.batch_size).copy()
-            # Balanced iterator streams go to whichever worker is free (``fills.claimed``); one producer has no one
-            # to share them with, and the batches are the same either way.
-            balanced = control.balanced and not self.by_batch and self.W > 1
-            self.planned = ClaimOrder.applies(order, start) and not balanced
-            if self.planned:
-                c = self.config
+            c = self.config
+            order, start = control.order_table(), control.cursors(0, c.batch_size).copy()
+            self.policy = writers.choose(
+                by_batch=self.by_batch,
+                w=self.w,
+                W=self.W,
+                B=c.batch_size,
+                known=ClaimOrder.applies(order, start),
+                balanced=control.balanced,
+            )
+            self.planned = self.policy is not None
+            if self.policy is not None:
                 self.first = control.first_batch
-                self.sched = Schedule(order, start, self.first, control.tickets, T=c.time_steps,
-                                      pack=c.boundary == "pack", segment=c.segment,
-                                      restream=c.epoch_end == "restream", rows=(self.lo, self.hi))  # fmt: skip
+                self.sched = Schedule(
+                    order,
+                    start,
+                    self.first,
+                    control.tickets,
+                    T=c.time_steps,
+                    pack=c.boundary == "pack",
+                    segment=c.segment,
+                    restream=c.epoch_end == "restream",
+                    rows=self.policy.rows,
+                )
         return self.planned
 
     def step(self) -> bool:
@@ -90,13 +108,13 @@ class Filler:
         control = self.ring.control
         if control.generation != self.gen:
             raise Aborted
-        sched = self.sched
-        assert sched is not None
+        sched, policy = self.sched, self.policy
+        assert sched is not None and policy is not None
         while True:
             plan = self._pending
             if plan is None:
                 plan = self._pending = sched.next_plan()
-            if not self.by_batch or plan.k % self.W == self.w:
+            if policy.writes(plan.k):
                 break
             self._pending = None  # another producer's batch: only the schedule moves past it
         if plan.k >= control.handed:
@@ -121,7 +139,8 @@ class Filler:
         slot = self.ring.control.slot_of(k)
         v = self._views.get(slot)
         if v is None:
-            v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names).columns(self.lo, self.hi)
+            assert self.policy is not None
+            v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names).columns(*self.policy.rows)
         return v
 
     def _fill(self, plan: BatchRuns) -> None:
@@ -137,7 +156,5 @@ class Filler:
             short = self.rows.fill(v, plan)
         write_summary(v, plan, short)
         self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
-        if self.shared:
-            control.set_worker_done(self.w, plan.k)
-        else:
-            control.set_done(plan.k)
+        assert self.policy is not None
+        self.policy.done(control, plan.k)

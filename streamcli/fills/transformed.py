@@ -58,16 +58,19 @@ class Transformer:
         try:
             got = self.transform(block, ctx)
         except Exception as exc:
-            raise TransformError(f"transform {_name(self.transform)} failed on {self._where(item, pos)}: "
-                                 f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+            raise TransformError(
+                f"transform {_name(self.transform)} failed on {self._where(item, pos)}: {type(exc).__name__}: {exc}"
+            ) from exc
         out: list[np.ndarray] = []
         for f in self.out:
             try:
                 a = got[f.name]
             except (KeyError, TypeError, IndexError):
                 where = self._where(item, pos)
-                raise TransformError(f"transform {_name(self.transform)} returned no field {f.name!r} on {where}; "
-                                     "return every field of the block") from None  # fmt: skip
+                raise TransformError(
+                    f"transform {_name(self.transform)} returned no field {f.name!r} on {where}; "
+                    "return every field of the block"
+                ) from None
             a = np.asarray(a)
             if a.shape != (n, *f.shape) or a.dtype != f.np_dtype:
                 raise TransformError(

@@ -32,8 +32,14 @@ class Windows:
     """Each item's window in this process, opened once and checked once. Under ``on_error="skip"`` an item whose
     window fails is remembered with its error (``errors``), and reported by the run that starts its stream."""
 
-    def __init__(self, source: StreamSource, fields: Sequence[Field], faults: Faults, mark: np.ndarray,
-                 tf: Transformer | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        source: StreamSource,
+        fields: Sequence[Field],
+        faults: Faults,
+        mark: np.ndarray,
+        tf: Transformer | None = None,
+    ) -> None:
         self.source, self.fields, self.faults, self.mark = source, tuple(fields), faults, mark
         self.tf = tf  # the loader's transform, run on each run's slice; ``fields`` are the source's own
         self.open: dict[int, Window] = {}  # the hot loop looks windows up here directly
@@ -49,8 +55,10 @@ class Windows:
         try:
             mapping = call_window(self.source, self.faults.items[item])
             if mapping is None:
-                raise StepSpecError(f"{self.faults.where(item, pos, 'window at step')}: window() returned None; a "
-                                    "source with a window() member must return one mapping per item")  # fmt: skip
+                raise StepSpecError(
+                    f"{self.faults.where(item, pos, 'window at step')}: window() returned None; a "
+                    "source with a window() member must return one mapping per item"
+                )
             arrays = self._check(mapping, item)
             consts: list[Const] = [_constant(a) for a in arrays]
             got = (arrays, len(arrays[0]) if arrays else 0, consts if any(c is not None for c in consts) else None)
@@ -73,8 +81,10 @@ class Windows:
                 a = mapping[f.name]
             except (KeyError, TypeError, IndexError):
                 where = self.faults.where(item, 0, "window")
-                raise StepSpecError(f"{where}: the window has no field {f.name!r}; window() must map every declared "
-                                    "field to an array of steps") from None  # fmt: skip
+                raise StepSpecError(
+                    f"{where}: the window has no field {f.name!r}; window() must map every declared "
+                    "field to an array of steps"
+                ) from None
             if isinstance(a, np.ndarray):
                 a = np.asarray(a)  # a memmap's slices are memmaps: slower to make than plain views
                 probe = a
@@ -108,8 +118,9 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
             dst[...] = c[1]  # rows whose window repeats this value need no copy
             for row, t0, t1 in plan.pads:  # padding stays zeros (``write_flags`` wrote it before)
                 dst[t0:t1, row] = 0
-    for b, item, p, stop in zip(plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(),
-                                strict=True):  # fmt: skip
+    for b, item, p, stop in zip(
+        plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(), strict=True
+    ):
         arrays, n, consts = opened.get(item) or get(item, p)
         if n >= p + T:
             if tf is not None:
@@ -129,8 +140,9 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
                 short.add(b)
         else:
             i = int(np.searchsorted(plan.whole, b))
-            cross.append((b, 0, T, item, p, bool(plan.replay[i]), False, stop, int(plan.expect[i]),
-                          int(plan.seg_end[i])))  # fmt: skip
+            cross.append(
+                (b, 0, T, item, p, bool(plan.replay[i]), False, stop, int(plan.expect[i]), int(plan.seg_end[i]))
+            )
     for f, c in learnt.items():
         fills[f] = c
     if learnt:

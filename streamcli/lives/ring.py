@@ -20,6 +20,7 @@ import os
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from enum import IntEnum
 from multiprocessing import resource_tracker, shared_memory
 from typing import Any
 
@@ -34,8 +35,18 @@ from streamcli.lives.segment import PREFIX, Segment, back, hold_alive, populate,
 from streamcli.scheduled import cursor as _cursor
 from streamcli.source import Field
 
-CLAIMS, DRY, LIVE, VALID = 0, 1, 2, 3  # columns of a slot's summary: one record per row
-SUMMARY = 4  # the summary's width
+
+class Summary(IntEnum):
+    """The columns of a slot's summary, one record per row: tickets taken in the batch, claims that found no
+    stream, whether the row holds a live original stream at the batch's end, and its valid steps."""
+
+    CLAIMS = 0
+    DRY = 1
+    LIVE = 2
+    VALID = 3
+
+
+SUMMARY = len(Summary)  # the summary's width
 _PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
 _ALIGN = 64
 Entry = tuple[int, tuple[int, ...], str]

@@ -7,7 +7,7 @@ batches, and every producer replays it batch by batch (``scheduled.schedule``): 
 row's stream, and no producer on another.
 
 The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
-leaves its row padding until its planned next claim (``cursor.SHORT``), and one that runs on is cut at it. So
+leaves its row padding until its planned next claim (``RowState.SHORT``), and one that runs on is cut at it. So
 with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
 row's batches.
 """
@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowState
 
 
 def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
@@ -54,8 +55,17 @@ class ClaimOrder:
     ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays); ``due``
     the (key, row) of every row's next claim; ``tickets`` the tickets already taken."""
 
-    def __init__(self, steps: Sequence[int] | np.ndarray, due: Sequence[tuple[int, int]], tickets: int, *,
-                 B: int, T: int, pack: bool, restream: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        steps: Sequence[int] | np.ndarray,
+        due: Sequence[tuple[int, int]],
+        tickets: int,
+        *,
+        B: int,
+        T: int,
+        pack: bool,
+        restream: bool,
+    ) -> None:
         self.B, self.T, self.pack, self.restream = B, T, pack, restream
         self._steps = np.asarray(steps, np.int64)  # an array, not a list: an epoch may hold 10^5 streams and more
         self.n = len(self._steps)
@@ -65,8 +75,18 @@ class ClaimOrder:
         self._item_length = np.zeros(0, np.int64)  # promised length per item, for rows that reopen (``of_ring``)
 
     @classmethod
-    def of_ring(cls, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
-                segment: int, restream: bool) -> ClaimOrder:  # fmt: skip
+    def of_ring(
+        cls,
+        order: np.ndarray,
+        start: np.ndarray,
+        first: int,
+        tickets: int,
+        *,
+        T: int,
+        pack: bool,
+        segment: int,
+        restream: bool,
+    ) -> ClaimOrder:
         """The order from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
         and the row cursors ``start`` at batch ``first``."""
         B, q0 = len(start), first * T
@@ -76,9 +96,9 @@ class ClaimOrder:
         end = np.minimum(begin + segment, length) if segment else length
         due = []
         for b, (item, pos, state, _) in enumerate(start.tolist()):
-            if state == _cursor.IDLE:
+            if state == RowState.IDLE:
                 due.append((q0 * B + b, b))
-            elif state in (_cursor.LIVE, _cursor.SHORT):
+            elif state in (RowState.LIVE, RowState.SHORT):
                 left = stream_end(pos, int(item_length[item]), segment) - pos
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
         claims = cls(np.maximum(end - begin, 0), due, tickets, B=B, T=T, pack=pack, restream=restream)
@@ -95,7 +115,7 @@ class ClaimOrder:
         if not len(order):
             return False
         known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
-        return known and not (start[:, _cursor.STATE] == _cursor.FOLLOW).any()
+        return known and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
 
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""

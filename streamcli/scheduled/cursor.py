@@ -3,13 +3,15 @@
 Every producer writes the cursor of each of its rows into the slot it just filled, so for any batch handed out
 the loader knows, without asking a worker, what every row will do next: continue stream ``item`` at step
 ``pos`` (``LIVE``), start the next segment of it at ``pos`` (``FOLLOW``), pad where a short stream would have
-gone on (``SHORT``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``). A producer starts an
-epoch, fresh or resumed, from a table of the same records. This module alone knows the record's layout.
+gone on (``SHORT``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``): ``RowState``. A
+producer starts an epoch, fresh or resumed, from a table of the same records. This module alone knows the
+record's layout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -19,18 +21,35 @@ from streamcli.errors import StateError
 ITEM, POS, STATE, FLAGS = 0, 1, 2, 3  # columns of a cursor record (int64 each)
 REPLAYED, OPEN_ENDED = 1, 2  # bits of FLAGS: a replayed stream; an item of unknown length cut into segments
 WIDTH = 4
-IDLE, LIVE, DRY, FOLLOW, SHORT = 0, 1, 2, 3, 4
-STATE_NAMES = {IDLE: "idle", LIVE: "live", DRY: "dry", FOLLOW: "follow", SHORT: "short"}
-"""``FOLLOW``: the row's segment ended at ``pos`` and its item goes on; the row's next step starts the next
-segment of the same item (segments of items whose length is unknown stay on their row). ``SHORT``: the stream
-ended before the length it promised (or failed under on_error="skip"); the row is padding, and ``pos`` counts on
-as if the stream did, up to its planned next claim (``scheduled.claims``)."""
+
+
+class RowState(IntEnum):
+    """What a row does next: the STATE column of its cursor, and the state the schedule keeps for it.
+
+    The transitions, written once (``scheduled.schedule`` makes them; fillers only report what a stream did):
+
+    - ``IDLE`` -> ``LIVE``: the row takes the next ticket at its claim; -> ``DRY`` when the tickets run out.
+    - ``LIVE`` -> ``IDLE``: its stream ends where promised and the row claims again there ("pack") or at the
+      next batch ("pad"); -> ``SHORT``: it ended before its promise (or failed under on_error="skip"), or pads
+      to its claim; -> ``FOLLOW``: its segment ended and its item, of unknown length, goes on.
+    - ``FOLLOW`` -> ``LIVE``: the row's next step starts the next segment of the same item (segments of items
+      whose length is unknown stay on their row).
+    - ``SHORT`` -> ``IDLE``: its planned claim (``scheduled.claims``) has come; until then the row is padding
+      and ``pos`` counts on as if the stream did.
+    - ``DRY``: nothing more this epoch.
+    """
+
+    IDLE = 0
+    LIVE = 1
+    DRY = 2
+    FOLLOW = 3
+    SHORT = 4
 
 
 def fresh(batch_size: int) -> np.ndarray:
     """Cursors of an epoch's start: every row idle, about to take a ticket."""
     out = np.zeros((batch_size, WIDTH), np.int64)
-    out[:, ITEM] = -1
+    out[:, ITEM] = -1  # (STATE: RowState.IDLE, 0)
     return out
 
 
@@ -56,11 +75,11 @@ def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) ->
                 f"the state's rows[{b}]: row {b}'s cursor {row!r} must be [item, pos, state, flags] integers"
             )
         item, pos, state, flags = row
-        if state not in STATE_NAMES or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
+        if state not in RowState._value2member_map_ or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
             raise StateError(
                 f"the state's rows[{b}]: row {b}'s cursor {row!r} is not a valid [item, pos, state, flags]"
             )
-        if state in (LIVE, FOLLOW, SHORT) and not 0 <= item < num_items:
+        if state in (RowState.LIVE, RowState.FOLLOW, RowState.SHORT) and not 0 <= item < num_items:
             raise StateError(
                 f"the state's rows[{b}]: row {b}'s cursor names stream {item}, but the source has {num_items} streams"
             )

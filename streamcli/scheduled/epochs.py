@@ -17,8 +17,14 @@ from streamcli.source import StreamOrder
 class Epochs:
     """The epochs of ``n_items`` items under ``config``; ``measure()`` asks the source for every item's length."""
 
-    def __init__(self, config: LoaderConfig, n_items: int, measure: Callable[[], list[int | None]],
-                 plugin: str, order: StreamOrder | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: LoaderConfig,
+        n_items: int,
+        measure: Callable[[], list[int | None]],
+        plugin: str,
+        order: StreamOrder | None = None,
+    ) -> None:
         self.config, self.plugin = config, plugin
         self._measure = measure
         self._lengths: list[int | None] | None = None
@@ -46,8 +52,9 @@ class Epochs:
         """This rank's streams of ``epoch`` in ticket order (see ``scheduled.streams``)."""
         c = self.config
         assert c.rank is not None and c.world_size is not None
-        return epoch_streams(self.all, seed=c.seed, epoch=epoch, shuffle=c.shuffle, rank=c.rank,
-                             world_size=c.world_size)  # fmt: skip
+        return epoch_streams(
+            self.all, seed=c.seed, epoch=epoch, shuffle=c.shuffle, rank=c.rank, world_size=c.world_size
+        )
 
     def target(self, epoch: int) -> int | None:
         """The batches every epoch must yield: fixed by the user, or equal on every rank; None: natural end."""
@@ -58,9 +65,16 @@ class Epochs:
         if c.world_size == 1:
             return None
         counts = rank_batches(
-            self.all, seed=c.seed, epoch=epoch, shuffle=c.shuffle, world_size=c.world_size,
-            batch_size=c.batch_size, time_steps=c.time_steps, boundary=c.boundary, epoch_end=c.epoch_end,
-        )  # fmt: skip
+            self.all,
+            seed=c.seed,
+            epoch=epoch,
+            shuffle=c.shuffle,
+            world_size=c.world_size,
+            batch_size=c.batch_size,
+            time_steps=c.time_steps,
+            boundary=c.boundary,
+            epoch_end=c.epoch_end,
+        )
         return min(counts) if c.epoch_end == "drop" else max(counts)
 
     def batches(self, epoch: int) -> int:

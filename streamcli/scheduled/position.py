@@ -55,8 +55,9 @@ class Position:
         }
 
 
-def checked(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs, batch_size: int,
-            num_items: int) -> tuple[dict[str, Any], int]:  # fmt: skip
+def checked(
+    state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs, batch_size: int, num_items: int
+) -> tuple[dict[str, Any], int]:
     """``state`` checked against this loader (``StateError`` naming what differs or cannot be), as plain data,
     and the number of items it says were skipped."""
     _state.check(state, fingerprint)
@@ -68,9 +69,15 @@ def checked(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Ep
     except TypeError:  # lengths unknown
         batches = None
     skipped = _state.check_values(
-        state, cursors, lengths=epochs.lengths(), num_streams=len(epochs.streams(epoch)), batches=batches,
-        segment=c.segment, restream=c.epoch_end == "restream", time_steps=c.time_steps,
-    )  # fmt: skip
+        state,
+        cursors,
+        lengths=epochs.lengths(),
+        num_streams=len(epochs.streams(epoch)),
+        batches=batches,
+        segment=c.segment,
+        restream=c.epoch_end == "restream",
+        time_steps=c.time_steps,
+    )
     try:
         plain: dict[str, Any] = json.loads(json.dumps(dict(state)))
     except (TypeError, ValueError) as exc:
@@ -78,8 +85,13 @@ def checked(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Ep
     return plain, len(skipped)
 
 
-def for_this_rank(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs,
-                  seek: Callable[[list[int], int], dict[str, Any]]) -> Mapping[str, Any]:  # fmt: skip
+def for_this_rank(
+    state: Mapping[str, Any],
+    *,
+    fingerprint: dict[str, Any],
+    epochs: Epochs,
+    seek: Callable[[list[int], int], dict[str, Any]],
+) -> Mapping[str, Any]:
     """A state saved by another rank of the same run, as this rank's state at the same epoch and batch.
 
     Frameworks that checkpoint on rank 0 alone (Lightning) hand every rank rank 0's loader state. Items skipped

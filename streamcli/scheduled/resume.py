@@ -24,8 +24,16 @@ class Resume:
     ``loader_type`` is the loader's class, which ``scheduled.seek`` runs over lengths alone: the engine does not
     import the loader above it."""
 
-    def __init__(self, loader_type: Callable[..., Any], *, plugin: str, fields: Sequence[Field],
-                 items: Sequence[Any], config: LoaderConfig, epochs: Epochs) -> None:  # fmt: skip
+    def __init__(
+        self,
+        loader_type: Callable[..., Any],
+        *,
+        plugin: str,
+        fields: Sequence[Field],
+        items: Sequence[Any],
+        config: LoaderConfig,
+        epochs: Epochs,
+    ) -> None:
         self.loader_type, self.plugin, self.fields, self.items = loader_type, plugin, fields, items
         self.config, self.epochs = config, epochs
         self.loaded: dict[str, Any] | None = None
@@ -40,11 +48,14 @@ class Resume:
     def load(self, state: Mapping[str, Any]) -> int:
         """Check ``state`` and keep it for the next epoch; returns the items it says were skipped. A refused state
         changes nothing."""
-        state = _position.for_this_rank(state, fingerprint=self.fingerprint(), epochs=self.epochs,
-                                        seek=self._seek)  # fmt: skip
-        self.loaded, skipped = _position.checked(state, fingerprint=self.fingerprint(), epochs=self.epochs,
-                                                 batch_size=self.config.batch_size,
-                                                 num_items=len(self.items))  # fmt: skip
+        state = _position.for_this_rank(state, fingerprint=self.fingerprint(), epochs=self.epochs, seek=self._seek)
+        self.loaded, skipped = _position.checked(
+            state,
+            fingerprint=self.fingerprint(),
+            epochs=self.epochs,
+            batch_size=self.config.batch_size,
+            num_items=len(self.items),
+        )
         return skipped
 
     def take(self) -> dict[str, Any] | None:
@@ -53,13 +64,17 @@ class Resume:
         return loaded
 
     def _seek(self, lengths: list[int], batches: int) -> dict[str, Any]:
-        return state_after(self.loader_type, lengths, batches, self.fingerprint(), order=self.epochs.all.order,
-                           **self.config.content())  # fmt: skip
+        return state_after(
+            self.loader_type, lengths, batches, self.fingerprint(), order=self.epochs.all.order, **self.config.content()
+        )
 
     def fingerprint(self) -> dict[str, Any]:
         if self._fingerprint is None:
             self._fingerprint = _state.fingerprint(
-                source=self.plugin, fields=self.fields, items=self.items, config=self.config.content(),
+                source=self.plugin,
+                fields=self.fields,
+                items=self.items,
+                config=self.config.content(),
                 lengths=self.epochs.lengths(),
-            )  # fmt: skip
+            )
         return self._fingerprint

@@ -20,11 +20,17 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import ClaimOrder, next_claim_step, stream_end
+from streamcli.scheduled.cursor import RowState
 
 # From this many crossing rows in a batch, those of the usual shapes are planned with array operations
 # (``Schedule._cross_simply``); fewer cost less one by one.
 _MANY_CROSSINGS = 32
-LIVE, WAIT, IDLE, DRY = 0, 1, 2, 3  # a row's state: reading a stream; padding until its claim; claiming; done
+# A row's state is its cursor's (``RowState``): the schedule keeps the very value the cursor after a batch holds.
+# ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
+# (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
+# stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
+# ``SHORT`` (``fills.flags.write_summary``).
+LIVE, SHORT, IDLE, DRY = RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
 """(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
@@ -63,21 +69,34 @@ class Schedule:
     all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
     others."""
 
-    def __init__(self, order: np.ndarray, start: np.ndarray, first: int, tickets: int, *, T: int, pack: bool,
-                 segment: int, restream: bool, rows: tuple[int, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        order: np.ndarray,
+        start: np.ndarray,
+        first: int,
+        tickets: int,
+        *,
+        T: int,
+        pack: bool,
+        segment: int,
+        restream: bool,
+        rows: tuple[int, int] | None = None,
+    ) -> None:
         self.lo, hi = rows or (0, len(start))
         self.T, self.B, self.B_all, self.pack, self.segment = T, hi - self.lo, len(start), pack, segment
         self.order = order
-        self.claim_order = ClaimOrder.of_ring(order, start, first, tickets, T=T, pack=pack, segment=segment,
-                                      restream=restream)  # fmt: skip
+        self.claim_order = ClaimOrder.of_ring(
+            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream
+        )
         self.k = first
         B, q0 = self.B, first * T
         start = start[self.lo : hi]
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
         self.table = table = np.zeros((B, len(_COLUMNS)), np.int64)
-        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end,
-         self.claim_q) = (table[:, i] for i in range(len(_COLUMNS)))  # fmt: skip
+        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
+            table[:, i] for i in range(len(_COLUMNS))
+        )
         self.item[:] = start[:, _cursor.ITEM]
         self.pos[:] = start[:, _cursor.POS]
         self.replay[:] = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
@@ -85,15 +104,15 @@ class Schedule:
         self.claim_q[:] = q0
         self.state[:] = IDLE
         for b, (item, pos, state, _) in enumerate(start.tolist()):
-            if state == _cursor.DRY:
+            if state == DRY:
                 self.state[b] = DRY
-            elif state in (_cursor.LIVE, _cursor.SHORT):
+            elif state in (LIVE, SHORT):
                 length = self.claim_order.item_length(item)
                 end = stream_end(pos, length, segment)
                 self.stop[b], self.expect[b] = end, length
                 self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
                 self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
-                self.state[b] = LIVE if state == _cursor.LIVE else WAIT
+                self.state[b] = state
 
     def next_plan(self) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it."""
@@ -112,25 +131,34 @@ class Schedule:
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
-        wait_all = (state == WAIT) & (self.claim_q >= q1)
+        wait_all = (state == SHORT) & (self.claim_q >= q1)
         dry_all = state == DRY
         crossing = ~(whole_mask | wait_all | dry_all)
         claimed = np.array(got, np.int64).reshape(-1, 5)
         crossing[claimed[:, 0]] = True
         whole = np.flatnonzero(whole_mask)
         out = BatchRuns(
-            k=k, whole=whole, item=self.item[whole], pos=pos[whole], replay=self.replay[whole] != 0,
-            stop=self.stop[whole], expect=self.expect[whole],
-            seg_end=self.seg_end[whole], runs=[], pads=[], cursors=np.empty((B, _cursor.WIDTH), np.int64),
-            claims=claims, dry=dry,
-        )  # fmt: skip
+            k=k,
+            whole=whole,
+            item=self.item[whole],
+            pos=pos[whole],
+            replay=self.replay[whole] != 0,
+            stop=self.stop[whole],
+            expect=self.expect[whole],
+            seg_end=self.seg_end[whole],
+            runs=[],
+            pads=[],
+            cursors=np.empty((B, _cursor.WIDTH), np.int64),
+            claims=claims,
+            dry=dry,
+        )
         pads = out.pads
         for b in np.flatnonzero((wait_all | dry_all) & ~crossing).tolist():
             pads.append((b, 0, T))
         pos[whole] += T
         pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
         ended = whole[self.stop[whole] == pos[whole]]
-        state[ended] = WAIT
+        state[ended] = SHORT
         rest = np.flatnonzero(crossing)
         if len(rest) >= _MANY_CROSSINGS:
             rest = self._cross_simply(crossing, claimed, q0, out)
@@ -141,11 +169,11 @@ class Schedule:
             for b in rest.tolist():
                 self._cross(b, q0, by_row.get(b, []), out)
         # Rows waiting for a claim at the next batch's first step are free now.
-        state[(state == WAIT) & (self.claim_q == q1)] = IDLE
+        state[(state == SHORT) & (self.claim_q == q1)] = IDLE
         cur = out.cursors
         cur[:, _cursor.ITEM] = self.item
         cur[:, _cursor.POS] = pos
-        cur[:, _cursor.STATE] = np.choose(state, (_cursor.LIVE, _cursor.SHORT, _cursor.IDLE, _cursor.DRY))
+        cur[:, _cursor.STATE] = state
         cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
         self.k = k + 1
         return out
@@ -192,16 +220,28 @@ class Schedule:
         replay = taken >= n_streams
         new_stop = start + steps
         seg_end = start + self.segment if self.segment else np.full(len(rows), -1, np.int64)
-        runs.extend(zip(rows.tolist(), t0.tolist(), (T - t0).tolist(), item.tolist(), start.tolist(),
-                        replay.tolist(), [True] * len(rows), new_stop.tolist(), length.tolist(), seg_end.tolist(),
-                        strict=True))  # fmt: skip
+        runs.extend(
+            zip(
+                rows.tolist(),
+                t0.tolist(),
+                (T - t0).tolist(),
+                item.tolist(),
+                start.tolist(),
+                replay.tolist(),
+                [True] * len(rows),
+                new_stop.tolist(),
+                length.tolist(),
+                seg_end.tolist(),
+                strict=True,
+            )
+        )
         out.claims[rows] += c[:, 3]
         step = c[:, 1]
         pos[rows] = start + T - t0
         stop[rows], self.item[rows], self.expect[rows], self.seg_end[rows] = new_stop, item, length, seg_end
         self.replay[rows] = replay
         claim_q[rows] = step + steps if self.pack else ((step + steps - 1) // T + 1) * T
-        state[rows] = np.where(pos[rows] == new_stop, WAIT, LIVE)
+        state[rows] = np.where(pos[rows] == new_stop, SHORT, LIVE)
         return np.flatnonzero(crossing & ~simple)
 
     @staticmethod
@@ -225,8 +265,8 @@ class Schedule:
                 pos += n
                 t += n
                 if pos == stop:
-                    state = WAIT
-            elif state == WAIT:
+                    state = SHORT
+            elif state == SHORT:
                 claim_t = claim_q - q0
                 e = min(T, claim_t)
                 if e > t:

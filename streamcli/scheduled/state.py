@@ -16,13 +16,29 @@ import numpy as np
 
 from streamcli.errors import StateError
 from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowState
 
 FORMAT = "streamcli-loader-state"
 VERSION = 1
 
 # Fingerprint keys in the order a mismatch is reported, with how to name them in a message.
-_FINGERPRINT = ("source", "fields", "num_items", "items", "batch_size", "time_steps", "seed", "shuffle",
-                "boundary", "epoch_end", "layout", "segment", "batches_per_epoch", "rank", "world_size")  # fmt: skip
+_FINGERPRINT = (
+    "source",
+    "fields",
+    "num_items",
+    "items",
+    "batch_size",
+    "time_steps",
+    "seed",
+    "shuffle",
+    "boundary",
+    "epoch_end",
+    "layout",
+    "segment",
+    "batches_per_epoch",
+    "rank",
+    "world_size",
+)
 
 
 _DEFAULTS = {"segment": 0, "batches_per_epoch": None, "rank": 0, "world_size": 1}
@@ -148,7 +164,7 @@ def check_values(
     if not segment:  # (with segments, two rows may read two streams of one item)
         seen: dict[int, int] = {}
         for b, (item, _, state_, flags) in enumerate(cursors.tolist()):
-            if state_ in (_cursor.LIVE, _cursor.FOLLOW, _cursor.SHORT) and not flags & _cursor.REPLAYED:
+            if state_ in (RowState.LIVE, RowState.FOLLOW, RowState.SHORT) and not flags & _cursor.REPLAYED:
                 if item in seen:
                     raise StateError(
                         f"the state's rows[{b}] reads stream {item}, which rows[{seen[item]}] also reads: "

@@ -3,7 +3,7 @@
 A *stream* is what a ticket hands a row: ``(item, first step, open-ended)``. Without ``segment`` every item
 is one stream. With ``segment=N`` an item of known length L is cut into ceil(L / N) streams of at most N
 steps, shuffled like any other stream; an item of unknown length is one open-ended stream whose next segment,
-once its N-th step shows the item goes on, starts on the same row (``_cursor.FOLLOW``).
+once its N-th step shows the item goes on, starts on the same row (``cursor.RowState.FOLLOW``).
 
 With ``world_size > 1`` each epoch's shuffled streams are split among ranks, every rank computing the same
 split: greedily by length (each stream to the rank with the fewest steps so far) when lengths are known,

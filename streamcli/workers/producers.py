@@ -12,42 +12,44 @@ from typing import Any
 from streamcli.caller import at_user_line
 from streamcli.errors import StaleIteratorError
 from streamcli.fills.checks import short_repr
-from streamcli.fills.claimed.claim import close_rows
-from streamcli.fills.claimed.produce import begin_epoch, fill
-from streamcli.fills.claimed.rows import Producer
-from streamcli.fills.planned import Filler
+from streamcli.fills.engine import Engine
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.lives.control import Aborted
 from streamcli.lives.ring import Ring
-from streamcli.source import StreamSource, item_name, uses_blocks
+from streamcli.source import StreamSource, item_name
 from streamcli.workers.main_guard import check_main_guard
 from streamcli.workers.pool import WorkerPool
 from streamcli.workers.worker import WorkerSpec
 
 
 class InProcess:
-    """The main process produces each batch when the consumer asks for it: on the planned path (``Filler``) when
-    every length is known, else by claims (``fills.claimed``)."""
+    """The main process produces each batch when the consumer asks for it (``fills.engine``)."""
 
     pool: WorkerPool | None = None
 
     def __init__(self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring,
                  on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
-        self.local = Producer(fill_spec=spec, source=source, items=items, ring=ring, w=0, lock=contextlib.nullcontext(),
-                              blocks=uses_blocks(source))  # fmt: skip
-        self.local.on_skip = on_skip
-        self.filler = Filler(spec, source, items, ring, 0, 1, on_skip)
+        self.engine = Engine(
+            spec,
+            source,
+            items,
+            ring,
+            w=0,
+            W=1,
+            rows=(0, spec.batch_size),
+            lock=contextlib.nullcontext(),
+            on_skip=on_skip,
+        )
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         return None  # nothing runs between batches: nothing to stop
 
     def begin(self, gen: int) -> None:
-        begin_epoch(self.local, gen, 0, self.local.B)
-        self.filler.begin(gen)
+        self.engine.begin(gen)
 
     def wait(self, k: int, timeout: float | None, stop: Callable[[], bool] | None) -> bool:
         try:
-            at_user_line(lambda: self.filler.fill_until(k) if self.filler.is_planned() else fill(self.local, k))
+            at_user_line(lambda: self.engine.fill_until(k))
         except Aborted:  # pragma: no cover - only a newer epoch changes the generation
             raise StaleIteratorError() from None
         return False
@@ -56,8 +58,7 @@ class InProcess:
         return 0
 
     def close(self) -> None:
-        close_rows(self.local.rows.values())
-        self.filler.close()
+        self.engine.close()
 
 
 class Workers:

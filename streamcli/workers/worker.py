@@ -27,14 +27,11 @@ from typing import Any
 
 from streamcli import signals
 from streamcli.errors import SourceError, StreamcliError
-from streamcli.fills.claimed.claim import close_rows
-from streamcli.fills.claimed.produce import begin_epoch, reading_of, set_idle, work
-from streamcli.fills.claimed.rows import Producer
-from streamcli.fills.planned import Filler
+from streamcli.fills.engine import Engine
 from streamcli.fills.spec import FillSpec
-from streamcli.lives.control import CLOSING, NEVER, Aborted
+from streamcli.lives.control import CLOSING, Aborted
 from streamcli.lives.ring import Ring, RingSpec
-from streamcli.source import StreamSource, call_setup_worker, uses_blocks
+from streamcli.source import StreamSource, call_setup_worker
 from streamcli.workers.watchdog import die_with_parent, watch_parent
 
 
@@ -75,10 +72,18 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
     except (Exception, SystemExit) as exc:  # report why, rather than only dying with exit code 1
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
-    p = Producer(
-        fill_spec=spec.fill_spec, source=spec.source, items=spec.items, ring=ring, w=spec.w, lock=lock, gen=-1,
-        parent_pid=parent_pid, blocks=uses_blocks(spec.source), shared=spec.ring.num_workers > 1,
-    )  # fmt: skip
+    engine = Engine(
+        spec.fill_spec,
+        spec.source,
+        spec.items,
+        ring,
+        w=spec.w,
+        W=spec.ring.num_workers,
+        rows=(spec.lo, spec.hi),
+        lock=lock,
+        on_skip=lambda s: send(("skip", engine.gen, s)),
+        parent_pid=parent_pid,
+    )
 
     def send(msg: tuple[Any, ...]) -> None:
         # Count first: a writer descheduled between the two would leave the loader seeing a readable pipe it
@@ -86,16 +91,12 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
         ring.control.count_sent(spec.w)
         conn.send(msg)
 
-    p.on_skip = lambda s: send(("skip", p.gen, s))
-    f = Filler(spec.fill_spec, spec.source, spec.items, ring, spec.w, spec.ring.num_workers,
-               lambda s: send(("skip", f.gen, s)))  # fmt: skip
     try:
-        _serve(p, f, spec, conn, wake.fileno(), send)
+        _serve(engine, parent_pid, conn, wake.fileno(), send)
     except (EOFError, OSError, Orphaned):
         pass  # the loader went away; exit quietly
     finally:
-        close_rows(p.rows.values())
-        f.close()
+        engine.close()
         ring.close()
 
 
@@ -115,53 +116,45 @@ def _setup(source: StreamSource) -> None:
 _IDLE_SLEEP = 1e-4  # the longest nap of a briefly idle worker: how late it notices new work (longer after 0.2 s)
 
 
-def _serve(p: Producer, f: Filler, spec: WorkerSpec, conn: Connection, wake: int,
-           send: Callable[[tuple[Any, ...]], None]) -> None:  # fmt: skip
-    control = p.ring.control
+def _serve(
+    engine: Engine, parent_pid: int, conn: Connection, wake: int, send: Callable[[tuple[Any, ...]], None]
+) -> None:
+    control = engine.ring.control
     os.set_blocking(wake, False)
     spins = 0
     while True:
-        if control.generation != p.gen:  # a new epoch, or closing: the pipe says which
+        if control.generation != engine.gen:  # a new epoch, or closing: the pipe says which
             if not conn.poll(0.5):
-                _check_parent(p)
+                _check_parent(parent_pid)
                 continue
             msg = pickle.loads(conn.recv_bytes())
             if msg[0] == "quit":
                 return
             if msg[0] == "epoch":
-                begin_epoch(p, msg[1], spec.lo, spec.hi)
-                f.begin(msg[1])
-                send(("ready", p.gen))
+                engine.begin(msg[1])
+                send(("ready", engine.gen))
             continue
-        t0, steps = time.perf_counter(), p.steps + f.steps
-        planned = False
+        t0, steps = time.perf_counter(), engine.steps
         try:
-            if control.ready(p.gen):
-                planned = f.is_planned()
-                did = f.step() if planned else work(p, NEVER)
-            else:
-                did = False
+            did = engine.step() if control.ready(engine.gen) else False
         except Aborted:
             continue
         except Exception as exc:
             tb = "".join(traceback.format_exception(exc))  # with its cause: the source's own traceback
-            send(("error", p.gen, error_kind(exc), str(exc), tb))
-            p.gen = -1  # produce nothing more until the next epoch
+            send(("error", engine.gen, error_kind(exc), str(exc), tb))
+            engine.stop()  # produce nothing more until the next epoch
             continue
         if did:
             spins = 0
-            reading = f.reading() if planned else reading_of(p)
-            control.report(p.w, time.perf_counter() - t0, p.steps + f.steps - steps, *reading)
+            control.report(engine.w, time.perf_counter() - t0, engine.steps - steps, *engine.reading())
             if control.wake_due():
                 with contextlib.suppress(BlockingIOError):  # a full pipe wakes the loader already
                     os.write(wake, b"w")
             continue
-        set_idle(p, True)
-        if planned:
-            f.mark[0] = -1  # reading nothing: a death now is not a source's
+        engine.idle()
         spins += 1
         if spins % 64 == 0:
-            _check_parent(p)  # a cheap syscall: an orphaned worker exits within a second even when napping long
+            _check_parent(parent_pid)  # a cheap syscall: an orphaned worker exits soon even when napping long
         # Nap rather than spin: on a machine with as many cores as producers, spinning takes CPU from them. After
         # a long idle spell (the consumer pauses to evaluate, say) the naps grow, so idling costs next to nothing.
         time.sleep(min(_IDLE_SLEEP, 2e-5 * spins) if spins < 2000 else 1e-2 if spins > 6000 else 2e-3)
@@ -171,8 +164,8 @@ class Orphaned(BaseException):
     """The loader's process is gone: the worker stops (not an ``Exception``, so no error report catches it)."""
 
 
-def _check_parent(p: Producer) -> None:
-    if p.parent_pid is not None and os.getppid() != p.parent_pid:
+def _check_parent(parent_pid: int) -> None:
+    if os.getppid() != parent_pid:
         raise Orphaned
 
 

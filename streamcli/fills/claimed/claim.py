@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from streamcli.fills import checks
+from streamcli.fills import checks, opened
 from streamcli.fills.claimed.rows import NO_END, Producer, Row
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.lives.control import NEVER
-from streamcli.lives.ring import CLAIMS, DRY
+from streamcli.lives.ring import Summary
 from streamcli.source import Step, close_stream
+
+_CLAIMS, _DRY = int(Summary.CLAIMS), int(Summary.DRY)  # plain ints: read for every claim
 
 END = object()  # the look-ahead found the stream over
 BLK = object()  # the look-ahead step lies in the row's current block
@@ -65,7 +67,7 @@ def claim(p: Producer, row: Row, k: int) -> None:
 
     A stream whose item promised a length that covers its start has a first step, so the row announces its next
     possible claim as soon as it holds the ticket: the next claim need not wait for this stream's open (a video
-    seek can take a third of a second). Should the promise fail (the stream is empty, or fails to open under
+    seek can be slow). Should the promise fail (the stream is empty, or fails to open under
     on_error="skip"), the row keeps that announcement: it is padding until then (``row.short``)."""
     control = p.ring.control
     n = control.num_streams
@@ -74,11 +76,11 @@ def claim(p: Producer, row: Row, k: int) -> None:
     while True:
         with p.lock:  # the lock orders the ticket counter between processes
             ticket = control.take_ticket()
-        row.tally[CLAIMS] += 1
+        row.tally[_CLAIMS] += 1
         replay = ticket >= n
         if replay and (p.fill_spec.epoch_end != "restream" or n == 0 or empty_replays >= n):
             row.done = True
-            row.tally[DRY] += 1
+            row.tally[_DRY] += 1
             return
         item, start, open_ended, length = control.stream(ticket)
         row.item, row.pos, row.replay, row.fresh, row.open_ended = item, start, replay, True, open_ended
@@ -106,14 +108,10 @@ def claim(p: Producer, row: Row, k: int) -> None:
 
 
 def open_stream(p: Producer, row: Row, k: int) -> Iterator[Step] | None:
-    mark(p, row)
-    try:
-        it = iter(p.source.open(p.items[row.item], row.pos))
-    except SOURCE_ERRORS as exc:
-        fail(p, row, k, exc, "opening")
+    it = opened.open_stream(p.source, faults(p, k), p.mark, p.tf, p.blocks, row.item, row.pos)
+    if it is None:
         row.skipped = True  # reported as skipped, not as a length mismatch
-        return None
-    return it if p.tf is None else p.tf.wrap(it, row.item, row.pos, p.blocks)
+    return it
 
 
 def reopen(p: Producer, row: Row, k: int) -> None:

@@ -14,16 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.fills.flags import Views
+from streamcli.fills.flags import Views, pad_flags, write_run, write_whole
 from streamcli.lives.control import Control
 from streamcli.lives.ring import SUMMARY
 from streamcli.scheduled import cursor as _cursor
 
 _RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
-# Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs half of indexing the
-# row's column (``column[t] = step``) for small steps (in-process, B=64 and T=32: 1.32x the loader's rate with
-# 1-byte steps, 1.05x with 12 KB frames). The views take about 150 bytes each, so only slots of up to this many
-# (field, step, row) cells keep them: at most 300 KB a slot, 6 MB a producer at the deepest window.
+# Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs less than indexing the
+# row's column (``column[t] = step``) for small steps, but each view takes memory: only slots of up to this many
+# (field, step, row) cells keep them (the figures: ``benchmarks/HISTORY.md``, "Figures that code comments gave").
 _CELLS = 2048
 
 
@@ -53,8 +52,10 @@ class SlotViews:
         cells = T * B * len(v.data) <= _CELLS
         where = _steps if cells else _same
         rows = [[a[:, b] for a in v.data] for b in range(B)]
-        columns = [[(name, shape, dtype, where(col)) for (name, shape, dtype), col in zip(spec, row, strict=True)]
-                   for row in rows]  # fmt: skip
+        columns = [
+            [(name, shape, dtype, where(col)) for (name, shape, dtype), col in zip(spec, row, strict=True)]
+            for row in rows
+        ]
         return cls(views=v, columns=columns, cells=cells, rows=rows)
 
 
@@ -94,33 +95,15 @@ def flush(notes: Notes, sv: SlotViews, control: Control, k: int, steps_t: np.nda
         whole = [r for r in notes.runs if r[2] == T]  # the common case: a row's stream fills the batch
         if whole:
             b, _, _, item, pos0, rep, fresh = zip(*whole, strict=True)
-            cols = _columns(b)
-            v.valid[:, cols] = True
-            v.stream[:, cols] = item
-            if type(cols) is slice:
-                np.add(steps_t[:, None], np.array(pos0, np.int64), out=v.position[:, cols])
-            else:
-                v.position[:, cols] = np.add.outer(steps_t, np.array(pos0, np.int64))
-            v.replayed[:, cols] = rep
-            v.first[:, cols] = False
+            write_whole(v, _columns(b), item, pos0, rep, steps_t)
             if any(fresh):
                 v.first[0, [c for c, f in zip(b, fresh, strict=True) if f]] = True
         for b0, t0, n, item0, p0, rep0, fresh0 in notes.runs if len(whole) < len(notes.runs) else ():
-            if n == T:
-                continue
-            t1 = t0 + n
-            v.valid[t0:t1, b0] = True
-            v.stream[t0:t1, b0] = item0
-            np.add(steps_t[:n], p0, out=v.position[t0:t1, b0])
-            v.replayed[t0:t1, b0] = rep0
-            v.first[t0:t1, b0] = False
-            v.first[t0, b0] = fresh0
+            if n != T:
+                write_run(v, b0, t0, n, item0, p0, rep0, fresh0, steps_t)
         notes.runs.clear()
     for b0, t0, t1 in notes.pads:
-        for flag in (v.valid, v.first, v.replayed):
-            flag[t0:t1, b0] = False
-        v.stream[t0:t1, b0] = -1
-        v.position[t0:t1, b0] = -1
+        pad_flags(v, b0, t0, t1)
     notes.pads.clear()
     if notes.records:
         bs = _columns(notes.records[::_RECORD])

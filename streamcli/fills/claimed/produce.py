@@ -30,6 +30,7 @@ from streamcli.fills.claimed.notes import flush
 from streamcli.fills.claimed.rows import Producer, Row, rows_from
 from streamcli.lives.control import NEVER, Aborted
 from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowState
 
 
 def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:
@@ -122,7 +123,7 @@ def work(p: Producer, limit: int) -> bool:
 
 def set_idle(p: Producer, idle: bool) -> None:
     """Publish whether this producer has nothing to do. Cleared as soon as it takes on a piece of work, before
-    the work: the others must not count on it while it opens a stream (a seek can take a third of a second)."""
+    the work: the others must not count on it while it opens a stream (a seek can be slow)."""
     if p.idle != idle:
         p.idle = idle
         p.ring.control.set_idle(p.w, idle)
@@ -135,7 +136,7 @@ def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
     producer is idle; returns the rows left to run for batch ``k``.
 
     Claims by load place new streams well, but a stream stays with whoever took it until it ends, and costs are
-    only known once it runs: at an epoch's start, or when one clip decodes 50 times slower than the rest, one
+    only known once it runs: at an epoch's start, or when one clip decodes far slower than the rest, one
     producer holds the row every batch waits for plus cheap ones, while the other has run as far ahead as it may
     and idles. Then the cheapest row moves: the idle producer reopens its stream at the row's position
     (``open(item, start)``, as a resumed row does), and this one keeps its costlier rows. Any of its rows may
@@ -146,7 +147,7 @@ def _give_one(p: Producer, todo: list[Row], k: int) -> list[Row]:
     if control.written_min() < k or not control.idle_elsewhere(p.w):
         return todo
     T = p.T
-    live = (_cursor.LIVE, _cursor.FOLLOW)
+    live = (RowState.LIVE, RowState.FOLLOW)
     movable = [r for r in p.rows.values() if r.q % T == 0 and r.cursor()[_cursor.STATE] in live]
     movable = [r for r in movable if r.cost]  # measured: never move a row of unknown cost
     if len(movable) < 2:
@@ -193,8 +194,9 @@ def _lighter_elsewhere(p: Producer) -> bool:
     """Whether a claim is better left to another producer: one that is idle, or whose rows cost less per batch.
 
     Rows move between producers only when their streams end, so whoever takes a stream keeps it to its end, and
-    batches complete at the pace of the most loaded producer. Costs differ a hundredfold between streams (one
-    clip's frames can take 50 times another's to decode), so the load is measured, not counted in rows."""
+    batches complete at the pace of the most loaded producer. Costs differ by orders of magnitude between
+    streams (one clip's frames can take far longer than another's to decode), so the load is measured, not
+    counted in rows."""
     return p.shared and p.ring.control.lighter_elsewhere(p.w)
 
 

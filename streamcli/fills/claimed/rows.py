@@ -18,10 +18,13 @@ import numpy as np
 from streamcli.fills.claimed.notes import Notes, SlotViews
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer
-from streamcli.lives.control import NEVER, NO_OWNER
 from streamcli.lives.ring import Ring
 from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowState
 from streamcli.source import Step, StreamSource, item_name
+
+# The states as plain ints: ``Row.cursor`` runs for every row of every batch, where an enum member's lookup costs.
+_IDLE, _LIVE, _DRY, _FOLLOW, _SHORT = (int(s) for s in RowState)
 
 NO_END = 1 << 62  # ``Row.end`` of a stream that is not cut into segments
 
@@ -61,13 +64,13 @@ class Row:
 
     def cursor(self) -> tuple[int, int, int, int]:
         if self.done:
-            state = _cursor.DRY
+            state = _DRY
         elif self.follow:
-            state = _cursor.FOLLOW
+            state = _FOLLOW
         elif self.short:
-            state = _cursor.SHORT
+            state = _SHORT
         else:
-            state = _cursor.LIVE if (self.it is not None or self.reopen) else _cursor.IDLE
+            state = _LIVE if (self.it is not None or self.reopen) else _IDLE
         return _cursor.record(self.item, self.pos, state, self.replay, self.open_ended)
 
 
@@ -121,25 +124,11 @@ def rows_from(cursors: np.ndarray, lo: int, segment: int, q: int) -> list[Row]:
     for i, (item, pos, state, flags) in enumerate(cursors.tolist()):
         row = Row(lo + i, item=item, pos=pos, q=q, replay=bool(flags & _cursor.REPLAYED))
         row.open_ended = bool(flags & _cursor.OPEN_ENDED)
-        row.done = state == _cursor.DRY
-        row.reopen = state in (_cursor.LIVE, _cursor.FOLLOW)
-        row.follow = state == _cursor.FOLLOW
-        row.short = state == _cursor.SHORT
-        if segment and state in (_cursor.LIVE, _cursor.SHORT):
+        row.done = state == RowState.DRY
+        row.reopen = state in (RowState.LIVE, RowState.FOLLOW)
+        row.follow = state == RowState.FOLLOW
+        row.short = state == RowState.SHORT
+        if segment and state in (RowState.LIVE, RowState.SHORT):
             row.end = ((pos - 1) // segment + 1) * segment
         rows.append(row)
     return rows
-
-
-def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
-    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
-    B = len(cursors)
-    state = cursors[:, _cursor.STATE]
-    owner = np.full(B, NO_OWNER, np.int64)
-    for w, (lo, hi) in enumerate(bounds):
-        owner[lo:hi] = w
-    owner[state == _cursor.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
-    claim = first * T * B + np.arange(B, dtype=np.int64)
-    claim[state == _cursor.DRY] = NEVER
-    return owner, claim, np.full(B, first, np.int64), cursors.copy()

@@ -34,8 +34,10 @@ from streamcli.fills.claimed.claim import (
 from streamcli.fills.claimed.notes import SlotViews, pad, record
 from streamcli.fills.claimed.rows import Producer, Row
 from streamcli.fills.faults import SOURCE_ERRORS
-from streamcli.lives.ring import LIVE, VALID
+from streamcli.lives.ring import Summary
 from streamcli.scheduled import cursor as _cursor
+
+_VALID, _LIVE = int(Summary.VALID), int(Summary.LIVE)  # plain ints: read for every run
 
 _FINE_S = 20e-6  # seconds per step from which a row marks every step it reads (``_copy``)
 
@@ -204,7 +206,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
     p.out.runs.append((b, t0, n, row.item, pos0, row.replay, row.fresh))  # flags are written by ``flush``
     row.fresh = False
     pos = row.pos = pos0 + n
-    row.tally[VALID] += n
+    row.tally[_VALID] += n
     p.steps += n
     if pos == stop:  # the run ended at a limit, not at the stream's end: decide what comes next
         if pos == row.end and not row.open_ended:
@@ -227,7 +229,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
 def _finish(p: Producer, row: Row, v: SlotViews, k: int, reading: bool = False) -> None:
     """Row ``row``'s batch ``k`` is written: its cursor and counts go into the slot, then it is counted done.
     ``reading``: the row counts as reading its stream although it is closed (``_wait_out``)."""
-    row.tally[LIVE] = (row.it is not None or reading) and not row.replay
+    row.tally[_LIVE] = (row.it is not None or reading) and not row.replay
     record(p.out, row.b, row.cursor(), row.tally)
     p.out.written.append(row.b)
     row.tally = [0, 0, 0, 0]
@@ -266,7 +268,7 @@ def _release(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> None:
         pad(v, b, t, p.out)
         t = T
     del p.rows[b]
-    row.tally[LIVE] = 0  # mid-batch, the next owner carries on counting this batch
+    row.tally[_LIVE] = 0  # mid-batch, the next owner carries on counting this batch
     cursor = row.cursor()
     record(p.out, b, cursor, row.tally)
     written = k + 1 if t == T else k

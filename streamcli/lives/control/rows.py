@@ -4,9 +4,13 @@ has completed, and the rows given up mid-stream for an idle producer to go on wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from streamcli.lives.control.layout import GIVEN, MOVED, NEVER, NO_OWNER, SMALL, Arrays, given_by
+from streamcli.lives.control.layout import GIVEN, MOVED, NEVER, NO_OWNER, Arrays, given_by
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowState
 
 
 class RowOwners(Arrays):
@@ -17,32 +21,13 @@ class RowOwners(Arrays):
         b = int(np.argmin(self._claim))
         return b, int(self._claim[b])
 
-    def next_waiting(self) -> tuple[int, int]:
-        """(row, key) of the earliest claim of the rows waiting for one; key ``NEVER`` if none waits."""
-        owner = self._owner
-        if len(owner) <= SMALL and NO_OWNER not in owner.tolist():  # the usual case, 20 times faster
-            return 0, NEVER
-        keys = np.where(owner == NO_OWNER, self._claim, NEVER)
-        b = int(np.argmin(keys))
-        return b, int(keys[b])
-
-    def waiting_below(self, key: int) -> list[tuple[int, int]]:
-        """(key, row) of every row waiting for a claim at a key below ``key``, earliest first. Other producers
-        may take or release rows meanwhile, so an entry can be stale by the time it is used (``take_row`` says)."""
-        claim = self._claim.copy()  # one read: the two columns change under us
-        rows = np.flatnonzero((self._owner == NO_OWNER) & (claim < key))
-        return sorted(zip(claim[rows].tolist(), rows.tolist(), strict=True))
-
     def waiting(self, b: int) -> bool:
         return int(self._owner[b]) == NO_OWNER
 
-    def take_row(self, b: int, w: int, key: int, planned: bool = False) -> np.ndarray | None:
+    def take_row(self, b: int, w: int, key: int) -> np.ndarray | None:
         """Make producer ``w`` the owner of waiting row ``b`` if its claim at ``key`` is still the earliest of
-        all, or with ``planned`` claims still due (hold the lock); returns the row's held cursor, or None if
-        another producer was first."""
-        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key:
-            return None
-        if not planned and int(self._claim.min()) != key:
+        all (hold the lock); returns the row's held cursor, or None if another producer was first."""
+        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key or int(self._claim.min()) != key:
             return None
         self._owner[b] = w
         held: np.ndarray = self._held[b].copy()
@@ -99,3 +84,17 @@ class RowOwners(Arrays):
 
     def set_written(self, rows: int | slice | list[int], batches: int) -> None:
         self._written[rows] = batches
+
+
+def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
+    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
+    B = len(cursors)
+    state = cursors[:, _cursor.STATE]
+    owner = np.full(B, NO_OWNER, np.int64)
+    for w, (lo, hi) in enumerate(bounds):
+        owner[lo:hi] = w
+    owner[state == RowState.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
+    claim = first * T * B + np.arange(B, dtype=np.int64)
+    claim[state == RowState.DRY] = NEVER
+    return owner, claim, np.full(B, first, np.int64), cursors.copy()

@@ -1,0 +1,74 @@
+"""Who writes a row: the writer policy of an epoch, chosen once when its tables are read (``choose``).
+
+What goes into a row is the schedule's (``scheduled.schedule``), the same for every policy: a policy only says
+which producer writes which part of which batch, and how it marks that part done, so no policy changes a byte.
+
+- ``WholeBatches``: random-access sources (``window(item)``). Producer ``w`` of ``W`` fills every batch ``k``
+  with ``k % W == w`` whole, and marks the batch done.
+- ``RowBlocks``: iterator sources, whose streams stay in the process that reads them. Producer ``w`` writes the
+  rows of its block (``split_rows``) of every batch, plans those rows only, and marks its part done.
+- ``BALANCED``: iterator sources with ``balance`` and workers, or streams whose lengths are not all known: rows
+  are owned by whichever producer reads them and move to an idle one (``fills.claimed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from streamcli.lives.control import Control
+from streamcli.lives.tensors import split_rows
+
+
+@dataclass(frozen=True)
+class WholeBatches:
+    """Producer ``w`` of ``W`` fills batches ``w, w + W, ...`` whole."""
+
+    w: int
+    W: int
+    B: int
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        return 0, self.B
+
+    def writes(self, k: int) -> bool:
+        return k % self.W == self.w
+
+    def done(self, control: Control, k: int) -> None:
+        control.set_done(k)
+
+
+@dataclass(frozen=True)
+class RowBlocks:
+    """Producer ``w`` of ``W`` writes rows ``lo .. hi-1`` of every batch (all of them when it is the only one)."""
+
+    w: int
+    W: int
+    B: int
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        return split_rows(self.B, self.W)[self.w] if self.W > 1 else (0, self.B)
+
+    def writes(self, k: int) -> bool:
+        return True
+
+    def done(self, control: Control, k: int) -> None:
+        if self.W > 1:
+            control.set_worker_done(self.w, k)
+        else:
+            control.set_done(k)
+
+
+Planned = WholeBatches | RowBlocks
+BALANCED: Final = None  # rows claimed and moved at run time (``fills.claimed``)
+
+
+def choose(*, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool) -> Planned | None:
+    """The policy of an epoch: ``by_batch`` for random-access sources, ``known`` when every stream's length is
+    (``ClaimOrder.applies``), ``balanced`` when the loader balances the epoch's rows. One producer has no one to
+    balance with, and the batches are the same either way."""
+    if not known or (balanced and not by_batch and W > 1):
+        return BALANCED
+    return WholeBatches(w, W, B) if by_batch else RowBlocks(w, W, B)
