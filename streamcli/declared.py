@@ -6,7 +6,7 @@ item, for a length).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +41,11 @@ class Declared:
     fields: tuple[Field, ...]
     source_fields: tuple[Field, ...]
     transform: Callable[..., Any] | None
-    items: list[Any]
+    items: Sequence[Any]
 
     @classmethod
     def read(
-        cls, source: StreamSource, transform: Callable[..., Any] | str | None, items: list[Any] | None = None
+        cls, source: StreamSource, transform: Callable[..., Any] | str | None, items: Sequence[Any] | None = None
     ) -> Declared:
         """Ask ``source`` for its fields and items; ``transform`` is a callable or a CLI spelling ("crop=112,flip");
         ``items``: an index's (then ``items()`` is not called)."""
@@ -60,7 +60,7 @@ class Declared:
         return cls(plugin, fields, source_fields, resolved, items)
 
 
-def length_of(source: StreamSource, plugin: str, items: list[Any], on_error: str, stream: int) -> int | None:
+def length_of(source: StreamSource, plugin: str, items: Sequence[Any], on_error: str, stream: int) -> int | None:
     """``source.length()`` of item ``stream``; what it raises is a ``SourceError`` naming the item, or under
     ``on_error="skip"`` an unknown length (the item's open fails then, and it is skipped as usual)."""
     item = items[stream]

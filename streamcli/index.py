@@ -26,10 +26,10 @@ import os
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -41,6 +41,36 @@ INDEX_NAME = ".streamcli-index.npz"
 FORMAT = 1
 
 
+class Names(Sequence[str]):
+    """The items as read: one UTF-8 blob and the offset of each name, decoded when asked. A list of a million
+    ``str`` objects would take several times the memory, and pickles to each worker at that size."""
+
+    def __init__(self, blob: np.ndarray, ends: np.ndarray) -> None:
+        self._blob = blob  # uint8
+        self._ends = ends  # int64: where each name ends (its NUL, or the blob's end)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, k: int) -> str: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[str]: ...
+    def __getitem__(self, k: int | slice) -> str | list[str]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        n = len(self._ends)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError(k)
+        start = int(self._ends[k - 1]) + 1 if k else 0
+        return self._blob[start : int(self._ends[k])].tobytes().decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._blob.tobytes().decode("utf-8", "surrogatepass").split("\0") if len(self) else [])
+
+
 @dataclass(frozen=True)
 class Index:
     """An index as read: where it is, who wrote it with which settings, the items and their lengths."""
@@ -48,7 +78,7 @@ class Index:
     where: str
     plugin: str
     settings: dict[str, Any]
-    items: list[str]
+    items: Sequence[str]
     lengths: np.ndarray  # int64, -1 where the source could not tell
     created: float
 
@@ -103,8 +133,9 @@ def build(source: StreamSource, progress: Callable[[int, int], None] | None = No
     return items, lengths
 
 
-def _digest(blob: bytes) -> str:
-    return hashlib.sha256(blob).hexdigest()[:32]
+def _digest(blob: bytes | np.ndarray) -> str:
+    data = blob if isinstance(blob, bytes) else blob.data  # an array's buffer, not a copy
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def encode(plugin: str, settings: Mapping[str, Any], items: Sequence[str], lengths: np.ndarray) -> bytes:
@@ -164,7 +195,7 @@ def _read(where: str, *, missing_ok: bool) -> Index | None:
             raw = str(urls.local_path(where))
         with np.load(io.BytesIO(raw) if isinstance(raw, bytes) else raw, allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes())
-            blob = z["names"].tobytes()
+            names = z["names"]
             lengths = np.asarray(z["lengths"], np.int64)
     except (FileNotFoundError, NotADirectoryError):  # the latter: PATH is a file, so no folder holds an index
         if missing_ok:
@@ -177,8 +208,11 @@ def _read(where: str, *, missing_ok: bool) -> Index | None:
         ) from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise IndexFileError(f"{where} is not a streamcli index of format {FORMAT}; rebuild it with streamcli index")
-    items = blob.decode("utf-8", "surrogatepass").split("\0") if meta["count"] else []
-    if _digest(blob) != meta["digest"] or len(items) != meta["count"] or len(lengths) != meta["count"]:
+    ends = np.flatnonzero(names == 0) if meta["count"] else np.zeros(0, np.int64)
+    if meta["count"]:
+        ends = np.append(ends, len(names)).astype(np.int64)
+    items = Names(names, ends)
+    if _digest(names) != meta["digest"] or len(items) != meta["count"] or len(lengths) != meta["count"]:
         raise IndexFileError(f"{where} is damaged (its names or lengths disagree with its header); rebuild it")
     return Index(where, str(meta["plugin"]), dict(meta["settings"]), items, lengths, float(meta["created"]))
 

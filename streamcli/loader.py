@@ -153,7 +153,7 @@ class StreamLoader:
         # An index (``streamcli index``) holds the items and lengths: then no listing and no length() here.
         found = for_loader(source, index)
         self._index_lengths = None if found is None else found.length_list()
-        declared = Declared.read(source, transform, None if found is None else list(found.items))
+        declared = Declared.read(source, transform, None if found is None else found.items)
         self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
         # prepared ahead of it.

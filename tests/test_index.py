@@ -193,3 +193,13 @@ def test_on_s3_startup_lists_nothing_with_the_index_and_once_without(
         indexed = [b["text"].numpy().copy() for b in loader]
     assert requests.lists() == 0, requests.listing()
     assert len(indexed) == len(plain) and all(np.array_equal(a, b) for a, b in zip(indexed, plain, strict=True))
+
+
+def test_the_index_round_trips_names_and_lengths_compactly(tmp_path: Path) -> None:
+    names = ["a", "", "ünïcode/päth", "s3://b/k 1.txt", "last"]
+    where = str(tmp_path / "i.npz")
+    sindex.write(where, sindex.encode("p", {"k": 1}, names, np.array([3, -1, 0, 7, 2])))
+    idx = sindex.read(where)
+    assert list(idx.items) == names and [idx.items[k] for k in range(-5, 5)] == names + names
+    assert idx.items[1:4] == names[1:4] and idx.length_list() == [3, None, 0, 7, 2]
+    assert list(tmp_path.iterdir()) == [tmp_path / "i.npz"]  # no temporary file left

@@ -69,7 +69,7 @@ class TextSource(BaseSource):
         if self._literal and isinstance(arg, (str, os.PathLike)):
             arg = [str(arg)]
         if self._literal:
-            self._items: list[str] = [str(s) for s in arg]  # type: ignore[union-attr]
+            self._items: Sequence[str] = [str(s) for s in arg]  # type: ignore[union-attr]
             return
         self.glob = glob
         # An index lists nothing: the items (and the loader's lengths) come from it, checked against the settings.
@@ -91,7 +91,7 @@ class TextSource(BaseSource):
 
     block_steps = True
 
-    def items(self) -> list[str]:
+    def items(self) -> Sequence[str]:
         return self._items
 
     def fields(self) -> Sequence[Field]:
