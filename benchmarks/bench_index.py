@@ -6,6 +6,7 @@ memory added is the peak resident set (VmHWM) after constructing, less the resid
 loaded). Without the index the source lists its items when the loader asks (in the construction time).
 
     python benchmarks/bench_index.py [--items 1000000] [--repeats 2]
+    python benchmarks/bench_index.py --s3 10000   # LIST and HEAD requests at start-up on moto's S3 server
 """
 
 from __future__ import annotations
@@ -75,13 +76,73 @@ def case(n: int, index: str | None) -> dict[str, float]:
             "added_first_mb": (_status("VmHWM") - before) / 1e6}  # fmt: skip
 
 
+def s3_requests(n: int) -> None:
+    """LIST and HEAD requests at start-up (text source + loader) on moto's S3 server, ``n`` small objects."""
+    import logging
+    import os
+    import socket
+
+    import fsspec
+    from moto.server import ThreadedMotoServer
+    from streamcli_sources.text import TextSource
+
+    from streamcli import StreamLoader
+    from streamcli import index as sindex
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")  # fmt: skip
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    lines: list[str] = []
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    log = logging.getLogger("werkzeug")
+    log.addHandler(Lines())
+    log.propagate = False
+    try:
+        fs = fsspec.filesystem("s3")
+        fs.mkdir("bench")
+        t0 = time.perf_counter()
+        fs.pipe({f"bench/t{k:06d}.txt": b"abc" * (k % 7 + 1) for k in range(n)})
+        print(f"s3: {n} objects put in {time.perf_counter() - t0:.1f} s")
+        for label in ("without index", "with index"):
+            if label == "with index":
+                src = TextSource("s3://bench", width=4, index="none")
+                items, lengths = sindex.build(src)
+                sindex.write("s3://bench/" + sindex.INDEX_NAME, sindex.encode("text", src.index_settings(), items,
+                                                                               lengths))  # fmt: skip
+            log.setLevel(logging.INFO)
+            lines.clear()
+            t0 = time.perf_counter()
+            with StreamLoader(TextSource("s3://bench", width=4), 4, 3) as loader:
+                len(loader)  # every length, as an epoch's start asks them
+                took = time.perf_counter() - t0
+                lists = sum(1 for x in lines if "list-type=" in x or "prefix=" in x)
+                heads = sum(1 for x in lines if "HEAD " in x)
+            log.setLevel(logging.ERROR)
+            print(f"s3 {label}: {lists} LIST, {heads} HEAD, {len(lines)} requests in all, {took:.1f} s to construct "
+                  "and measure every length")  # fmt: skip
+    finally:
+        server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--case", choices=["plain", "index"], help=argparse.SUPPRESS)
     ap.add_argument("--index", help=argparse.SUPPRESS)
+    ap.add_argument("--s3", type=int, metavar="N", help="count start-up requests on moto's S3 with N objects")
     args = ap.parse_args()
+    if args.s3:
+        s3_requests(args.s3)
+        return
     if args.case:
         print(json.dumps(case(args.items, args.index if args.case == "index" else None)))
         return

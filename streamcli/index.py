@@ -116,7 +116,13 @@ def settings_of(source: StreamSource) -> dict[str, Any]:
 
 
 def build(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> tuple[list[str], np.ndarray]:
-    """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names)."""
+    """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names), and the source
+    must say which of its settings decide them (``index_settings()``), or a stale index could not be told."""
+    if not callable(getattr(source, "index_settings", None)):
+        raise IndexFileError(
+            f"the {plugin_name(source)} source cannot be indexed: it has no index_settings() saying which of its "
+            "options decide its items and lengths"
+        )
     items = list(source.items())
     bad = next((i for i in items if not isinstance(i, str)), None)
     if bad is not None:

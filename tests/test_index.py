@@ -132,6 +132,8 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
         ["index", "text", str(tmp_path / "missing")],
         ["index", "text", str(folder), "--out", str(tmp_path / "no" / "dir" / "i.npz")],
         ["index", "text", str(folder), "-s", "widht=3"],
+        ["index", "sine", "8"],  # a PATH that is no folder: --out names where
+        ["index", "sine", "8", "--out", str(tmp_path / "s.npz")],  # no index_settings(): no staleness check, refused
     ):
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 2, (args, r.output)

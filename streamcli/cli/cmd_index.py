@@ -58,6 +58,8 @@ def index(
     assert spec.source is not None
     where = url_argument(out) if out is not None else _index.default_location(url_argument(path))
     if not urls.is_remote(where) and not Path(urls.local_path(where)).parent.is_dir():
+        if out is None:
+            raise UsageFailure(f"PATH {path!r} is not a folder, so the index has no default place; name one with --out")
         raise UsageFailure(f"--out {out!r}: its folder does not exist; create it or name another path")
     console = Console(stderr=True, quiet=quiet)
     start = time.monotonic()
