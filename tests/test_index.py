@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -205,3 +206,32 @@ def test_the_index_round_trips_names_and_lengths_compactly(tmp_path: Path) -> No
     assert list(idx.items) == names and [idx.items[k] for k in range(-5, 5)] == names + names
     assert idx.items[1:4] == names[1:4] and idx.length_list() == [3, None, 0, 7, 2]
     assert list(tmp_path.iterdir()) == [tmp_path / "i.npz"]  # no temporary file left
+
+
+class MainOnly(Counted):
+    """Refuses ``items()`` and ``length()`` outside the process that made it: workers must not list."""
+
+    def __init__(self, lengths: Sequence[int]) -> None:
+        super().__init__(lengths)
+        self.pid = os.getpid()
+
+    def items(self) -> list[str]:
+        assert os.getpid() == self.pid, "a worker listed the items"
+        return super().items()
+
+    def length(self, item: str) -> int:
+        assert os.getpid() == self.pid, "a worker asked a length"
+        return super().length(item)
+
+
+@pytest.mark.slow
+def test_workers_take_the_items_from_the_main_process_and_list_nothing(tmp_path: Path) -> None:
+    lengths = [5, 9, 0, 3, 12, 7, 1, 4]
+    where = written(tmp_path, MainOnly(lengths), plugin="MainOnly")
+    source = MainOnly(lengths)
+    with StreamLoader(source, 4, 4, seed=1, num_workers=2, index=where) as loader:
+        got = [b["x"].numpy().copy() for b in loader]
+    assert source.calls == {"items": 0, "length": 0}
+    with StreamLoader(Counted(lengths), 4, 4, seed=1) as loader:
+        want = [b["x"].numpy().copy() for b in loader]
+    assert len(got) > 0 and len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
