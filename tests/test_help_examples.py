@@ -18,7 +18,7 @@ from streamcli.cli import app
 
 pytestmark = pytest.mark.slow
 
-ORDER = ("samples", "export", "verify", "replay", "events-from-video", "preview", "bench", "plugins")
+ORDER = ("samples", "export", "verify", "replay", "events-from-video", "preview", "bench", "plugins", "index")
 """Commands in the order their examples run: an export before verify reads it, event files before preview."""
 CAPS = {
     "preview": ["--batches", "3", "-w", "0"],

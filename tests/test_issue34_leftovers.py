@@ -199,9 +199,15 @@ def test_a_ctrl_c_taken_by_another_thread_waits_until_every_worker_has_started(
         started.append(1)
 
     monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start)
-    with pytest.raises(KeyboardInterrupt):
-        with StreamLoader(CountingSource([50, 50, 50]), 2, 4, num_workers=2, mp_context="spawn") as loader:
-            for _ in loader:
-                pass
+    # Python's own Ctrl-C handler, as a script has it, whatever an earlier test in this process left (Ray's driver
+    # installs its own).
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with StreamLoader(CountingSource([50, 50, 50]), 2, 4, num_workers=2, mp_context="spawn") as loader:
+                for _ in loader:
+                    pass
+    finally:
+        signal.signal(signal.SIGINT, old)
     helper.join(5)
     assert len(started) == 2  # the interrupt came once both workers were started whole

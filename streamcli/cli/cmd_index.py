@@ -88,5 +88,5 @@ def index(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=StreamcliCommand, epilog="Examples: streamcli index text books/  |  "
+    app.command(cls=StreamcliCommand, epilog="Examples: streamcli index text samples/text  |  "
                 "streamcli index text s3://bucket/books --out s3://bucket/books.index.npz --json")(index)  # fmt: skip
