@@ -11,7 +11,7 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +95,32 @@ class ExportSummary:
             "mb_per_s": self.mb_per_s,
             "hint": self.hint,
         }
+
+
+def check_out_dir(
+    name: str,
+    present: Mapping[str, Any],
+    *,
+    overwrite: bool,
+    resume: bool,
+    what: str = "out_dir",
+    spell: Callable[[str], str] = lambda flag: f"{flag}=True",
+    hint: str = "",
+) -> None:
+    """Refuse an export folder holding ``present`` (``listing``) that this export may not write into: a file no
+    export wrote (whatever ``overwrite`` says), or an earlier export without ``overwrite`` or ``resume``.
+    ``what``, ``spell`` and ``hint`` word the ``ShardError`` for the caller (the CLI names OUT_DIR and its flags)."""
+    theirs = None if resume else foreign_file(present)
+    if theirs is not None:
+        raise ShardError(
+            f"{what} {name!r} holds {theirs!r}, which no export wrote; {spell('overwrite')} deletes only an export's "
+            f"own files, so pick an empty folder or remove {theirs!r}{hint}"
+        )
+    if present and not (overwrite or resume):
+        raise ShardError(
+            f"{what} {name!r} is not empty; pass {spell('overwrite')} to replace it or {spell('resume')} to continue "
+            f"it{hint}"
+        )
 
 
 def listing(out_dir: str | Path) -> dict[str, Any]:
@@ -251,16 +277,7 @@ def export(
     shard_bytes = parse_size(shard_size)
     place = _place(out_dir)
     present = listing(place)
-    theirs = None if resume else foreign_file(present)
-    if theirs is not None:
-        raise ShardError(
-            f"out_dir {str(place)!r} holds {theirs!r}, which no export wrote; overwrite=True deletes only an "
-            f"export's own files, so pick an empty folder or remove {theirs!r}"
-        )
-    if present and not (overwrite or resume):
-        raise ShardError(
-            f"out_dir {str(place)!r} is not empty; pass overwrite=True to replace it or resume=True to continue it"
-        )
+    check_out_dir(str(place), present, overwrite=overwrite, resume=resume)
     try:
         header = make_header(
             fields=loader.fields,

@@ -18,8 +18,8 @@ from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, command
 from streamcli.cli._export_plan import (
     batches_to_write,
     check_compress,
+    check_out_dir,
     epochs_for,
-    foreign_file,
     listing,
     parse_size,
     shard_files,
@@ -30,6 +30,7 @@ from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, choice_option, loader_command
 from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
+from streamcli.errors import ShardError
 from streamcli.storage import urls
 
 COMPRESS = ("none", "deflate", "zstd")
@@ -126,18 +127,12 @@ def export(
         blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
-    present = listing(out_dir)
     given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
-    theirs = None if resume else foreign_file(present)
-    if theirs is not None:
-        raise UsageFailure(
-            f"OUT_DIR {out!r} holds {theirs!r}, which no export wrote; --overwrite deletes only an export's own "
-            f"files, so pick an empty folder or remove {theirs!r}{given}"
-        )
-    if present and not (overwrite or resume):
-        raise UsageFailure(
-            f"OUT_DIR {out!r} is not empty; pass --overwrite to replace it or --resume to continue{given}"
-        )
+    try:
+        check_out_dir(out, listing(out_dir), overwrite=overwrite, resume=resume, what="OUT_DIR",
+                      spell=lambda flag: f"--{flag}", hint=given)  # fmt: skip
+    except ShardError as exc:
+        raise UsageFailure(str(exc)) from None
     shard_bytes = parse_size(shard_size)
     spec = resolve_source(src, option)
     if engine == "ray" and spec.plugin == "mix":  # Ray tasks rebuild the source from one plugin name
