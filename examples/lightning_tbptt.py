@@ -15,7 +15,7 @@ itself: it saves any loader that has ``state_dict``/``load_state_dict``).
 
 Carrying the state learns faster than resetting it every batch. On tests/data/text (two public-domain texts),
 with the defaults (B=16, T=16, 800 steps, Adam 3e-3, gradients clipped at 1), the mean training loss in nats per
-byte over the last 100 steps (the same batches for both; tests/test_lightning.py checks seeds 0 and 1):
+byte over the last 100 steps (the same batches for both; `python benchmarks/learning.py` measures it):
 
     seed   carried   reset every batch
     0      2.174     2.291

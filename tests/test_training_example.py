@@ -30,19 +30,15 @@ def test_carried_state_learns_faster_than_a_state_reset_every_batch() -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the machine is shared; one thread is as fast for a model this small
     try:
-        final: dict[bool, list[float]] = {True: [], False: []}
-        for seed in (0, 1):
-            for carry in (True, False):
-                losses = train(
-                    batches=1000, batch_size=16, time_steps=16, hidden=64, carry=carry, num_workers=0, seed=seed
-                )
-                final[carry].append(sum(losses[-200:]) / 200)
+        final = {}
+        for carry in (True, False):  # one seed here; benchmarks/learning.py measures the margin over several
+            losses = train(batches=1000, batch_size=16, time_steps=16, hidden=64, carry=carry, num_workers=0, seed=0)
+            final[carry] = sum(losses[-200:]) / 200
     finally:
         torch.set_num_threads(threads)
-    carried, reset = (sum(v) / len(v) for v in (final[True], final[False]))
     # Between what carrying gains with the state run over all T steps and over x[:-1] (the old example's
-    # mistake, which still gains a little this early), each far from it for both seeds.
-    assert carried < reset - 0.09, f"carried {final[True]} vs reset {final[False]} (train loss, nats/byte)"
+    # mistake, which still gains a little this early), each far from it.
+    assert final[True] < final[False] - 0.09, f"carried vs reset: {final} (train loss, nats/byte)"
 
 
 def test_the_state_carried_into_a_batch_has_seen_every_step_of_the_one_before(

@@ -111,16 +111,17 @@ def _digest(folder: Path, workers: int, cache: str, backend: str) -> tuple[list[
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("backend", ["opencv", "pyav"])
 @pytest.mark.parametrize("where", ["tests/data", "shared"])
-def test_three_runs_give_identical_batches_in_process_twice_and_with_two_workers(
+def test_a_run_in_process_and_one_with_two_workers_give_identical_batches(
     where: str, backend: str, tmp_path: Path
 ) -> None:
+    """Each run scans and decodes every clip itself (its own cache): the workers' decoders and the main process's
+    must agree frame for frame, and so must the lengths their scans find."""
     if backend == "pyav":
         pytest.importorskip("av", reason="the pyav extra is not installed: pip install 'streamcli[pyav]'")
     folder = LOCAL if where == "tests/data" else require_shared("video")
-    runs = [_digest(folder, w, str(tmp_path / f"cache{i}"), backend) for i, w in enumerate((0, 0, 2))]
+    runs = [_digest(folder, w, str(tmp_path / f"cache{i}"), backend) for i, w in enumerate((0, 2))]
     assert runs[0][0], "no clip delivered"
-    assert runs[1] == runs[0], "two in-process runs differ"
-    assert runs[2] == runs[0], "the run with 2 workers differs from the in-process one"
+    assert runs[1] == runs[0], "the run with 2 workers differs from the in-process one"
     if where == "tests/data":  # PyAV converts the DV clip's frames, the same bytes every run (test_video_pyav.py)
         dv = ["realshort_ntsc.dv"] if backend == "opencv" else []
         assert runs[0][2] == [*dv, "sound_not_video.mp4"]
