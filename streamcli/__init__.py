@@ -7,48 +7,99 @@ The public API is defined here and only here. Importing streamcli does not impor
 (``RowState``, ``run_rnn`` from ``streamcli.tbptt``) load on first use.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from streamcli._version import __version__
-from streamcli.batch import FLAGS, Batch
-from streamcli.bench import BenchResult, run_benchmark
-from streamcli.config import LoaderConfig
-from streamcli.errors import (
-    ConfigError,
-    ExportBusyError,
-    PluginLoadError,
-    PluginNotFoundError,
-    ShardError,
-    SharedMemoryError,
-    SourceError,
-    StateError,
-    StepSpecError,
-    StorageError,
-    StreamcliError,
-    TransformError,
-    UnsupportedURLError,
-    WorkerError,
-)
-from streamcli.exports import ExportSummary, export
-from streamcli.loader import StreamLoader
-from streamcli.mix import Mix, mix
-from streamcli.plugins import PluginInfo, list_plugins, load_source
-from streamcli.shards import ShardReader, ShardWriter
-from streamcli.source import BaseSource, Field, StreamSource
-from streamcli.stats import LoaderStats
 
 if TYPE_CHECKING:
+    from streamcli.batch import FLAGS, Batch
+    from streamcli.bench import BenchResult, run_benchmark
+    from streamcli.config import LoaderConfig
+    from streamcli.errors import (
+        ConfigError,
+        ExportBusyError,
+        PluginLoadError,
+        PluginNotFoundError,
+        ShardError,
+        SharedMemoryError,
+        SourceError,
+        StateError,
+        StepSpecError,
+        StorageError,
+        StreamcliError,
+        TransformError,
+        UnsupportedURLError,
+        WorkerError,
+    )
+    from streamcli.exports import ExportSummary, export
+    from streamcli.loader import StreamLoader
+    from streamcli.mix import Mix, mix
+    from streamcli.plugins import PluginInfo, list_plugins, load_source
+    from streamcli.shards import ShardReader, ShardWriter
+    from streamcli.source import BaseSource, Field, StreamSource
+    from streamcli.stats import LoaderStats
     from streamcli.tbptt import RowState, run_rnn
 
-_NEEDS_TORCH = {"RowState": "streamcli.tbptt", "run_rnn": "streamcli.tbptt"}
+# Each public name loads its module on first use: a worker process imports streamcli.workers.worker, which runs
+# this file first, and should pay for the fill engine and numpy, not for export, bench, the plugins' registry
+# or torch (streamcli.tbptt).
+_WHERE = {
+    "FLAGS": "batch",
+    "Batch": "batch",
+    "BenchResult": "bench",
+    "run_benchmark": "bench",
+    "LoaderConfig": "config",
+    "ExportSummary": "exports",
+    "export": "exports",
+    "StreamLoader": "loader",
+    "Mix": "mix",
+    "mix": "mix",
+    "PluginInfo": "plugins",
+    "list_plugins": "plugins",
+    "load_source": "plugins",
+    "ShardReader": "shards",
+    "ShardWriter": "shards",
+    "BaseSource": "source",
+    "Field": "source",
+    "StreamSource": "source",
+    "LoaderStats": "stats",
+    "RowState": "tbptt",
+    "run_rnn": "tbptt",
+}
+_WHERE.update(
+    dict.fromkeys(
+        [
+            "ConfigError",
+            "ExportBusyError",
+            "PluginLoadError",
+            "PluginNotFoundError",
+            "ShardError",
+            "SharedMemoryError",
+            "SourceError",
+            "StateError",
+            "StepSpecError",
+            "StorageError",
+            "StreamcliError",
+            "TransformError",
+            "UnsupportedURLError",
+            "WorkerError",
+        ],
+        "errors",
+    )
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _NEEDS_TORCH:
-        import importlib
-
-        return getattr(importlib.import_module(_NEEDS_TORCH[name]), name)
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"streamcli.{_WHERE[name]}"), name)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
     raise AttributeError(f"module 'streamcli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [
@@ -89,4 +140,4 @@ __all__ = [
     "run_benchmark",
     "run_rnn",
 ]
-assert sorted(__all__) == __all__
+assert sorted(__all__) == __all__ and set(__all__) == {*_WHERE, "__version__"}
