@@ -7,10 +7,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import operator
 import os
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from streamcli.errors import ConfigError
+
+# Workers fork from one clean server process on Linux (``workers.start``), as CPython does by default from 3.14;
+# macOS keeps spawn, as CPython does there.
+DEFAULT_START_METHOD = "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 MODES: dict[str, tuple[str, ...]] = {
     "boundary": ("pad", "pack"),
@@ -69,7 +74,7 @@ class LoaderConfig:
     pin_memory: bool = False
     prefetch: int | None = None  # None: ``lives.ring.default_prefetch``
     timeout: float | None = None
-    mp_context: str = "spawn"
+    mp_context: str = DEFAULT_START_METHOD
     segment: int = 0
     batches_per_epoch: int | None = None
     rank: int | None = None

@@ -117,7 +117,8 @@ _SCRIPT = textwrap.dedent(
         # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where this was started with SIGINT ignored (a
         # shell's background job): Python installs its handler only where SIGINT is not ignored at start.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        loader = StreamLoader(SlowSource([10**6] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream")
+        loader = StreamLoader(SlowSource([10**6] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream",
+                              mp_context={method!r})
         print("pids", *[p.pid for p in loader._pool.procs], loader.ring.spec.name, flush=True)
         for i, batch in enumerate(loader):
             if i == 3:
@@ -126,9 +127,11 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _spawn_script(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int], str]:
+def _spawn_script(tmp_path: Path, method: str) -> tuple[subprocess.Popen[str], list[int], str]:
+    """The script's process, every process it started (workers, a fork server, the resource tracker), and its
+    segment."""
     script = tmp_path / "run.py"
-    script.write_text(_SCRIPT.format(here=str(HERE)))
+    script.write_text(_SCRIPT.format(here=str(HERE), method=method))
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
@@ -137,7 +140,10 @@ def _spawn_script(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int], str
     head = proc.stdout.readline().split()
     assert head[0] == "pids", head
     assert proc.stdout.readline().strip() == "ready"
-    return proc, [int(p) for p in head[1:3]], head[3]
+    workers = [int(p) for p in head[1:3]]
+    started = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert set(workers) <= set(started), (workers, started)
+    return proc, started, head[3]
 
 
 def _gone(pids: list[int], segment: str, timeout: float = 5.0) -> None:
@@ -151,25 +157,27 @@ def _gone(pids: list[int], segment: str, timeout: float = 5.0) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_exits_promptly_and_leaves_nothing(tmp_path: Path) -> None:
-    proc, workers, segment = _spawn_script(tmp_path)
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_ctrl_c_exits_promptly_and_leaves_nothing(tmp_path: Path, method: str) -> None:
+    proc, started, segment = _spawn_script(tmp_path, method)
     try:
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
         proc.wait(timeout=10)
         assert proc.returncode != 0
         assert "KeyboardInterrupt" in (proc.stderr.read() if proc.stderr else "")
-        _gone(workers, segment)
+        _gone(started, segment)
     finally:
         _kill_group(proc)
 
 
 @pytest.mark.slow
-def test_parent_killed_leaves_no_orphans_or_segments(tmp_path: Path) -> None:
-    proc, workers, segment = _spawn_script(tmp_path)
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_parent_killed_leaves_no_orphans_or_segments(tmp_path: Path, method: str) -> None:
+    proc, started, segment = _spawn_script(tmp_path, method)
     try:
         proc.kill()  # SIGKILL: no finally blocks, no atexit
         proc.wait(timeout=5)
-        _gone(workers, segment, timeout=10)
+        _gone(started, segment, timeout=10)
     finally:
         _kill_group(proc)
 

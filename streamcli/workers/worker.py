@@ -57,8 +57,13 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
     signal.pthread_sigmask(signal.SIG_UNBLOCK, set(signals.SIGNALS))
     if pdeathsig:
         die_with_parent()
-    if os.getppid() != parent_pid:  # the loader died before the worker could ask to die with it
-        return
+    if os.getppid() != parent_pid:
+        # Either the loader died before the worker could ask to die with it, or a fork server started the worker:
+        # its parent is the server, which exits with the loader. The server's child holds no write end of
+        # ``alive``, so while the loader lives the pipe is not readable (never written, not closed).
+        if not _exists(parent_pid) or alive.poll(0):
+            return
+        parent_pid = os.getppid()
     try:
         ring = Ring.attach(spec.ring)
         # From here on a hung source cannot keep the worker alive after its loader: the watchdog sees to it.
@@ -162,6 +167,16 @@ def _serve(
 
 class Orphaned(BaseException):
     """The loader's process is gone: the worker stops (not an ``Exception``, so no error report catches it)."""
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user took the number
+        return False
+    return True
 
 
 def _check_parent(parent_pid: int) -> None:

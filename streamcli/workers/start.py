@@ -1,0 +1,27 @@
+"""How worker processes start (the default, ``config.DEFAULT_START_METHOD``: a fork server on Linux, spawn elsewhere).
+
+A spawned worker is a fresh interpreter that imports streamcli, numpy and the caller's main module before it can
+read a step. Under the fork server those imports happen once, in a clean server process started on first use
+(no threads, no CUDA, nothing of the caller's state but its main module, imported under a main guard as with
+spawn), and every worker is a fork of it: the start-up of a worker is then a fork and the source's own imports.
+This is also CPython's default from 3.14 on Linux. macOS keeps spawn, as CPython does there.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from multiprocessing.context import BaseContext
+
+# Imported once by the fork server, so that a worker forked from it has them already.
+_PRELOAD = ["__main__", "streamcli.workers.worker"]
+
+
+def start_context(method: str) -> BaseContext:
+    """The multiprocessing context for ``method``; for the fork server, with streamcli's worker preloaded.
+
+    The preload list is the process's one fork server's: it takes effect only if the server has not started yet
+    (another library may have started it; workers then import what they need themselves)."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
