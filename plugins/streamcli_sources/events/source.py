@@ -1,8 +1,8 @@
 """``events``: event-camera recordings, one stream each, one time window per step.
 
-See the package docstring for the options; ``formats`` reads files, ``windows`` finds windows, ``represent``
-turns them into tensors. The source yields blocks of windows (``block_steps``): a block is one contiguous
-read of events and one ``bincount``.
+See the package docstring for the options; ``formats`` reads files, ``windows`` finds windows, ``sensor``
+settles the grid they share, ``represent`` turns them into tensors. The source yields blocks of windows
+(``block_steps``): a block is one contiguous read of events and one ``bincount``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from streamcli_sources.events import represent
 from streamcli_sources.events.formats import SUFFIXES, Events, Reader, kind
 from streamcli_sources.events.readers import open_reader
 from streamcli_sources.events.represent import REPRESENTATIONS, Spec
+from streamcli_sources.events.sensor import sensor_size
 from streamcli_sources.events.windows import Index, Windowing, check_coordinates, load_or_scan
 
 DEFAULT_WINDOW_US = 50_000
@@ -160,34 +161,9 @@ class EventsSource(BaseSource):
             raise EventFileError(f"no whole recording under {str(self.root)!r}; the first: {first}") from first
         self._files = files
         self._lengths = {p: ix.windows for p, ix in self._index.items()}
-        self._sensor_hw = self._sensor()
-        self._spec = self._make_spec(self._sensor_hw, list(self._index))
-
-    def _sensor(self) -> tuple[int, int]:
-        if self.sensor_size is not None:
-            return self.sensor_size
-        sizes = {ix.sensor_size for ix in self._index.values() if ix.sensor_size is not None}
-        if len(sizes) > 1:
-            raise ValueError(f"the recordings have different sensor sizes {sorted(sizes)}; pass sensor_size=(H, W)")
-        if sizes:
-            return sizes.pop()
-        h = max(ix.max_y for ix in self._index.values()) + 1
-        w = max(ix.max_x for ix in self._index.values()) + 1
-        if h < 1:
-            raise ValueError("every recording is empty, so the sensor size is unknown; pass sensor_size=(H, W)")
-        return h, w
-
-    def _make_spec(self, sensor: tuple[int, int], files: list[str]) -> Spec:
-        h, w = sensor
-        for path in files:
-            ix = self._index[path]
-            if ix.max_x >= w or ix.max_y >= h:
-                raise ValueError(
-                    f"{path} has events at x={ix.max_x}, y={ix.max_y}, outside sensor_size=({h}, {w}); "
-                    f"pass sensor_size=({max(h, ix.max_y + 1)}, {max(w, ix.max_x + 1)}) or larger"
-                )
-        d = self.downsample
-        return Spec(
+        self._sensor_hw = sensor_size(self._index, self.sensor_size)
+        h, w, d = *self._sensor_hw, self.downsample
+        self._spec = Spec(
             self.representation,
             -(-h // d),
             -(-w // d),
