@@ -204,16 +204,16 @@ def test_seeking_is_only_trusted_where_times_tell_frames_apart(scanned: VideoSou
 def test_seek_is_verified_and_falls_back_to_decoding(
     scanned: VideoSource, reference: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streamcli_sources import video
+    from streamcli_sources import _read_opencv
 
     opened: list[str] = []
-    real = video.open_capture
+    real = _read_opencv.open_capture
 
     def counting(path: str, threads: int) -> Any:
         opened.append(Path(path).name)
         return real(path, threads)
 
-    monkeypatch.setattr(video, "open_capture", counting)
+    monkeypatch.setattr(_read_opencv, "open_capture", counting)
     items = {rel(i[0]): i for i in scanned.items()}
     # soundwave seeks straight to frame 3000 (one open); cityCC0's seek to frame 1 lands on frame 13, so the
     # check fails and the source reopens and decodes from the start (two opens). Both are exact.

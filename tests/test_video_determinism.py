@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from _invariants import collect
 from conftest import data_root, require_shared
-from streamcli_sources import _decode, _scan, video
+from streamcli_sources import _decode, _read_opencv, _scan
 from streamcli_sources.video import VideoSource
 
 from streamcli import StreamLoader
@@ -61,7 +61,7 @@ def test_a_stream_ends_with_a_warning_at_its_first_frame_that_does_not_convert(
         return None if cap.get(cv2.CAP_PROP_POS_FRAMES) > 6 else real(cap)
 
     real = _decode.retrieve
-    monkeypatch.setattr(video, "retrieve", fails_from_frame_6)
+    monkeypatch.setattr(_read_opencv, "retrieve", fails_from_frame_6)
     monkeypatch.setattr(_scan, "retrieve", fails_from_frame_6)
     cut = r"clip\.avi: ends at frame 6, which FFmpeg decodes but cannot convert"
     scanned = VideoSource(clip, size=SMALL, scan=True, cache_dir=str(tmp_path / ".cache"))

@@ -4,17 +4,18 @@ Real files are messy, so nothing in a header is trusted: frame counts come from 
 times from each frame's container timestamp, and a file OpenCV cannot open is skipped with a warning.
 ``backend="pyav"`` decodes with PyAV instead (``_decode_pyav``: exact seeks, file-like objects); the two
 count the same frames and deliver them in the same layout.
+
+This module holds the source: its options, its items and steps. ``_video_files`` finds the files (and scans
+objects through the cache), ``_video_backends`` picks the decoder, whose module (``_read_opencv``,
+``_read_pyav``) probes files and reads, seeking, from any step; ``_video_problems`` words what is left out.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import math
 import os
 import warnings
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,73 +23,20 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from streamcli.errors import SourceError
 from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
-from streamcli_sources._decode import Clock, grab_frames, open_capture, retrieve
+from streamcli_sources import _video_backends
 from streamcli_sources._scan import Progress, cache_dir, load_scan, scan_files
-from streamcli_sources._scan_record import Scan, checksum
+from streamcli_sources._scan_record import Scan
+from streamcli_sources._video_backends import BACKENDS as BACKENDS
+from streamcli_sources._video_files import EXTENSIONS as EXTENSIONS
+from streamcli_sources._video_files import has_videos, list_files, scan_objects
+from streamcli_sources._video_problems import cut_warning, refuse_or_warn, scan_problem
 
-# What the FFmpeg bundled with opencv-python demuxes *and* has a video decoder for (checked against its
-# demuxer and decoder lists). FFmpeg sniffs the content, so the name only picks candidates: ``glob=`` or a
-# file given directly bypasses this list. A sorted tuple, as before, so ``str.endswith(EXTENSIONS)`` works.
-EXTENSIONS = tuple(
-    sorted(
-        {
-            *(".avi", ".divx", ".flv", ".f4v", ".m4v", ".mkv", ".mk3d", ".mov", ".qt", ".mp4", ".webm", ".wmv"),
-            *(".asf", ".nut", ".ogv", ".ogm", ".rm", ".rmvb", ".3gp", ".3g2", ".mj2", ".ivf", ".wtv", ".y4m"),
-            # MPEG program and transport streams: DVD (.vob), camcorders (.mod, .tod, .mts, .m2ts), broadcast
-            *(".mpeg", ".mpg", ".m2p", ".vob", ".mod", ".tod", ".ts", ".m2t", ".mts", ".m2ts", ".trp"),
-            # DV camcorders and broadcast (MXF, GXF)
-            *(".dv", ".dif", ".mxf", ".gxf"),
-            # elementary streams with no container
-            *(".m1v", ".m2v", ".mpv", ".h264", ".264", ".avc", ".hevc", ".h265", ".265", ".vc1", ".obu"),
-            *(".mjpeg", ".mjpg"),
-        }
-    )
-)
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
 
-BACKENDS = {"opencv": "OpenCV", "pyav": "PyAV"}
-"""The decoders ``backend=`` picks from, and the names messages give them."""
-_NO_OPEN = "{} cannot open it (not a video, or no video track)"
-_NO_FRAME = "no frame decodes"
-_NO_CONVERT = (
-    "FFmpeg decodes its frames but cannot convert them to RGB (interlaced DV, for one), so their pixels would "
-    "differ on every read"
-)
-_Position = tuple[Any, Clock, Iterator[float], "npt.NDArray[np.uint8] | None"]
 VideoItem = tuple[str, int, int]
 """(path, first step, number of steps or -1 when unknown): one item per file."""
-
-
-def _read_problem(path: str) -> str:
-    """Why ``path`` cannot be read at all ("permission denied", ...), or "" where it can.
-
-    OpenCV says only that it cannot open a file, which reads as "not a video" whatever the cause.
-    """
-    if urls.is_remote(path):
-        return ""  # an object is read whole into the cache, or fails there naming its URL
-    try:
-        with open(path, "rb") as f:
-            f.read(1)
-    except OSError as exc:
-        return f"cannot read it: {(exc.strerror or str(exc)).lower()}"
-    return ""
-
-
-def _scan_problem(path: str, scan: Scan, decoder: str) -> str:
-    """Why a scanned file with no frame is skipped."""
-    if not scan.opened:
-        return _read_problem(path) or _NO_OPEN.format(decoder)
-    return _NO_CONVERT if scan.cut else _NO_FRAME
-
-
-def _cut_warning(path: str, frame: int) -> str:
-    return (
-        f"video: {path}: ends at frame {frame}, which FFmpeg decodes but cannot convert to RGB; "
-        "the frames from there on are left out (their pixels would differ on every read)"
-    )
 
 
 def _files(n: int) -> str:
@@ -110,8 +58,8 @@ class VideoSource(BaseSource):
     ``scan=True`` decodes every file once, in parallel, and caches the counts, so lengths (and
     ``len(loader)``) are known; ``glob`` selects files by pattern instead of by extension (``EXTENSIONS``:
     camcorder, DVD and broadcast files included), and a file given directly is used whatever its name;
-    ``interpolation`` is ``linear`` (default: ~50 µs a frame, where ``area`` costs as much as decoding
-    a 720p frame, at the price of some aliasing on large downscales), ``area`` or ``nearest``;
+    ``interpolation`` is ``linear`` (default: far cheaper than ``area``, at the price of some aliasing on
+    large downscales), ``area`` or ``nearest``;
     ``threads`` is FFmpeg's decoder threads per clip: 1 (the default) gives the same frames on every run,
     0 is OpenCV's automatic choice, which may not.
     ``backend`` is the decoder: ``opencv`` (the default) or ``pyav`` (the ``streamcli[pyav]`` extra), which
@@ -173,10 +121,7 @@ class VideoSource(BaseSource):
             raise ValueError(f"max_failed_reads={max_failed_reads} must be at least 1")
         if int(threads) < 0:
             raise ValueError(f"threads={threads} must be a number of decoder threads (1: reproducible) or 0 (auto)")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend={backend!r} must be one of {', '.join(BACKENDS)} (opencv is the default)")
-        if backend == "pyav" and importlib.util.find_spec("av") is None:
-            raise ImportError("backend='pyav' needs PyAV (the av package): pip install 'streamcli[pyav]'")
+        _video_backends.check(backend)
         self.url = str(folder) if urls.is_remote(folder) else None  # objects are decoded from the local cache
         if self.url is not None:
             urls.check(self.url)  # its backend is installed, or a clear error naming the fix
@@ -209,24 +154,7 @@ class VideoSource(BaseSource):
         recently used first out) only when it is probed, scanned or opened, and pinned there until it is closed, so
         a cache smaller than the data loses nothing. An object larger than the cache's limit is refused here,
         before any is fetched (``CacheTooSmallError``)."""
-        if self.url is not None:
-            from streamcli.storage.cache import default
-            from streamcli.storage.remote import find_sizes
-
-            objects = find_sizes(self.url, self.glob or "*")
-            if not self.glob:
-                objects = {u: n for u, n in objects.items() if Path(u).suffix.lower() in EXTENSIONS}
-            cache = default()
-            for u, n in objects.items():
-                cache.check_fits(u, n)
-            return list(objects)
-        if self.root.is_file():
-            return [str(self.root)]
-        if self.glob:
-            found = self.root.rglob(self.glob)
-        else:
-            found = (p for p in self.root.rglob("*") if p.suffix.lower() in EXTENSIONS)
-        return sorted(str(p) for p in found if p.is_file())
+        return list_files(self.root, self.url, self.glob)
 
     def scan(self, progress: Progress | None = None) -> dict[str, int]:
         """Decode every file once (in parallel, cached) and return its exact number of frames.
@@ -236,35 +164,11 @@ class VideoSource(BaseSource):
         """
         files = self.files()
         folder = cache_dir(self.cache_dir)
-        if self.url is not None:
-            self._scans = self._scan_objects(files, folder, progress)
-        else:
-            self._scans = scan_files(
-                files, max_failed=self.max_failed_reads, folder=folder, progress=progress, backend=self.backend
-            )
+        scan = scan_files if self.url is None else scan_objects  # objects: each pinned in the cache meanwhile
+        self._scans = scan(
+            files, max_failed=self.max_failed_reads, folder=folder, progress=progress, backend=self.backend
+        )
         return {p: s.frames for p, s in self._scans.items()}
-
-    def _scan_objects(self, objects: list[str], folder: Path, progress: Progress | None) -> dict[str, Scan]:
-        """``scan`` of objects: a few at a time (as many as decode in parallel), each pinned in the cache while it
-        is scanned, so the cache never needs to hold them all."""
-        from streamcli.storage.cache import default
-
-        cache, out = default(), {}
-        step = os.cpu_count() or 1
-        for i in range(0, len(objects), step):
-            group = objects[i : i + step]
-            with contextlib.ExitStack() as pins:
-                local = {str(pins.enter_context(cache.pinned(u))): u for u in group}
-
-                def done(n: int, total: int, base: int = i) -> None:
-                    if progress is not None:
-                        progress(base + n, len(objects))
-
-                found = scan_files(
-                    list(local), max_failed=self.max_failed_reads, folder=folder, progress=done, backend=self.backend
-                )
-            out.update({local[p]: s for p, s in found.items()})
-        return out
 
     def prepare(self, progress: Progress | None = None) -> None:
         """The length scan, if ``scan`` (or ``segment``) asks for one, reporting files done of total."""
@@ -288,29 +192,16 @@ class VideoSource(BaseSource):
             if not all(p in self._scans for p in files):  # else scan() has just run
                 self.scan()
             decoder = BACKENDS[self.backend]
-            problems = {p: _scan_problem(p, s, decoder) for p, s in self._scans.items() if not s.frames}
+            problems = {p: scan_problem(p, s, decoder) for p, s in self._scans.items() if not s.frames}
             for p, s in self._scans.items():
                 if s.frames and s.cut:
-                    warnings.warn(_cut_warning(p, s.frames), stacklevel=3)
+                    warnings.warn(cut_warning(p, s.frames), stacklevel=3)
         else:
-            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-                probes = dict(zip(files, pool.map(self._probe, files), strict=True))
+            probes = _video_backends.probe_files(files, self.backend, self.max_failed_reads)
             problems = {p: why for p, why in probes.items() if why}
         self.skipped = [(p, problems[p]) for p in files if p in problems]
-        if (
-            self.url is None and self.root.is_file() and self.skipped
-        ):  # the one file the user named: their input, not the data
-            why = self.skipped[0][1]
-            if why.startswith("cannot read"):
-                raise ValueError(f"{str(self.root)!r}: {why}; check its permissions, or give another file")
-            raise ValueError(
-                f"{str(self.root)!r} is not a video this {BACKENDS[self.backend]} can decode: {why}; "
-                "give a video file or a folder of them"
-            )
-        for path, why in self.skipped:
-            if self.strict:
-                raise SourceError(f"video: cannot use {path}: {why} (strict=True; remove it or drop strict)")
-            warnings.warn(f"video: skipping {path}: {why}", stacklevel=3)
+        named = str(self.root) if self.url is None and self.root.is_file() else None
+        refuse_or_warn(self.skipped, named=named, strict=self.strict, decoder=BACKENDS[self.backend])
         items: list[VideoItem] = []
         for path in files:
             if path in problems:
@@ -326,36 +217,6 @@ class VideoSource(BaseSource):
                 f"warnings); point at a folder with at least one video {BACKENDS[self.backend]} can decode"
             )
         return items
-
-    def _probe(self, path: str) -> str:
-        if urls.is_remote(path):  # an object: probed in the cache, pinned meanwhile
-            from streamcli.storage.cache import default
-
-            with default().pinned(path) as local:
-                return self._probe(str(local))
-        if self.backend == "pyav":
-            return self._probe_pyav(path)
-        cap = open_capture(path, threads=1)
-        try:
-            if not cap.isOpened():
-                return _read_problem(path) or _NO_OPEN.format("OpenCV")
-            if next(grab_frames(cap, self.max_failed_reads), None) is None:
-                return _NO_FRAME
-            return "" if retrieve(cap) is not None else _NO_CONVERT
-        finally:
-            cap.release()
-
-    def _probe_pyav(self, path: str) -> str:
-        from streamcli_sources._decode_pyav import open_video
-
-        video = open_video(path, threads=1, max_failed=self.max_failed_reads)
-        if video is None:
-            return _read_problem(path) or _NO_OPEN.format("PyAV")
-        with video:
-            first = next(video.frames(), None)
-            if first is None:
-                return _NO_FRAME
-            return "" if video.bgr(first) is not None else _NO_CONVERT
 
     def _steps(self, path: str) -> int | None:
         scan = self._scans.get(path)
@@ -388,10 +249,7 @@ class VideoSource(BaseSource):
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
-        p = Path(arg)
-        if p.is_file():
-            return p.suffix.lower() in EXTENSIONS
-        return p.is_dir() and any(q.suffix.lower() in EXTENSIONS for q in p.rglob("*"))
+        return has_videos(arg)
 
     def open(self, item: VideoItem, start: int = 0) -> Iterator[Step]:
         path, first, count = item
@@ -403,32 +261,22 @@ class VideoSource(BaseSource):
             return
         step = first + start
         end = math.inf if count < 0 else first + count
-        if self.backend == "pyav":
-            yield from self._open_pyav(path, step, end)
+        if step >= end:
             return
-        if step >= end or (pos := self._seek(path, step * self.stride)) is None:
-            return
-        cap, clock, frames, frame = pos
+        frames = _video_backends.load(self.backend).read(
+            path,
+            step,
+            end,
+            stride=self.stride,
+            threads=self.threads,
+            max_failed=self.max_failed_reads,
+            scan=lambda: self._scan_of(path),
+        )
         try:
-            while True:
-                if frame is None:
-                    frame = retrieve(cap)
-                    if frame is None:
-                        warnings.warn(_cut_warning(path, step * self.stride), stacklevel=2)
-                        return
-                yield {"frame": self._convert(frame), "time_ms": np.float64(clock.prev)}
-                step += 1
-                if step >= end:
-                    return
-                # Advance to the next kept frame, grabbing (not converting) the ones stride skips.
-                for _ in range(self.stride):
-                    ms = next(frames, None)
-                    if ms is None:
-                        return
-                    clock(ms)
-                frame = None
+            for bgr, ms in frames:
+                yield {"frame": self._convert(bgr), "time_ms": np.float64(ms)}
         finally:
-            cap.release()
+            frames.close()  # releases the decoder now, not when the generator is collected
 
     # -- decoding --------------------------------------------------------------------------------------
 
@@ -437,62 +285,6 @@ class VideoSource(BaseSource):
         if scan is None and self.scan_lengths:  # a worker given the source before items() ran
             scan = load_scan(cache_dir(self.cache_dir), path, self.backend)
         return scan
-
-    def _open_pyav(self, path: str, step: float, end: float) -> Iterator[Step]:
-        """Steps ``step`` to ``end`` decoded by PyAV: the same frames and times as a decode from frame 0."""
-        from streamcli_sources._decode_pyav import open_video
-
-        video = None if step >= end else open_video(path, self.threads, self.max_failed_reads)
-        if video is None:
-            return
-        target = int(step) * self.stride
-        with video:
-            clock = Clock(video.fps)
-            for index, frame in video.seek(target, self._scan_of(path)):
-                ms = clock(video.ms(frame))  # every frame decoded, so times extrapolate as in a full read
-                if index < target or (index - target) % self.stride:
-                    continue
-                bgr = video.bgr(frame)
-                if bgr is None:
-                    warnings.warn(_cut_warning(path, index), stacklevel=2)
-                    return
-                yield {"frame": self._convert(bgr), "time_ms": np.float64(ms)}
-                step += 1
-                if step >= end:
-                    return
-
-    def _seek(self, path: str, target: int) -> _Position | None:
-        """A capture positioned on frame ``target`` (grabbed), its clock, and the rest of its frames;
-        ``None`` when the file has no frame ``target``.
-
-        With a scan of the file, seek by index and check the time and pixels against the scan; without
-        one, or when the check fails, decode from the start and discard (exact, but slower).
-        """
-        scan = self._scans.get(path)
-        if scan is None and self.scan_lengths:  # a worker given the source before items() ran
-            scan = load_scan(cache_dir(self.cache_dir), path)
-        if target > 0 and scan is not None and scan.seekable and target < scan.frames:
-            cap = open_capture(path, self.threads)
-            cap.set(cv2.CAP_PROP_POS_FRAMES, target)
-            frames = grab_frames(cap, self.max_failed_reads, path)
-            ms = next(frames, None)
-            if ms is not None and ms == scan.pos_ms[target]:
-                frame = retrieve(cap)
-                if frame is not None and checksum(frame) == scan.adler[target]:
-                    clock = Clock(cap.get(cv2.CAP_PROP_FPS))
-                    clock.prev = ms  # the scan's times increase, so the clock passes them through
-                    return cap, clock, frames, frame
-            cap.release()
-        cap = open_capture(path, self.threads)
-        clock = Clock(cap.get(cv2.CAP_PROP_FPS))
-        frames = grab_frames(cap, self.max_failed_reads, path)
-        for _ in range(target + 1):
-            ms = next(frames, None)
-            if ms is None:
-                cap.release()
-                return None
-            clock(ms)
-        return cap, clock, frames, None
 
     def _convert(self, bgr: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
         """Resize first (the colour conversion is then done on the small image), then RGB/gray, CHW."""
