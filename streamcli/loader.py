@@ -14,15 +14,16 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
-from streamcli.caller import at_user_line
 from streamcli.config import LoaderConfig
-from streamcli.declared import Declared, length_of
+from streamcli.declared import Declared
 from streamcli.errors import LoaderClosedError
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.index import for_loader
 from streamcli.iteration import Iteration
-from streamcli.lives.ring import Ring, RingSpec, check_room, default_prefetch
+from streamcli.lengths import Lengths
+from streamcli.lives.ring import Ring
+from streamcli.lives.sizing import loader_ring
 from streamcli.lives.tensors import import_torch, split_rows
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.resume import Resume
@@ -152,25 +153,17 @@ class StreamLoader:
         self.rank, self.world_size = config.rank, config.world_size
         # An index (``streamcli index``) holds the items and lengths: then no listing and no length() here.
         found = for_loader(source, index)
-        self._index_lengths = None if found is None else found.length_list()
         declared = Declared.read(source, transform, None if found is None else found.items)
         self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
+        indexed = None if found is None else found.length_list()
+        self._lengths = Lengths(source, self.plugin, self.items, config.on_error, indexed)
         # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
-        # prepared ahead of it.
+        # prepared ahead of it. A ring too large for this machine is refused here, before torch's import, the items'
+        # lengths and any memory or process.
         extra = 2 + (READY_DEPTH if num_workers else 0)
-        if prefetch is None:
-            prefetch = default_prefetch(self.fields, self.batch_size, self.time_steps, self.layout, num_workers, extra)
-        self.prefetch = prefetch
-        ring_args: dict[str, Any] = dict(fields=self.fields, batch_size=self.batch_size, time_steps=self.time_steps,
-                                         num_slots=prefetch + extra, num_workers=max(num_workers, 1),
-                                         layout=self.layout)  # fmt: skip
-        # A ring too large for this machine is refused at once: before torch's import (seconds), the items' lengths
-        # and any memory or process (the streams' count, unknown yet with segment=, only sizes the small control
-        # block: the ring checks itself again once it is known).
-        check_room(RingSpec(name="", num_streams=len(self.items), **ring_args))
+        self.prefetch, ring_args = loader_ring(self.fields, config, prefetch, extra, len(self.items))
         import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
-        self._known_lengths: dict[int, int | None] = {}
-        self.epochs = Epochs(config, len(self.items), self._lengths, self.plugin, stream_order_of(source))
+        self.epochs = Epochs(config, len(self.items), self._lengths.all, self.plugin, stream_order_of(source))
         self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
                              source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
         self.ring = Ring.create({**ring_args, "num_streams": len(self.epochs.all)})
@@ -197,7 +190,7 @@ class StreamLoader:
             self._finalizer()  # nothing outlives the error
             raise
         self._producers = producers
-        self._handout = HandOut(self.ring, self.fields, config, producers, prefetch, source_lookup(source))
+        self._handout = HandOut(self.ring, self.fields, config, producers, self.prefetch, source_lookup(source))
         self._handout.pending = pending
         # Whether a measure may turn balance on: iterator streams (a random-access source's batches are shared
         # whole) with workers to share them, and balance left to the loader.
@@ -265,21 +258,6 @@ class StreamLoader:
         """The batches epoch ``epoch`` yields, from the streams' lengths alone (see ``len()``)."""
         return self.epochs.batches(epoch)
 
-    def _lengths(self) -> list[int | None]:
-        """Every item's length, asked of the source (its warnings point at the user's line: ``caller``)."""
-        if self._index_lengths is not None:
-            return self._index_lengths
-        return at_user_line(lambda: [self._length_of(i) for i in range(len(self.items))])
-
-    def _length_of(self, stream: int) -> int | None:
-        # Asked once per item: a failure's warning (on_error="skip") is then said once, not again by the epoch.
-        if self._index_lengths is not None:
-            return self._index_lengths[stream]
-        known = self._known_lengths
-        if stream not in known:
-            known[stream] = length_of(self.source, self.plugin, self.items, self.on_error, stream)
-        return known[stream]
-
     @property
     def num_streams(self) -> int:
         return len(self.items)
@@ -289,7 +267,7 @@ class StreamLoader:
         return item_name(self.source, self.items[stream])
 
     def stream_length(self, stream: int) -> int | None:
-        return self.epochs.lengths()[stream] if self.epochs.measured else self._length_of(stream)
+        return self.epochs.lengths()[stream] if self.epochs.measured else self._lengths.of(stream)
 
     @property
     def stats(self) -> LoaderStats:

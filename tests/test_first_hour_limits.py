@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from streamcli import SharedMemoryError, SourceError, StreamLoader, mix
 from streamcli.cli import app
-from streamcli.lives import ring
+from streamcli.lives import ring, sizing
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def test_a_ring_beyond_shared_memory_is_refused_before_torch_or_any_segment(
     def no_torch() -> None:
         raise AssertionError("torch was imported before the ring's size was checked")
 
-    monkeypatch.setattr(ring, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
+    monkeypatch.setattr(sizing, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
     # 4 x 4096 steps of 1 KiB and the flags: 16.5 MiB a slot, 6 slots in-process.
     with monkeypatch.context() as m, pytest.raises(SharedMemoryError) as info:
         m.setattr(streamcli.loader, "import_torch", no_torch)
@@ -66,7 +66,7 @@ def test_a_ring_beyond_shared_memory_is_refused_before_torch_or_any_segment(
 
 def test_a_ring_beyond_half_the_memory_available_is_refused(monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
     # /dev/shm is often larger than what memory can hold (a cgroup's limit, or other processes): its pages are memory.
-    monkeypatch.setattr(ring, "memory_available", lambda: 100 * 2**20)
+    monkeypatch.setattr(sizing, "memory_available", lambda: 100 * 2**20)
     with pytest.raises(SharedMemoryError, match=r"half of the 100 MiB of memory available is 50 MiB; .* free memory"):
         StreamLoader(CountingSource([3], pad=1024), 4, 4096)
 

@@ -118,15 +118,15 @@ def test_a_ring_that_cannot_be_backed_is_a_clear_error(monkeypatch: pytest.Monke
 
 
 def test_default_prefetch_runs_deep_where_shared_memory_allows(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streamcli.lives import ring
+    from streamcli.lives import sizing
 
     small, big = (Field("x", (2,), "int64"),), (Field("frame", (3, 512, 512), "uint8"),)
-    assert ring.default_prefetch(small, 4, 8, "TB", 0) == 4  # in-process nothing runs ahead
-    assert ring.default_prefetch(small, 4, 8, "TB", 2) == 16  # tiny slots: the deepest window
-    assert ring.default_prefetch(big, 32, 64, "TB", 2) == 4  # 1.5 GiB slots: never below the old default
-    monkeypatch.setattr(ring, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
-    assert ring.default_prefetch(small, 4, 8, "TB", 2) == 16
-    assert ring.default_prefetch((Field("f", (3, 128, 128), "uint8"),), 8, 16, "TB", 2) == 4
+    assert sizing.default_prefetch(small, 4, 8, "TB", 0) == 4  # in-process nothing runs ahead
+    assert sizing.default_prefetch(small, 4, 8, "TB", 2) == 16  # tiny slots: the deepest window
+    assert sizing.default_prefetch(big, 32, 64, "TB", 2) == 4  # 1.5 GiB slots: never below the old default
+    monkeypatch.setattr(sizing, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
+    assert sizing.default_prefetch(small, 4, 8, "TB", 2) == 16
+    assert sizing.default_prefetch((Field("f", (3, 128, 128), "uint8"),), 8, 16, "TB", 2) == 4
     with StreamLoader(CountingSource([5, 3]), 2, 2) as loader:
         assert loader.prefetch == 4 and loader.config.prefetch is None
 
@@ -135,17 +135,17 @@ def test_default_prefetch_keeps_the_ring_within_the_last_level_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every slot is written once a lap: a ring deeper than the cache sends every copy to main memory.
-    from streamcli.lives import ring
+    from streamcli.lives import sizing
 
     clips = (Field("frame", (3, 32, 32), "uint8"),)  # 64 x 16 steps: 3 MiB slots
-    monkeypatch.setattr(ring, "cache_bytes", lambda: 32 * 2**20)
-    assert ring.default_prefetch(clips, 64, 16, "TB", 2) == 6  # 10 slots fit, 4 of them beyond the window
-    monkeypatch.setattr(ring, "cache_bytes", lambda: 256 * 2**20)
-    assert ring.default_prefetch(clips, 64, 16, "TB", 2) == 16
+    monkeypatch.setattr(sizing, "cache_bytes", lambda: 32 * 2**20)
+    assert sizing.default_prefetch(clips, 64, 16, "TB", 2) == 6  # 10 slots fit, 4 of them beyond the window
+    monkeypatch.setattr(sizing, "cache_bytes", lambda: 256 * 2**20)
+    assert sizing.default_prefetch(clips, 64, 16, "TB", 2) == 16
     for level, size in [(1, "32K"), (2, "1024K"), (3, "16384K")]:
         (tmp_path / f"index{level}").mkdir()
         (tmp_path / f"index{level}" / "level").write_text(f"{level}\n")
         (tmp_path / f"index{level}" / "size").write_text(f"{size}\n")
     monkeypatch.undo()
-    assert ring.cache_bytes(str(tmp_path)) == 16 * 2**20
-    assert ring.cache_bytes(str(tmp_path / "missing")) == 32 * 2**20
+    assert sizing.cache_bytes(str(tmp_path)) == 16 * 2**20
+    assert sizing.cache_bytes(str(tmp_path / "missing")) == 32 * 2**20

@@ -1,0 +1,146 @@
+"""How large a ring may be: the memory it may take, the check before it is made, and its default depth.
+
+Separate from ``ring`` because these ask the machine (sysfs, ``/dev/shm``, ``/proc/meminfo``, the cgroup), not the
+segment: the loader checks a ring's size before importing torch or making anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from streamcli.config import LoaderConfig
+from streamcli.errors import SharedMemoryError
+from streamcli.lives.ring_layout import RingSpec
+from streamcli.source import Field
+
+PREFETCH_MIN, PREFETCH_MAX = 4, 16
+_CACHE_DEFAULT = 32 * 2**20  # where the last-level cache cannot be read
+
+
+def default_prefetch(
+    fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4,
+    most: int = PREFETCH_MAX, budget: int | None = None,
+) -> int:  # fmt: skip
+    """Batches workers may write ahead by default: as many slots as fit in ``budget`` (the CPU's last-level cache)
+    and in a quarter of the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and
+    ``most`` (16); 4 in-process, where nothing runs ahead. Every slot is written once a lap: a ring that fits in
+    the cache keeps the producers' copies out of main memory, and a deeper window than that only pays while
+    streams cost unevenly (rows of cheap streams fill later batches while an expensive one finishes this one)."""
+    if not workers:
+        return PREFETCH_MIN
+    spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
+                    num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
+    fit = int(min(cache_bytes() if budget is None else budget, room()[0] / 4) // spec.entries()[3])
+    return max(PREFETCH_MIN, min(most, fit - extra))
+
+
+def loader_ring(
+    fields: Sequence[Field], config: LoaderConfig, prefetch: int | None, extra: int, num_items: int
+) -> tuple[int, dict[str, Any]]:
+    """A loader's prefetch (``prefetch``, else ``default_prefetch``) and its ring's arguments (all but the name and
+    the streams' count): ``prefetch`` slots being filled and ``extra`` beyond them. ``SharedMemoryError`` at once if
+    that ring does not fit (``check_room``); ``num_items`` streams stand in for the streams' count, unknown yet with
+    ``segment=``: it only sizes the small control block, and the ring checks itself again once it is known."""
+    workers = config.num_workers
+    if prefetch is None:
+        prefetch = default_prefetch(fields, config.batch_size, config.time_steps, config.layout, workers, extra)
+    args: dict[str, Any] = dict(
+        fields=tuple(fields), batch_size=config.batch_size, time_steps=config.time_steps,
+        num_slots=prefetch + extra, num_workers=max(workers, 1), layout=config.layout,
+    )  # fmt: skip
+    check_room(RingSpec(name="", num_streams=num_items, **args))
+    return prefetch, args
+
+
+def cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of this CPU's last-level cache (Linux sysfs), or 32 MiB where it cannot be read."""
+    best: tuple[int, int] | None = None
+    try:
+        for index in os.listdir(root):
+            if index.startswith("index"):
+                with open(os.path.join(root, index, "level")) as f, open(os.path.join(root, index, "size")) as g:
+                    level, size = int(f.read()), g.read().strip()
+                n = int(size[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[size[-1]] if size[-1] in "KMG" else int(size)
+                best = max(best or (level, n), (level, n))
+    except (OSError, ValueError, KeyError):
+        return _CACHE_DEFAULT
+    return best[1] if best else _CACHE_DEFAULT
+
+
+def _shm_free(root: str = "/dev/shm") -> float:
+    """Bytes free for shared memory (infinite where there is no ``/dev/shm`` to ask, as on macOS)."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return math.inf
+    return float(st.f_bavail * st.f_frsize)
+
+
+def memory_available(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup") -> float:
+    """Bytes of memory this process may still take: the kernel's ``MemAvailable``, and within a cgroup (v2) with
+    a limit, what is left of it; infinite where neither can be read."""
+    best = math.inf
+    with contextlib.suppress(OSError, ValueError):
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    best = int(line.split()[1]) * 1024.0
+                    break
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(cgroup, "memory.max")) as f:
+            limit = f.read().strip()
+        if limit != "max":
+            with open(os.path.join(cgroup, "memory.current")) as f:
+                best = min(best, float(int(limit) - int(f.read().strip())))
+    return best
+
+
+def room() -> tuple[float, str]:
+    """The most bytes a ring may take, and where the limit comes from: the free shared memory, and half of the
+    memory available, as pages of ``/dev/shm`` are memory: a ring of more would leave the consumer, its model and
+    every other process too little (a typo in ``time_steps`` must not take the machine)."""
+    shm = _shm_free()
+    half = memory_available() / 2
+    if half < shm:
+        return half, f"half of the {2 * half / 2**20:.0f} MiB of memory available is {half / 2**20:.0f} MiB"
+    if shm < math.inf:
+        return shm, f"/dev/shm has {shm / 2**20:.0f} MiB free"
+    return shm, "there is not that much free"
+
+
+def check_room(spec: RingSpec, slots: int | None = None) -> None:
+    """``SharedMemoryError`` naming the sizes and the fix if ``slots`` slots of ``spec`` (all by default) and its
+    control block do not fit (``room``): asked before anything is allocated."""
+    n = spec.num_slots if slots is None else slots
+    _, _, slot0, stride = spec.entries()
+    if slot0 + n * stride > room()[0]:
+        raise SharedMemoryError(space_message(spec, n))
+
+
+def space_message(spec: RingSpec, slots: int) -> str:
+    _, _, slot0, stride = spec.entries()
+    need = slot0 + slots * stride
+    limit, there = room()
+    fits = _fitting_time_steps(spec, slots, limit)
+    hint = f" (time_steps={fits} fits)" if fits else ""
+    more = "give the machine more (docker run --shm-size=2g)" if need > _shm_free() else "free memory for it"
+    return (
+        f"the loader needs {need / 2**20:.0f} MiB of shared memory ({slots} batch slots of {stride / 2**20:.1f} MiB: "
+        f"batch_size={spec.batch_size} x time_steps={spec.time_steps} steps) but {there}; lower prefetch=, "
+        f"batch_size or time_steps{hint}, or {more}"
+    )
+
+
+def _fitting_time_steps(spec: RingSpec, slots: int, limit: float) -> int:
+    """The largest ``time_steps`` below the spec's whose ring fits in ``limit`` bytes (0: none does)."""
+    lo, hi = 0, spec.time_steps - 1
+    while lo < hi:  # the ring's size grows with time_steps
+        mid = (lo + hi + 1) // 2
+        _, _, slot0, stride = replace(spec, time_steps=mid).entries()
+        lo, hi = (mid, hi) if slot0 + slots * stride <= limit else (lo, mid - 1)
+    return lo
