@@ -14,7 +14,6 @@ worker is (in ``setup_worker``, or not yet there); a worker that dies while star
 from __future__ import annotations
 
 import contextlib
-import importlib
 import multiprocessing as mp
 import os
 import pickle
@@ -26,18 +25,20 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from streamcli import signals
-from streamcli.errors import RemoteTraceback, SourceError, StreamcliError, WorkerError
+from streamcli.errors import RemoteTraceback, WorkerError
 from streamcli.fills.spec import Skip
 from streamcli.lives.control import CLOSING, Aborted
 from streamcli.lives.ring import Ring
 from streamcli.lives.segment import SegmentLock
-from streamcli.workers.worker import WorkerSpec, describe_exit, worker_main
+from streamcli.workers.failures import died, remote_error, slow_start, stalled
+from streamcli.workers.worker import WorkerSpec, worker_main
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
 _HUP = select.POLLHUP | select.POLLERR
 # The longest block between two checks of the batch: a lost wake-up (the mark and the count are plain stores in
 # shared memory, so in rare races each side can miss the other's) costs at most this. Each timeout is a wake-up
-# of the main process, which on 2 cores takes CPU from the workers: at 5 ms a batch of 8 ms cost ~130 us more.
+# of the main process, which on a machine with as many cores as workers takes CPU from them: a shorter block slows
+# the batches (the figure: ``benchmarks/HISTORY.md``, "Figures that code comments gave").
 _WAKE_MS = 20
 # With ``timeout=``, the longest a worker may take to start: a plugin's setup_worker may load a model, and the
 # imports of a spawned worker alone take seconds on a loaded machine. A larger timeout= raises it.
@@ -185,12 +186,7 @@ class WorkerPool:
             if phase != _STARTED:
                 self._read_pending(w)  # it may have started while the loader read another worker's pipe
             if self.phase[w] != _STARTED and now - self.spawned > limit:
-                where = "is still in the source's setup_worker()" if self.phase[w] == _IN_SETUP else "has not started"
-                why = "setup_worker may hang" if self.phase[w] == _IN_SETUP else "an import may hang"
-                raise WorkerError(
-                    f"worker {w} (pid {self.procs[w].pid}) {where} after {limit:g} s (with timeout={timeout}, a "
-                    f"worker may take max(timeout, {STARTUP_S:g} s) to start): {why} there, or pass a larger timeout="
-                )
+                raise slow_start(w, self.procs[w].pid, self.phase[w] == _IN_SETUP, limit, timeout, STARTUP_S)
         return False
 
     def _read_pending(self, w: int) -> None:
@@ -234,47 +230,10 @@ class WorkerPool:
         elif kind == "error":
             raise remote_error(msg[2], msg[3]) from RemoteTraceback(msg[4])
 
-    def _stalled(self, timeout: float) -> str:
-        reading = [self.ring.control.reading(w) for w in range(len(self.procs))]
-        where = "; ".join(
-            f"worker {w} near step {pos} of stream {stream} ({self.describe(stream)!r})"
-            for w, (stream, pos) in enumerate(reading)
-            if stream >= 0
-        )
-        return (
-            f"the workers read no step for {timeout:g} s (timeout={timeout})" + (f": {where}" if where else "")
-            + "; a source may hang there, or pass a larger timeout="
-        )  # fmt: skip
-
     def _raise_dead(self, w: int) -> NoReturn:
-        proc = self.procs[w]
-        code, (stream, pos) = proc.exitcode, self.ring.control.reading(w)
-        where = f" while reading stream {stream} ({self.describe(stream)!r}) near step {pos}"
-        where = where if stream >= 0 else " in the source's setup_worker()" if self.phase[w] == _IN_SETUP else ""
-        hint = " (SIGKILL often means the system ran out of memory: check `dmesg`)" if code == -9 else ""
-        if not where and code == 1 and self.phase[w] == _SPAWNING and not self.ring.control.steps()[w]:
-            hint = (
-                " before reading anything: a spawned worker imports your main module again, so a script must "
-                'build and iterate the loader under `if __name__ == "__main__":`, and the source\'s module must '
-                "import without side effects (see the worker's traceback above)"
-            )
-        raise WorkerError(f"worker {w} (pid {proc.pid}) died with {describe_exit(code)}{where}{hint}")
-
-
-def remote_error(classes: list[tuple[str, str]], message: str) -> StreamcliError:
-    """A worker's error as the first class it named (``worker.error_kind``: module and qualified name) that this
-    process has too, so that ``except TransformError`` catches it with workers as without. Failing every one, it
-    is reported as the source's failure, ``SourceError``."""
-    for module, name in classes:
-        found: Any = None
-        with contextlib.suppress(ImportError, AttributeError):
-            found = importlib.import_module(module)
-            for part in name.split("."):  # a nested class: its qualified name
-                found = getattr(found, part)
-        if isinstance(found, type) and issubclass(found, StreamcliError):
-            with contextlib.suppress(Exception):  # one that is not made from a message alone: its base
-                return found(message)
-    return SourceError(message)
+        proc, control = self.procs[w], self.ring.control
+        in_setup, before_reading = self.phase[w] == _IN_SETUP, self.phase[w] == _SPAWNING and not control.steps()[w]
+        raise died(w, proc.pid, proc.exitcode, control.reading(w), self.describe, in_setup, before_reading)
 
 
 class _Stall:
@@ -294,7 +253,8 @@ class _Stall:
         if progress != self.seen:
             self.seen, self.since = progress, now
         elif now - self.since > self.timeout:
-            raise WorkerError(self.pool._stalled(self.timeout))
+            readings = [self.pool.ring.control.reading(w) for w in range(len(self.pool.procs))]
+            raise stalled(self.timeout, readings, self.pool.describe)
 
 
 def shutdown(pool: WorkerPool | None, ring: Ring) -> None:

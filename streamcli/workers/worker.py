@@ -106,7 +106,7 @@ def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any,
 
 
 def error_kind(exc: BaseException) -> list[tuple[str, str]]:
-    """How the loader names ``exc``'s class (``pool.remote_error``): a streamcli error travels as its class and
+    """How the loader names ``exc``'s class (``failures.remote_error``): a streamcli error travels as its class and
     the streamcli classes it derives from, most derived first (a ``TransformError`` stays one, a plugin's own
     subclass falls back to its base); anything else as the source's failure."""
     if not isinstance(exc, StreamcliError):
