@@ -42,7 +42,7 @@ def usable_cores() -> int:
 def max_workers() -> int:
     """The most worker processes one loader may start: ``WORKERS_PER_CORE`` per usable core.
 
-    Each worker is a process of its own that imports torch (about a second of CPU and some hundred MB), so
+    Each worker is a process of its own that imports torch, which takes CPU time and memory, so
     beyond a few per core they only queue for the cores and fill memory; a source that waits on I/O gains
     from a few more than one per core, not from hundreds. A thousand workers on a small machine spend
     minutes starting and look like a hang.
@@ -72,7 +72,7 @@ class LoaderConfig:
     layout: str = "TB"
     on_error: str = "raise"
     pin_memory: bool = False
-    prefetch: int | None = None  # None: ``lives.ring.default_prefetch``
+    prefetch: int | None = None  # None: ``lives.sizing.default_prefetch``
     timeout: float | None = None
     mp_context: str = DEFAULT_START_METHOD
     segment: int = 0

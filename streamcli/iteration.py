@@ -37,7 +37,7 @@ log = logging.getLogger("streamcli")
 
 # Balance left to the loader (``balance=None``) turns on when, over BALANCE_BATCHES batches after the epoch's first
 # BALANCE_SKIP (worker start-up, the ring's first lap), the workers spent at least BALANCE_STEP_S a step (so a row's
-# cost dwarfs the few µs that claiming rows at run time adds) and the least busy worker was busy under
+# cost dwarfs what claiming rows at run time adds) and the least busy worker was busy under
 # BALANCE_UNEVEN of the busiest one's time (rows cost unevenly: one worker waits on the other's rows).
 BALANCE_SKIP, BALANCE_BATCHES, BALANCE_STEP_S, BALANCE_UNEVEN = 4, 16, 20e-6, 0.85
 

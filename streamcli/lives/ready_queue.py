@@ -1,7 +1,7 @@
 """Where a batch waits for its consumer: a thread that prepares the next batches while the consumer works.
 
 With workers, preparing a batch in the main process means waiting for the workers to finish it, then reading its
-summary and building its tensors and the weak reference that returns its slot (about 0.1-0.2 ms). ``ReadyQueue`` runs
+summary and building its tensors and the weak reference that returns its slot. ``ReadyQueue`` runs
 that in a background thread, a couple of batches ahead, so ``next()`` only takes a finished batch off a queue.
 Failures travel through the queue and are raised by ``next()`` in the consumer's thread.
 

@@ -68,8 +68,7 @@ class ShardReader:
     Args:
         out_dir: the folder written by ``streamcli export``, or its URL (``s3://bucket/run``: read by ranges).
         check: compare each shard's sha256 with the manifest before using it. Off by default: it reads
-            every byte once more, which took replay from 1.8-3.7 GB/s to 0.7-0.9 GB/s in
-            ``benchmarks/RESULTS.md`` ("Replay"). Structure, shapes and dtypes are always checked, so a
+            every byte once more, which slows replay down. Structure, shapes and dtypes are always checked, so a
             truncated shard is always caught; a flipped bit inside the data of an uncompressed shard is
             caught only by ``check=True`` or ``verify`` (compressed members carry a zip CRC that is checked).
 

@@ -1,7 +1,7 @@
 """The ANSI encoder: images as half-block lines, pre-built as strings with numpy.
 
 Images are drawn with half-block characters (``▀``: foreground = upper pixel, background = lower pixel).
-Building one Rich ``Style`` per cell is far too slow for a live stream (about 120 ms for a 128x128 frame),
+Building one Rich ``Style`` per cell is far too slow for a live stream,
 so each terminal line is assembled as one pre-built ANSI string with numpy (fixed-width escape codes filled
 in by table lookup) and emitted as a zero-width control segment. Rich cannot measure such lines, so the
 grid computes its own widths (``fit_width``).

@@ -153,7 +153,7 @@ def _copy(p: Producer, row: Row, v: SlotViews, k: int, t: int) -> int:
         ndarray, single, cells = np.ndarray, len(cols) == 1, v.cells
         # Slow steps mark each step read (``Control.mark_of``): ``timeout=`` counts seconds without a step, and a
         # death names its step. Fast ones (under ``_FINE_S`` a step when last timed, every 8th batch) only mark each
-        # run: the store would cost a tenth of the tightest loop, and their runs end long before any timeout.
+        # run: the store would be a large share of the tightest loop, and their runs end long before any timeout.
         timed = row.fine or not k & 7
         each, started = claims or row.fine, time.perf_counter() if timed else 0.0
         beat, off = mark, pos0 - t0 + 1
