@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from streamcli.errors import StorageError
-from streamcli.storage import remote as remote_mod
+from streamcli.storage import retries as retries_mod
 from streamcli.storage.cache import Cache
 from streamcli.storage.remote import Remote, retry, transient
 
@@ -124,7 +124,7 @@ def test_refusals_and_bad_requests_are_permanent(exc: Exception) -> None:
 
 def test_retry_backs_off_then_succeeds_and_names_the_url_when_it_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[float] = []
-    monkeypatch.setattr(remote_mod.time, "sleep", waits.append)
+    monkeypatch.setattr(retries_mod.time, "sleep", waits.append)
     tries = iter([ConnectionResetError("reset"), ConnectionResetError("reset"), None])
 
     def flaky() -> str:

@@ -1,7 +1,8 @@
 """Object storage: URLs wherever a path is given, through fsspec (``pip install 'streamcli[s3]'``).
 
 - ``urls``: local path or URL (no fsspec import); ``file://`` is local; an unservable URL is an error.
-- ``remote``: ``Remote``, the objects under one URL, with retries and backoff on transient errors.
+- ``retries``: which errors are transient, and ``retry``: backoff within a number of tries and a deadline.
+- ``remote``: ``Remote``, the objects under one URL, every request through ``retry``.
 - ``cache``: ``Cache``, remote objects as local files (size limit, least recently used evicted first).
 
 This package knows nothing of shards: an export at a URL is ``streamcli.shards``' ``remote_*`` modules, over it.

@@ -5,124 +5,29 @@ objects under it. Credentials and endpoints come from where fsspec and the backe
 ``AWS_*`` variables, ``~/.aws``, ``AWS_ENDPOINT_URL``; fsspec's ``FSSPEC_S3_*`` variables and config files);
 streamcli never stores them.
 
-A transient error (connection refused or reset, a timeout, a 5xx answer, throttling) is retried with
-exponential backoff, ``STREAMCLI_STORAGE_RETRIES`` tries in all (default 6) within ``STREAMCLI_STORAGE_DEADLINE_S``
-seconds of the first (default 20: an outage fails in about that long, not minutes), each retry logged on the
-``streamcli`` logger. For S3 the retries are streamcli's: botocore tries each request twice, with a 10 s connect
-timeout, unless ``AWS_MAX_ATTEMPTS`` says otherwise (its own retries, inside each of ours, would multiply the
-time an outage takes to fail). A permanent error, or one that outlasts the retries, raises ``StorageError``
-naming the URL; a missing object raises ``FileNotFoundError`` for the caller to name, and an object that a
-conditional put finds raises ``FileExistsError``. fsspec is imported only here, and only when a URL is used.
+Every request goes through ``retries.retry`` (which errors are retried, how often and for how long). For S3 the
+retries are streamcli's: botocore tries each request twice, with a 10 s connect timeout, unless
+``AWS_MAX_ATTEMPTS`` says otherwise (its own retries, inside each of ours, would multiply the time an outage
+takes to fail). A permanent error, or one that outlasts the retries, raises ``StorageError`` naming the URL; a
+missing object raises ``FileNotFoundError`` for the caller to name, and an object that a conditional put finds
+raises ``FileExistsError``. fsspec is imported only here, and only when a URL is used.
 """
 
 from __future__ import annotations
 
 import io
-import logging
 import os
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streamcli.errors import StorageError, UnsupportedURLError
 from streamcli.storage import urls
+from streamcli.storage.retries import NoConditionalPut as NoConditionalPut
+from streamcli.storage.retries import describe
+from streamcli.storage.retries import retry as retry
+from streamcli.storage.retries import transient as transient
 
 T = TypeVar("T")
-_log = logging.getLogger("streamcli")
-
-BACKOFF_S = 0.25
-"""The first retry waits this long; each next one twice as long, up to ``BACKOFF_MAX_S``."""
-BACKOFF_MAX_S = 8.0
-_PERMANENT = (FileNotFoundError, PermissionError, FileExistsError, IsADirectoryError, NotADirectoryError)
-_TRANSIENT_TYPES = {
-    "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
-    "ServerDisconnectedError", "ClientConnectorError", "ClientConnectionError", "ClientPayloadError",
-    "ClientOSError", "IncompleteRead", "FSTimeoutError", "ResponseStreamingError", "ProtocolError",
-}  # fmt: skip
-_TRANSIENT_WORDS = (
-    "SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "ServiceUnavailable", "InternalError",
-    "RequestTimeout", "Bad Gateway", "Gateway Timeout", "Connection reset",
-)  # fmt: skip
-
-
-class NoConditionalPut(Exception):
-    """The storage cannot create an object only if it is absent (``RemoteLock`` then writes and re-reads)."""
-
-
-def attempts() -> int:
-    """How many times a request is tried: ``STREAMCLI_STORAGE_RETRIES`` (at least 1), default 6."""
-    try:
-        return max(1, int(os.environ.get("STREAMCLI_STORAGE_RETRIES", "6")))
-    except ValueError:
-        return 6
-
-
-def deadline_s() -> float:
-    """How long a request is retried, from its first try: ``STREAMCLI_STORAGE_DEADLINE_S`` (default 20)."""
-    try:
-        value = float(os.environ.get("STREAMCLI_STORAGE_DEADLINE_S", "20"))
-    except ValueError:
-        return 20.0
-    return value if value >= 0 else 20.0
-
-
-def transient(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an error behind it) is worth retrying: the network or the service, not the request."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, _PERMANENT):
-            return False
-        if isinstance(cur, (ConnectionError, TimeoutError)):
-            return True
-        if any(t.__name__ in _TRANSIENT_TYPES for t in type(cur).__mro__):
-            return True
-        status = getattr(cur, "response", None)
-        if isinstance(status, dict):
-            code = status.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if code >= 500 or code == 429:
-                return True
-        if any(w in str(cur) for w in _TRANSIENT_WORDS):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False
-
-
-def retry(fn: Callable[[], T], what: str, url: str) -> T:
-    """``fn()``, retried with backoff on transient errors; ``what`` and ``url`` name it in logs and errors."""
-    n, limit = attempts(), deadline_s()
-    start = time.monotonic()
-    for i in range(n):
-        try:
-            return fn()
-        except (FileNotFoundError, FileExistsError, NoConditionalPut, StorageError):
-            raise  # the caller's to name or handle
-        except Exception as exc:
-            if not transient(exc):
-                hint = _HINTS.get(type(exc), "")
-                raise StorageError(f"{what} {url!r} failed: {_describe(exc)}{hint}") from None
-            wait = min(BACKOFF_MAX_S, BACKOFF_S * 2**i)
-            spent = time.monotonic() - start
-            if i == n - 1 or spent + wait > limit:
-                raise StorageError(
-                    f"{what} {url!r} still failed after {i + 1} tries: {_describe(exc)}; tried for {spent:.0f} s; "
-                    "check the connection and the service, then rerun (STREAMCLI_STORAGE_RETRIES and "
-                    "STREAMCLI_STORAGE_DEADLINE_S set how long it tries)"
-                ) from exc
-            _log.warning("streamcli: %s %s failed (%s); retry %d of %d in %.2g s", what, url, _describe(exc),
-                         i + 1, n - 1, wait)  # fmt: skip
-            time.sleep(wait)
-    raise AssertionError("unreachable")
-
-
-_HINTS: dict[type[BaseException], str] = {
-    PermissionError: "; check the credentials (AWS_* variables, ~/.aws, fsspec's config) and the permissions",
-}
-
-
-def _describe(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 class Remote:
@@ -190,13 +95,13 @@ class Remote:
         try:
             self.call("writing", name, put)
         except FileNotFoundError as exc:  # no bucket: a missing object is the reader's to name, not the writer's
-            raise StorageError(f"writing {self.url_of(name)!r} failed: {_describe(exc)}") from None
+            raise StorageError(f"writing {self.url_of(name)!r} failed: {describe(exc)}") from None
 
     def upload(self, local: str | os.PathLike[str], name: str) -> None:
         try:
             self.call("uploading", name, lambda fs, p: fs.put_file(os.fspath(local), p))
         except FileNotFoundError as exc:
-            raise StorageError(f"uploading to {self.url_of(name)!r} failed: {_describe(exc)}") from None
+            raise StorageError(f"uploading to {self.url_of(name)!r} failed: {describe(exc)}") from None
 
     def size(self, name: str) -> int | None:
         """The size of object ``name``, or None if it does not exist."""
