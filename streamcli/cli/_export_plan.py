@@ -7,10 +7,10 @@ from typing import Any
 
 from streamcli.cli._common import UsageFailure
 from streamcli.errors import ConfigError, ShardError
-from streamcli.exports import check_out_dir as check_out_dir
-from streamcli.exports import foreign_file as foreign_file
-from streamcli.exports import listing as listing
-from streamcli.exports import shard_files as shard_files
+from streamcli.export_dir import check_out_dir as check_out_dir
+from streamcli.export_dir import foreign_file as foreign_file
+from streamcli.export_dir import listing as listing
+from streamcli.export_dir import shard_files as shard_files
 
 
 def parse_size(text: str) -> int:
