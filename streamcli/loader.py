@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
-from streamcli.config import LoaderConfig
+from streamcli.config import DEFAULT_START_METHOD, LoaderConfig
 from streamcli.declared import Declared
 from streamcli.errors import LoaderClosedError
 from streamcli.fills.spec import FillSpec, Skip
@@ -72,10 +72,12 @@ class StreamLoader:
             once every worker has started; a worker's start (imports, ``setup_worker``) may take up to
             ``max(timeout, 120)`` s. Needs ``num_workers >= 1``: in-process a hung source cannot be stopped
             safely, so the pair is refused.
-        mp_context: the multiprocessing start method of the workers: "spawn" (the default: each worker imports
-            your main module afresh, hence the ``if __name__ == "__main__":`` guard), "forkserver" or "fork"
-            (faster to start, but forks whatever threads and CUDA state the parent holds). The source and the
-            transform are pickled to the workers with any of them.
+        mp_context: the multiprocessing start method of the workers: "forkserver" (the default on Linux: every
+            worker is a fork of one clean server process that imported streamcli and your main module once),
+            "spawn" (the default elsewhere: each worker imports them afresh) or "fork" (forks whatever threads
+            and CUDA state the parent holds). Under the first two your main module is imported again without
+            running its ``if __name__ == "__main__":`` block, hence that guard. The source and the transform are
+            pickled to the workers with any of them.
         segment: cut every item into streams of at most this many steps (0: whole items). Each segment is a
             stream of its own (its own ticket, ``is_first`` at its first step; ``batch.position`` stays the
             step's index in the item), opened with ``open(item, start=k*segment)``. Items of unknown length
@@ -125,7 +127,7 @@ class StreamLoader:
         pin_memory: bool = False,
         prefetch: int | None = None,
         timeout: float | None = None,
-        mp_context: str = "spawn",
+        mp_context: str = DEFAULT_START_METHOD,
         segment: int = 0,
         batches_per_epoch: int | None = None,
         rank: int | None = None,

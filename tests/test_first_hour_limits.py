@@ -155,7 +155,7 @@ def test_sigterm_while_shared_memory_is_allocated_ends_the_run_at_once_leaving_n
 SLOW_WORKER_START = """
 import os, sys, time
 
-if __name__ == "__mp_main__":  # a spawned worker re-runs this script while it starts: slow, as on a busy machine
+if __name__ == "__mp_main__":  # the fork server (or a spawned worker) imports this script again: slow, as if busy
     open(os.path.join(os.environ["STARTING"], str(os.getpid())), "w").close()
     time.sleep(5)
 
@@ -175,10 +175,10 @@ def test_ctrl_c_while_workers_start_prints_no_traceback_and_the_whole_command(bo
     proc = subprocess.Popen([sys.executable, str(script), *args], stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)  # fmt: skip
     try:
-        # Both workers in their start-up, and the parent exporting (it made OUT_DIR): Ctrl-C, to the whole group.
-        wait_for(lambda: (len(os.listdir(starting)) == 2 and out.exists()) or proc.poll() is not None, 120, "workers")
+        # The workers in their start-up, and the parent exporting (it made OUT_DIR): Ctrl-C, to the whole group.
+        wait_for(lambda: (os.listdir(starting) and out.exists()) or proc.poll() is not None, 120, "workers")
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        workers = psutil.Process(proc.pid).children()
+        workers = psutil.Process(proc.pid).children(recursive=True)  # a fork server's workers are its children
         os.killpg(proc.pid, signal.SIGINT)
         rc = proc.wait(timeout=30)
         err = proc.stderr.read() if proc.stderr else ""

@@ -97,7 +97,9 @@ _HANG = textwrap.dedent(
 
     if __name__ == "__main__":
         if {thread}:  # the kernel's parent-death signal follows threads: only the watchdog can help
-            threading.Thread(target=run).start()
+            t = threading.Thread(target=run)
+            t.start()
+            t.join()  # a main thread that returned would start the interpreter's shutdown: no import works then
         else:
             run()
     """

@@ -16,6 +16,13 @@ from _wait import wait_until
 from streamcli import cli
 
 
+def _helper(p: psutil.Process, cli: int) -> bool:
+    """Whether ``p`` is one of multiprocessing's helpers: the resource tracker, or the fork server (the CLI's
+    child; the workers it forks are its children, and carry its command line)."""
+    line = " ".join(p.cmdline())
+    return "resource_tracker" in line or ("forkserver" in line and p.ppid() == cli)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
@@ -26,9 +33,10 @@ def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
     try:
         deadline = time.monotonic() + 30
         workers: list[psutil.Process] = []
+        kids: list[psutil.Process] = []
         while len(workers) < 2 and time.monotonic() < deadline:
-            kids = psutil.Process(proc.pid).children(recursive=True)
-            workers = [k for k in kids if "resource_tracker" not in " ".join(k.cmdline())]
+            kids = psutil.Process(proc.pid).children(recursive=True)  # the workers, the tracker, a fork server
+            workers = [k for k in kids if not _helper(k, proc.pid)]
             time.sleep(0.1)
         assert len(workers) == 2, "the workers never started"
         segments = [n for n in os.listdir("/dev/shm") if n.startswith(f"streamcli_{proc.pid}_")]
@@ -44,8 +52,8 @@ def test_cli_cleans_up_on_termination_signals(sig: signal.Signals) -> None:
         proc.send_signal(sig)
         rc = proc.wait(timeout=10)
         assert rc == 130, proc.stderr.read() if proc.stderr else rc
-        _gone, alive = psutil.wait_procs(workers, timeout=5)
-        assert not alive, f"workers left running: {[p.pid for p in alive]}"
+        _gone, alive = psutil.wait_procs(kids, timeout=5)
+        assert not alive, f"processes left running: {[(p.pid, p.cmdline()) for p in alive]}"
         assert not any(os.path.exists(f"/dev/shm/{n}") for n in segments)
     finally:
         if proc.poll() is None:

@@ -14,7 +14,6 @@ worker is (in ``setup_worker``, or not yet there); a worker that dies while star
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import pickle
 import select
@@ -31,6 +30,7 @@ from streamcli.lives.control import CLOSING, Aborted
 from streamcli.lives.ring import Ring
 from streamcli.lives.segment import SegmentLock
 from streamcli.workers.failures import died, remote_error, slow_start, stalled
+from streamcli.workers.start import start_context
 from streamcli.workers.worker import WorkerSpec, worker_main
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
@@ -50,7 +50,7 @@ class WorkerPool:
     """Worker processes and what each has said."""
 
     def __init__(self, specs: list[WorkerSpec], ring: Ring, method: str, describe: Callable[[int], str]) -> None:
-        ctx: Any = mp.get_context(method)
+        ctx: Any = start_context(method)
         seg = os.path.join("/dev/shm", ring.spec.name)
         # A named semaphore would leak if the process group were killed; flock on the segment cannot.
         self._lock = SegmentLock(seg) if os.path.exists(seg) else ctx.Lock()  # alive until children unpickle
