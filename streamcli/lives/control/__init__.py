@@ -1,9 +1,10 @@
 """The ring's control block: the shared state through which the loader and the producers coordinate, and the
 only code that knows its layout (``Control``; the loader and the producers call its methods, never index it).
 
-Its arrays and their columns are in ``layout``; ``Control`` puts each concern behind a class of its own:
-``tables`` (the epoch's set-up, the generation and the hand-out counter), ``rows`` (who owns a row and its next
-claim), ``completion`` (when a batch is whole) and ``reports`` (the producers' counters and marks).
+Its arrays, and the views that name their values and columns, are in ``layout`` (a named int64 is ``shared``'s
+``Int64``); ``Control`` puts each concern behind a class of its own: ``tables`` (the epoch's set-up, the
+generation and the hand-out counter), ``rows`` (who owns a row and its next claim), ``completion`` (when a batch
+is whole) and ``reports`` (the producers' counters and marks).
 """
 
 from __future__ import annotations
@@ -11,17 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.lives.control.completion import Completion
-from streamcli.lives.control.layout import (
-    AWAITED,
-    CLAIM,
-    CUR_STREAM,
-    NEVER,
-    NO_OWNER,
-    OWNER,
-    READY,
-    WRITTEN,
-    arrays,
-)
+from streamcli.lives.control.layout import NEVER, NO_OWNER, ControlValues, RowTable, WorkerStats, arrays
 from streamcli.lives.control.reports import Reports
 from streamcli.lives.control.rows import RowOwners
 from streamcli.lives.control.tables import EpochTables
@@ -51,23 +42,25 @@ class Control(EpochTables, RowOwners, Completion, Reports):
     def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
                  wstat: np.ndarray, order: np.ndarray, start: np.ndarray,
                  mark: np.ndarray, done: np.ndarray, wdone: np.ndarray):  # fmt: skip
-        self._ctl, self._slot_of, self._rows, self._held = ctl, slot_of, rows, held
-        self._wstat, self._order, self._start, self._mark = wstat, order, start, mark
+        self._ctl, self._rows, self._wstat = ControlValues(ctl), RowTable(rows), WorkerStats(wstat)
+        self._slot_of, self._held, self._order, self._start, self._mark = slot_of, held, order, start, mark
         self._done, self._wdone = done, wdone
-        self._owner, self._claim, self._written = rows[:, OWNER], rows[:, CLAIM], rows[:, WRITTEN]
+        # What ``clear`` zeroes: every array but ``wdone``, which ``set_rows`` zeroes with ``done``.
+        self._cleared: tuple[np.ndarray, ...] = (ctl, slot_of, rows, held, wstat, order, start, mark, done)
 
     def clear(self) -> None:
-        for a in (self._ctl, self._slot_of, self._rows, self._held, self._wstat, self._order, self._start,
-                  self._mark, self._done):  # fmt: skip
+        for a in self._cleared:
             a[...] = 0
-        self._wstat[:, CUR_STREAM] = -1  # nothing read yet
+        self._wstat.stream[:] = -1  # nothing read yet
         self._mark[:, 0] = -1
-        self._ctl[READY] = -1
-        self._ctl[AWAITED] = -1
+        self._ctl.ready = -1
+        self._ctl.awaited = -1
 
     def release(self) -> None:
         """Drop the views (the segment is about to be unmapped)."""
         empty = np.zeros(0)
-        self._ctl = self._slot_of = self._rows = self._held = self._wstat = self._order = self._start = empty
-        self._mark = self._done = self._wdone = empty
-        self._owner = self._claim = self._written = empty
+        self._ctl = ControlValues(np.zeros(ControlValues.SIZE, np.int64))
+        self._rows = RowTable(np.zeros((0, RowTable.WIDTH), np.int64))
+        self._wstat = WorkerStats(np.zeros((0, WorkerStats.WIDTH)))
+        self._slot_of = self._held = self._order = self._start = self._mark = self._done = self._wdone = empty
+        self._cleared = ()

@@ -1,12 +1,16 @@
-"""The control block's completion marks: when batch k is whole (every row has completed it, one producer filled
-it whole, or every producer has done its part), and the wake-up of a loader blocked on it.
+"""The control block's completion marks: when batch k is whole, and the wake-up of a loader blocked on it.
+
+A batch is whole by one of three marks, one per writer policy (``fills.writers``), and ``batch_done`` reads all
+three so that the loader need not know which policy the epoch runs: ``done`` (``WholeBatches``, and
+``RowBlocks`` with one producer: that producer filled it whole), ``wdone`` (``RowBlocks`` with several: every
+producer has written its block of rows) and the rows' ``written`` (``BALANCED``: every row has completed it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.layout import AWAITED, SMALL, Arrays
+from streamcli.lives.control.layout import SMALL, Arrays
 
 
 class Completion(Arrays):
@@ -14,15 +18,15 @@ class Completion(Arrays):
 
     def await_batch(self, k: int) -> None:
         """The loader is about to block until batch ``k`` is whole (-1: it is not blocked)."""
-        self._ctl[AWAITED] = k
+        self._ctl.awaited = k
 
     def wake_due(self) -> bool:
         """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark and
         wakes the loader (a second wake-up is harmless)."""
-        k = int(self._ctl[AWAITED])
+        k = self._ctl.awaited
         if k < 0 or not self.batch_done(k):
             return False
-        self._ctl[AWAITED] = -1
+        self._ctl.awaited = -1
         return True
 
     def set_done(self, k: int) -> None:
@@ -48,5 +52,5 @@ class Completion(Arrays):
 
     def written_min(self) -> int:
         """Batches that every row has completed: batch k is whole once this exceeds k."""
-        written = self._written
+        written = self._rows.written
         return min(written.tolist()) if len(written) <= SMALL else int(np.minimum.reduce(written))

@@ -1,16 +1,12 @@
 """The control block's layout: its arrays (``arrays``) and their columns, in the segment before the batch slots
-(``lives.ring``). Only the classes of ``lives.control`` index them.
+(``lives.ring``), and the named views through which the classes of ``lives.control`` read them. Only those
+classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s alone.
 
-- ``ctl`` int64[11]: the generation, tickets handed out, the epoch's first batch, its number of streams,
-  batches handed out, the generation whose tables are ready, the batch the loader is blocked on, rows given up
-  mid-stream and not yet taken, rows moved mid-stream in all, the epoch
-  (what a transform's ``ctx.epoch`` says), whether the epoch's rows are balanced (claimed at run time);
+- ``ctl`` int64[11]: the single values, by name (``ControlValues``);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
-- ``rows`` int64[B, 3]: per row, its producer (or -1 while it waits for a claim, or -2-w while producer w has
-  given it up mid-stream), the canonical key of its next possible claim, and the batches it has completed;
+- ``rows`` int64[B, 3]: per row, its owner, next claim and batches completed, by column (``RowTable``);
 - ``held`` int64[B, 4]: the cursor of a row without a producer;
-- ``wstat`` float64[W, 7]: per producer, busy seconds, steps, the stream and position it is reading, idle,
-  messages sent, what its rows cost per batch;
+- ``wstat`` float64[W, 7]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
@@ -27,14 +23,57 @@ from __future__ import annotations
 
 import numpy as np
 
+from streamcli.lives.control.shared import Int64, Values
 from streamcli.scheduled import cursor as _cursor
 
-GEN, TICKETS, FIRST_BATCH, NUM_STREAMS, HANDED, READY, AWAITED, GIVEN, MOVED, EPOCH, BALANCED = range(11)  # of ctl
-BUSY, STEPS, CUR_STREAM, CUR_POS, IDLE, SENT, LOAD = range(7)  # columns of wstat
-OWNER, CLAIM, WRITTEN = 0, 1, 2  # columns of rows
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
+
+
+class ControlValues(Values):
+    """``ctl``: the control block's single values, each an int64 by name (its index is its place in ``ctl``)."""
+
+    __slots__ = ()
+    SIZE = 11
+    generation = Int64(0)  # a new epoch, or closing (``CLOSING``): producers drop the work of an older one
+    tickets = Int64(1)  # tickets taken this epoch (``take_ticket``)
+    first_batch = Int64(2)  # the batch the epoch starts at
+    num_streams = Int64(3)  # the epoch's streams in ``order``
+    handed = Int64(4)  # batches handed out: batch k may be written once ``handed > k``
+    ready = Int64(5)  # the generation whose tables are written (producers may start it)
+    awaited = Int64(6)  # the batch the loader is blocked on (-1: none)
+    given = Int64(7)  # rows given up mid-stream and not yet taken
+    moved = Int64(8)  # rows moved mid-stream since the loader started
+    epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
+    balanced = Int64(10)  # 1 when the epoch's rows are claimed at run time by whichever producer is free
+
+
+class WorkerStats:
+    """``wstat``'s columns by name, one entry per producer (float64 views of the shared table)."""
+
+    WIDTH = 7
+
+    def __init__(self, wstat: np.ndarray) -> None:
+        self.busy = wstat[:, 0]  # seconds spent producing
+        self.steps = wstat[:, 1]  # steps read
+        self.stream = wstat[:, 2]  # the stream it read last (-1 before any)
+        self.pos = wstat[:, 3]  # and its position in that stream
+        self.idle = wstat[:, 4]  # 1 while it has nothing to do
+        self.sent = wstat[:, 5]  # messages it has sent over its pipe
+        self.load = wstat[:, 6]  # the seconds per batch its rows cost it
+
+
+class RowTable:
+    """``rows``'s columns by name, one entry per batch row (int64 views of the shared table)."""
+
+    WIDTH = 3
+
+    def __init__(self, rows: np.ndarray) -> None:
+        # Its producer; ``NO_OWNER`` while it waits for a claim, ``given_by(w)`` once producer w gave it up.
+        self.owner = rows[:, 0]
+        self.claim = rows[:, 1]  # the canonical key of its next possible claim (``NEVER``: none this epoch)
+        self.written = rows[:, 2]  # the batches it has completed
 
 
 def arrays(batch_size: int, num_slots: int, num_workers: int,
@@ -42,11 +81,11 @@ def arrays(batch_size: int, num_slots: int, num_workers: int,
     """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
     B = batch_size
     return (
-        ("ctl", (11,), "<i8"),
+        ("ctl", (ControlValues.SIZE,), "<i8"),
         ("slot_of", (num_slots,), "<i8"),
-        ("rows", (B, 3), "<i8"),
+        ("rows", (B, RowTable.WIDTH), "<i8"),
         ("held", (B, _cursor.WIDTH), "<i8"),
-        ("wstat", (num_workers, 7), "<f8"),
+        ("wstat", (num_workers, WorkerStats.WIDTH), "<f8"),
         ("order", (num_streams, 4), "<i8"),
         ("start", (B, _cursor.WIDTH), "<i8"),
         ("mark", (num_workers, 2), "<i8"),
@@ -63,16 +102,13 @@ def given_by(w: int) -> int:
 class Arrays:
     """The control block's arrays, as every part of ``Control`` sees them (``Control.__init__`` sets them)."""
 
-    _ctl: np.ndarray
+    _ctl: ControlValues
     _slot_of: np.ndarray
-    _rows: np.ndarray
+    _rows: RowTable
     _held: np.ndarray
-    _wstat: np.ndarray
+    _wstat: WorkerStats
     _order: np.ndarray
     _start: np.ndarray
     _mark: np.ndarray
     _done: np.ndarray
     _wdone: np.ndarray
-    _owner: np.ndarray  # the columns of ``rows``
-    _claim: np.ndarray
-    _written: np.ndarray

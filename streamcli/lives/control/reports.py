@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.layout import BUSY, CUR_POS, CUR_STREAM, IDLE, LOAD, SENT, STEPS, Arrays
+from streamcli.lives.control.layout import Arrays
 
 
 class Reports(Arrays):
@@ -15,41 +15,40 @@ class Reports(Arrays):
 
     def report(self, w: int, busy: float, steps: int, stream: int, pos: int) -> None:
         """A producer's counters after a piece of work: busy seconds and steps (added), where it is reading."""
-        stat = self._wstat[w]
-        stat[BUSY] += busy
-        stat[STEPS] += steps
-        stat[CUR_STREAM], stat[CUR_POS] = stream, pos
+        stats = self._wstat
+        stats.busy[w] += busy
+        stats.steps[w] += steps
+        stats.stream[w], stats.pos[w] = stream, pos
 
     def set_idle(self, w: int, idle: bool) -> None:
-        self._wstat[w, IDLE] = idle
+        self._wstat.idle[w] = idle
 
     def set_load(self, w: int, load: float) -> None:
         """Producer ``w``'s load: the seconds per batch its rows cost it."""
-        self._wstat[w, LOAD] = load
+        self._wstat.load[w] = load
 
     def idle_elsewhere(self, w: int) -> bool:
         """Whether a producer other than ``w`` has nothing to do."""
-        idle = self._wstat[:, IDLE]
+        idle = self._wstat.idle
         return bool(idle.sum() - idle[w] > 0)
 
     def lighter_elsewhere(self, w: int) -> bool:
         """Whether another producer is idle or carries less load than ``w`` (then claims are left to it)."""
-        stat = self._wstat
-        idle, loads = stat[:, IDLE], stat[:, LOAD]
+        idle, loads = self._wstat.idle, self._wstat.load
         return bool(idle.sum() - idle[w] > 0 or loads.min() < loads[w])
 
     def sent(self, w: int) -> int:
         """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
-        return int(self._wstat[w, SENT])
+        return int(self._wstat.sent[w])
 
     def count_sent(self, w: int) -> None:
-        self._wstat[w, SENT] += 1
+        self._wstat.sent[w] += 1
 
     def busy(self) -> np.ndarray:
-        return self._wstat[:, BUSY].copy()
+        return self._wstat.busy.copy()
 
     def steps(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in self._wstat[:, STEPS])
+        return tuple(int(x) for x in self._wstat.steps)
 
     def reading(self, w: int) -> tuple[int, int]:
         """(stream, step) producer ``w`` is reading, or was when it stopped (``mark``); stream -1 before any."""
@@ -63,4 +62,5 @@ class Reports(Arrays):
 
     def progress(self) -> tuple[int, ...]:
         """A snapshot that changes whenever any producer reads a step, opens a stream or completes a row."""
-        return (*self._mark.ravel().tolist(), int(self._written.sum()), int(self._done.sum()), int(self._wdone.sum()))
+        written, done, wdone = int(self._rows.written.sum()), int(self._done.sum()), int(self._wdone.sum())
+        return (*self._mark.ravel().tolist(), written, done, wdone)

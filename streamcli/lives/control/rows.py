@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streamcli.lives.control.layout import GIVEN, MOVED, NEVER, NO_OWNER, Arrays, given_by
+from streamcli.lives.control.layout import NEVER, NO_OWNER, Arrays, given_by
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
 
@@ -18,72 +18,75 @@ class RowOwners(Arrays):
 
     def next_claim(self) -> tuple[int, int]:
         """(row, key) of the earliest undecided claim of all rows; the row may be owned or waiting."""
-        b = int(np.argmin(self._claim))
-        return b, int(self._claim[b])
+        claim = self._rows.claim
+        b = int(np.argmin(claim))
+        return b, int(claim[b])
 
     def waiting(self, b: int) -> bool:
-        return int(self._owner[b]) == NO_OWNER
+        return int(self._rows.owner[b]) == NO_OWNER
 
     def take_row(self, b: int, w: int, key: int) -> np.ndarray | None:
         """Make producer ``w`` the owner of waiting row ``b`` if its claim at ``key`` is still the earliest of
         all (hold the lock); returns the row's held cursor, or None if another producer was first."""
-        if int(self._owner[b]) != NO_OWNER or int(self._claim[b]) != key or int(self._claim.min()) != key:
+        owner, claim = self._rows.owner, self._rows.claim
+        if int(owner[b]) != NO_OWNER or int(claim[b]) != key or int(claim.min()) != key:
             return None
-        self._owner[b] = w
+        owner[b] = w
         held: np.ndarray = self._held[b].copy()
         return held
 
     def release_row(self, b: int, claim: int, written: int, cursor: tuple[int, int, int, int]) -> None:
         """Give row ``b`` up until its next claim at key ``claim`` (the owner calls this)."""
+        rows = self._rows
         self._held[b] = cursor
-        self._written[b] = written
-        self._claim[b] = claim
-        self._owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
+        rows.written[b] = written
+        rows.claim[b] = claim
+        rows.owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
 
     def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
         """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary (its completed batches say which),
         for an idle producer to go on with (hold the lock). Its claim key stays as announced: the row takes no
         ticket, it only changes hands."""
         self._held[b] = cursor
-        self._owner[b] = given_by(w)  # not NO_OWNER: the row is not waiting for a claim
-        self._ctl[GIVEN] += 1
-        self._ctl[MOVED] += 1
+        self._rows.owner[b] = given_by(w)  # not NO_OWNER: the row is not waiting for a claim
+        self._ctl.given += 1
+        self._ctl.moved += 1
 
     @property
     def given(self) -> int:
         """Rows given up mid-stream that no producer has taken yet (a cheap check before ``take_given``)."""
-        return int(self._ctl[GIVEN])
+        return self._ctl.given
 
     @property
     def moved(self) -> int:
         """Rows moved between producers mid-stream since the loader started."""
-        return int(self._ctl[MOVED])
+        return self._ctl.moved
 
     def take_given(self, w: int, top: int, own: bool) -> tuple[int, np.ndarray] | None:
         """Make producer ``w`` the owner of the earliest row given up mid-stream whose next batch is below
         ``top`` (hold the lock): (row, its cursor), or None. Rows ``w`` gave up itself only if ``own``: a giver
         takes one back only when it has nothing else to do, never before the idle producer can."""
-        owner = self._owner
+        owner, written = self._rows.owner, self._rows.written
         given = owner <= given_by(0)
         if not own:
             given &= owner != given_by(w)
-        rows = np.flatnonzero(given & (self._written < top))
+        rows = np.flatnonzero(given & (written < top))
         if not len(rows):
             return None
-        b = int(rows[np.argmin(self._written[rows])])
-        self._owner[b] = w
-        self._ctl[GIVEN] -= 1
+        b = int(rows[np.argmin(written[rows])])
+        owner[b] = w
+        self._ctl.given -= 1
         held: np.ndarray = self._held[b].copy()
         return b, held
 
     def written_of(self, b: int) -> int:
-        return int(self._written[b])
+        return int(self._rows.written[b])
 
     def set_claim(self, b: int, key: int) -> None:
-        self._claim[b] = key
+        self._rows.claim[b] = key
 
     def set_written(self, rows: int | slice | list[int], batches: int) -> None:
-        self._written[rows] = batches
+        self._rows.written[rows] = batches
 
 
 def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:

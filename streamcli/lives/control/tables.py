@@ -7,18 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.layout import (
-    BALANCED,
-    EPOCH,
-    FIRST_BATCH,
-    GEN,
-    GIVEN,
-    HANDED,
-    NUM_STREAMS,
-    READY,
-    TICKETS,
-    Arrays,
-)
+from streamcli.lives.control.layout import Arrays
 
 
 class EpochTables(Arrays):
@@ -26,93 +15,93 @@ class EpochTables(Arrays):
 
     @property
     def generation(self) -> int:
-        return int(self._ctl[GEN])
+        return self._ctl.generation
 
     def set_generation(self, gen: int) -> None:
-        self._ctl[GEN] = gen
+        self._ctl.generation = gen
 
     def stage(self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False) -> None:
         """The row cursors the next epoch starts from, the batch it starts at, its number, and whether its iterator
         streams are claimed at run time by whichever producer is free (``fills.claimed``) even where every length
         is known."""
         self._start[:] = cursors
-        self._ctl[FIRST_BATCH] = first_batch
-        self._ctl[EPOCH] = epoch
-        self._ctl[BALANCED] = balanced
+        ctl = self._ctl
+        ctl.first_batch, ctl.epoch, ctl.balanced = first_batch, epoch, balanced
 
     @property
     def balanced(self) -> bool:
-        return bool(self._ctl[BALANCED])
+        return bool(self._ctl.balanced)
 
     def set_streams(self, table: np.ndarray, tickets: int) -> None:
         """The epoch's streams in ticket order and the tickets already taken."""
         self._order[: len(table)] = table
-        self._ctl[NUM_STREAMS] = len(table)
-        self._ctl[TICKETS] = tickets
+        self._ctl.num_streams = len(table)
+        self._ctl.tickets = tickets
 
     def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
-        self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
-        self._ctl[GIVEN] = 0
+        rows = self._rows
+        rows.owner[:], rows.claim[:], rows.written[:], self._held[:] = owner, claim, written, held
+        self._ctl.given = 0
         self._done[:] = 0
         self._wdone[:] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
-        self._ctl[HANDED] = first_batch
-        self._ctl[READY] = gen
+        self._ctl.handed = first_batch
+        self._ctl.ready = gen
 
     def hand_out(self, k: int, slot: int) -> None:
         self._slot_of[k % len(self._slot_of)] = slot
-        self._ctl[HANDED] = k + 1  # after the slot: a producer that sees the count sees the slot
+        self._ctl.handed = k + 1  # after the slot: a producer that sees the count sees the slot
 
     @property
     def handed(self) -> int:
-        return int(self._ctl[HANDED])
+        return self._ctl.handed
 
     def slot_of(self, k: int) -> int:
         return int(self._slot_of[k % len(self._slot_of)])
 
     def ready(self, gen: int) -> bool:
-        return int(self._ctl[READY]) == gen
+        return self._ctl.ready == gen
 
     @property
     def epoch(self) -> int:
         """The epoch being produced (``stage``): a transform's ``ctx.epoch``."""
-        return int(self._ctl[EPOCH])
+        return self._ctl.epoch
 
     @property
     def first_batch(self) -> int:
-        return int(self._ctl[FIRST_BATCH])
+        return self._ctl.first_batch
 
     def cursors(self, lo: int, hi: int) -> np.ndarray:
         return self._start[lo:hi]
 
     @property
     def num_streams(self) -> int:
-        return int(self._ctl[NUM_STREAMS])
+        return self._ctl.num_streams
 
     @property
     def tickets(self) -> int:
         """Tickets taken: those before the epoch's start until producers take more (unplanned claims)."""
-        return int(self._ctl[TICKETS])
+        return self._ctl.tickets
 
     def order_table(self) -> np.ndarray:
         """The epoch's streams in ticket order (a copy): (item, first step, open-ended, promised length)."""
-        return self._order[: int(self._ctl[NUM_STREAMS])].copy()
+        return self._order[: self._ctl.num_streams].copy()
 
     def take_ticket(self) -> int:
         """The next ticket (hold the lock): the epoch's tickets are handed out in canonical order."""
-        ticket = int(self._ctl[TICKETS])
-        self._ctl[TICKETS] = ticket + 1
+        ticket = self._ctl.tickets
+        self._ctl.tickets = ticket + 1
         return ticket
 
     def stream(self, ticket: int) -> tuple[int, int, bool, int]:
         """(item, first step, open-ended, promised length or -1) of the stream ticket ``ticket`` names."""
-        item, start, open_ended, length = self._order[ticket % int(self._ctl[NUM_STREAMS])].tolist()
+        item, start, open_ended, length = self._order[ticket % self._ctl.num_streams].tolist()
         return item, start, bool(open_ended), length
 
     def promised_length(self, item: int) -> int:
         """The length that ``length()`` promised for ``item`` (any of its streams says it), or -1."""
-        order = self._order[: int(self._ctl[NUM_STREAMS])]
+        order = self._order[: self._ctl.num_streams]
         at = np.flatnonzero(order[:, 0] == item)
         return int(order[at[0], 3]) if len(at) else -1

@@ -1,0 +1,90 @@
+"""The control block's named views (``lives.control.layout``) sit on the same bytes as the positional columns they
+replaced: a ring made by one version is read the same by another, and the block's size is unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamcli.lives.control import Control, arrays
+from streamcli.lives.control.layout import ControlValues, RowTable, WorkerStats
+from streamcli.lives.control.shared import Int64
+from streamcli.scheduled import cursor
+
+
+def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
+    raw = {name: np.zeros(shape, dtype) for name, shape, dtype in arrays(B, 3, W, 4)}
+    c = Control(*raw.values())
+    c.clear()
+    return c, raw
+
+
+def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
+    assert arrays(16, 6, 2, 64) == (
+        ("ctl", (11,), "<i8"),
+        ("slot_of", (6,), "<i8"),
+        ("rows", (16, 3), "<i8"),
+        ("held", (16, cursor.WIDTH), "<i8"),
+        ("wstat", (2, 7), "<f8"),
+        ("order", (64, 4), "<i8"),
+        ("start", (16, cursor.WIDTH), "<i8"),
+        ("mark", (2, 2), "<i8"),
+        ("done", (6,), "<i8"),
+        ("wdone", (2,), "<i8"),
+    )
+
+
+def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
+    c, raw = _control()
+    ctl = raw["ctl"]
+    assert ctl[5] == -1 and ctl[6] == -1  # ready and awaited start at "none"
+    c.set_generation(3)
+    c.set_streams(np.zeros((4, 4), np.int64), tickets=2)
+    c.stage(cursor.fresh(2), first_batch=5, epoch=7, balanced=True)
+    c.open_epoch(3, first_batch=5)
+    c.await_batch(6)
+    c.hand_out(5, slot=1)
+    assert c.take_ticket() == 2
+    c.give_row(0, 1, (0, 0, 0, 0))
+    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1]
+    assert (c.generation, c.tickets, c.first_batch, c.num_streams, c.handed) == (3, 3, 5, 4, 6)
+    assert (c.epoch, c.balanced, c.given, c.moved, c.ready(3)) == (7, True, 1, 1, True)
+    positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
+    assert positions == list(range(ControlValues.SIZE))  # one name per value, none shared
+
+
+def test_the_named_columns_of_rows_and_wstat_are_the_old_columns() -> None:
+    c, raw = _control()
+    rows, wstat = raw["rows"], raw["wstat"]
+    c.set_rows(np.array([0, -1]), np.array([30, 25]), np.array([4, 5]), cursor.fresh(2))
+    assert rows.tolist() == [[0, 30, 4], [-1, 25, 5]]  # owner, claim, written
+    assert wstat[:, 2].tolist() == [-1, -1]  # the stream read last: none yet
+    c.report(1, busy=0.5, steps=6, stream=3, pos=2)
+    c.set_idle(1, True)
+    c.count_sent(1)
+    c.set_load(1, 0.25)
+    assert wstat[1].tolist() == [0.5, 6, 3, 2, 1, 1, 0.25]  # busy, steps, stream, pos, idle, sent, load
+    assert wstat[0].tolist() == [0, 0, -1, 0, 0, 0, 0]
+    assert rows.shape[1] == RowTable.WIDTH and wstat.shape[1] == WorkerStats.WIDTH
+
+
+def test_a_value_written_through_one_view_is_read_through_another_of_the_same_memory() -> None:
+    ctl = np.zeros(ControlValues.SIZE, np.int64)
+    one, other = ControlValues(ctl), ControlValues(ctl)
+    one.handed = 9
+    other.handed += 1
+    assert one.handed == 10 and isinstance(one.handed, int) and ctl[4] == 10
+
+
+def test_values_refuse_an_array_of_the_wrong_shape_or_dtype() -> None:
+    with pytest.raises(ValueError, match=r"int64\[11\]"):
+        ControlValues(np.zeros(10, np.int64))
+    with pytest.raises(ValueError, match=r"int64\[11\]"):
+        ControlValues(np.zeros(11, np.float64))
+
+
+def test_released_control_holds_no_view_of_the_segment() -> None:
+    c, raw = _control()
+    c.release()
+    c.set_generation(4)  # writes to its own detached values, not the segment's
+    assert raw["ctl"][0] == 0
