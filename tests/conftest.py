@@ -43,14 +43,29 @@ def _segments() -> set[str]:
 
 
 def _children() -> list[psutil.Process]:
-    return [c for c in psutil.Process().children(recursive=True) if c.is_running() and c.status() != "zombie"]
+    """This process's live descendants but multiprocessing's own helpers, which live as long as this process: the
+    resource tracker and the fork server (the workers it forks are its children and carry its command line)."""
+    me = os.getpid()
+    return [
+        c
+        for c in psutil.Process().children(recursive=True)
+        if c.is_running() and c.status() != "zombie" and not _mp_helper(c, me)
+    ]
+
+
+def _mp_helper(p: psutil.Process, parent: int) -> bool:
+    try:
+        line = " ".join(p.cmdline())
+        return "resource_tracker" in line or ("forkserver" in line and p.ppid() == parent)
+    except psutil.Error:  # gone meanwhile
+        return True
 
 
 def assert_no_leaks(before: set[str], timeout: float = 5.0) -> None:
     """No shared-memory segment of ours and no child process may outlive a loader."""
     deadline = time.monotonic() + timeout
     while True:
-        leaked, kids = _segments() - before, [c for c in _children() if "resource_tracker" not in " ".join(c.cmdline())]
+        leaked, kids = _segments() - before, _children()
         if not leaked and not kids:
             return
         if time.monotonic() > deadline:
