@@ -4,5 +4,7 @@
 - ``failures``: how a worker's death, stall or slow start reads, and its own error raised again here.
 - ``worker``: the worker process's loop, a plain function of its arguments.
 - ``watchdog``: a worker dies with its loader, and unlinks an orphaned segment.
-- ``guards``: checks on what the user gives (fields, a script's main guard).
+- ``start``: how a worker process starts (a fork server by default on Linux, spawn elsewhere).
+- ``main_guard``: a script that builds a loader with workers must guard its main block; checked before any start.
+- ``producers``: who fills the batches, the same way: the worker processes, or the loader's own process.
 """
