@@ -61,7 +61,7 @@ def _status(key: str) -> int:
 def case(n: int, index: str | None) -> dict[str, float]:
     """One measurement, in this process (run through ``--case`` in a fresh one)."""
     from streamcli import StreamLoader
-    from streamcli.lives.tensors import import_torch
+    from streamcli.shared.tensors import import_torch
 
     import_torch()
     before = _status("VmRSS")

@@ -72,7 +72,7 @@ class LoaderConfig:
     layout: str = "TB"
     on_error: str = "raise"
     pin_memory: bool = False
-    prefetch: int | None = None  # None: ``lives.sizing.default_prefetch``
+    prefetch: int | None = None  # None: ``shared.sizing.default_prefetch``
     timeout: float | None = None
     mp_context: str = DEFAULT_START_METHOD
     segment: int = 0

@@ -4,7 +4,7 @@
 The main process only hands out slots: it writes "batch k goes into slot s" into the control block's hand-out
 counter (producers run ahead as far as the window allows), waits until batch k is whole, and yields the slot as
 tensors. When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list
-(``lives.slots``). With workers, a thread (``lives.ready_queue``) prepares the next batches while the consumer works.
+(``shared.slots``). With workers, a thread (``shared.ready_queue``) prepares the next batches while the consumer works.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import numpy as np
 from streamcli.batch import FLAGS, Batch
 from streamcli.config import LoaderConfig
 from streamcli.fills.spec import Skip
-from streamcli.lives.control import Aborted
-from streamcli.lives.ready_queue import ReadyQueue
-from streamcli.lives.ring import Ring
-from streamcli.lives.slots import Slots
-from streamcli.lives.tensors import pad_slot, pin_available
+from streamcli.shared.control import Aborted
+from streamcli.shared.ready_queue import ReadyQueue
+from streamcli.shared.ring import Ring
+from streamcli.shared.slots import Slots
+from streamcli.shared.tensors import pad_slot, pin_available
 from streamcli.source import Field
 from streamcli.workers.producers import InProcess, Workers
 

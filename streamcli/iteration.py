@@ -21,15 +21,15 @@ from streamcli.caller import user_stacklevel
 from streamcli.config import LoaderConfig
 from streamcli.errors import LoaderClosedError, StaleIteratorError
 from streamcli.handout import Epoch, HandOut, Ready
-from streamcli.lives.control.rows import epoch_rows
-from streamcli.lives.ring import Ring
-from streamcli.lives.tensors import import_torch
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.position import Position
 from streamcli.scheduled.resume import Resume
 from streamcli.scheduled.streams import Streams
+from streamcli.shared.control.rows import epoch_rows
+from streamcli.shared.ring import Ring
+from streamcli.shared.tensors import import_torch
 from streamcli.stats import LoaderStats, Tally
 from streamcli.workers.producers import InProcess, Workers
 

@@ -1,7 +1,7 @@
 """Where a batch is consumed: ``StreamLoader``, the façade over the parts.
 
 It wires a source's declared fields and items (``declared``) and epochs (``scheduled.epochs``), the shared-memory
-ring that carries its batches (``lives.ring``), the producers that fill them (``workers.producers``: in-process or
+ring that carries its batches (``shared.ring``), the producers that fill them (``workers.producers``: in-process or
 worker processes), the hand-out of each batch to the consumer (``handout``) and the epochs' run (``iteration``),
 and keeps what ``state_dict`` saves (``scheduled.resume``).
 """
@@ -22,11 +22,11 @@ from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.index import for_loader
 from streamcli.iteration import Iteration
 from streamcli.lengths import Lengths
-from streamcli.lives.ring import Ring
-from streamcli.lives.sizing import loader_ring
-from streamcli.lives.tensors import import_torch, split_rows
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.resume import Resume
+from streamcli.shared.ring import Ring
+from streamcli.shared.sizing import loader_ring
+from streamcli.shared.tensors import import_torch, split_rows
 from streamcli.source import (
     StreamSource,
     call_default_segment,

@@ -1,4 +1,4 @@
-"""The control block's named views (``lives.control.layout``) sit on the same bytes as the positional columns they
+"""The control block's named views (``shared.control.layout``) sit on the same bytes as the positional columns they
 replaced: a ring made by one version is read the same by another, and the block's size is unchanged."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamcli.lives.control import Control, arrays
-from streamcli.lives.control.layout import ControlValues, RowTable, WorkerStats
-from streamcli.lives.control.shared import Int64
 from streamcli.scheduled import cursor
+from streamcli.shared.control import Control, arrays
+from streamcli.shared.control.layout import ControlValues, RowTable, WorkerStats
+from streamcli.shared.control.values import Int64
 
 
 def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:

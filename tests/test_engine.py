@@ -14,13 +14,13 @@ from _sources import CountingSource
 from streamcli import Field, LoaderConfig
 from streamcli.errors import WorkerError
 from streamcli.fills.spec import FillSpec
-from streamcli.lives.control.rows import epoch_rows
-from streamcli.lives.ring import Ring
-from streamcli.lives.segment import sweep_stale
 from streamcli.scheduled import cursor
 from streamcli.scheduled.claims import count_batches
 from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.streams import all_streams, epoch_streams, rank_of_streams
+from streamcli.shared.control.rows import epoch_rows
+from streamcli.shared.ring import Ring
+from streamcli.shared.segment import sweep_stale
 from streamcli.workers.pool import WorkerPool, shutdown
 from streamcli.workers.worker import WorkerSpec
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from streamcli import SharedMemoryError, SourceError, StreamLoader, mix
 from streamcli.cli import app
-from streamcli.lives import ring, sizing
+from streamcli.shared import ring, sizing
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def slow(real):
 
 if __name__ == "__main__":
     os.posix_fallocate = slow(os.posix_fallocate)
-    from streamcli.lives import segment
+    from streamcli.shared import segment
     segment.CHUNK = 2**20
     from streamcli.cli import main
     main()
@@ -247,7 +247,7 @@ def test_a_plugins_warning_that_points_at_its_own_code_stays_there(no_leaks: Non
 def test_the_pin_memory_warning_points_at_the_users_loop(monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
     import torch
 
-    from streamcli.lives import tensors
+    from streamcli.shared import tensors
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here: pin_memory=True pins, and warns of nothing")

@@ -56,7 +56,7 @@ def test_len_needs_lengths() -> None:
 def test_pin_memory_without_cuda_warns_once_and_does_nothing() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: pinning is real here")
-    import streamcli.lives.tensors as mod
+    import streamcli.shared.tensors as mod
 
     mod._pin_warned = False
     with pytest.warns(RuntimeWarning, match="CUDA is not available"):
@@ -118,7 +118,7 @@ def test_a_ring_that_cannot_be_backed_is_a_clear_error(monkeypatch: pytest.Monke
 
 
 def test_default_prefetch_runs_deep_where_shared_memory_allows(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streamcli.lives import sizing
+    from streamcli.shared import sizing
 
     small, big = (Field("x", (2,), "int64"),), (Field("frame", (3, 512, 512), "uint8"),)
     assert sizing.default_prefetch(small, 4, 8, "TB", 0) == 4  # in-process nothing runs ahead
@@ -135,7 +135,7 @@ def test_default_prefetch_keeps_the_ring_within_the_last_level_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every slot is written once a lap: a ring deeper than the cache sends every copy to main memory.
-    from streamcli.lives import sizing
+    from streamcli.shared import sizing
 
     clips = (Field("frame", (3, 32, 32), "uint8"),)  # 64 x 16 steps: 3 MiB slots
     monkeypatch.setattr(sizing, "cache_bytes", lambda: 32 * 2**20)

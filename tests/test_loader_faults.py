@@ -224,7 +224,7 @@ def test_worker_that_cannot_start_says_why(gone_first: bool, no_leaks: None) -> 
 
 
 def test_stale_segments_of_dead_processes_are_swept(tmp_path: Path) -> None:
-    from streamcli.lives.segment import sweep_stale
+    from streamcli.shared.segment import sweep_stale
 
     dead = int(Path("/proc/sys/kernel/pid_max").read_text())  # no process has it: pids stay below pid_max
     stale, live = tmp_path / f"streamcli_{dead}_abcd", tmp_path / f"streamcli_{os.getpid()}_abcd"

@@ -81,7 +81,7 @@ def test_slots_keep_a_lent_slot_until_every_view_is_gone() -> None:
     import ctypes
     import gc
 
-    from streamcli.lives.slots import Slots
+    from streamcli.shared.slots import Slots
 
     control, leases = _Handed(), Slots(4)
     assert leases.hand_out(control, 0, 3) == 3  # batches 0-2 get a slot each; one slot stays free

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from streamcli.lives.ready_queue import _SWITCH, ReadyQueue
+from streamcli.shared.ready_queue import _SWITCH, ReadyQueue
 
 DEADLINE_S = 30.0  # a bound on each handshake, far above what it takes on a busy machine; reaching it is a failure
 

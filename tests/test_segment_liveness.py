@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streamcli.lives.segment import sweep_stale
+from streamcli.shared.segment import sweep_stale
 
 HERE = Path(__file__).resolve().parent
 

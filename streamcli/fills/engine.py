@@ -18,8 +18,8 @@ from streamcli.fills.claimed.produce import begin_epoch, fill, reading_of, set_i
 from streamcli.fills.claimed.rows import Producer
 from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec, Skip
-from streamcli.lives.control import NEVER
-from streamcli.lives.ring import Ring
+from streamcli.shared.control import NEVER
+from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, uses_blocks
 
 

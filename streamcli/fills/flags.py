@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.lives.ring import Summary
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.schedule import BatchRuns, Run
+from streamcli.shared.ring import Summary
 
 
 @dataclass

@@ -20,10 +20,10 @@ from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
-from streamcli.lives.control import Aborted
-from streamcli.lives.ring import Ring
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
+from streamcli.shared.control import Aborted
+from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, has_window, uses_blocks
 
 

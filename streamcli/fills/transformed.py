@@ -18,7 +18,7 @@ import numpy as np
 from streamcli.errors import TransformError
 from streamcli.fills import checks
 from streamcli.fills.spec import FillSpec
-from streamcli.lives.control import Control
+from streamcli.shared.control import Control
 from streamcli.source import Field
 from streamcli.transforms import Context, stream_seed
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from streamcli.lives.control import Control
-from streamcli.lives.tensors import split_rows
+from streamcli.shared.control import Control
+from streamcli.shared.tensors import split_rows
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from typing import Any, NoReturn
 from streamcli import signals
 from streamcli.errors import RemoteTraceback, WorkerError
 from streamcli.fills.spec import Skip
-from streamcli.lives.control import CLOSING, Aborted
-from streamcli.lives.ring import Ring
-from streamcli.lives.segment import SegmentLock
+from streamcli.shared.control import CLOSING, Aborted
+from streamcli.shared.ring import Ring
+from streamcli.shared.segment import SegmentLock
 from streamcli.workers.failures import died, remote_error, slow_start, stalled
 from streamcli.workers.start import start_context
 from streamcli.workers.worker import WorkerSpec, worker_main

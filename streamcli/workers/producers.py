@@ -14,8 +14,8 @@ from streamcli.errors import StaleIteratorError
 from streamcli.fills.checks import short_repr
 from streamcli.fills.engine import Engine
 from streamcli.fills.spec import FillSpec, Skip
-from streamcli.lives.control import Aborted
-from streamcli.lives.ring import Ring
+from streamcli.shared.control import Aborted
+from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, item_name
 from streamcli.workers.main_guard import check_main_guard
 from streamcli.workers.pool import WorkerPool

@@ -29,8 +29,8 @@ from streamcli import signals
 from streamcli.errors import SourceError, StreamcliError
 from streamcli.fills.engine import Engine
 from streamcli.fills.spec import FillSpec
-from streamcli.lives.control import CLOSING, Aborted
-from streamcli.lives.ring import Ring, RingSpec
+from streamcli.shared.control import CLOSING, Aborted
+from streamcli.shared.ring import Ring, RingSpec
 from streamcli.source import StreamSource, call_setup_worker
 from streamcli.workers.watchdog import die_with_parent, watch_parent
 

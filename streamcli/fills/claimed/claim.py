@@ -11,8 +11,8 @@ from typing import Any
 from streamcli.fills import checks, opened
 from streamcli.fills.claimed.rows import NO_END, Producer, Row
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
-from streamcli.lives.control import NEVER
-from streamcli.lives.ring import Summary
+from streamcli.shared.control import NEVER
+from streamcli.shared.ring import Summary
 from streamcli.source import Step, close_stream
 
 _CLAIMS, _DRY = int(Summary.CLAIMS), int(Summary.DRY)  # plain ints: read for every claim

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from streamcli.fills.flags import Views, pad_flags, write_run, write_whole
-from streamcli.lives.control import Control
-from streamcli.lives.ring import SUMMARY
 from streamcli.scheduled import cursor as _cursor
+from streamcli.shared.control import Control
+from streamcli.shared.ring import SUMMARY
 
 _RECORD = 1 + _cursor.WIDTH + SUMMARY  # a row's entry in ``Notes.records``
 # Writing a step into its own view, made once per slot (``cells[t][...] = step``), costs less than indexing the

@@ -28,9 +28,9 @@ import time
 from streamcli.fills.claimed import claim, write
 from streamcli.fills.claimed.notes import flush
 from streamcli.fills.claimed.rows import Producer, Row, rows_from
-from streamcli.lives.control import NEVER, Aborted
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
+from streamcli.shared.control import NEVER, Aborted
 
 
 def begin_epoch(p: Producer, gen: int, lo: int, hi: int) -> None:

@@ -18,9 +18,9 @@ import numpy as np
 from streamcli.fills.claimed.notes import Notes, SlotViews
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer
-from streamcli.lives.ring import Ring
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
+from streamcli.shared.ring import Ring
 from streamcli.source import Step, StreamSource, item_name
 
 # The states as plain ints: ``Row.cursor`` runs for every row of every batch, where an enum member's lookup costs.

@@ -34,8 +34,8 @@ from streamcli.fills.claimed.claim import (
 from streamcli.fills.claimed.notes import SlotViews, pad, record
 from streamcli.fills.claimed.rows import Producer, Row
 from streamcli.fills.faults import SOURCE_ERRORS
-from streamcli.lives.ring import Summary
 from streamcli.scheduled import cursor as _cursor
+from streamcli.shared.ring import Summary
 
 _VALID, _LIVE = int(Summary.VALID), int(Summary.LIVE)  # plain ints: read for every run
 

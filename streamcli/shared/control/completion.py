@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.layout import SMALL, Arrays
+from streamcli.shared.control.layout import SMALL, Arrays
 
 
 class Completion(Arrays):

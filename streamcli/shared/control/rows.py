@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streamcli.lives.control.layout import NEVER, NO_OWNER, Arrays, given_by
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
+from streamcli.shared.control.layout import NEVER, NO_OWNER, Arrays, given_by
 
 
 class RowOwners(Arrays):

@@ -16,7 +16,7 @@ import weakref
 from collections import deque
 from typing import Any
 
-from streamcli.lives.control import Control
+from streamcli.shared.control import Control
 
 
 class Slots:

@@ -12,8 +12,8 @@ from enum import IntEnum
 import numpy as np
 
 from streamcli.batch import FLAG_DTYPES
-from streamcli.lives import control
 from streamcli.scheduled import cursor as _cursor
+from streamcli.shared import control
 from streamcli.source import Field
 
 

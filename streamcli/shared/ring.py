@@ -1,16 +1,16 @@
 """Where a batch is carried: one shared-memory segment holding S batch slots plus a small control block.
 
-The loader (main process) creates the segment (``lives.segment``: its ownership and lifetime across processes).
+The loader (main process) creates the segment (``shared.segment``: its ownership and lifetime across processes).
 Workers attach by name and write their rows straight into slots, so no array is ever pickled. Layout
-(``lives.ring_layout``), all 64-byte aligned:
+(``shared.ring_layout``), all 64-byte aligned:
 
-- the control block (``lives.control``): the shared state through which the loader and the producers
+- the control block (``shared.control``): the shared state through which the loader and the producers
   coordinate (hand-out counter, rows, claims, tickets, the producers' counters and the items' costs);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
   a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
   cursor after the batch (``scheduled.cursor``).
 
-How large a ring may be, and how deep it runs by default, is ``lives.sizing``.
+How large a ring may be, and how deep it runs by default, is ``shared.sizing``.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ import numpy as np
 
 from streamcli import signals
 from streamcli.errors import SharedMemoryError
-from streamcli.lives import control
-from streamcli.lives.control import Control
-from streamcli.lives.ring_layout import PER_ROW
-from streamcli.lives.ring_layout import SUMMARY as SUMMARY  # the layout's names, where the fills import them
-from streamcli.lives.ring_layout import RingSpec as RingSpec
-from streamcli.lives.ring_layout import Summary as Summary
-from streamcli.lives.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
-from streamcli.lives.sizing import check_room, space_message
+from streamcli.shared import control
+from streamcli.shared.control import Control
+from streamcli.shared.ring_layout import PER_ROW
+from streamcli.shared.ring_layout import SUMMARY as SUMMARY  # the layout's names, where the fills import them
+from streamcli.shared.ring_layout import RingSpec as RingSpec
+from streamcli.shared.ring_layout import Summary as Summary
+from streamcli.shared.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
+from streamcli.shared.sizing import check_room, space_message
 
 
 def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The shared-memory segment under the ring (``lives.ring``), and its lifetime across processes.
+"""The shared-memory segment under the ring (``shared.ring``), and its lifetime across processes.
 
 Its creator (the loader) is its only owner: it alone unlinks it while it lives. Every process that has the segment
 open holds a shared ``flock`` on it (``hold_alive``): that, not the pid in its name, is what tells another loader's

@@ -1,4 +1,4 @@
-"""Where a batch lives: one shared-memory segment of batch slots, owned by the loader.
+"""The shared memory that carries a batch: one segment of batch slots and a control block, owned by the loader.
 
 - ``ring``: the batch slots and the control block laid out in the segment, as numpy views.
 - ``ring_layout``: where each array sits in the segment (``RingSpec``), computed alike in every process.

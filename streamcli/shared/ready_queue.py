@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from streamcli.errors import LoaderUsageError
-from streamcli.lives.control import Aborted
+from streamcli.shared.control import Aborted
 
 T = TypeVar("T")
 _DONE = object()

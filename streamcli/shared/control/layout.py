@@ -1,5 +1,5 @@
 """The control block's layout: its arrays (``arrays``) and their columns, in the segment before the batch slots
-(``lives.ring``), and the named views through which the classes of ``lives.control`` read them. Only those
+(``shared.ring``), and the named views through which the classes of ``shared.control`` read them. Only those
 classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s alone.
 
 - ``ctl`` int64[11]: the single values, by name (``ControlValues``);
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.shared import Int64, Values
 from streamcli.scheduled import cursor as _cursor
+from streamcli.shared.control.values import Int64, Values
 
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch

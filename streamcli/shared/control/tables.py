@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.layout import Arrays
+from streamcli.shared.control.layout import Arrays
 
 
 class EpochTables(Arrays):

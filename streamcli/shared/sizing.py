@@ -15,7 +15,7 @@ from typing import Any
 
 from streamcli.config import LoaderConfig
 from streamcli.errors import SharedMemoryError
-from streamcli.lives.ring_layout import RingSpec
+from streamcli.shared.ring_layout import RingSpec
 from streamcli.source import Field
 
 PREFETCH_MIN, PREFETCH_MAX = 4, 16

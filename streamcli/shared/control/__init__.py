@@ -1,7 +1,7 @@
 """The ring's control block: the shared state through which the loader and the producers coordinate, and the
 only code that knows its layout (``Control``; the loader and the producers call its methods, never index it).
 
-Its arrays, and the views that name their values and columns, are in ``layout`` (a named int64 is ``shared``'s
+Its arrays, and the views that name their values and columns, are in ``layout`` (a named int64 is ``values``'s
 ``Int64``); ``Control`` puts each concern behind a class of its own: ``tables`` (the epoch's set-up, the
 generation and the hand-out counter), ``rows`` (who owns a row and its next claim), ``completion`` (when a batch
 is whole) and ``reports`` (the producers' counters and marks).
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.lives.control.completion import Completion
-from streamcli.lives.control.layout import NEVER, NO_OWNER, ControlValues, RowTable, WorkerStats, arrays
-from streamcli.lives.control.reports import Reports
-from streamcli.lives.control.rows import RowOwners
-from streamcli.lives.control.tables import EpochTables
+from streamcli.shared.control.completion import Completion
+from streamcli.shared.control.layout import NEVER, NO_OWNER, ControlValues, RowTable, WorkerStats, arrays
+from streamcli.shared.control.reports import Reports
+from streamcli.shared.control.rows import RowOwners
+from streamcli.shared.control.tables import EpochTables
 
 __all__ = ["CLOSING", "NEVER", "NO_OWNER", "Aborted", "Control", "arrays"]
 
