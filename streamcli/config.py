@@ -25,8 +25,20 @@ MODES: dict[str, tuple[str, ...]] = {
 }
 """Option name -> allowed values; the first value is the default."""
 
-CONTENT = ("batch_size", "time_steps", "seed", "shuffle", "boundary", "epoch_end", "layout", "on_error", "segment",
-           "batches_per_epoch", "rank", "world_size")  # fmt: skip
+CONTENT = (
+    "batch_size",
+    "time_steps",
+    "seed",
+    "shuffle",
+    "boundary",
+    "epoch_end",
+    "layout",
+    "on_error",
+    "segment",
+    "batches_per_epoch",
+    "rank",
+    "world_size",
+)
 """The settings that decide the batches' content (the worker count, prefetch and the like do not)."""
 
 

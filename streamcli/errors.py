@@ -26,8 +26,9 @@ class PluginArgumentError(PluginLoadError, TypeError):
     is what is missing, which the CLI takes after the plugin's name rather than as ``-s``.
     """
 
-    def __init__(self, message: str, *, missing: tuple[str, ...] = (), unknown: tuple[str, ...] = (),
-                 argument: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, message: str, *, missing: tuple[str, ...] = (), unknown: tuple[str, ...] = (), argument: str | None = None
+    ) -> None:
         super().__init__(message)
         self.missing, self.unknown, self.argument = missing, unknown, argument
 

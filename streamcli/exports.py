@@ -24,8 +24,18 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 _UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30}
 _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 # What decides the batches' content; the worker count, prefetch, timeout and start method do not.
-_RECORDED = ("seed", "shuffle", "boundary", "epoch_end", "layout", "on_error", "segment", "batches_per_epoch", "rank",
-             "world_size")  # fmt: skip
+_RECORDED = (
+    "seed",
+    "shuffle",
+    "boundary",
+    "epoch_end",
+    "layout",
+    "on_error",
+    "segment",
+    "batches_per_epoch",
+    "rank",
+    "world_size",
+)
 
 
 def parse_size(size: str | int) -> int:

@@ -61,8 +61,15 @@ class Epoch:
 class HandOut:
     """Slots handed out to the producers and batches handed to the consumer, for one ring."""
 
-    def __init__(self, ring: Ring, fields: tuple[Field, ...], config: LoaderConfig, producers: InProcess | Workers,
-                 prefetch: int, source_lookup: np.ndarray | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        ring: Ring,
+        fields: tuple[Field, ...],
+        config: LoaderConfig,
+        producers: InProcess | Workers,
+        prefetch: int,
+        source_lookup: np.ndarray | None = None,
+    ) -> None:
         self.ring, self.fields, self.config, self.producers = ring, fields, config, producers
         self.window = prefetch if producers.pool is not None else 1  # in-process nothing runs ahead
         self.slots = Slots(ring.reserved)
@@ -125,8 +132,17 @@ class HandOut:
             if drop and dry and not dropped:
                 if target is None:
                     self.slots.give_back(slot)
-                    yield Ready(k=k, batch=None, last=True, tickets=tickets, cursors=None, n_live=0, n_valid=0,
-                                skips=skips, dropped=True)  # fmt: skip
+                    yield Ready(
+                        k=k,
+                        batch=None,
+                        last=True,
+                        tickets=tickets,
+                        cursors=None,
+                        n_live=0,
+                        n_valid=0,
+                        skips=skips,
+                        dropped=True,
+                    )
                     return
                 dropped = True
             if dropped:  # a fixed-length epoch past its "drop" end: padding
@@ -141,8 +157,16 @@ class HandOut:
                 batch = self.assemble(torch, slot, epoch.number, k)
             else:
                 self.slots.give_back(slot)
-            yield Ready(k=k, batch=batch, last=last, tickets=tickets, cursors=cursors, n_live=n_live,
-                        n_valid=n_valid, skips=skips)  # fmt: skip
+            yield Ready(
+                k=k,
+                batch=batch,
+                last=last,
+                tickets=tickets,
+                cursors=cursors,
+                n_live=n_live,
+                n_valid=n_valid,
+                skips=skips,
+            )
             del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``hand_out``)
             if last:
                 return
@@ -189,8 +213,15 @@ class HandOut:
         reset = first[0] if layout == "TB" else first[:, 0]
         lookup = self.source_lookup
         source = None if lookup is None else from_numpy(lookup.take(flags["stream"].numpy()))
-        return Batch(data=dict(zip(self.names[:n], tensors[:n], strict=True)), reset=reset, epoch=epoch, index=k,
-                     layout=layout, source=source, **flags)  # fmt: skip
+        return Batch(
+            data=dict(zip(self.names[:n], tensors[:n], strict=True)),
+            reset=reset,
+            epoch=epoch,
+            index=k,
+            layout=layout,
+            source=source,
+            **flags,
+        )
 
     def busy_shares(self, closed: bool, workers: int) -> tuple[float, ...]:
         """Each producer's recent share of time busy (last three seconds)."""

@@ -147,8 +147,14 @@ def _digest(blob: bytes | np.ndarray) -> str:
 def encode(plugin: str, settings: Mapping[str, Any], items: Sequence[str], lengths: np.ndarray) -> bytes:
     """The index file's bytes."""
     blob = "\0".join(items).encode("utf-8", "surrogatepass")
-    meta = {"format": FORMAT, "plugin": plugin, "settings": json.loads(json.dumps(dict(settings), default=str)),
-            "count": len(items), "digest": _digest(blob), "created": time.time()}  # fmt: skip
+    meta = {
+        "format": FORMAT,
+        "plugin": plugin,
+        "settings": json.loads(json.dumps(dict(settings), default=str)),
+        "count": len(items),
+        "digest": _digest(blob),
+        "created": time.time(),
+    }
     buf = io.BytesIO()
     np.savez_compressed(
         buf,

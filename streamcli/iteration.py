@@ -45,9 +45,19 @@ BALANCE_SKIP, BALANCE_BATCHES, BALANCE_STEP_S, BALANCE_UNEVEN = 4, 16, 20e-6, 0.
 class Iteration:
     """The loader's epochs, one iterator at a time, over its ring, hand-out and producers."""
 
-    def __init__(self, config: LoaderConfig, epochs: Epochs, ring: Ring, handout: HandOut,
-                 producers: InProcess | Workers, bounds: list[tuple[int, int]], resume: Resume,
-                 tally: Tally, finalizer: Callable[[], Any], adaptive: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: LoaderConfig,
+        epochs: Epochs,
+        ring: Ring,
+        handout: HandOut,
+        producers: InProcess | Workers,
+        bounds: list[tuple[int, int]],
+        resume: Resume,
+        tally: Tally,
+        finalizer: Callable[[], Any],
+        adaptive: bool = False,
+    ) -> None:
         self.config, self.epochs, self.ring, self.handout = config, epochs, ring, handout
         self.balanced = config.balance is True  # the epoch's iterator streams are claimed at run time
         self.adaptive = adaptive  # a measure may turn ``balanced`` on (``_costly_and_uneven``)
@@ -209,13 +219,15 @@ class Iteration:
             if skip.kind == "length":
                 tally.mismatches += 1
                 if tally.mismatches == 1:
-                    warnings.warn(f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
-                                  RuntimeWarning, stacklevel=user_stacklevel())  # fmt: skip
+                    warnings.warn(
+                        f"{skip.error}; len(loader) may be wrong (counted in stats.length_mismatches)",
+                        RuntimeWarning,
+                        stacklevel=user_stacklevel(),
+                    )
                 continue
             tally.skipped += 1
             skipped.append([skip.item, skip.step])
-            log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step,
-                        skip.error)  # fmt: skip
+            log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step, skip.error)
         tally.streams_done = max(0, min(rec.tickets, self.n_streams) - rec.n_live)
         if rec.last:
             self.position = Position.start_of(epoch + 1, self.config.batch_size)
@@ -227,19 +239,31 @@ class Iteration:
         control, closed, handout, tally, c = self.ring.control, self.closed, self.handout, self.tally, self.config
         elapsed = time.perf_counter() - tally.first_next if tally.first_next else 0.0
         return LoaderStats(
-            batches=tally.batches, steps=tally.steps, bytes=tally.bytes, elapsed_s=elapsed,
-            first_batch_s=tally.first_batch_s, waits_s=tuple(tally.waits),
-            worker_busy=handout.busy_shares(closed, c.num_workers), worker_steps=() if closed else control.steps(),
+            batches=tally.batches,
+            steps=tally.steps,
+            bytes=tally.bytes,
+            elapsed_s=elapsed,
+            first_batch_s=tally.first_batch_s,
+            waits_s=tuple(tally.waits),
+            worker_busy=handout.busy_shares(closed, c.num_workers),
+            worker_steps=() if closed else control.steps(),
             ready_slots=0 if closed else self.producers.ready_batches(handout.k),
-            num_slots=handout.slots.num_slots, epoch=max(self.epoch, 0), streams_done=tally.streams_done,
-            streams_total=self.n_streams, skipped=tally.skipped, copies=handout.copies,
-            steps_per_batch=c.batch_size * c.time_steps, length_mismatches=tally.mismatches,
+            num_slots=handout.slots.num_slots,
+            epoch=max(self.epoch, 0),
+            streams_done=tally.streams_done,
+            streams_total=self.n_streams,
+            skipped=tally.skipped,
+            copies=handout.copies,
+            steps_per_batch=c.batch_size * c.time_steps,
+            length_mismatches=tally.mismatches,
             batch_size=c.batch_size,
             worker_stream=() if closed else tuple(control.reading(w)[0] for w in range(len(self.bounds))),
             rows_moved=0 if closed else control.moved,
             worker_busy_s=() if closed else tuple(float(x) for x in control.busy()),
-            balanced=self.balanced, longest_stream=self.tally.longest, epoch_steps=self.tally.epoch_steps,
-        )  # fmt: skip
+            balanced=self.balanced,
+            longest_stream=self.tally.longest,
+            epoch_steps=self.tally.epoch_steps,
+        )
 
     def close(self) -> None:
         """Stop the producers and free the ring. Idempotent."""

@@ -19,9 +19,13 @@ class Lengths:
     """The items' lengths, from ``indexed`` (an index's, one per item) or asked of ``source`` once per item."""
 
     def __init__(
-        self, source: StreamSource, plugin: str, items: Sequence[Any], on_error: str,
+        self,
+        source: StreamSource,
+        plugin: str,
+        items: Sequence[Any],
+        on_error: str,
         indexed: list[int | None] | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.source, self.plugin, self.items, self.on_error = source, plugin, items, on_error
         self.indexed = indexed
         self._known: dict[int, int | None] = {}

@@ -139,11 +139,25 @@ class StreamLoader:
         self.source = check_source(source)
         segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
         config = LoaderConfig(
-            batch_size, time_steps, num_workers=num_workers, seed=seed, shuffle=shuffle, boundary=boundary,
-            epoch_end=epoch_end, layout=layout, on_error=on_error, pin_memory=pin_memory, prefetch=prefetch,
-            timeout=timeout, mp_context=mp_context, segment=segment, batches_per_epoch=batches_per_epoch,
-            rank=rank, world_size=world_size, balance=True if balance is None and has_costly_steps(source) else balance,
-        )  # fmt: skip
+            batch_size,
+            time_steps,
+            num_workers=num_workers,
+            seed=seed,
+            shuffle=shuffle,
+            boundary=boundary,
+            epoch_end=epoch_end,
+            layout=layout,
+            on_error=on_error,
+            pin_memory=pin_memory,
+            prefetch=prefetch,
+            timeout=timeout,
+            mp_context=mp_context,
+            segment=segment,
+            batches_per_epoch=batches_per_epoch,
+            rank=rank,
+            world_size=world_size,
+            balance=True if balance is None and has_costly_steps(source) else balance,
+        )
         self.config = config
         # Plain attributes for reading; the configuration itself is ``self.config`` (frozen).
         self.batch_size, self.time_steps, self.num_workers = config.batch_size, config.time_steps, config.num_workers
@@ -166,13 +180,19 @@ class StreamLoader:
         self.prefetch, ring_args = loader_ring(self.fields, config, prefetch, extra, len(self.items))
         import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
         self.epochs = Epochs(config, len(self.items), self._lengths.all, self.plugin, stream_order_of(source))
-        self.fill_spec = FillSpec(plugin=self.plugin, fields=self.fields, config=config, transform=declared.transform,
-                             source_fields=None if declared.transform is None else declared.source_fields)  # fmt: skip
+        self.fill_spec = FillSpec(
+            plugin=self.plugin,
+            fields=self.fields,
+            config=config,
+            transform=declared.transform,
+            source_fields=None if declared.transform is None else declared.source_fields,
+        )
         self.ring = Ring.create({**ring_args, "num_streams": len(self.epochs.all)})
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         bounds = split_rows(batch_size, max(num_workers, 1))
-        self._resume = Resume(type(self), plugin=self.plugin, fields=self.fields, items=self.items, config=config,
-                              epochs=self.epochs)  # fmt: skip
+        self._resume = Resume(
+            type(self), plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
+        )
         tally = Tally(sum(f.nbytes for f in self.fields) * batch_size * time_steps)
         pending: dict[int, list[Skip]] = {}
 
@@ -197,8 +217,18 @@ class StreamLoader:
         # Whether a measure may turn balance on: iterator streams (a random-access source's batches are shared
         # whole) with workers to share them, and balance left to the loader.
         adaptive = config.balance is None and num_workers >= 2 and not has_window(source)
-        self._iteration = Iteration(config, self.epochs, self.ring, self._handout, producers, bounds, self._resume,
-                                    tally, self._finalizer, adaptive=adaptive)  # fmt: skip
+        self._iteration = Iteration(
+            config,
+            self.epochs,
+            self.ring,
+            self._handout,
+            producers,
+            bounds,
+            self._resume,
+            tally,
+            self._finalizer,
+            adaptive=adaptive,
+        )
 
     @property
     def _pool(self) -> WorkerPool | None:

@@ -206,8 +206,17 @@ class Mix(BaseSource):
     def _order(self, items: np.ndarray, steps: np.ndarray | None, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
         self.items()
         n_steps = stream_steps(items, steps, self._item_steps)
-        return deficit_order(items, self._source_of, self._pass_of, n_steps, self.weights,
-                             restream=self.until == "restream", seed=seed, epoch=epoch, shuffle=shuffle)  # fmt: skip
+        return deficit_order(
+            items,
+            self._source_of,
+            self._pass_of,
+            n_steps,
+            self.weights,
+            restream=self.until == "restream",
+            seed=seed,
+            epoch=epoch,
+            shuffle=shuffle,
+        )
 
 
 def _check_steps(names: Sequence[str], lengths: Sequence[Sequence[int | None]], until: str) -> None:

@@ -134,8 +134,9 @@ def check_arguments(name: str, factory: Any, args: tuple[Any, ...], options: dic
         raise PluginArgumentError(f"the {name} source cannot take these arguments: {problem}")
     first = next(iter(params.values()))
     argument = first.name if missing[0] is first and first.kind is not first.KEYWORD_ONLY else None
-    how = [f"{p.name!r} (pass {p.name}=...)" if p.name != argument else f"{p.name!r} (its first argument)"
-           for p in missing]  # fmt: skip
+    how = [
+        f"{p.name!r} (pass {p.name}=...)" if p.name != argument else f"{p.name!r} (its first argument)" for p in missing
+    ]
     raise PluginArgumentError(
         f"the {name} source needs {', '.join(how)}", missing=tuple(p.name for p in missing), argument=argument
     )

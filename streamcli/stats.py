@@ -56,8 +56,9 @@ class LoaderStats:
 
     def padding_hint(self) -> str | None:
         """One line naming why most steps are padding and what to do, when real data is under half of them."""
-        return padding_hint(self.useful_share, self.streams_total, self.batch_size, self.longest_stream,
-                            self.epoch_steps)  # fmt: skip
+        return padding_hint(
+            self.useful_share, self.streams_total, self.batch_size, self.longest_stream, self.epoch_steps
+        )
 
     @property
     def batches_per_s(self) -> float:

@@ -50,8 +50,11 @@ def deprecated(*aliases: Alias) -> Callable[[Callable[..., Any]], Callable[..., 
             elem: Any = a.type
             kind: Any = (list.__class_getitem__(elem) if a.many else elem) | None
             info = typer.Option(*a.flags, hidden=True, show_default=False)
-            extra.append(inspect.Parameter(a.param, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                           annotation=Annotated[kind, info]))  # fmt: skip
+            extra.append(
+                inspect.Parameter(
+                    a.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, info]
+                )
+            )
         new = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params] + extra
 
         @functools.wraps(func)

@@ -19,19 +19,37 @@ if TYPE_CHECKING:
     from streamcli.bench import BenchResult
 
 
-COLUMNS = ("loader", "workers", "batches/s", "steps/s", "real steps", "MB/s", "wait p50", "wait p95", "busy",
-           "1st batch", "peak RSS")  # fmt: skip
+COLUMNS = (
+    "loader",
+    "workers",
+    "batches/s",
+    "steps/s",
+    "real steps",
+    "MB/s",
+    "wait p50",
+    "wait p95",
+    "busy",
+    "1st batch",
+    "peak RSS",
+)
 
 
 def result_cells(r: BenchResult) -> list[str]:
     """One result as the table's cells; an unknown worker load (a run too short to sample) shows "-"."""
     busy = f"{r.busy * 100:.0f}%" if r.busy == r.busy else "-"
     return [
-        r.name, str(r.workers), f"{r.batches_per_s:.1f}", f"{r.steps_per_s:,.0f}",
-        f"{r.useful_share:.0%}" if r.useful_share == r.useful_share else "-", f"{r.mb_per_s:.1f}",
-        f"{r.wait_p50_ms:.2f} ms", f"{r.wait_p95_ms:.2f} ms", busy, f"{r.first_batch_s:.2f} s",
+        r.name,
+        str(r.workers),
+        f"{r.batches_per_s:.1f}",
+        f"{r.steps_per_s:,.0f}",
+        f"{r.useful_share:.0%}" if r.useful_share == r.useful_share else "-",
+        f"{r.mb_per_s:.1f}",
+        f"{r.wait_p50_ms:.2f} ms",
+        f"{r.wait_p95_ms:.2f} ms",
+        busy,
+        f"{r.first_batch_s:.2f} s",
         f"{r.peak_rss_mb:.0f} MB",
-    ]  # fmt: skip
+    ]
 
 
 def results_table(results: list[BenchResult], title: str) -> Table:

@@ -168,8 +168,9 @@ class StreamcliGroup(TyperGroup):
                 raise
             denied = _permission_error(exc)
             if denied is not None:  # a file or folder the user may not read or write: theirs to fix
-                err_line(f"{_filename(denied)}: permission denied; change its permissions or run as a user who may "
-                         "use it")  # fmt: skip
+                err_line(
+                    f"{_filename(denied)}: permission denied; change its permissions or run as a user who may use it"
+                )
                 code = 2
             elif isinstance(exc, UnsupportedURLError):  # a URL the user gave that cannot be served: theirs to fix
                 err_line(str(exc))

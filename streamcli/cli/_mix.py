@@ -106,8 +106,11 @@ def check_mix_input(args: Sequence[str], check_input: Callable[[Sequence[str]], 
             raise UsageFailure(f"mix {part.name}: {exc}") from None
 
 
-def resolve_mix(args: Sequence[str], raw_options: Sequence[str] | None,
-                resolve_source: Callable[[Sequence[str], Sequence[str]], SourceSpec]) -> SourceSpec:  # fmt: skip
+def resolve_mix(
+    args: Sequence[str],
+    raw_options: Sequence[str] | None,
+    resolve_source: Callable[[Sequence[str], Sequence[str]], SourceSpec],
+) -> SourceSpec:
     """The ``SourceSpec`` of a mix: every part resolved as ``preview`` resolves one source (``resolve_source``),
     then mixed."""
     from streamcli.mix import mix

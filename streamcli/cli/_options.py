@@ -77,25 +77,57 @@ LOADER_OPTIONS: tuple[LoaderOption, ...] = (
     LoaderOption("num_workers", ("--workers", "-w"), int | None, None, _workers_help()),
     LoaderOption("seed", ("--seed",), int, 0, "Seed of the stream order."),
     LoaderOption("shuffle", ("--shuffle/--no-shuffle",), bool, True, "Shuffle the stream order."),
-    LoaderOption("boundary", ("--boundary",), MODE_ENUMS["boundary"], MODES["boundary"][0],
-                 "A row's next stream: pad to the batch end or pack."),
-    LoaderOption("epoch_end", ("--epoch-end",), MODE_ENUMS["epoch_end"], MODES["epoch_end"][0],
-                 "Rows left at the epoch's end."),
-    LoaderOption("layout", ("--layout",), MODE_ENUMS["layout"], MODES["layout"][0],
-                 "Tensor layout (T, B, ...) or (B, T, ...)."),
-    LoaderOption("on_error", ("--on-error",), MODE_ENUMS["on_error"], MODES["on_error"][0],
-                 "A failing stream: raise, or skip it."),
-    LoaderOption("segment", ("--segment",), int, 0,
-                 "Cut every item into streams of at most N steps, each with its own reset (0: whole items)."),
-    LoaderOption("batches_per_epoch", ("--batches-per-epoch",), int | None, None,
-                 "Make every epoch exactly N batches: cut, or padded (replayed with --epoch-end restream)."),
-    LoaderOption("transform", ("--transform",), str | None, None,
-                 "Augment image fields with the same draw along each stream, in order, e.g. "
-                 "crop=112,flip,brightness=0.2,contrast=0.2,resize=64."),
-    LoaderOption("balance", ("--balance/--no-balance",), bool | None, None,
-                 "With workers, give a row's next stream to whichever worker is free (for costly, uneven steps "
-                 "such as video decoding), or keep a block of rows per worker. Default: the source's choice."),
-)  # fmt: skip
+    LoaderOption(
+        "boundary",
+        ("--boundary",),
+        MODE_ENUMS["boundary"],
+        MODES["boundary"][0],
+        "A row's next stream: pad to the batch end or pack.",
+    ),
+    LoaderOption(
+        "epoch_end", ("--epoch-end",), MODE_ENUMS["epoch_end"], MODES["epoch_end"][0], "Rows left at the epoch's end."
+    ),
+    LoaderOption(
+        "layout", ("--layout",), MODE_ENUMS["layout"], MODES["layout"][0], "Tensor layout (T, B, ...) or (B, T, ...)."
+    ),
+    LoaderOption(
+        "on_error",
+        ("--on-error",),
+        MODE_ENUMS["on_error"],
+        MODES["on_error"][0],
+        "A failing stream: raise, or skip it.",
+    ),
+    LoaderOption(
+        "segment",
+        ("--segment",),
+        int,
+        0,
+        "Cut every item into streams of at most N steps, each with its own reset (0: whole items).",
+    ),
+    LoaderOption(
+        "batches_per_epoch",
+        ("--batches-per-epoch",),
+        int | None,
+        None,
+        "Make every epoch exactly N batches: cut, or padded (replayed with --epoch-end restream).",
+    ),
+    LoaderOption(
+        "transform",
+        ("--transform",),
+        str | None,
+        None,
+        "Augment image fields with the same draw along each stream, in order, e.g. "
+        "crop=112,flip,brightness=0.2,contrast=0.2,resize=64.",
+    ),
+    LoaderOption(
+        "balance",
+        ("--balance/--no-balance",),
+        bool | None,
+        None,
+        "With workers, give a row's next stream to whichever worker is free (for costly, uneven steps "
+        "such as video decoding), or keep a block of rows per worker. Default: the source's choice.",
+    ),
+)
 """Every loader keyword the CLI exposes, in ``--help`` order."""
 
 

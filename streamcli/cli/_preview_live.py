@@ -113,8 +113,15 @@ class Pace:
         self.interval = max(self.base, (self.clock() - start) / RENDER_BUDGET)
 
 
-def live_loop(keys: Keys, pull: Callable[[bool], bool], render: Callable[[bool, bool], None], pace: Pace, *,
-              done: bool, stop_when_done: bool) -> None:  # fmt: skip
+def live_loop(
+    keys: Keys,
+    pull: Callable[[bool], bool],
+    render: Callable[[bool, bool], None],
+    pace: Pace,
+    *,
+    done: bool,
+    stop_when_done: bool,
+) -> None:
     """The live view's keys, pulls and draws until q (or the end, with ``stop_when_done``).
 
     ``pull(show)`` takes the next batch (False at the end), copying its frame out when ``show`` or when a draw

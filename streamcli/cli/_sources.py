@@ -185,8 +185,14 @@ class _ScanBar:
 
         console = Console(stderr=True)
         self.enabled = console.is_terminal
-        self._bar = Progress(TextColumn("scanning lengths"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
-                             console=console, transient=True)  # fmt: skip
+        self._bar = Progress(
+            TextColumn("scanning lengths"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("files"),
+            console=console,
+            transient=True,
+        )
         self._task = self._bar.add_task("scan", total=None)
         self._started = False
 

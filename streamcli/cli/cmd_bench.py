@@ -47,8 +47,15 @@ class RunProgress:
     """``on_run`` for ``run_benchmark``: the runs done of all of them and the time left, estimated from the runs
     so far. A transient Rich bar on a terminal; elsewhere (CI logs, pipes) one line per run."""
 
-    def __init__(self, total: int, repeats: int, console: Console, *, enabled: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        total: int,
+        repeats: int,
+        console: Console,
+        *,
+        enabled: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.total, self.repeats, self.console, self.enabled, self.clock = total, repeats, console, enabled, clock
@@ -57,10 +64,17 @@ class RunProgress:
         self.bar: Progress | None = None
         if enabled and console.is_terminal:
             # the estimate averages every run so far (runs take seconds to minutes; Rich's default is the last 30 s)
-            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs,"),
-                       TimeRemainingColumn(compact=True), TextColumn("left"))  # fmt: skip
-            self.bar = Progress(*columns, console=console, transient=True, speed_estimate_period=24 * 3600,
-                                get_time=clock)  # fmt: skip
+            columns = (
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("runs,"),
+                TimeRemainingColumn(compact=True),
+                TextColumn("left"),
+            )
+            self.bar = Progress(
+                *columns, console=console, transient=True, speed_estimate_period=24 * 3600, get_time=clock
+            )
             self.task = self.bar.add_task("bench", total=total)
             self.bar.start()
 
@@ -74,8 +88,9 @@ class RunProgress:
             self.bar.update(self.task, completed=self.done, description=what)
         elif self.enabled:
             left = time_left(self.done, self.total, now - self.started)
-            self.console.print(f"[dim]{what} ({self.done + 1} of {self.total}{'; ' + left if left else ''})[/]",
-                               highlight=False)  # fmt: skip
+            self.console.print(
+                f"[dim]{what} ({self.done + 1} of {self.total}{'; ' + left if left else ''})[/]", highlight=False
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -201,8 +216,13 @@ def bench(
         elif sched:
             typer.echo(f"scheduling (workers={best.workers}): {sched}")
         assert spec.source is not None
-        hint = padding_hint(best.useful_share, best.streams or len(spec.source.items()), batch_size,
-                            best.longest_stream, best.epoch_steps)  # fmt: skip
+        hint = padding_hint(
+            best.useful_share,
+            best.streams or len(spec.source.items()),
+            batch_size,
+            best.longest_stream,
+            best.epoch_steps,
+        )
         if hint and not quiet:
             Console(stderr=True).print(f"[yellow]hint:[/] {hint}", highlight=False)
     if plot_path is not None:

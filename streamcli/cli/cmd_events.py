@@ -191,11 +191,17 @@ def events_from_video(
         with (
             CollectedWarnings(STATE.debug) as caught,
             Progress(
-                TextColumn("[bold]events[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("recordings"),
-                TextColumn("{task.fields[events]:,} events"), TimeRemainingColumn(), console=err, transient=False,
+                TextColumn("[bold]events[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("recordings"),
+                TextColumn("{task.fields[events]:,} events"),
+                TimeRemainingColumn(),
+                console=err,
+                transient=False,
                 disable=as_json or quiet,
             ) as progress,
-        ):  # fmt: skip
+        ):
             task = progress.add_task("events", total=len(items), events=0)
             for i, (item, path) in enumerate(zip(items, paths, strict=True)):
                 ev = from_source(source, item, sim, fps=fps)
@@ -218,11 +224,23 @@ def events_from_video(
     total = sum(f["events"] for f in files)
     seconds = sum(f["seconds"] for f in files)
     if as_json:
-        typer.echo(json.dumps({
-            "source": spec.record(), "format": to, "out_dir": str(out_dir), "recordings": len(files),
-            "events": total, "seconds": seconds, "elapsed_s": elapsed, "sensor_size": list(sensor),
-            "simulator": simulator, "files": files,
-        }, indent=1))  # fmt: skip
+        typer.echo(
+            json.dumps(
+                {
+                    "source": spec.record(),
+                    "format": to,
+                    "out_dir": str(out_dir),
+                    "recordings": len(files),
+                    "events": total,
+                    "seconds": seconds,
+                    "elapsed_s": elapsed,
+                    "sensor_size": list(sensor),
+                    "simulator": simulator,
+                    "files": files,
+                },
+                indent=1,
+            )
+        )
         return
     if quiet:
         return

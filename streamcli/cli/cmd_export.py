@@ -129,8 +129,15 @@ def export(
             raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     given = "" if len(src) > 1 or not src else f" (if {out!r} is your input, name OUT_DIR after it)"
     try:
-        check_out_dir(out, listing(out_dir), overwrite=overwrite, resume=resume, what="OUT_DIR",
-                      spell=lambda flag: f"--{flag}", hint=given)  # fmt: skip
+        check_out_dir(
+            out,
+            listing(out_dir),
+            overwrite=overwrite,
+            resume=resume,
+            what="OUT_DIR",
+            spell=lambda flag: f"--{flag}",
+            hint=given,
+        )
     except ShardError as exc:
         raise UsageFailure(str(exc)) from None
     shard_bytes = parse_size(shard_size)
@@ -171,9 +178,15 @@ def export(
             (TextColumn("{task.fields[rate]}"),) if total is None else (MofNCompleteColumn(), TextColumn("batches"))
         )  # an unknown total shows a rate, never "224/?"
         with Progress(
-            TextColumn("[bold]export[/]"), BarColumn(), *counts, TextColumn("{task.fields[mb]:.1f} MB"),
-            TimeRemainingColumn(), console=console, transient=False, disable=quiet or as_json,
-        ) as progress:  # fmt: skip
+            TextColumn("[bold]export[/]"),
+            BarColumn(),
+            *counts,
+            TextColumn("{task.fields[mb]:.1f} MB"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            disable=quiet or as_json,
+        ) as progress:
             task = progress.add_task("export", total=total, mb=0.0, rate="")
             first: list[float] = []  # when the first batch was written: the steady rate excludes start-up
 
@@ -187,8 +200,21 @@ def export(
             try:
                 if engine == "ray":
                     assert total is not None
-                    manifest = _on_ray(loader, spec, opts, header, out_dir, n_epochs, total, mode, address,
-                                       partitions, progress, task, console)  # fmt: skip
+                    manifest = _on_ray(
+                        loader,
+                        spec,
+                        opts,
+                        header,
+                        out_dir,
+                        n_epochs,
+                        total,
+                        mode,
+                        address,
+                        partitions,
+                        progress,
+                        task,
+                        console,
+                    )
                 else:
                     manifest = export_loader(
                         loader, out_dir, header, epochs=n_epochs, batches=batches, mode=mode, progress=report
@@ -203,19 +229,28 @@ def export(
     caught.report()
     # The same summary as streamcli.export returns; a Ray export's loader read nothing, so its share is unknown.
     summary = dataclasses.replace(
-        summarize(manifest, out_dir, before, seconds=dt, valid_steps=stats.steps if stats.batches else None,
-                  batches_read=stats.batches, resumed=resume, already_complete=was_complete,
-                  hint=stats.padding_hint() or None),
+        summarize(
+            manifest,
+            out_dir,
+            before,
+            seconds=dt,
+            valid_steps=stats.steps if stats.batches else None,
+            batches_read=stats.batches,
+            resumed=resume,
+            already_complete=was_complete,
+            hint=stats.padding_hint() or None,
+        ),
         out_dir=str(out),
-    )  # fmt: skip
+    )
     n, nbytes, held = summary.batches, summary.bytes, count(summary.shards, "shard")
     if was_complete:
         if as_json:
             typer.echo(json.dumps(summary.to_json(), indent=1))
             return
         note = f"; removed a stale {PARTIAL} left by a kill while it finished" if stale else ""
-        console.print(f"{out} is already a complete export ({n} batches in {held}); nothing to write{note}",
-                      highlight=False)  # fmt: skip
+        console.print(
+            f"{out} is already a complete export ({n} batches in {held}); nothing to write{note}", highlight=False
+        )
         return
     # A resumed run is timed on what it wrote itself; the shards it kept were written by an earlier run.
     new_n, new_bytes, new_shards = summary.written_batches, summary.written_bytes, summary.written_shards
@@ -246,16 +281,33 @@ def export(
 
 
 def _on_ray(
-    loader: Any, spec: Any, opts: LoaderOptions, header: dict[str, Any], out_dir: str | Path, epochs: int | None,
-    total: int, mode: str, address: str | None, partitions: int | None, progress: Progress, task: Any,
+    loader: Any,
+    spec: Any,
+    opts: LoaderOptions,
+    header: dict[str, Any],
+    out_dir: str | Path,
+    epochs: int | None,
+    total: int,
+    mode: str,
+    address: str | None,
+    partitions: int | None,
+    progress: Progress,
+    task: Any,
     console: Console,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     from streamcli.shards.on_ray import Job, export_on_ray
 
     kw = {"batch_size": opts.batch_size, "time_steps": opts.time_steps, **opts.record()}
     needed = epochs if epochs is not None else 1 + max(0, epochs_for(loader, total))
-    job = Job(source=spec.record(), loader=kw, header=header, out_dir=str(out_dir), epochs=needed, total=total,
-              fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
+    job = Job(
+        source=spec.record(),
+        loader=kw,
+        header=header,
+        out_dir=str(out_dir),
+        epochs=needed,
+        total=total,
+        fingerprint=loader.state_dict()["fingerprint"],
+    )
     loader.close()  # each task builds its own: this one's workers and shared memory would idle through the export
 
     def on_started(s: float) -> None:
@@ -268,8 +320,7 @@ def _on_ray(
     def report(n: int, of: int) -> None:
         progress.update(task, completed=n, mb=n * per_batch / 1e6)
 
-    return export_on_ray(job, mode=mode, partitions=partitions, address=address, progress=report,
-                         on_started=on_started)  # fmt: skip
+    return export_on_ray(job, mode=mode, partitions=partitions, address=address, progress=report, on_started=on_started)
 
 
 def register(app: typer.Typer) -> None:

@@ -63,8 +63,15 @@ def index(
         raise UsageFailure(f"--out {out!r}: its folder does not exist; create it or name another path")
     console = Console(stderr=True, quiet=quiet)
     start = time.monotonic()
-    with Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TextColumn("items"), console=console,
-                  transient=True, disable=quiet or as_json) as bar:  # fmt: skip
+    with Progress(
+        TextColumn("indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("items"),
+        console=console,
+        transient=True,
+        disable=quiet or as_json,
+    ) as bar:
         task = bar.add_task("index", total=None)
         try:
             items, lengths = _index.build(spec.source, lambda d, t: bar.update(task, completed=d, total=t))
@@ -88,5 +95,8 @@ def index(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=StreamcliCommand, epilog="Examples: streamcli index text samples/text  |  "
-                "streamcli index text s3://bucket/books --out s3://bucket/books.index.npz --json")(index)  # fmt: skip
+    app.command(
+        cls=StreamcliCommand,
+        epilog="Examples: streamcli index text samples/text  |  "
+        "streamcli index text s3://bucket/books --out s3://bucket/books.index.npz --json",
+    )(index)

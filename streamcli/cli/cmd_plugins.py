@@ -67,8 +67,14 @@ def options_of(name: str) -> list[dict[str, Any]]:
         ann = hints.get(key, p.annotation)
         default = None if p.default is inspect.Parameter.empty else p.default
         text = docs.get(key, "")
-        out.append({"name": key, "type": type_name(ann, p.default), "default": shown_default(default, text),
-                    "description": text})  # fmt: skip
+        out.append(
+            {
+                "name": key,
+                "type": type_name(ann, p.default),
+                "default": shown_default(default, text),
+                "description": text,
+            }
+        )
     if open_kwargs:
         out.append({"name": "**", "type": "any", "default": None, "description": "any other key=value"})
     return out

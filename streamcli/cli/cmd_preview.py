@@ -140,8 +140,11 @@ def preview(
     # file for the whole run so nothing can scribble over the screen; warnings show as lines afterwards.
     caught, native = CollectedWarnings(STATE.debug), NativeStderr(STATE.debug)
     w = opts.num_workers
-    starting = console.status(f"starting {w} worker{'s' * (w != 1)}; waiting for the first batch..." if w else
-                              "starting; waiting for the first batch...")  # fmt: skip
+    starting = console.status(
+        f"starting {w} worker{'s' * (w != 1)}; waiting for the first batch..."
+        if w
+        else "starting; waiting for the first batch..."
+    )
     if console.is_terminal:
         starting.start()
     try:
@@ -167,8 +170,11 @@ def preview(
             if not console.is_terminal:
                 while pull():
                     pass
-                console.print(text_summary(frame, loader.stats, title=spec.label(), skipped=spec.skipped,
-                                           skipped_names=skips.names(loader)))  # fmt: skip
+                console.print(
+                    text_summary(
+                        frame, loader.stats, title=spec.label(), skipped=spec.skipped, skipped_names=skips.names(loader)
+                    )
+                )
             else:
                 system, notice = colour_notice(console)
                 try:
@@ -185,17 +191,31 @@ def preview(
                         size = console.size
                         live.update(
                             dashboard(
-                                frame, loader.stats, width=size.width, height=size.height, color_system=system,
-                                title=spec.label() + ("  (done: q to quit)" if done else ""), paused=paused,
-                                notice=notice, skipped=spec.skipped, skipped_names=skips.names(loader),
+                                frame,
+                                loader.stats,
+                                width=size.width,
+                                height=size.height,
+                                color_system=system,
+                                title=spec.label() + ("  (done: q to quit)" if done else ""),
+                                paused=paused,
+                                notice=notice,
+                                skipped=spec.skipped,
+                                skipped_names=skips.names(loader),
                             ),
                             refresh=True,
-                        )  # fmt: skip
+                        )
 
-                    live_loop(keys, pull, render, pace, done=first_done,
-                              stop_when_done=batches is not None or not keys.enabled)  # fmt: skip
-            console.print(closing_line(n, loader.stats.steps, loader.stats.bytes, t0, marks), highlight=False,
-                          soft_wrap=True)  # fmt: skip
+                    live_loop(
+                        keys,
+                        pull,
+                        render,
+                        pace,
+                        done=first_done,
+                        stop_when_done=batches is not None or not keys.enabled,
+                    )
+            console.print(
+                closing_line(n, loader.stats.steps, loader.stats.bytes, t0, marks), highlight=False, soft_wrap=True
+            )
     finally:
         starting.stop()  # idempotent: an error before the first batch must not leave the spinner running
         native.report()

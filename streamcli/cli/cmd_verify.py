@@ -46,10 +46,13 @@ def verify(
         if not problems:
             m = load_manifest(out_dir)
             result |= {
-                "batches": m["batches"], "shards": len(m["shards"]), "batch_size": m["batch_size"],
-                "time_steps": m["time_steps"], "layout": m["layout"],
+                "batches": m["batches"],
+                "shards": len(m["shards"]),
+                "batch_size": m["batch_size"],
+                "time_steps": m["time_steps"],
+                "layout": m["layout"],
                 "fields": [{"name": f.name, "dtype": f.np_dtype.name, "shape": list(f.shape)} for f in m["_fields"]],
-            }  # fmt: skip
+            }
         typer.echo(json.dumps(result, indent=1))
         if problems:
             raise ShardError(f"{len(problems)} problem(s) in {out_dir}")

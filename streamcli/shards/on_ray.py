@@ -95,9 +95,11 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     k = int(job.header["batches_per_shard"])
     start, stop = first * k, min(end * k, job.total)
     spec = job.source
-    source = load_source(spec["plugin"], spec["arg"], **spec["options"]) if spec.get("arg") is not None else (
-        load_source(spec["plugin"], **spec["options"])
-    )  # fmt: skip
+    source = (
+        load_source(spec["plugin"], spec["arg"], **spec["options"])
+        if spec.get("arg") is not None
+        else (load_source(spec["plugin"], **spec["options"]))
+    )
     call_setup_worker(source)  # a task is one CPU: the source's thread limits apply, as in a worker
     kw = dict(job.loader)
     B, T = kw.pop("batch_size"), kw.pop("time_steps")

@@ -23,8 +23,12 @@ def init_local(ray: Any, num_cpus: int | None = None) -> None:
     notice the raylet's death, then wait up to a minute to report it to the dead GCS. ``_guard`` ends them.
     """
     before = set(_descendants(os.getpid()))  # e.g. multiprocessing's resource tracker: not Ray's, left alone
-    ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)  # fmt: skip
+    ray.init(
+        num_cpus=num_cpus or os.cpu_count() or 1,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+    )
     guard = _guard([p for p in _descendants(os.getpid()) if p not in before])
     if guard is not None:
         _GUARDS.append(guard)  # its pipe must stay open as long as this process lives (or until release_guards)
@@ -73,7 +77,7 @@ def _guard(processes: list[tuple[int, int]]) -> subprocess.Popen[bytes] | None:
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip  (the pipe's write end stays open in this process until it ends)
+    )  # the pipe's write end stays open in this process until it ends
 
 
 def _descendants(root: int) -> list[tuple[int, int]]:

@@ -136,8 +136,14 @@ class Ring:
         dtype = self._record_dtypes.get(key)
         if dtype is None:
             e = self._slot_entries
-            dtype = np.dtype({"names": list(key), "formats": [(np.dtype(e[n][2]), e[n][1]) for n in key],
-                              "offsets": [e[n][0] for n in key], "itemsize": self._stride})  # fmt: skip
+            dtype = np.dtype(
+                {
+                    "names": list(key),
+                    "formats": [(np.dtype(e[n][2]), e[n][1]) for n in key],
+                    "offsets": [e[n][0] for n in key],
+                    "itemsize": self._stride,
+                }
+            )
             self._record_dtypes[key] = dtype
         record = np.frombuffer(holder, dtype)
         return [record[n][0] for n in key]

@@ -23,9 +23,15 @@ _CACHE_DEFAULT = 32 * 2**20  # where the last-level cache cannot be read
 
 
 def default_prefetch(
-    fields: Sequence[Field], batch_size: int, time_steps: int, layout: str, workers: int, extra: int = 4,
-    most: int = PREFETCH_MAX, budget: int | None = None,
-) -> int:  # fmt: skip
+    fields: Sequence[Field],
+    batch_size: int,
+    time_steps: int,
+    layout: str,
+    workers: int,
+    extra: int = 4,
+    most: int = PREFETCH_MAX,
+    budget: int | None = None,
+) -> int:
     """Batches workers may write ahead by default: as many slots as fit in ``budget`` (the CPU's last-level cache)
     and in a quarter of the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and
     ``most`` (16); 4 in-process, where nothing runs ahead. Every slot is written once a lap: a ring that fits in
@@ -33,8 +39,16 @@ def default_prefetch(
     streams cost unevenly (rows of cheap streams fill later batches while an expensive one finishes this one)."""
     if not workers:
         return PREFETCH_MIN
-    spec = RingSpec(name="", fields=tuple(fields), batch_size=batch_size, time_steps=time_steps, num_slots=1,
-                    num_workers=workers, num_streams=1, layout=layout)  # fmt: skip
+    spec = RingSpec(
+        name="",
+        fields=tuple(fields),
+        batch_size=batch_size,
+        time_steps=time_steps,
+        num_slots=1,
+        num_workers=workers,
+        num_streams=1,
+        layout=layout,
+    )
     fit = int(min(cache_bytes() if budget is None else budget, room()[0] / 4) // spec.entries()[3])
     return max(PREFETCH_MIN, min(most, fit - extra))
 
@@ -50,9 +64,13 @@ def loader_ring(
     if prefetch is None:
         prefetch = default_prefetch(fields, config.batch_size, config.time_steps, config.layout, workers, extra)
     args: dict[str, Any] = dict(
-        fields=tuple(fields), batch_size=config.batch_size, time_steps=config.time_steps,
-        num_slots=prefetch + extra, num_workers=max(workers, 1), layout=config.layout,
-    )  # fmt: skip
+        fields=tuple(fields),
+        batch_size=config.batch_size,
+        time_steps=config.time_steps,
+        num_slots=prefetch + extra,
+        num_workers=max(workers, 1),
+        layout=config.layout,
+    )
     check_room(RingSpec(name="", num_streams=num_items, **args))
     return prefetch, args
 

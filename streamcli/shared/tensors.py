@@ -39,8 +39,11 @@ def pin_available(torch: Any) -> bool:
         return True
     if not _pin_warned:
         _pin_warned = True
-        warnings.warn("pin_memory=True but CUDA is not available; batches stay in pageable memory",
-                      RuntimeWarning, stacklevel=user_stacklevel())  # fmt: skip
+        warnings.warn(
+            "pin_memory=True but CUDA is not available; batches stay in pageable memory",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
     return False
 
 

@@ -26,14 +26,32 @@ BACKOFF_S = 0.25
 BACKOFF_MAX_S = 8.0
 _PERMANENT = (FileNotFoundError, PermissionError, FileExistsError, IsADirectoryError, NotADirectoryError)
 _TRANSIENT_TYPES = {
-    "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
-    "ServerDisconnectedError", "ClientConnectorError", "ClientConnectionError", "ClientPayloadError",
-    "ClientOSError", "IncompleteRead", "FSTimeoutError", "ResponseStreamingError", "ProtocolError",
-}  # fmt: skip
+    "EndpointConnectionError",
+    "ConnectionClosedError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "ServerDisconnectedError",
+    "ClientConnectorError",
+    "ClientConnectionError",
+    "ClientPayloadError",
+    "ClientOSError",
+    "IncompleteRead",
+    "FSTimeoutError",
+    "ResponseStreamingError",
+    "ProtocolError",
+}
 _TRANSIENT_WORDS = (
-    "SlowDown", "Throttl", "TooManyRequests", "RequestLimitExceeded", "ServiceUnavailable", "InternalError",
-    "RequestTimeout", "Bad Gateway", "Gateway Timeout", "Connection reset",
-)  # fmt: skip
+    "SlowDown",
+    "Throttl",
+    "TooManyRequests",
+    "RequestLimitExceeded",
+    "ServiceUnavailable",
+    "InternalError",
+    "RequestTimeout",
+    "Bad Gateway",
+    "Gateway Timeout",
+    "Connection reset",
+)
 
 
 class NoConditionalPut(Exception):
@@ -101,8 +119,9 @@ def retry(fn: Callable[[], T], what: str, url: str) -> T:
                     "check the connection and the service, then rerun (STREAMCLI_STORAGE_RETRIES and "
                     "STREAMCLI_STORAGE_DEADLINE_S set how long it tries)"
                 ) from exc
-            _log.warning("streamcli: %s %s failed (%s); retry %d of %d in %.2g s", what, url, describe(exc),
-                         i + 1, n - 1, wait)  # fmt: skip
+            _log.warning(
+                "streamcli: %s %s failed (%s); retry %d of %d in %.2g s", what, url, describe(exc), i + 1, n - 1, wait
+            )
             time.sleep(wait)
     raise AssertionError("unreachable")
 

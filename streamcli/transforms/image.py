@@ -43,13 +43,17 @@ def _image_fields(fields: Sequence[Field], field: str | None, who: str) -> list[
     if field is not None:
         found = [f for f in fields if f.name == field]
         if not found:
-            raise ValueError(f"{who}: field={field!r} is not a field of the source; its fields are "
-                             f"{', '.join(f.name for f in fields)}")  # fmt: skip
+            raise ValueError(
+                f"{who}: field={field!r} is not a field of the source; its fields are "
+                f"{', '.join(f.name for f in fields)}"
+            )
         return found
     found = [f for f in fields if f.display_kind == "image"]
     if not found:
-        raise ValueError(f"{who}: the source declares no image field (display='image'); name one with field=, "
-                         f"one of {', '.join(f.name for f in fields)}")  # fmt: skip
+        raise ValueError(
+            f"{who}: the source declares no image field (display='image'); name one with field=, "
+            f"one of {', '.join(f.name for f in fields)}"
+        )
     return found
 
 
@@ -114,8 +118,9 @@ class RandomCrop(ImageTransform):
         lay = _layout(f)
         h, w = f.shape[lay.h - 1], f.shape[lay.w - 1]
         if self.size[0] > h or self.size[1] > w:
-            raise ValueError(f"crop={self.size[0]}x{self.size[1]} is larger than field {f.describe()}; crop to "
-                             f"at most {h}x{w}")  # fmt: skip
+            raise ValueError(
+                f"crop={self.size[0]}x{self.size[1]} is larger than field {f.describe()}; crop to at most {h}x{w}"
+            )
         shape = list(f.shape)
         shape[lay.h - 1], shape[lay.w - 1] = self.size
         return tuple(shape)

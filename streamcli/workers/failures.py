@@ -33,9 +33,14 @@ def remote_error(classes: list[tuple[str, str]], message: str) -> StreamcliError
 
 
 def died(
-    w: int, pid: int | None, code: int | None, reading: tuple[int, int], describe: Callable[[int], str],
-    in_setup: bool, before_reading: bool,
-) -> WorkerError:  # fmt: skip
+    w: int,
+    pid: int | None,
+    code: int | None,
+    reading: tuple[int, int],
+    describe: Callable[[int], str],
+    in_setup: bool,
+    before_reading: bool,
+) -> WorkerError:
     """Worker ``w`` has died: its exit, where it was (``reading``: stream and position, the stream -1 if none; else
     in the source's ``setup_worker``) and the likely fix. ``before_reading``: it died while spawning, having read
     no step."""
@@ -60,9 +65,10 @@ def stalled(timeout: float, readings: list[tuple[int, int]], describe: Callable[
         if stream >= 0
     )
     return WorkerError(
-        f"the workers read no step for {timeout:g} s (timeout={timeout})" + (f": {where}" if where else "")
+        f"the workers read no step for {timeout:g} s (timeout={timeout})"
+        + (f": {where}" if where else "")
         + "; a source may hang there, or pass a larger timeout="
-    )  # fmt: skip
+    )
 
 
 def slow_start(w: int, pid: int | None, in_setup: bool, limit: float, timeout: float, startup_s: float) -> WorkerError:

@@ -85,9 +85,11 @@ class WorkerPool:
                 for spec in specs:
                     parent, child = ctx.Pipe()
                     proc = ctx.Process(
-                        target=worker_main, args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
-                        name=f"streamcli-worker-{spec.w}", daemon=True,
-                    )  # fmt: skip
+                        target=worker_main,
+                        args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
+                        name=f"streamcli-worker-{spec.w}",
+                        daemon=True,
+                    )
                     proc.start()
                     child.close()  # only the worker holds this end: its death is EOF here
                     self.procs.append(proc)

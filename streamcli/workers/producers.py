@@ -27,8 +27,9 @@ class InProcess:
 
     pool: WorkerPool | None = None
 
-    def __init__(self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring,
-                 on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+    def __init__(
+        self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, on_skip: Callable[[Skip], None]
+    ) -> None:
         self.engine = Engine(
             spec,
             source,
@@ -64,19 +65,30 @@ class InProcess:
 class Workers:
     """Worker processes fill batches ahead of the consumer, within the hand-out window."""
 
-    def __init__(self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring,
-                 bounds: Sequence[tuple[int, int]], mp_context: str,
-                 on_skip: Callable[[Skip], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: FillSpec,
+        source: StreamSource,
+        items: Sequence[Any],
+        ring: Ring,
+        bounds: Sequence[tuple[int, int]],
+        mp_context: str,
+        on_skip: Callable[[Skip], None],
+    ) -> None:
         if mp_context != "fork":
             check_main_guard()
         check_picklable(source, items, spec.plugin)
         try:
             pickle.dumps(spec.transform)
         except Exception as exc:
-            raise TypeError(f"transform {spec.transform!r} cannot be pickled for worker processes ({exc}); make it "
-                            "a module-level class or function, or use num_workers=0") from exc  # fmt: skip
-        specs = [WorkerSpec(w=w, lo=lo, hi=hi, fill_spec=spec, ring=ring.spec, source=source, items=list(items))
-                 for w, (lo, hi) in enumerate(bounds)]  # fmt: skip
+            raise TypeError(
+                f"transform {spec.transform!r} cannot be pickled for worker processes ({exc}); make it "
+                "a module-level class or function, or use num_workers=0"
+            ) from exc
+        specs = [
+            WorkerSpec(w=w, lo=lo, hi=hi, fill_spec=spec, ring=ring.spec, source=source, items=list(items))
+            for w, (lo, hi) in enumerate(bounds)
+        ]
         self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
         self.pool.on_skip = on_skip
 

@@ -48,8 +48,9 @@ class WorkerSpec:
     items: list[Any]
 
 
-def worker_main(spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int,
-                alive: Connection, pdeathsig: bool) -> None:  # fmt: skip
+def worker_main(
+    spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int, alive: Connection, pdeathsig: bool
+) -> None:
     # Ctrl-C reaches the whole process group; the loader in the main process decides what happens. The worker
     # started with the stop signals blocked (``WorkerPool``, ``signals.held``): SIGINT is ignored now (one that
     # came meanwhile is dropped), the others act as they would have.

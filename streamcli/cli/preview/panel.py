@@ -121,8 +121,9 @@ def dashboard(
         parts.append(Text(head, "dim"))
         parts.append(AnsiLines(grid_lines(frame, cols, lay, color_system)[:avail]))
     if stats is not None:
-        parts.append(stats_panel(stats, title=title, paused=paused, skipped=skipped, skipped_names=skipped_names,
-                                 width=width))  # fmt: skip
+        parts.append(
+            stats_panel(stats, title=title, paused=paused, skipped=skipped, skipped_names=skipped_names, width=width)
+        )
     parts.append(Text("q quit   space pause   n next batch (paused)", "dim"))
     return Group(*parts)
 

@@ -39,9 +39,19 @@ class Control(EpochTables, RowOwners, Completion, Reports):
     need no lock: a stale read only makes them wait longer.
     """
 
-    def __init__(self, ctl: np.ndarray, slot_of: np.ndarray, rows: np.ndarray, held: np.ndarray,
-                 wstat: np.ndarray, order: np.ndarray, start: np.ndarray,
-                 mark: np.ndarray, done: np.ndarray, wdone: np.ndarray):  # fmt: skip
+    def __init__(
+        self,
+        ctl: np.ndarray,
+        slot_of: np.ndarray,
+        rows: np.ndarray,
+        held: np.ndarray,
+        wstat: np.ndarray,
+        order: np.ndarray,
+        start: np.ndarray,
+        mark: np.ndarray,
+        done: np.ndarray,
+        wdone: np.ndarray,
+    ):
         self._ctl, self._rows, self._wstat = ControlValues(ctl), RowTable(rows), WorkerStats(wstat)
         self._slot_of, self._held, self._order, self._start, self._mark = slot_of, held, order, start, mark
         self._done, self._wdone = done, wdone

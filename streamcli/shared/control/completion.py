@@ -36,8 +36,7 @@ class Completion(Arrays):
     def batch_done(self, k: int) -> bool:
         """Whether batch ``k`` is whole: every row has completed it, one producer filled it whole, or every
         producer has done its part of it (``set_worker_done``)."""
-        return (int(self._done[k % len(self._done)]) == k + 1 or self.written_min() > k
-                or int(self._wdone.min()) > k)  # fmt: skip
+        return int(self._done[k % len(self._done)]) == k + 1 or self.written_min() > k or int(self._wdone.min()) > k
 
     def set_worker_done(self, w: int, k: int) -> None:
         """Producer ``w`` has written its rows of batch ``k`` (and of every batch before it)."""

@@ -76,8 +76,9 @@ class RowTable:
         self.written = rows[:, 2]  # the batches it has completed
 
 
-def arrays(batch_size: int, num_slots: int, num_workers: int,
-           num_streams: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:  # fmt: skip
+def arrays(
+    batch_size: int, num_slots: int, num_workers: int, num_streams: int
+) -> tuple[tuple[str, tuple[int, ...], str], ...]:
     """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
     B = batch_size
     return (
