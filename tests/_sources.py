@@ -139,3 +139,16 @@ class AbortingSource(CountingSource):
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 os.abort()
             yield {"x": np.array([item, p], np.int64)}
+
+
+class EnvSource(CountingSource):
+    """Every step's ``x`` is ``[int($name) or -1, p]``: what the process reading the stream sees of ``$name``."""
+
+    def __init__(self, lengths: Sequence[int], name: str) -> None:
+        super().__init__(lengths)
+        self.name = name
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        seen = int(os.environ.get(self.name, "-1"))
+        for p in range(start, self.lengths[item]):
+            yield {"x": np.array([seen, p], np.int64)}

@@ -5,6 +5,7 @@ processes. Either fills the batches handed out in the ring; the loader only asks
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -85,8 +86,9 @@ class Workers:
                 f"transform {spec.transform!r} cannot be pickled for worker processes ({exc}); make it "
                 "a module-level class or function, or use num_workers=0"
             ) from exc
+        env = dict(os.environ)
         specs = [
-            WorkerSpec(w=w, lo=lo, hi=hi, fill_spec=spec, ring=ring.spec, source=source, items=list(items))
+            WorkerSpec(w=w, lo=lo, hi=hi, fill_spec=spec, ring=ring.spec, source=source, items=list(items), env=env)
             for w, (lo, hi) in enumerate(bounds)
         ]
         self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))

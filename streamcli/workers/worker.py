@@ -46,6 +46,9 @@ class WorkerSpec:
     ring: RingSpec
     source: StreamSource
     items: list[Any]
+    # The loader's environment when it started the worker: a forked server's child inherits the server's, from
+    # when it started (credentials or endpoints set since would be missing); spawn's child has it already.
+    env: dict[str, str] | None = None
 
 
 def worker_main(
@@ -56,6 +59,9 @@ def worker_main(
     # came meanwhile is dropped), the others act as they would have.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, set(signals.SIGNALS))
+    if spec.env is not None and os.environ != spec.env:
+        os.environ.clear()
+        os.environ.update(spec.env)
     if pdeathsig:
         die_with_parent()
     if os.getppid() != parent_pid:

@@ -1,0 +1,87 @@
+"""Benchmark: how long a loader with worker processes takes to give its first batch, by start method.
+
+    python benchmarks/bench_startup.py                  # 2 workers, 7 rounds, spawn against forkserver
+    python benchmarks/bench_startup.py --workers 4 --repeats 9
+
+Each round builds a ``StreamLoader`` over the shipped text (``tests/data/text``), takes its first batch and
+closes it, once per start method, the methods alternating from round to round. Every measured loader runs in a
+fresh interpreter that has imported streamcli and torch already, so the figure is what the start method costs:
+starting the workers and their imports, not the caller's own. Reported: medians over the rounds of the wall
+time to the first batch and of the CPU seconds that the loader's processes used until then (the caller
+and every descendant: the workers, the fork server with its imports, the resource tracker), and the ratio of
+spawn to forkserver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_ONE = """
+import json, sys, time
+import psutil
+import torch  # the caller's own imports, outside the figure
+from streamcli import StreamLoader, load_source
+
+def cpu():
+    # CPU seconds of this process and every live descendant (the workers, a fork server, the tracker)
+    total = 0.0
+    for p in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        t = p.cpu_times()
+        total += t.user + t.system
+    return total
+
+if __name__ == "__main__":
+    source = load_source("text", sys.argv[1], width=1)
+    c0, t0 = cpu(), time.perf_counter()
+    loader = StreamLoader(source, 8, 16, num_workers=int(sys.argv[2]), segment=256, mp_context=sys.argv[3])
+    next(iter(loader))
+    first, used = time.perf_counter() - t0, cpu() - c0
+    loader.close()
+    print(json.dumps({"first_s": first, "cpu_s": used}))
+"""
+
+
+def one(method: str, workers: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", _ONE, str(ROOT / "tests" / "data" / "text"), str(workers), method],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args()
+    methods = ["spawn", "forkserver"]
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
+    for r in range(args.repeats):
+        for m in methods if r % 2 == 0 else reversed(methods):
+            runs[m].append(one(m, args.workers))
+    med = {m: {k: statistics.median(x[k] for x in runs[m]) for k in ("first_s", "cpu_s")} for m in methods}
+    print(f"{args.workers} workers, medians of {args.repeats} rounds")
+    print("| start method | first batch (s) | CPU (s) |")
+    print("|---|---|---|")
+    for m in methods:
+        print(f"| {m} | {med[m]['first_s']:.3f} | {med[m]['cpu_s']:.3f} |")
+    spawn, fork = med["spawn"], med["forkserver"]
+    print(
+        f"spawn / forkserver: first batch {spawn['first_s'] / fork['first_s']:.2f}x, "
+        f"CPU {spawn['cpu_s'] / fork['cpu_s']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
