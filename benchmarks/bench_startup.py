@@ -4,7 +4,8 @@
     python benchmarks/bench_startup.py --workers 4 --repeats 9
 
 Each round builds a ``StreamLoader`` over the shipped text (``tests/data/text``), takes its first batch and
-closes it, once per start method, the methods alternating from round to round. Every measured loader runs in a
+closes it, then does the same with a second loader in the same process (a fork server is running by then),
+once per start method, the methods alternating from round to round. Every measured loader runs in a
 fresh interpreter that has imported streamcli and torch already, so the figure is what the start method costs:
 starting the workers and their imports, not the caller's own. Reported: medians over the rounds of the wall
 time to the first batch and of the CPU seconds that the loader's processes used until then (the caller
@@ -39,12 +40,14 @@ def cpu():
 
 if __name__ == "__main__":
     source = load_source("text", sys.argv[1], width=1)
-    c0, t0 = cpu(), time.perf_counter()
-    loader = StreamLoader(source, 8, 16, num_workers=int(sys.argv[2]), segment=256, mp_context=sys.argv[3])
-    next(iter(loader))
-    first, used = time.perf_counter() - t0, cpu() - c0
-    loader.close()
-    print(json.dumps({"first_s": first, "cpu_s": used}))
+    out = {}
+    for which in ("first", "next"):  # the process's first loader, then another one
+        c0, t0 = cpu(), time.perf_counter()
+        loader = StreamLoader(source, 8, 16, num_workers=int(sys.argv[2]), segment=256, mp_context=sys.argv[3])
+        next(iter(loader))
+        out[which + "_s"], out[which + "_cpu_s"] = time.perf_counter() - t0, cpu() - c0
+        loader.close()
+    print(json.dumps(out))
 """
 
 
@@ -70,17 +73,15 @@ def main() -> None:
     for r in range(args.repeats):
         for m in methods if r % 2 == 0 else reversed(methods):
             runs[m].append(one(m, args.workers))
-    med = {m: {k: statistics.median(x[k] for x in runs[m]) for k in ("first_s", "cpu_s")} for m in methods}
+    keys = ("first_s", "first_cpu_s", "next_s", "next_cpu_s")
+    med = {m: {k: statistics.median(x[k] for x in runs[m]) for k in keys} for m in methods}
     print(f"{args.workers} workers, medians of {args.repeats} rounds")
-    print("| start method | first batch (s) | CPU (s) |")
-    print("|---|---|---|")
+    print("| start method | first loader: first batch (s) | CPU (s) | next loader: first batch (s) | CPU (s) |")
+    print("|---|---|---|---|---|")
     for m in methods:
-        print(f"| {m} | {med[m]['first_s']:.3f} | {med[m]['cpu_s']:.3f} |")
+        print(f"| {m} | " + " | ".join(f"{med[m][k]:.3f}" for k in keys) + " |")
     spawn, fork = med["spawn"], med["forkserver"]
-    print(
-        f"spawn / forkserver: first batch {spawn['first_s'] / fork['first_s']:.2f}x, "
-        f"CPU {spawn['cpu_s'] / fork['cpu_s']:.2f}x"
-    )
+    print("spawn / forkserver: " + ", ".join(f"{k} {spawn[k] / fork[k]:.2f}x" for k in keys))
 
 
 if __name__ == "__main__":
