@@ -100,13 +100,13 @@ class HandOut:
         self.slots.grow(self.ring.reserved)
         return True
 
-    def ready(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
+    def batches(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
         """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``), so that waiting
         and building tensors happen while the consumer works; in-process, inside ``next()``."""
         ready = self._prepare(torch, epoch, alive)
         if self.producers.pool is None:
             return ready
-        self.ready_queue = ReadyQueue(ready, READY_DEPTH, self.hand_out, lambda: self.waited)
+        self.ready_queue = ReadyQueue(ready, READY_DEPTH, self.fill_window, lambda: self.waited)
         return self.ready_queue
 
     def stop_ready_queue(self) -> None:
@@ -122,7 +122,7 @@ class HandOut:
             if not alive():
                 raise Aborted
             self.k = k
-            self.hand_out()
+            self.fill_window()
             slot = self.slots.take(k)
             self._wait(k)
             v = self.ring.slots[slot]
@@ -167,7 +167,7 @@ class HandOut:
                 n_valid=n_valid,
                 skips=skips,
             )
-            del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``hand_out``)
+            del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``fill_window``)
             if last:
                 return
             k += 1
@@ -179,13 +179,13 @@ class HandOut:
         if not self.busy or t - self.busy[-1][0] > 0.1:
             self.busy.append((t, self.ring.control.busy()))
 
-    def hand_out(self) -> None:
+    def fill_window(self) -> None:
         """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
         ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one.
 
         In-process only the batch being made is handed out, into the slot freed last (free slots are a stack,
         ``Slots``), which is still in the CPU's caches."""
-        self.k_next = self.slots.hand_out(self.ring.control, self.k_next, self.k + self.window)
+        self.k_next = self.slots.assign(self.ring.control, self.k_next, self.k + self.window)
 
     def assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
         """Slot ``slot`` as batch ``k``: zero-copy tensors, unless the consumer holds so many batches that the

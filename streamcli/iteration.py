@@ -128,11 +128,11 @@ class Iteration:
     def _run(self, gen: int, epoch: int) -> Iterator[Batch]:
         torch = import_torch()
         self.handout.pin_ring(torch)
-        plan = self._begin_epoch(gen, epoch)
+        handing = self._begin_epoch(gen, epoch)
         self.active = True
         run = [gen]  # this iterator's generation: a new one when the epoch goes on balanced (``_balance_now``)
         try:
-            yield from self._batches_of(torch, run, plan)
+            yield from self._batches_of(torch, run, handing)
             if run[0] == self.gen:  # the epoch ran to its end: the next iter() starts the next one
                 self.position = Position.start_of(epoch + 1, self.config.batch_size)
         finally:
@@ -143,7 +143,7 @@ class Iteration:
         """Hand the prepared batches to the consumer, moving the position past each."""
         handout, tally = self.handout, self.tally
         gen = run[0]
-        ready = handout.ready(torch, epoch, lambda: not self.closed and gen == self.gen)
+        ready = handout.batches(torch, epoch, lambda: not self.closed and gen == self.gen)
         entered = time.perf_counter()  # the consumer's wait: the whole time inside next(), our own work included
         if tally.first_next is None:
             tally.first_next = entered
@@ -209,8 +209,8 @@ class Iteration:
         self.balanced = True
         self.gen += 1
         gen = self.gen
-        plan = self._begin_epoch(gen, epoch)
-        return gen, self.handout.ready(torch, plan, lambda: not self.closed and gen == self.gen)
+        handing = self._begin_epoch(gen, epoch)
+        return gen, self.handout.batches(torch, handing, lambda: not self.closed and gen == self.gen)
 
     def _hand(self, rec: Ready, epoch: int) -> None:
         """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""

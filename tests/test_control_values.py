@@ -43,12 +43,12 @@ def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
     c.stage(cursor.fresh(2), first_batch=5, epoch=7, balanced=True)
     c.open_epoch(3, first_batch=5)
     c.await_batch(6)
-    c.hand_out(5, slot=1)
+    c.publish(5, slot=1)
     assert c.take_ticket() == 2
     c.give_row(0, 1, (0, 0, 0, 0))
     assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1]
     assert (c.generation, c.tickets, c.first_batch, c.num_streams, c.handed) == (3, 3, 5, 4, 6)
-    assert (c.epoch, c.balanced, c.given, c.moved, c.ready(3)) == (7, True, 1, 1, True)
+    assert (c.epoch, c.balanced, c.given, c.moved, c.tables_ready(3)) == (7, True, 1, 1, True)
     positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
     assert positions == list(range(ControlValues.SIZE))  # one name per value, none shared
 

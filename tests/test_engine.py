@@ -131,8 +131,8 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.set_written(0, 5)
         assert c.written_min() == 5
         c.open_epoch(7, first_batch=4)
-        assert c.ready(7) and c.handed == 4
-        c.hand_out(4, slot=2)
+        assert c.tables_ready(7) and c.handed == 4
+        c.publish(4, slot=2)
         assert c.handed == 5 and c.slot_of(4) == 2
         c.report(0, busy=0.5, steps=6, stream=3, pos=2)
         c.report(1, busy=0.25, steps=4, stream=1, pos=7)
@@ -210,7 +210,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
         ring.control.set_streams(table, tickets=0)
         ring.control.set_rows(*epoch_rows(cursor.fresh(2), 0, 3, [(0, 2)]))
         ring.control.open_epoch(1, 0)
-        ring.control.hand_out(0, 2)
+        ring.control.publish(0, 2)
         pool.wait_batch(0, timeout=60)
         x, valid = ring.slots[2]["x"], ring.slots[2]["valid"]
         assert valid.tolist() == [[True, True], [True, True], [True, False]]
@@ -219,7 +219,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
         pool.procs[0].kill()
         pool.procs[0].join(5)
         with pytest.raises(WorkerError, match=r"worker 0 .* died with signal SIGKILL"):
-            ring.control.hand_out(1, 0)
+            ring.control.publish(1, 0)
             pool.wait_batch(1, timeout=60)
     finally:
         shutdown(pool, ring)

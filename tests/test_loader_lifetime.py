@@ -43,7 +43,7 @@ def test_zero_copy_views_when_batches_are_released() -> None:
 
 def test_the_loader_keeps_no_reference_to_a_batch_it_handed_out() -> None:
     # In-process, a batch dropped before the next ``next()`` frees its slot for that next batch, which is then
-    # written into memory still in the CPU's caches (``StreamLoader._hand_out``).
+    # written into memory still in the CPU's caches (``HandOut.fill_window``).
     with StreamLoader(CountingSource([50] * 4), 4, 2) as loader:
         it = iter(loader)
         where = {next(it).valid.data_ptr() for _ in range(10)}
@@ -73,7 +73,7 @@ class _Handed:
     def __init__(self) -> None:
         self.slots: dict[int, int] = {}
 
-    def hand_out(self, k: int, slot: int) -> None:
+    def publish(self, k: int, slot: int) -> None:
         self.slots[k] = slot
 
 
@@ -84,7 +84,7 @@ def test_slots_keep_a_lent_slot_until_every_view_is_gone() -> None:
     from streamcli.shared.slots import Slots
 
     control, leases = _Handed(), Slots(4)
-    assert leases.hand_out(control, 0, 3) == 3  # batches 0-2 get a slot each; one slot stays free
+    assert leases.assign(control, 0, 3) == 3  # batches 0-2 get a slot each; one slot stays free
     holders = [(ctypes.c_ubyte * 8)() for _ in range(2)]  # what ``Ring.holder`` makes for each batch
     lent = []
     for k in range(2):
@@ -95,10 +95,10 @@ def test_slots_keep_a_lent_slot_until_every_view_is_gone() -> None:
     del holders
     gc.collect()  # holder 1 died: its slot is free again; holder 0 lives on through ``view``
     leases.new_epoch()  # batch 2's slot comes back too
-    assert leases.hand_out(control, 0, 10) == 3
+    assert leases.assign(control, 0, 10) == 3
     assert lent[0] not in control.slots.values() and lent[1] in control.slots.values()
     assert not leases.crowded()
     del view
     gc.collect()
     leases.new_epoch()
-    assert leases.hand_out(control, 0, 10) == 4  # the consumer let go of everything: all four slots
+    assert leases.assign(control, 0, 10) == 4  # the consumer let go of everything: all four slots

@@ -33,14 +33,14 @@ class Slots:
         # alone, so no exception (a Ctrl-C, say) can be raised and lost inside it.
         self._released: deque[weakref.ref[Any]] = deque()
 
-    def hand_out(self, control: Control, k: int, stop: int) -> int:
+    def assign(self, control: Control, k: int, stop: int) -> int:
         """Give batches ``k, k+1, ...`` below ``stop`` a free slot each, as long as there are free slots, and
         publish them to the producers; returns the next batch still to hand out."""
         self._reclaim()
         while self._free and k < stop:
             slot = self._free.pop()
             self._made[k] = slot
-            control.hand_out(k, slot)
+            control.publish(k, slot)
             k += 1
         return k
 

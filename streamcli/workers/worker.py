@@ -148,7 +148,7 @@ def _serve(
             continue
         t0, steps = time.perf_counter(), engine.steps
         try:
-            did = engine.step() if control.ready(engine.gen) else False
+            did = engine.step() if control.tables_ready(engine.gen) else False
         except Aborted:
             continue
         except Exception as exc:

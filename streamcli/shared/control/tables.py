@@ -50,7 +50,8 @@ class EpochTables(Arrays):
         self._ctl.handed = first_batch
         self._ctl.ready = gen
 
-    def hand_out(self, k: int, slot: int) -> None:
+    def publish(self, k: int, slot: int) -> None:
+        """Batch ``k`` goes into ``slot``: producers may fill it from now on."""
         self._slot_of[k % len(self._slot_of)] = slot
         self._ctl.handed = k + 1  # after the slot: a producer that sees the count sees the slot
 
@@ -61,7 +62,8 @@ class EpochTables(Arrays):
     def slot_of(self, k: int) -> int:
         return int(self._slot_of[k % len(self._slot_of)])
 
-    def ready(self, gen: int) -> bool:
+    def tables_ready(self, gen: int) -> bool:
+        """Whether the epoch tables of generation ``gen`` are written (a producer may start on them)."""
         return self._ctl.ready == gen
 
     @property
