@@ -17,25 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streamcli.config import CONTENT
 from streamcli.errors import ConfigError
 from streamcli.export_dir import check_out_dir, listing, resolve, shard_files
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
 _UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30}
 _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
-# What decides the batches' content; the worker count, prefetch, timeout and start method do not.
-_RECORDED = (
-    "seed",
-    "shuffle",
-    "boundary",
-    "epoch_end",
-    "layout",
-    "on_error",
-    "segment",
-    "batches_per_epoch",
-    "rank",
-    "world_size",
-)
+# What decides the batches' content beside B and T, which the header records on their own (config.CONTENT).
+_RECORDED = tuple(k for k in CONTENT if k not in ("batch_size", "time_steps"))
 
 
 def parse_size(size: str | int) -> int:
