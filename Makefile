@@ -33,10 +33,17 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The suite runs on pytest-xdist workers, one per core (TEST_WORKERS=0: in one process, in order; a number: that
-# many). Tests in an xdist_group (those that start Ray) run on one worker, one after another.
+# many). Tests in an xdist_group (those that start Ray) run on one worker, one after another. mypy runs beside
+# the suite (the suite leaves the cores idle while its tests wait on processes), and its report follows the
+# suite's; either failing fails the target.
 TEST_WORKERS ?= auto
-test: lint
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
+test: $(STAMP)
+	$(VENV)/bin/ruff check streamcli plugins tests benchmarks examples
+	$(VENV)/bin/ruff format --check streamcli plugins tests benchmarks examples
+	@$(VENV)/bin/mypy > .mypy.out 2>&1 & mypy=$$!; \
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup; tests=$$?; \
+	wait $$mypy; types=$$?; echo "mypy:"; cat .mypy.out; rm -f .mypy.out; \
+	test $$tests -eq 0 && test $$types -eq 0
 
 # The inner loop: the tests that start no worker process and decode no real file (under a minute). Any of them
 # that starts a process or decodes a shared file fails (tests/_guard.py): the slow marker is checked here too.
