@@ -179,7 +179,7 @@ def requests() -> Iterator[_Requests]:
 def test_on_s3_startup_lists_nothing_with_the_index_and_once_without(
     bucket: str, moto_s3: MotoS3, requests: _Requests
 ) -> None:
-    n = 200
+    n = 40
     remote = Remote(bucket)
     for k in range(n):
         remote.write(f"t{k:04d}.txt", b"abc" * (k % 7 + 1))
