@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from streamcli.cli._aliases import SOURCE_OPTION, Alias, deprecated
 from streamcli.cli._common import STATE, StreamcliCommand, UsageFailure, count
+from streamcli.cli._events_runs import FORMATS, MANIFEST, earlier_run, is_folder, ours_of, remove_run, unlink_ours
 from streamcli.cli._inputs import check_input
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import choice_option
@@ -29,13 +30,7 @@ from streamcli.cli._spec import check_option_syntax
 from streamcli.errors import StreamcliError
 from streamcli.storage import urls
 
-FORMATS = {"evt3": (".raw", "EVT 3.0"), "aedat4": (".aedat4", "AEDAT4"), "npy": (".npy", "numpy")}
-"""``--to`` choices: the file suffix the ``events`` source reads, and the format's name."""
-
 SIMULATOR = "Simulator"
-MANIFEST = "events-from-video.json"
-"""The record of a run's files in OUT_DIR: --overwrite deletes what it names and nothing else."""
-_RECORDING = re.compile(r"^\d{5}-[A-Za-z0-9._-]+(" + "|".join(re.escape(s) for s, _ in FORMATS.values()) + r")$")
 _FLAGS = {"threshold": "--threshold", "refractory_us": "--refractory-us", "noise_hz": "--noise", "seed": "--noise-seed"}
 
 
@@ -129,10 +124,10 @@ def events_from_video(
     if blocker is not None:
         raise UsageFailure(f"OUT_DIR {out!r} cannot be created: {str(blocker)!r} is a file, not a folder")
     given = f" (if {out!r} is your input, name OUT_DIR after it)" if len(src) < 2 else ""
-    earlier = _earlier_run(out_dir)  # names of the previous run's files, None where no run wrote here
-    ours = _ours(earlier or [])
+    earlier = earlier_run(out_dir)  # names of the previous run's files, None where no run wrote here
+    ours = ours_of(earlier or [])
     theirs = sorted(
-        p.name for p in (out_dir.iterdir() if out_dir.is_dir() else ()) if p.name not in ours or _is_folder(p)
+        p.name for p in (out_dir.iterdir() if out_dir.is_dir() else ()) if p.name not in ours or is_folder(p)
     )
     if earlier is None and theirs:
         raise UsageFailure(
@@ -187,7 +182,7 @@ def events_from_video(
     try:
         for name in earlier or []:  # --overwrite: the earlier run's files go first, as export's do
             for n in (name, *temporary_names(name)):
-                _unlink(out_dir / n)
+                unlink_ours(out_dir / n)
         with (
             CollectedWarnings(STATE.debug) as caught,
             Progress(
@@ -217,7 +212,7 @@ def events_from_video(
                 progress.update(task, completed=i + 1, events=sum(f["events"] for f in files))
         write_json(out_dir / MANIFEST, {**record, "complete": True, "files": planned})
     except BaseException:
-        _remove_run(out_dir, either, created)  # a failed run (a full disk, Ctrl-C) leaves none of its files
+        remove_run(out_dir, either, created)  # a failed run (a full disk, Ctrl-C) leaves none of its files
         raise
     caught.report()
     elapsed = time.perf_counter() - t0
@@ -250,52 +245,6 @@ def events_from_video(
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _earlier_run(out_dir: Path) -> list[str] | None:
-    """The recordings the manifest in ``out_dir`` names, or None where there is none (nor a folder).
-
-    Names are checked to be recordings in the folder itself: a manifest edited to name ``../x`` or a user's file
-    of another shape is refused rather than obeyed."""
-    path = out_dir / MANIFEST
-    if not path.is_file():
-        return None
-    fix = f"; remove it if no events-from-video run wrote {str(out_dir)!r}, or pick another OUT_DIR"
-    try:
-        files = json.loads(path.read_text())["files"]
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
-        raise UsageFailure(f"{str(path)!r} is not a manifest events-from-video wrote ({exc}){fix}") from None
-    if not isinstance(files, list) or not all(isinstance(n, str) and _RECORDING.match(n) for n in files):
-        raise UsageFailure(f"{str(path)!r} names files events-from-video does not write{fix}")
-    return [str(n) for n in files]
-
-
-def _ours(names: list[str]) -> set[str]:
-    """Every name in OUT_DIR a run with these recordings may have written: them, their temporary names, the
-    manifest and its temporary name."""
-    from streamcli_sources.events.simulate import temporary_names
-
-    return {MANIFEST, f".{MANIFEST}.tmp", *names, *(t for n in names for t in temporary_names(n))}
-
-
-def _is_folder(p: Path) -> bool:
-    return p.is_dir() and not p.is_symlink()
-
-
-def _unlink(p: Path) -> None:
-    """Remove a file of ours; a folder of that name is the user's (refused earlier where it is in the way)."""
-    if not _is_folder(p):
-        p.unlink(missing_ok=True)
-
-
-def _remove_run(out_dir: Path, names: list[str], created: bool) -> None:
-    """Remove what a failed run wrote and what it was replacing (--overwrite had deleted some of it already), its
-    manifest last (it names what is left until then); the folder too if this run created it and it is empty."""
-    for n in sorted(_ours(names) - {MANIFEST, f".{MANIFEST}.tmp"}):
-        _unlink(out_dir / n)
-    (out_dir / MANIFEST).unlink(missing_ok=True)
-    if created and not any(out_dir.iterdir()):
-        out_dir.rmdir()
 
 
 def register(app: typer.Typer) -> None:

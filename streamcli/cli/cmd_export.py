@@ -6,7 +6,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,11 +19,11 @@ from streamcli.cli._export_plan import (
     batches_to_write,
     check_compress,
     check_out_dir,
-    epochs_for,
     listing,
     parse_size,
     shard_files,
 )
+from streamcli.cli._export_ray import export_with_ray
 from streamcli.cli._inputs import check_input, url_argument
 from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
@@ -200,7 +200,7 @@ def export(
             try:
                 if engine == "ray":
                     assert total is not None
-                    manifest = _on_ray(
+                    manifest = export_with_ray(
                         loader,
                         spec,
                         opts,
@@ -278,49 +278,6 @@ def export(
     console.print(done, highlight=False)
     if hint:
         console.print(f"[yellow]hint:[/] {hint}", highlight=False)
-
-
-def _on_ray(
-    loader: Any,
-    spec: Any,
-    opts: LoaderOptions,
-    header: dict[str, Any],
-    out_dir: str | Path,
-    epochs: int | None,
-    total: int,
-    mode: str,
-    address: str | None,
-    partitions: int | None,
-    progress: Progress,
-    task: Any,
-    console: Console,
-) -> dict[str, Any]:
-    from streamcli.shards.on_ray import Job, export_on_ray
-
-    kw = {"batch_size": opts.batch_size, "time_steps": opts.time_steps, **opts.record()}
-    needed = epochs if epochs is not None else 1 + max(0, epochs_for(loader, total))
-    job = Job(
-        source=spec.record(),
-        loader=kw,
-        header=header,
-        out_dir=str(out_dir),
-        epochs=needed,
-        total=total,
-        fingerprint=loader.state_dict()["fingerprint"],
-    )
-    loader.close()  # each task builds its own: this one's workers and shared memory would idle through the export
-
-    def on_started(s: float) -> None:
-        console.print(f"[dim]Ray ready in {s:.1f} s[/]", highlight=False)
-
-    from streamcli.shards.format import batch_nbytes, manifest_fields
-
-    per_batch = batch_nbytes(manifest_fields(header), opts.batch_size, opts.time_steps)  # as the local bar counts
-
-    def report(n: int, of: int) -> None:
-        progress.update(task, completed=n, mb=n * per_batch / 1e6)
-
-    return export_on_ray(job, mode=mode, partitions=partitions, address=address, progress=report, on_started=on_started)
 
 
 def register(app: typer.Typer) -> None:
