@@ -10,17 +10,27 @@ This is also CPython's default from 3.14 on Linux. macOS keeps spawn, as CPython
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+from multiprocessing import util
 from multiprocessing.context import BaseContext
 
 # Imported once by the fork server, so that a worker forked from it has them already.
 _PRELOAD = ["__main__", "streamcli.workers.worker"]
 
 
+# The fork server listens on a Unix socket under multiprocessing's temporary folder (in $TMPDIR); a socket's
+# path holds at most 107 bytes on Linux, and the file's own name takes about 20 of them.
+_SOCKET_PATH_MAX = 107 - 20
+
+
 def start_context(method: str) -> BaseContext:
     """The multiprocessing context for ``method``; for the fork server, with streamcli's worker preloaded.
 
     The preload list is the process's one fork server's: it takes effect only if the server has not started yet
-    (another library may have started it; workers then import what they need themselves)."""
+    (another library may have started it; workers then import what they need themselves). Where $TMPDIR is too
+    long a path for the server's socket, workers are spawned instead (Python 3.13 picks a shorter folder itself)."""
+    if method == "forkserver" and len(os.fsencode(util.get_temp_dir())) > _SOCKET_PATH_MAX:
+        method = "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)
