@@ -179,7 +179,9 @@ def leaks(ctx: Ctx, shm_before: set[str]) -> list[str]:
                 os.unlink(f"/dev/shm/{name}")
     tmp = ctx.dir / "tmp"
     found += [f"$TMPDIR/{p.relative_to(tmp)}" for p in sorted(tmp.rglob("*")) if p.is_file()]
-    for pattern in (".tmp-*", "*.partial*", "tmp*.npz"):
+    # An interrupted export's .partial.json is its state for --resume, not a temporary file (the cases that resume
+    # check that the export completes; a complete one holds an index.json instead).
+    for pattern in (".tmp-*", "*.partial", "*.partial.write", "tmp*.npz"):
         found += [str(p.relative_to(ctx.dir)) for p in ctx.dir.rglob(pattern) if not p.is_relative_to(tmp)]
     return found
 
