@@ -7,7 +7,8 @@ million items reads one file instead.
 The file is an ``.npz`` (``numpy.load``, no pickle): ``names`` is the items' UTF-8 text joined by NUL (a path
 holds no NUL; one blob loads in one read and one split, where a fixed-width string array would pad every name
 to the longest), ``lengths`` int64 (-1: unknown) and ``meta`` the JSON header: format, plugin, settings, count,
-digest and creation time.
+digest, creation time and ``info``, what the source's scan settled that it needs back without one (the audio
+source's sample rate, the events source's sensor size).
 
 When is an index stale? Listing the data again to compare would cost what the index saves, so the check uses
 cheap facts only: the plugin and the source's ``index_settings()`` (the options that decide which items there
@@ -27,13 +28,14 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
 
-from streamcli.errors import IndexFileError, StaleIndexError
+from streamcli.errors import IndexFileError, PluginLoadError, PluginNotFoundError, StaleIndexError
+from streamcli.plugins import load_factory
 from streamcli.source import StreamSource, plugin_name
 from streamcli.storage import urls
 
@@ -81,6 +83,7 @@ class Index:
     items: Sequence[str]
     lengths: np.ndarray  # int64, -1 where the source could not tell
     created: float
+    info: dict[str, Any] = field(default_factory=dict)  # the source's ``index_info()``: what its scan settled
 
     def length_list(self) -> list[int | None]:
         return [None if n < 0 else n for n in self.lengths.tolist()]
@@ -115,15 +118,24 @@ def settings_of(source: StreamSource) -> dict[str, Any]:
     return dict(fn()) if callable(fn) else {}
 
 
+def info_of(source: StreamSource) -> dict[str, Any]:
+    """The source's ``index_info()`` (facts its scan settled that it needs back, e.g. the sample rate), or none."""
+    fn = getattr(source, "index_info", None)
+    return dict(fn()) if callable(fn) else {}
+
+
 def build(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> tuple[list[str], np.ndarray]:
-    """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names), and the source
-    must say which of its settings decide them (``index_settings()``), or a stale index could not be told."""
+    """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names) or the source's
+    ``index_key(item)`` must say which string stands for one (``use_index`` turns them back), and the source must
+    say which of its settings decide them (``index_settings()``), or a stale index could not be told."""
     if not callable(getattr(source, "index_settings", None)):
         raise IndexFileError(
             f"the {plugin_name(source)} source cannot be indexed: it has no index_settings() saying which of its "
             "options decide its items and lengths"
         )
-    items = list(source.items())
+    found = list(source.items())
+    key = getattr(source, "index_key", None)
+    items = [key(i) for i in found] if callable(key) else found
     bad = next((i for i in items if not isinstance(i, str)), None)
     if bad is not None:
         raise IndexFileError(
@@ -131,7 +143,7 @@ def build(source: StreamSource, progress: Callable[[int, int], None] | None = No
             "whose items are strings (paths, URLs) can be indexed"
         )
     lengths = np.empty(len(items), np.int64)
-    for k, item in enumerate(items):
+    for k, item in enumerate(found):
         n = source.length(item)
         lengths[k] = -1 if n is None else int(n)
         if progress is not None and (k % 1024 == 0 or k + 1 == len(items)):
@@ -144,8 +156,14 @@ def _digest(blob: bytes | np.ndarray) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
 
 
-def encode(plugin: str, settings: Mapping[str, Any], items: Sequence[str], lengths: np.ndarray) -> bytes:
-    """The index file's bytes."""
+def encode(
+    plugin: str,
+    settings: Mapping[str, Any],
+    items: Sequence[str],
+    lengths: np.ndarray,
+    info: Mapping[str, Any] | None = None,
+) -> bytes:
+    """The index file's bytes; ``info``: the source's ``index_info()`` (JSON)."""
     blob = "\0".join(items).encode("utf-8", "surrogatepass")
     meta = {
         "format": FORMAT,
@@ -154,6 +172,7 @@ def encode(plugin: str, settings: Mapping[str, Any], items: Sequence[str], lengt
         "count": len(items),
         "digest": _digest(blob),
         "created": time.time(),
+        "info": json.loads(json.dumps(dict(info or {}), default=str)),
     }
     buf = io.BytesIO()
     np.savez_compressed(
@@ -226,7 +245,8 @@ def _read(where: str, *, missing_ok: bool) -> Index | None:
     items = Names(names, ends)
     if _digest(names) != meta["digest"] or len(items) != meta["count"] or len(lengths) != meta["count"]:
         raise IndexFileError(f"{where} is damaged (its names or lengths disagree with its header); rebuild it")
-    return Index(where, str(meta["plugin"]), dict(meta["settings"]), items, lengths, float(meta["created"]))
+    info = dict(meta.get("info") or {})  # absent from indexes written before sources had index_info()
+    return Index(where, str(meta["plugin"]), dict(meta["settings"]), items, lengths, float(meta["created"]), info)
 
 
 def _s3_object_exists(fs: Any, path: str) -> bool:
@@ -253,11 +273,27 @@ def find(path: str | os.PathLike[str], index: str | None) -> Index | None:
 
 def for_loader(source: StreamSource, index: str | os.PathLike[str] | None) -> Index | None:
     """The index a loader takes its items and lengths from: the one named (checked against ``source``), else the
-    one the source found next to its data (its ``streamcli_index``, checked when the source read it), else none."""
+    one the source found next to its data (its ``streamcli_index``, checked when the source read it), else none.
+
+    A source with ``use_index(index)`` adopts it (what its scan settled comes from the index's ``info``) and
+    returns its items in its own form (the video source's tuples); else the index's are used as they are."""
     if index is None:
-        found = getattr(source, "streamcli_index", None)
-        return found if isinstance(found, Index) else None
-    idx = read(str(index))
-    plugin = plugin_name(source)
-    idx.check(plugin, settings_of(source), f"streamcli index {plugin} PATH --out {index}")
-    return idx
+        idx = getattr(source, "streamcli_index", None)
+        if not isinstance(idx, Index):
+            return None
+    else:
+        idx = read(str(index))
+        plugin = plugin_name(source)
+        if idx.plugin != plugin and _registered_as(source, idx.plugin):
+            plugin = idx.plugin  # a source made by its class, not by load_source, has the class's name
+        idx.check(plugin, settings_of(source), f"streamcli index {plugin} PATH --out {index}")
+    adopt = getattr(source, "use_index", None)
+    return replace(idx, items=adopt(idx)) if callable(adopt) else idx
+
+
+def _registered_as(source: StreamSource, name: str) -> bool:
+    """Whether ``name`` is the plugin whose factory is ``source``'s class (``VideoSource`` for ``video``)."""
+    try:
+        return bool(load_factory(name) is type(source))
+    except (PluginNotFoundError, PluginLoadError):
+        return False

@@ -9,33 +9,21 @@ fix; ``mismatch="skip"`` skips such files with a warning instead; ``rate=`` pick
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 import wave
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from streamcli.errors import SourceError
+from streamcli.errors import IndexFileError, SourceError
+from streamcli.index import Index
 from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
-
-
-@dataclass(frozen=True)
-class _Header:
-    rate: int
-    channels: int
-    width: int  # bytes per sample
-    frames: int  # sample frames really present (the header's count, capped by the file's size)
-
-    def describe(self) -> str:
-        return f"{self.rate} Hz, {self.channels} channel{'s' * (self.channels != 1)}"
-
+from streamcli_sources import _indexed
+from streamcli_sources._wav import Counts, Header, PaddedFrames, local_file, read_header, to_int16
 
 _BLOCK = 50  # steps per block (one second at 20 ms a step)
 
@@ -57,6 +45,8 @@ class AudioSource(BaseSource):
         rate: keep files of this sample rate in Hz (0: the first file's rate).
         mismatch: a file of another rate or channel count: ``error``, or ``skip`` it (files are not resampled).
         strict: a file ``wave`` cannot read is an error instead of being skipped with a warning.
+        index: ``auto`` takes the files, lengths and format from the folder's index (``streamcli index audio
+            PATH``): no listing and no header read at start-up; ``none`` lists the folder; or an index's path or URL.
     """
 
     def __init__(
@@ -68,6 +58,7 @@ class AudioSource(BaseSource):
         rate: int = 0,
         mismatch: str = "error",
         strict: bool = False,
+        index: str = "auto",
     ) -> None:
         if folder is None:
             raise ValueError("the audio source needs a folder or a .wav file, e.g. audio recordings/")
@@ -90,11 +81,17 @@ class AudioSource(BaseSource):
         self.mismatch = mismatch
         self.strict = bool(strict)
         self.skipped: list[tuple[str, str]] = []
-        self._headers: dict[str, _Header] | None = None
+        self._headers: dict[str, Header] | None = None
+        # With an index: its files and their (rate, channels); each file's header is read where it is opened.
+        self._indexed: tuple[Sequence[str], tuple[int, int]] | None = None
+        self._opened: dict[str, Header] = {}
+        self.streamcli_index = _indexed.find("audio", folder, index, self.index_settings())
+        if self.streamcli_index is not None:
+            self.use_index(self.streamcli_index)
 
     block_steps = True
 
-    def _index(self) -> dict[str, _Header]:
+    def _index(self) -> dict[str, Header]:
         if self._headers is not None:
             return self._headers
         if self.url is not None:
@@ -110,13 +107,13 @@ class AudioSource(BaseSource):
                 f"no file matches glob={self.glob!r} under {self.url or str(self.root)!r}; point at a folder of "
                 "WAV files, or pass glob= for other names"
             )
-        headers: dict[str, _Header] = {}
+        headers: dict[str, Header] = {}
         skipped: list[tuple[str, str]] = []
-        want: _Header | None = None
+        want: Header | None = None
         for path in files:
             try:
-                with _local(path) as local:
-                    head = _read_header(local)
+                with local_file(path) as local:
+                    head = read_header(local)
             except (wave.Error, EOFError, OSError) as exc:
                 if one:  # the one file the user named: their input, not the data
                     raise ValueError(
@@ -150,24 +147,61 @@ class AudioSource(BaseSource):
         self.skipped, self._headers = skipped, headers
         return headers
 
+    def index_settings(self) -> dict[str, Any]:
+        """The options that decide the files and their lengths (an index written with others is stale)."""
+        return {"glob": self.glob, "frame_ms": self.frame_ms, "rate": self.rate, "mismatch": self.mismatch,
+                "strict": self.strict}  # fmt: skip
+
+    def index_info(self) -> dict[str, Any]:
+        rate, channels = self._format()
+        return {"rate": rate, "channels": channels}
+
+    def use_index(self, index: Index) -> Sequence[str]:
+        """The files of ``index``, and the format they share from its ``info``: nothing is listed or read."""
+        info = index.info
+        if not isinstance(info.get("rate"), int) or not isinstance(info.get("channels"), int):
+            raise IndexFileError(f"{index.where} does not record the audio's format; rebuild it with streamcli index")
+        self._indexed = (index.items, (info["rate"], info["channels"]))
+        return index.items
+
+    def _format(self) -> tuple[int, int]:
+        """The streams' common (sample rate, channels)."""
+        if self._indexed is not None:
+            return self._indexed[1]
+        head = next(iter(self._index().values()))
+        return head.rate, head.channels
+
+    def _header(self, item: str) -> Header:
+        if self._indexed is None:
+            return self._index()[item]
+        if item not in self._opened:  # read where the file is opened: a worker lists nothing
+            with local_file(item) as path:
+                head = read_header(path)
+            if (head.rate, head.channels) != self._indexed[1]:
+                raise SourceError(
+                    f"audio: {item} is {head.describe()}, not the format the index recorded; the file changed "
+                    "since, so rebuild the index with streamcli index audio PATH"
+                )
+            self._opened[item] = head
+        return self._opened[item]
+
     @property
     def samples(self) -> int:
         """Samples per step at the streams' common rate."""
-        rate = next(iter(self._index().values())).rate
-        return max(1, round(rate * self.frame_ms / 1000))
+        return max(1, round(self._format()[0] * self.frame_ms / 1000))
 
-    def items(self) -> list[str]:
-        return list(self._index())
+    def items(self) -> Sequence[str]:
+        return self._indexed[0] if self._indexed is not None else list(self._index())
 
     def fields(self) -> Sequence[Field]:
-        channels = next(iter(self._index().values())).channels
+        channels = self._format()[1]
         return (
             Field("pcm", (self.samples, channels), "int16", display="audio"),
             Field("nsamples", (), "int32", display="other"),
         )
 
     def length(self, item: str) -> int:
-        return -(-self._index()[item].frames // self.samples)
+        return -(-self._header(item).frames // self.samples)
 
     def item_name(self, item: str) -> str:
         return Path(item).name
@@ -181,13 +215,13 @@ class AudioSource(BaseSource):
 
     def window(self, item: str) -> dict[str, Any]:
         """Random access (``streamcli.source``): 16-bit PCM mapped in place, other widths converted once."""
-        head = self._index()[item]
+        head = self._header(item)
         n, ch = self.samples, head.channels
         # An object is mapped while pinned: a mapping outlives the cache entry's removal (the inode stays).
-        with _local(item) as local, open(local, "rb") as f, wave.open(f) as w:
+        with local_file(item) as local, open(local, "rb") as f, wave.open(f) as w:
             offset = f.tell()  # wave stops right after the data chunk's header
             if head.width != 2:
-                pcm = _to_int16(w.readframes(head.frames), head.width).reshape(-1, ch)
+                pcm = to_int16(w.readframes(head.frames), head.width).reshape(-1, ch)
             elif head.frames:
                 pcm = np.asarray(np.memmap(local, "<i2", mode="r", offset=offset, shape=(head.frames, ch)))
             else:
@@ -195,91 +229,26 @@ class AudioSource(BaseSource):
         steps = -(-head.frames // n)
         if head.frames % n == 0:
             return {"pcm": pcm.reshape(steps, n, ch), "nsamples": np.broadcast_to(np.int32(n), (steps,))}
-        return {"pcm": _PaddedFrames(pcm, steps, n), "nsamples": _Counts(head.frames, steps, n)}
+        return {"pcm": PaddedFrames(pcm, steps, n), "nsamples": Counts(head.frames, steps, n)}
 
     def open(self, item: str, start: int = 0) -> Iterator[Step]:
         """Blocks of up to ``_BLOCK`` frames (``block_steps``): one read and one reshape per block."""
-        head = self._index()[item]
+        head = self._header(item)
         n, ch = self.samples, head.channels
-        with _local(item) as local, wave.open(local, "rb") as w:
+        with local_file(item) as local, wave.open(local, "rb") as w:
             pos = start * n
             if pos >= head.frames:
                 return
             w.setpos(pos)
             while pos < head.frames:
                 raw = w.readframes(min(n * _BLOCK, head.frames - pos))
-                pcm = _to_int16(raw, head.width).reshape(-1, ch)
+                pcm = to_int16(raw, head.width).reshape(-1, ch)
                 got = len(pcm)
                 if got == 0:
-                    return  # the file ended before its header said (caught by _read_header's cap)
+                    return  # the file ended before its header said (caught by read_header's cap)
                 steps = -(-got // n)
                 if got < steps * n:  # the stream's last step is zero-padded
                     pcm = np.concatenate([pcm, np.zeros((steps * n - got, ch), np.int16)])
                 nsamples = np.minimum(n, got - np.arange(steps) * n).astype(np.int32)
                 yield {"pcm": pcm.reshape(steps, n, ch), "nsamples": nsamples}
                 pos += got
-
-
-class _PaddedFrames:
-    """``(frames, channels)`` samples as steps of ``n`` frames, the last one zero-padded, read by slices."""
-
-    def __init__(self, pcm: np.ndarray, steps: int, n: int) -> None:
-        self.pcm, self.steps, self.n = pcm, steps, n
-        self.full = len(pcm) // n
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __getitem__(self, s: slice) -> np.ndarray:
-        a, b, _ = s.indices(self.steps)
-        n, ch = self.n, self.pcm.shape[1]
-        if b <= self.full:
-            return self.pcm[a * n : b * n].reshape(b - a, n, ch)
-        out = np.zeros((max(b - a, 0), n, ch), np.int16)
-        chunk = self.pcm[a * n : b * n]
-        out.reshape(-1, ch)[: len(chunk)] = chunk
-        return out
-
-
-class _Counts:
-    """Each step's count of real frames: ``n`` but on a file's last step."""
-
-    def __init__(self, frames: int, steps: int, n: int) -> None:
-        self.frames, self.steps, self.n = frames, steps, n
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __getitem__(self, s: slice) -> np.ndarray:
-        a, b, _ = s.indices(self.steps)
-        return np.minimum(self.n, self.frames - np.arange(a, b) * self.n).astype(np.int32)
-
-
-@contextlib.contextmanager
-def _local(path: str) -> Iterator[str]:
-    """A local file holding ``path``: itself, or the cached copy of an object at a URL, pinned in the cache until
-    the block ends (another process's eviction would otherwise remove it between the fetch and the open)."""
-    if not urls.is_remote(path):
-        yield path
-        return
-    from streamcli.storage.cache import default
-
-    with default().pinned(path) as local:
-        yield str(local)
-
-
-def _read_header(path: str) -> _Header:
-    with open(path, "rb") as f, wave.open(f) as w:
-        # wave stops right after the data chunk's header, so what follows is (at most) the samples.
-        block = w.getsampwidth() * w.getnchannels()
-        present = (os.fstat(f.fileno()).st_size - f.tell()) // block
-        return _Header(w.getframerate(), w.getnchannels(), w.getsampwidth(), min(w.getnframes(), present))
-
-
-def _to_int16(raw: bytes, width: int) -> npt.NDArray[np.int16]:
-    if width == 2:
-        return np.frombuffer(raw, "<i2").astype(np.int16)
-    if width == 1:  # unsigned 8-bit
-        return ((np.frombuffer(raw, np.uint8).astype(np.int16) - 128) << 8).astype(np.int16)
-    b = np.frombuffer(raw, np.uint8).reshape(-1, width)
-    return b[:, -2:].copy().view("<i2").reshape(-1).astype(np.int16)  # top 16 bits, little-endian

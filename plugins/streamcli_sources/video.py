@@ -21,11 +21,12 @@ from typing import Any
 
 import cv2
 import numpy as np
-import numpy.typing as npt
 
+from streamcli.index import Index
 from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
-from streamcli_sources import _video_backends
+from streamcli_sources import _indexed, _video_backends
+from streamcli_sources._convert import INTERPOLATION, convert
 from streamcli_sources._scan import Progress, cache_dir, load_scan, scan_files
 from streamcli_sources._scan_record import Scan
 from streamcli_sources._video_backends import BACKENDS as BACKENDS
@@ -33,14 +34,8 @@ from streamcli_sources._video_files import EXTENSIONS as EXTENSIONS
 from streamcli_sources._video_files import has_videos, list_files, scan_objects
 from streamcli_sources._video_problems import cut_warning, refuse_or_warn, scan_problem
 
-_INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA, "nearest": cv2.INTER_NEAREST}
-
 VideoItem = tuple[str, int, int]
 """(path, first step, number of steps or -1 when unknown): one item per file."""
-
-
-def _files(n: int) -> str:
-    return f"{n} file{'s' * (n != 1)}"
 
 
 class VideoSource(BaseSource):
@@ -85,6 +80,8 @@ class VideoSource(BaseSource):
         max_failed_reads: end a stream after this many failed frame reads in a row.
         cache_dir: the cache folder for scans. Default: ``$STREAMCLI_CACHE_DIR`` or ``~/.cache/streamcli``.
         backend: the decoder: ``opencv``, or ``pyav`` (pip install 'streamcli[pyav]'), which seeks exactly.
+        index: ``auto`` takes the files and lengths from the folder's index (``streamcli index video PATH``): no
+            listing, probe or scan at start-up; ``none`` lists the folder; or the path or URL of an index.
     """
 
     costly_steps = True  # decoding: with workers, rows go to whichever worker is free (``StreamLoader(balance=)``)
@@ -105,6 +102,7 @@ class VideoSource(BaseSource):
         max_failed_reads: int = 5,
         cache_dir: str = "",
         backend: str = "opencv",
+        index: str = "auto",
     ) -> None:
         if folder is None:
             raise ValueError("the video source needs a folder or file of videos, e.g. video clips/")
@@ -115,8 +113,8 @@ class VideoSource(BaseSource):
             raise ValueError(f"stride={stride} must be at least 1 (1 keeps every frame)")
         if int(segment) < 0:
             raise ValueError(f"segment={segment} must be 0 (whole files) or a number of steps per stream")
-        if interpolation not in _INTERPOLATION:
-            raise ValueError(f"interpolation={interpolation!r} must be one of {', '.join(_INTERPOLATION)}")
+        if interpolation not in INTERPOLATION:
+            raise ValueError(f"interpolation={interpolation!r} must be one of {', '.join(INTERPOLATION)}")
         if int(max_failed_reads) < 1:
             raise ValueError(f"max_failed_reads={max_failed_reads} must be at least 1")
         if int(threads) < 0:
@@ -145,6 +143,22 @@ class VideoSource(BaseSource):
         self.skipped: list[tuple[str, str]] = []
         self._items: list[VideoItem] | None = None
         self._scans: dict[str, Scan] = {}
+        self.streamcli_index = _indexed.find("video", folder, index, self.index_settings())
+        if self.streamcli_index is not None:
+            self.use_index(self.streamcli_index)
+
+    def index_settings(self) -> dict[str, Any]:
+        """The options that decide the files and their lengths (an index written with others is stale)."""
+        return {"glob": self.glob, "stride": self.stride, "scan": self.scan_lengths, "backend": self.backend,
+                "max_failed_reads": self.max_failed_reads, "strict": self.strict}  # fmt: skip
+
+    def index_key(self, item: VideoItem) -> str:
+        return item[0]
+
+    def use_index(self, index: Index) -> list[VideoItem]:
+        """The files and lengths of ``index`` (files that failed were left out when it was written)."""
+        self._items = [(p, 0, n) for p, n in zip(index.items, index.lengths.tolist(), strict=True)]
+        return self._items
 
     # -- discovery -------------------------------------------------------------------------------------
 
@@ -207,13 +221,11 @@ class VideoSource(BaseSource):
             if path in problems:
                 continue
             steps = self._steps(path)
-            if steps is None:
-                items.append((path, 0, -1))
-            else:
-                items.append((path, 0, steps))
+            items.append((path, 0, -1 if steps is None else steps))
         if not items:
+            n = len(self.skipped)
             raise ValueError(
-                f"no usable video under {str(self.root)!r}: {_files(len(self.skipped))} found, none decodes (see the "
+                f"no usable video under {str(self.root)!r}: {n} file{'s' * (n != 1)} found, none decodes (see the "
                 f"warnings); point at a folder with at least one video {BACKENDS[self.backend]} can decode"
             )
         return items
@@ -274,7 +286,7 @@ class VideoSource(BaseSource):
         )
         try:
             for bgr, ms in frames:
-                yield {"frame": self._convert(bgr), "time_ms": np.float64(ms)}
+                yield {"frame": convert(bgr, self.size, self.gray, self.interpolation), "time_ms": np.float64(ms)}
         finally:
             frames.close()  # releases the decoder now, not when the generator is collected
 
@@ -285,14 +297,3 @@ class VideoSource(BaseSource):
         if scan is None and self.scan_lengths:  # a worker given the source before items() ran
             scan = load_scan(cache_dir(self.cache_dir), path, self.backend)
         return scan
-
-    def _convert(self, bgr: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-        """Resize first (the colour conversion is then done on the small image), then RGB/gray, CHW."""
-        h, w = self.size
-        img: Any = bgr
-        if bgr.shape[0] != h or bgr.shape[1] != w:
-            img = cv2.resize(bgr, (w, h), interpolation=_INTERPOLATION[self.interpolation])
-        if self.gray:
-            out: npt.NDArray[np.uint8] = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)[None]
-            return out
-        return np.ascontiguousarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))

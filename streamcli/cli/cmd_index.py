@@ -77,7 +77,8 @@ def index(
             items, lengths = _index.build(spec.source, lambda d, t: bar.update(task, completed=d, total=t))
         except IndexFileError as exc:
             raise UsageFailure(str(exc)) from None
-    data = _index.encode(spec.plugin, _index.settings_of(spec.source), items, lengths)
+    settings, info = _index.settings_of(spec.source), _index.info_of(spec.source)
+    data = _index.encode(spec.plugin, settings, items, lengths, info)
     _index.write(where, data)
     seconds = time.monotonic() - start
     unknown = int((lengths < 0).sum())

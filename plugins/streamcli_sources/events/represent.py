@@ -18,12 +18,16 @@ index, so one ``np.bincount`` (or one ``np.maximum.at``) does a whole block.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from streamcli.errors import SourceError
 from streamcli_sources.events.formats import Events
+
+if TYPE_CHECKING:
+    from streamcli_sources.events.windows import Windowing
 
 REPRESENTATIONS = ("histogram", "voxel", "time_surface", "raw")
 
@@ -119,3 +123,27 @@ def raw(ev: Events, bounds: npt.NDArray[np.int64], spec: Spec, first_window: int
     d = spec.downsample
     out[w[keep], j[keep]] = np.stack([ev.x[keep] // d, ev.y[keep] // d, ev.t[keep], ev.p[keep]], axis=1)
     return out, np.minimum(counts, cap).astype(np.int32)
+
+
+def block(
+    ev: Events, bounds: npt.NDArray[np.int64], t_first: int, k0: int, spec: Spec, windowing: Windowing
+) -> dict[str, np.ndarray]:
+    """The steps of the ``len(bounds) - 1`` windows from window ``k0`` in ``spec``'s representation, with
+    ``time_us`` (and ``count``); ``t_first``, the recording's first event's time, is where time windows begin."""
+    n = len(bounds) - 1
+    if windowing.per_window:  # every count window holds at least one event
+        start = ev.t[bounds[:-1]]
+        span = ev.t[bounds[1:] - 1] - start
+    else:
+        start = t_first + windowing.window_us * np.arange(k0, k0 + n, dtype=np.int64)
+        span = np.full(n, windowing.window_us, np.int64)
+    if spec.name == "histogram":
+        data = histogram(ev, bounds, spec)
+    elif spec.name == "voxel":
+        data = voxel(ev, bounds, start, span, spec)
+    elif spec.name == "time_surface":
+        data = time_surface(ev, bounds, start, span, spec)
+    else:
+        rows, count = raw(ev, bounds, spec, k0)
+        return {"events": rows, "time_us": start, "count": count}
+    return {"events": data, "time_us": start}

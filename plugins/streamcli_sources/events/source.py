@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.errors import EventFileError, UnsupportedURLError
+from streamcli.errors import EventFileError, IndexFileError, UnsupportedURLError
+from streamcli.index import Index as IndexFile
 from streamcli.source import BaseSource, Field, Step
 from streamcli.storage.urls import is_remote, local_path
+from streamcli_sources import _indexed
 from streamcli_sources.events import represent
-from streamcli_sources.events.formats import SUFFIXES, Events, Reader, kind
+from streamcli_sources.events.formats import SUFFIXES, Reader, kind
 from streamcli_sources.events.readers import open_reader
 from streamcli_sources.events.represent import REPRESENTATIONS, Spec
 from streamcli_sources.events.sensor import sensor_size
@@ -50,6 +52,8 @@ class EventsSource(BaseSource):
         dtype: dtype of histogram, voxel and time surface steps.
         glob: select files by pattern instead of by suffix.
         cache_dir: the cache folder (default: the video source's, ``$STREAMCLI_CACHE_DIR`` or ``~/.cache``).
+        index: ``auto`` takes the recordings, lengths and sensor size from the folder's index (``streamcli index
+            events PATH``): nothing is listed or scanned at start-up; ``none`` lists the folder; or an index's path.
 
     Fields per step: ``events`` (the representation) and ``time_us`` int64, the window's start (for count
     windows, its first event's time); ``raw`` adds ``count`` int32.
@@ -73,6 +77,7 @@ class EventsSource(BaseSource):
         dtype: str = "float32",
         glob: str = "",
         cache_dir: str = "",
+        index: str = "auto",
     ) -> None:
         if path is None:
             raise ValueError("the events source needs an event file or a folder of them, e.g. events recordings/")
@@ -115,10 +120,33 @@ class EventsSource(BaseSource):
         self.cache_dir = cache_dir
         self._index: dict[str, Index] = {}  # the scan's; workers re-read offsets from the cache
         self._lengths: dict[str, int] = {}
-        self._files: list[str] = []
+        self._files: Sequence[str] = []
         self._bad: dict[str, EventFileError] = {}  # recordings that are not whole: raised by length() and open()
         self._sensor_hw: tuple[int, int] = (0, 0)
         self._spec: Spec | None = None
+        self.streamcli_index = _indexed.find("events", path, index, self.index_settings())
+        if self.streamcli_index is not None:
+            self.use_index(self.streamcli_index)
+
+    def index_settings(self) -> dict[str, Any]:
+        """The options that decide the recordings, their lengths and the sensor size (else the index is stale)."""
+        w = self.windowing
+        return {"glob": self.glob, "window_us": w.window_us, "events_per_window": w.per_window,
+                "sensor_size": self.sensor_size}  # fmt: skip
+
+    def index_info(self) -> dict[str, Any]:
+        self.prepare()
+        return {"sensor_hw": list(self._sensor_hw)}
+
+    def use_index(self, index: IndexFile) -> Sequence[str]:
+        """The recordings of ``index`` and the sensor size it recorded: nothing is listed or scanned here; a
+        worker loads each recording's window offsets from the cache when it opens it."""
+        hw = index.info.get("sensor_hw")
+        if not (isinstance(hw, list) and len(hw) == 2 and all(isinstance(d, int) for d in hw)):
+            raise IndexFileError(f"{index.where} does not record the sensor size; rebuild it with streamcli index")
+        self._files = index.items
+        self._settle((hw[0], hw[1]))
+        return index.items
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -161,8 +189,12 @@ class EventsSource(BaseSource):
             raise EventFileError(f"no whole recording under {str(self.root)!r}; the first: {first}") from first
         self._files = files
         self._lengths = {p: ix.windows for p, ix in self._index.items()}
-        self._sensor_hw = sensor_size(self._index, self.sensor_size)
-        h, w, d = *self._sensor_hw, self.downsample
+        self._settle(sensor_size(self._index, self.sensor_size))
+
+    def _settle(self, hw: tuple[int, int]) -> None:
+        """The sensor grid and the step shape on it."""
+        self._sensor_hw = hw
+        h, w, d = *hw, self.downsample
         self._spec = Spec(
             self.representation,
             -(-h // d),
@@ -201,7 +233,7 @@ class EventsSource(BaseSource):
         self.prepare()
         if item in self._bad:
             raise self._bad[item]
-        return self._lengths[item]
+        return self._lengths[item] if item in self._lengths else self._load_index(item).windows  # indexed: cached
 
     def item_name(self, item: str) -> str:
         return Path(item).name
@@ -255,23 +287,4 @@ class EventsSource(BaseSource):
         ev = reader.read(a, int(index.offsets[k1]))
         # Checked on every read, not only by the scan: a pixel off the grid would land on another pixel's cell.
         check_coordinates(item, ev, a, self._sensor_hw)
-        return self._block(ev, index.offsets[k0 : k1 + 1] - a, index.t_first, k0, spec)
-
-    def _block(self, ev: Events, bounds: np.ndarray, t_first: int, k0: int, spec: Spec) -> Step:
-        n = len(bounds) - 1
-        if self.windowing.per_window:  # every count window holds at least one event
-            start = ev.t[bounds[:-1]]
-            span = ev.t[bounds[1:] - 1] - start
-        else:
-            start = t_first + self.windowing.window_us * np.arange(k0, k0 + n, dtype=np.int64)
-            span = np.full(n, self.windowing.window_us, np.int64)
-        if spec.name == "histogram":
-            data = represent.histogram(ev, bounds, spec)
-        elif spec.name == "voxel":
-            data = represent.voxel(ev, bounds, start, span, spec)
-        elif spec.name == "time_surface":
-            data = represent.time_surface(ev, bounds, start, span, spec)
-        else:
-            rows, count = represent.raw(ev, bounds, spec, k0)
-            return {"events": rows, "time_us": start, "count": count}
-        return {"events": data, "time_us": start}
+        return represent.block(ev, index.offsets[k0 : k1 + 1] - a, index.t_first, k0, spec, self.windowing)

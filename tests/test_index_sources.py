@@ -1,0 +1,170 @@
+"""The index (``streamcli index``) of the file sources that list storage or measure lengths at start-up: video
+(``scan=True``), audio and events. For each: the index's lengths are the scan's, a loader gives the same bytes with
+and without it, nothing is listed or scanned where it is used, and a stale one is refused naming the rebuild."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _events_fakes import H, W, recording, write_folder
+from conftest import data_root, needs_shared, shared_data
+from streamcli_sources import _video_backends
+from streamcli_sources import video as video_module
+from streamcli_sources.audio import AudioSource
+from streamcli_sources.events import EventsSource
+from streamcli_sources.video import VideoSource
+from typer.testing import CliRunner
+
+from streamcli import StreamLoader
+from streamcli import index as sindex
+from streamcli.cli import app
+from streamcli.errors import IndexFileError, StaleIndexError
+from streamcli.source import StreamSource
+
+
+def indexed(plugin: str, path: Path, *options: str, out: Path | None = None) -> dict[str, Any]:
+    """``streamcli index PLUGIN PATH -s OPTION ... --json``'s result."""
+    args = ["index", plugin, str(path), *(a for o in options for a in ("-s", o)), "--json"]
+    r = CliRunner().invoke(app, args + ([] if out is None else ["--out", str(out)]))
+    assert r.exit_code == 0, r.output
+    result: dict[str, Any] = json.loads(r.stdout)
+    return result
+
+
+def epoch(source: StreamSource, **kw: Any) -> list[dict[str, np.ndarray]]:
+    """Every batch of one epoch, each field and flag as numpy."""
+    out = []
+    with StreamLoader(source, batch_size=2, time_steps=8, seed=3, **kw) as loader:
+        for b in loader:
+            got = {k: b[k].numpy().copy() for k in b}
+            out.append(got | {"reset": b.reset.numpy().copy(), "valid": b.valid.numpy().copy()})
+    return out
+
+
+def same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> bool:
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x) for x, y in zip(a, b, strict=True)
+    )
+
+
+def refuse(*names: str) -> Any:
+    def listing(*args: object, **kw: object) -> None:
+        raise AssertionError(f"listed or scanned storage ({names}) although an index was given")
+
+    return listing
+
+
+@pytest.mark.slow  # decodes real clips
+def test_video_with_an_index_lists_probes_and_scans_nothing_and_gives_the_same_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for name in ("realshort.mp4", "dummy_video.avi"):
+        (folder / name).symlink_to(data_root("video") / name)
+    (folder / "notes.mp4").write_bytes(b"not a video")  # skipped when the index is written, so never in it
+    cache = str(tmp_path / "cache")
+    out = indexed("video", folder, "scan=true", f"cache_dir={cache}")  # the CLI says which file it skipped
+    assert out["items"] == 2 and out["unknown_lengths"] == 0
+    kw: dict[str, Any] = {"size": (16, 16), "scan": True, "cache_dir": cache}
+    with pytest.warns(UserWarning, match="notes.mp4"):
+        scanned = VideoSource(folder, index="none", **kw)
+        want = epoch(scanned)
+    assert [n for _, _, n in scanned.items()] == [10, 36]  # dummy_video.avi, realshort.mp4
+
+    for fn in ("list_files", "scan_files"):
+        monkeypatch.setattr(video_module, fn, refuse(fn))
+    monkeypatch.setattr(_video_backends, "probe_files", refuse("probe_files"))
+    source = VideoSource(folder, **kw)
+    assert source.streamcli_index is not None and source.items() == scanned.items()
+    assert same(epoch(source), want)
+    # The loader's index= (the source found none of its own): the same.
+    where = folder / sindex.INDEX_NAME
+    assert same(epoch(VideoSource(folder, index="none", **kw), index=str(where)), want)
+    stale = r"stride=1 there, 2 here\); rebuild it with streamcli index video .*clips -s stride=2$"
+    with pytest.raises(StaleIndexError, match=stale):
+        VideoSource(folder, stride=2, **kw)
+    with pytest.raises(StaleIndexError, match="scan=True there, False here"):
+        VideoSource(folder, cache_dir=cache)
+
+
+SPEECH = shared_data("audio/speech_8k")
+
+
+@needs_shared("audio/speech_8k")
+@pytest.mark.slow  # reads the shared recordings
+def test_audio_with_an_index_reads_no_header_at_start_up_and_gives_the_same_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert SPEECH is not None
+    where = tmp_path / "speech.npz"
+    out = indexed("audio", SPEECH, "frame_ms=40", out=where)
+    assert out["items"] == 8
+    listed = AudioSource(SPEECH, frame_ms=40, index="none")
+    want = epoch(listed)
+    items, fields = listed.items(), listed.fields()
+    lengths = [listed.length(i) for i in items]
+
+    monkeypatch.setattr(AudioSource, "_index", refuse("audio._index"))  # the listing and every header
+    source = AudioSource(SPEECH, frame_ms=40, index=str(where))
+    assert list(source.items()) == items and source.fields() == fields
+    assert sindex.read(str(where)).lengths.tolist() == lengths
+    assert same(epoch(source), want)
+    assert same(epoch(AudioSource(SPEECH, frame_ms=40, index="none"), index=str(where)), want)
+    with pytest.raises(StaleIndexError, match=r"frame_ms=40.0 there, 20.0 here.*streamcli index audio .* --out"):
+        AudioSource(SPEECH, index=str(where))
+
+
+def test_an_index_without_the_format_the_audio_source_needs_is_refused(tmp_path: Path) -> None:
+    where = tmp_path / "old.npz"
+    settings = AudioSource(data_root("audio"), index="none").index_settings()
+    sindex.write(str(where), sindex.encode("audio", settings, ["a.wav"], np.array([3])))  # no info: an old index
+    with pytest.raises(IndexFileError, match=r"old\.npz does not record the audio's format; rebuild it"):
+        AudioSource(data_root("audio"), index=str(where))
+
+
+def events_folder(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    folder = tmp_path / "recs"
+    write_folder(folder)
+    return folder, {"window_us": 20_000, "cache_dir": str(tmp_path / "cache")}
+
+
+def test_events_with_an_index_list_and_scan_nothing_and_give_the_same_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, kw = events_folder(tmp_path)
+    out = indexed("events", folder, "window_us=20000", f"cache_dir={kw['cache_dir']}")
+    assert out["items"] == 3
+    scanned = EventsSource(folder, index="none", **kw)
+    want = epoch(scanned)
+    index = sindex.read(str(folder / sindex.INDEX_NAME))
+    assert index.lengths.tolist() == [scanned.length(i) for i in scanned.items()]
+
+    monkeypatch.setattr(EventsSource, "files", refuse("events.files"))
+    monkeypatch.setattr(EventsSource, "prepare", refuse("events.prepare"))
+    source = EventsSource(folder, **kw)
+    assert source.fields() == scanned.fields()
+    assert same(epoch(source), want)
+    assert same(epoch(EventsSource(folder, index="none", **kw), index=str(folder / sindex.INDEX_NAME)), want)
+    with pytest.raises(StaleIndexError, match=r"window_us=20000 there, 50000 here.*-s window_us=50000$"):
+        EventsSource(folder, cache_dir=kw["cache_dir"])
+
+
+@pytest.mark.slow  # a worker process
+def test_a_worker_lists_nothing_with_an_index(tmp_path: Path) -> None:
+    """A recording added after the index, with an event off the sensor: a process that listed the folder would
+    take it in and refuse it; the loader's worker opens only the items of the main process's plan."""
+    folder, kw = events_folder(tmp_path)
+    kw["sensor_size"] = (H, W)
+    indexed("events", folder, "window_us=20000", f"sensor_size={H}x{W}", f"cache_dir={kw['cache_dir']}")
+    want = epoch(EventsSource(folder, index="none", **kw))
+    late = recording(9)
+    late["x"][0] = W
+    np.save(folder / "rec9.npy", late)
+    with pytest.raises(ValueError, match="outside sensor_size"):
+        EventsSource(folder, index="none", **kw).items()
+    assert same(epoch(EventsSource(folder, **kw), num_workers=1), want)
