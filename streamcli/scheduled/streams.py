@@ -41,40 +41,35 @@ class Streams:
     def table(self, lengths: Sequence[int | None]) -> np.ndarray:
         """``(n, 4)`` int64 rows of (item, start, open-ended, the item's promised length or -1) for the ring's
         order table; producers check a stream against the length its item promised."""
-        promised = np.asarray([-1 if n is None else n for n in lengths], np.int64)
+        promised = np.fromiter((-1 if n is None else n for n in lengths), np.int64, len(lengths))
         expect = promised[self.items] if len(self.items) else np.zeros(0, np.int64)
         return np.stack([self.items, self.starts, self.open_ended.astype(np.int64), expect], axis=1)
 
 
 def all_streams(lengths: Sequence[int | None], segment: int, order: StreamOrder | None = None) -> Streams:
-    """Every item's streams in item order, before shuffling; ``order``: the source's ``stream_order`` hook."""
-    items: list[int] = []
-    starts: list[int] = []
-    open_ended: list[bool] = []
-    plen: list[int] = []
-    known = all(n is not None for n in lengths)
-    for i, n in enumerate(lengths):
-        if segment and n is not None:
-            for a in range(0, n, segment):
-                items.append(i)
-                starts.append(a)
-                open_ended.append(False)
-                plen.append(min(segment, n - a))
-            if n == 0:  # keep empty items as empty streams, as without segments
-                items.append(i)
-                starts.append(0)
-                open_ended.append(False)
-                plen.append(0)
-        else:
-            items.append(i)
-            starts.append(0)
-            open_ended.append(bool(segment))  # unknown length: segments follow on the row
-            plen.append(int(n) if n is not None else -1)
+    """Every item's streams in item order, before shuffling; ``order``: the source's ``stream_order`` hook.
+
+    Built with numpy, not lists: at a million items, lists of Python ints would take several times the arrays'
+    memory while they are built."""
+    n = len(lengths)
+    known = all(x is not None for x in lengths)
+    plen = np.fromiter((-1 if x is None else x for x in lengths), np.int64, n)
+    if not segment:  # one stream per item, from its first step
+        whole = np.arange(n, dtype=np.int64)
+        return Streams(whole, np.zeros(n, np.int64), np.zeros(n, bool), plen if known else None, order)
+    has = plen >= 0
+    # An item of known length is cut into ceil(L / segment) streams (an empty one stays one empty stream); one of
+    # unknown length is one open-ended stream whose segments follow on its row.
+    counts = np.where(has, np.maximum(1, -(-plen // segment)), 1)
+    items = np.repeat(np.arange(n, dtype=np.int64), counts)
+    first = np.cumsum(counts) - counts  # each item's first stream
+    starts = (np.arange(len(items), dtype=np.int64) - first[items]) * segment
+    cut = has[items]
     return Streams(
-        np.asarray(items, np.int64),
-        np.asarray(starts, np.int64),
-        np.asarray(open_ended, bool),
-        np.asarray(plen, np.int64) if known else None,
+        items,
+        starts,
+        ~cut,
+        np.where(cut, np.minimum(segment, plen[items] - starts), -1) if known else None,
         order,
     )
 
