@@ -1,26 +1,20 @@
 """A byte-level GRU language model in a LightningModule, trained with truncated backprop through time (TBPTT).
 
 Each of the B rows of a batch continues the same text stream as in the previous batch, so the GRU's hidden state
-is carried from one batch to the next, with three rules:
+is carried from one batch to the next. ``streamcli.tbptt`` does the bookkeeping:
 
-- reset the rows that ``batch.reset`` names (they begin a new stream at this batch's first step);
-- detach the state from the previous batch's graph, so gradients stop at the batch boundary (the truncation);
-- run the GRU over all T steps and score ``out[:-1]`` against ``x[1:]``: the state handed on has then seen every
+- ``RowState`` keeps each row's state by stream: zeros where a stream begins (``is_first``), detached from the
+  previous batch's graph so gradients stop at the batch boundary (the truncation), and restored in its stream's
+  new row after a resume on another batch size;
+- ``run_rnn`` runs the GRU over all T steps in one call, resetting at ``is_first`` and leaving the state unchanged
+  over padding (``batch.valid``); ``out[:-1]`` is scored against ``x[1:]``, so the state handed on has seen every
   step. (Running over ``x[:-1]`` would hand on a state that never saw the last step: one step lost per batch.)
 
-With ``boundary="pad"`` (the default) a stream only begins at a batch's first step, so ``batch.reset`` is all the
-resetting there is; the rest of a row whose stream ended is padding, masked by ``batch.valid``. The state also
-goes into the checkpoint, so a resumed run continues with it (Lightning restores the loader's position by
-itself: it saves any loader that has ``state_dict``/``load_state_dict``).
+``RowState.state_dict()`` goes into the checkpoint, so a resumed run continues with it (Lightning restores the
+loader's position by itself: it saves any loader that has ``state_dict``/``load_state_dict``).
 
-Carrying the state learns faster than resetting it every batch. On tests/data/text (two public-domain texts),
-with the defaults (B=16, T=16, 800 steps, Adam 3e-3, gradients clipped at 1), the mean training loss in nats per
-byte over the last 100 steps (the same batches for both; `python benchmarks/learning.py` measures it):
-
-    seed   carried   reset every batch
-    0      2.174     2.291
-    1      2.112     2.244
-    2      2.184     2.291
+Carrying the state learns faster than resetting it every batch: ``python benchmarks/learning.py`` measures the
+margin on tests/data/text over several seeds (``benchmarks/RESULTS.md``).
 
 Run: ``python examples/lightning_tbptt.py`` (``--help`` for the options, ``--no-carry`` for the baseline).
 """
@@ -36,7 +30,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
-from streamcli import Batch, StreamLoader, load_source
+from streamcli import Batch, RowState, StreamLoader, load_source, run_rnn
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "text"
 
@@ -48,18 +42,20 @@ class ByteGRU(L.LightningModule):
         self.embed = nn.Embedding(256, 32)
         self.gru = nn.GRU(32, hidden)  # time-major, like the loader's (T, B) batches
         self.head = nn.Linear(hidden, 256)
-        self.h: torch.Tensor | None = None  # (1, B, hidden), carried across batches
+        self.state = RowState()  # each row's (1, B, hidden) state, carried across batches by stream
         self.losses: list[float] = []
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         x = batch["text"][..., 0].long()  # (T, B): one byte per step (width=1)
-        if self.h is None or not self.hparams["carry"]:
-            self.h = x.new_zeros((1, x.shape[1], self.gru.hidden_size), dtype=torch.float32)
-        keep = (~batch.reset).to(self.h.dtype)[None, :, None]
-        out, h = self.gru(self.embed(x), self.h * keep)  # zero the rows that begin a new stream
-        self.h = h.detach()  # truncation: the next batch's gradients stop here
+        if self.hparams["carry"]:
+            hx, is_first = self.state.begin(batch), self.state.is_first  # zeros where a stream begins
+        else:  # the baseline: every batch starts from zeros
+            hx, is_first = None, batch.is_first
+        out, h = run_rnn(self.gru, self.embed(x), is_first, batch.valid, hx)
+        if self.hparams["carry"]:
+            self.state.update(h)  # detached: the next batch's gradients stop here
         logits = self.head(out[:-1])  # step t predicts step t+1
-        mask = batch.valid[1:] & batch.valid[:-1]
+        mask = batch.valid[1:] & batch.valid[:-1] & ~batch.is_first[1:]
         loss = nn.functional.cross_entropy(logits[mask], x[1:][mask])
         self.losses.append(float(loss.detach()))  # a float of a tensor that needs grad warns
         self.log("loss", loss, prog_bar=True)
@@ -69,10 +65,11 @@ class ByteGRU(L.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=self.hparams["lr"])
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["hidden"] = self.h
+        checkpoint["rnn_state"] = self.state.state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.h = checkpoint.get("hidden")
+        if "rnn_state" in checkpoint:
+            self.state.load_state_dict(checkpoint["rnn_state"])
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -7,11 +7,13 @@
 The README's training example is the ``train`` function below, and ``tests/test_training_example.py`` checks
 its claim on the shipped text: carrying the state learns faster than resetting it every batch.
 
-The pattern: run the RNN over **all** T steps of the batch, so the state handed to the next batch has seen
-every step; predict step t+1 from the output at step t (``out[:-1]`` against ``x[1:]``), masked by
-``batch.valid``; reset the rows that begin a new stream (``batch.reset``); detach the state every batch.
-Running the RNN over ``x[:-1]`` instead loses the last step of every row at every batch boundary, and then
-carrying the state is no better than resetting it.
+The pattern: ``RowState`` carries each row's hidden state to the next batch by stream (zeros where a stream
+begins, detached every batch, restored in its new row after a resume on another batch size); ``run_rnn`` runs
+the GRU over **all** T steps of the batch in one call, resetting at ``is_first`` and leaving the state unchanged
+over padding, so the state handed to the next batch has seen every step; step t+1 is predicted from the output
+at step t (``out[:-1]`` against ``x[1:]``), masked by ``batch.valid``. Running the RNN over ``x[:-1]`` instead
+loses the last step of every row at every batch boundary, and then carrying the state is no better than
+resetting it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from streamcli import StreamLoader, load_source
+from streamcli import RowState, StreamLoader, load_source, run_rnn
 
 TEXT = Path(__file__).resolve().parents[1] / "tests" / "data" / "text"
 
@@ -58,18 +60,19 @@ def train(
     with StreamLoader(
         source, batch_size=batch_size, time_steps=time_steps, num_workers=num_workers, segment=segment, seed=seed
     ) as loader:
-        h = torch.zeros(1, batch_size, hidden)
+        state = RowState(segment=loader.segment)  # each row's state, by stream; detached every batch
         epoch, start, shown = 0, time.monotonic(), -math.inf
         while (batches is None and epoch < epochs) or (batches is not None and len(losses) < batches):
             for batch in loader:
                 x = batch["text"][..., 0].long()  # (T, B) byte values
+                if carry:  # the state each row's stream ended the last batch with; zeros where one begins
+                    hx, is_first = state.begin(batch), state.is_first
+                else:  # the baseline: every batch starts from zeros
+                    hx, is_first = None, batch.is_first
+                out, hn = run_rnn(rnn, F.one_hot(x, 256).float(), is_first, batch.valid, hx)  # all T steps
                 if carry:
-                    h = h.detach()  # keep the state, cut the graph
-                    h = h.masked_fill(batch.reset[None, :, None], 0.0)  # a row that begins a new stream forgets
-                else:
-                    h = torch.zeros_like(h)
-                out, h = rnn(F.one_hot(x, 256).float(), h)  # all T steps: the carried h has seen every one
-                keep = batch.valid[1:] & batch.valid[:-1]  # never learn from padding
+                    state.update(hn)
+                keep = batch.valid[1:] & batch.valid[:-1] & ~batch.is_first[1:]  # no padding, no stream boundary
                 loss = F.cross_entropy(head(out[:-1])[keep], x[1:][keep])  # step t predicts step t+1
                 opt.zero_grad()
                 loss.backward()

@@ -7,6 +7,7 @@ import itertools
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -46,20 +47,22 @@ def test_the_state_carried_into_a_batch_has_seen_every_step_of_the_one_before(
 ) -> None:
     import torch
 
-    calls: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+    calls: list[tuple[int, torch.Tensor | None, torch.Tensor]] = []
+    example = _example()
+    run_rnn = example.run_rnn
 
-    class Recording(torch.nn.GRU):
-        def forward(self, x: torch.Tensor, hx: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
-            out, h = super().forward(x, hx)
-            assert hx is not None
-            calls.append((x.shape[0], hx.detach().clone(), h.detach().clone()))
-            return out, h
+    def recording(rnn: torch.nn.GRU, x: torch.Tensor, is_first: torch.Tensor, valid: torch.Tensor, hx: Any) -> Any:
+        out, h = run_rnn(rnn, x, is_first, valid, hx)
+        calls.append((int(valid.any(1).sum()), None if hx is None else hx.detach().clone(), h.detach().clone()))
+        return out, h
 
-    monkeypatch.setattr(torch.nn, "GRU", Recording)
-    _example().train(batches=6, batch_size=4, time_steps=16, hidden=8, segment=64, num_workers=0)
+    monkeypatch.setattr(example, "run_rnn", recording)
+    example.train(batches=6, batch_size=4, time_steps=16, hidden=8, segment=64, num_workers=0)
     assert [steps for steps, _, _ in calls] == [16] * 6  # the RNN runs over every step of every batch
+    assert calls[0][1] is None  # zeros: no state saved yet
     kept = 0
     for (_, _, before), (_, carried, _) in itertools.pairwise(calls):
+        assert carried is not None
         for row in range(4):  # each row's state is the one its previous batch ended with, or a reset
             same = torch.equal(carried[:, row], before[:, row])
             assert same or not carried[:, row].any()
