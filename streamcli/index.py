@@ -96,7 +96,7 @@ class Index:
             why = f"it was written by the {self.plugin!r} source, not {plugin!r}"
         elif self.settings != ours:
             keys = sorted(k for k in set(self.settings) | set(ours) if self.settings.get(k) != ours.get(k))
-            diff = ", ".join(f"{k}={self.settings.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
+            diff = "; ".join(f"{k}: {self.settings.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
             why = f"it was written with other settings ({diff})"
             rebuild += "".join(f" -s {k}={ours[k]}" for k in keys if k in ours)
         else:

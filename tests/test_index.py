@@ -81,7 +81,7 @@ def test_the_loader_takes_items_and_lengths_from_the_index_and_asks_the_source_n
 
 def test_a_stale_index_is_refused_naming_it_and_the_rebuild_command(tmp_path: Path) -> None:
     where = written(tmp_path, Counted([4, 4], width=1))
-    with pytest.raises(StaleIndexError, match=r"index .*idx\.npz is stale: .*width=1 there, 2 here.*streamcli index"):
+    with pytest.raises(StaleIndexError, match=r"index .*idx\.npz is stale: .*width: 1 there, 2 here.*streamcli index"):
         StreamLoader(Counted([4, 4], width=2), 2, 2, index=where)
     other = written(tmp_path, Counted([4, 4]), plugin="text")
     with pytest.raises(StaleIndexError, match="written by the 'text' source"):
@@ -116,11 +116,12 @@ def test_cli_writes_the_index_next_to_the_data_and_the_text_source_uses_it(tmp_p
     src = TextSource(folder, width=8)
     assert src.streamcli_index is not None and len(src.items()) == 4
     assert len(TextSource(folder, width=8, index="none").items()) == 3
-    stale = r"width=8 there, 16 here\); rebuild it with streamcli index text .* -s width=16"
+    stale = r"width: 8 there, 16 here\); rebuild it with streamcli index text .* -s width=16"
     with pytest.raises(StaleIndexError, match=stale):
         TextSource(folder)
     r = CliRunner().invoke(app, ["preview", "text", str(folder)])
-    assert r.exit_code == 2 and "is stale" in r.output and "streamcli index text" in r.output
+    assert r.exit_code == 2 and "is stale" in r.output and "(width: 8 there, 16 here)" in r.output
+    assert r.output.rstrip().endswith(f"rebuild it with streamcli index text {folder} -s width=16"), r.output
     r = CliRunner().invoke(app, ["index", "text", str(folder), "--quiet"])  # rebuilding ignores the stale one
     assert r.exit_code == 0 and r.output == ""
     assert len(TextSource(folder).items()) == 3

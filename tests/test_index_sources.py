@@ -85,10 +85,10 @@ def test_video_with_an_index_lists_probes_and_scans_nothing_and_gives_the_same_b
     # The loader's index= (the source found none of its own): the same.
     where = folder / sindex.INDEX_NAME
     assert same(epoch(VideoSource(folder, index="none", **kw), index=str(where)), want)
-    stale = r"stride=1 there, 2 here\); rebuild it with streamcli index video .*clips -s stride=2$"
+    stale = r"stride: 1 there, 2 here\); rebuild it with streamcli index video .*clips -s stride=2$"
     with pytest.raises(StaleIndexError, match=stale):
         VideoSource(folder, stride=2, **kw)
-    with pytest.raises(StaleIndexError, match="scan=True there, False here"):
+    with pytest.raises(StaleIndexError, match="scan: True there, False here"):
         VideoSource(folder, cache_dir=cache)
 
 
@@ -115,7 +115,7 @@ def test_audio_with_an_index_reads_no_header_at_start_up_and_gives_the_same_batc
     assert sindex.read(str(where)).lengths.tolist() == lengths
     assert same(epoch(source), want)
     assert same(epoch(AudioSource(SPEECH, frame_ms=40, index="none"), index=str(where)), want)
-    with pytest.raises(StaleIndexError, match=r"frame_ms=40.0 there, 20.0 here.*streamcli index audio .* --out"):
+    with pytest.raises(StaleIndexError, match=r"frame_ms: 40.0 there, 20.0 here.*streamcli index audio .* --out"):
         AudioSource(SPEECH, index=str(where))
 
 
@@ -150,7 +150,7 @@ def test_events_with_an_index_list_and_scan_nothing_and_give_the_same_batches(
     assert source.fields() == scanned.fields()
     assert same(epoch(source), want)
     assert same(epoch(EventsSource(folder, index="none", **kw), index=str(folder / sindex.INDEX_NAME)), want)
-    with pytest.raises(StaleIndexError, match=r"window_us=20000 there, 50000 here.*-s window_us=50000$"):
+    with pytest.raises(StaleIndexError, match=r"window_us: 20000 there, 50000 here.*-s window_us=50000$"):
         EventsSource(folder, cache_dir=kw["cache_dir"])
 
 

@@ -215,7 +215,7 @@ def source_flag_names(message: str, options: list[str] | tuple[str, ...]) -> str
     """A source's message with its option names as ``-s`` flags: ``mismatch='skip'`` -> ``-s mismatch='skip'``."""
     if not options:
         return message
-    pattern = re.compile(r"(?<![-\w.])(" + "|".join(map(re.escape, options)) + r")=")
+    pattern = re.compile(r"(?<!-s )(?<![-\w.])(" + "|".join(map(re.escape, options)) + r")=")  # not twice
     flagged = pattern.sub(lambda m: f"-s {m.group(1)}=", message)
     # A tuple as -s takes it (``-s sensor_size=48,70``): "(48, 70)" is not one shell word, nor parsed.
     return re.sub(r"(-s [\w.]+=)\(([^()]*)\)", lambda m: m.group(1) + m.group(2).replace(", ", ","), flagged)
