@@ -4,13 +4,17 @@ and without it, nothing is listed or scanned where it is used, and a stale one i
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import wave
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from _events_fakes import H, W, recording, write_folder
+from _moto import MotoS3
 from conftest import data_root, needs_shared, shared_data
 from streamcli_sources import _video_backends
 from streamcli_sources import video as video_module
@@ -24,9 +28,10 @@ from streamcli import index as sindex
 from streamcli.cli import app
 from streamcli.errors import IndexFileError, StaleIndexError
 from streamcli.source import StreamSource
+from streamcli.storage.remote import Remote
 
 
-def indexed(plugin: str, path: Path, *options: str, out: Path | None = None) -> dict[str, Any]:
+def indexed(plugin: str, path: Path | str, *options: str, out: Path | None = None) -> dict[str, Any]:
     """``streamcli index PLUGIN PATH -s OPTION ... --json``'s result."""
     args = ["index", plugin, str(path), *(a for o in options for a in ("-s", o)), "--json"]
     r = CliRunner().invoke(app, args + ([] if out is None else ["--out", str(out)]))
@@ -168,3 +173,39 @@ def test_a_worker_lists_nothing_with_an_index(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="outside sensor_size"):
         EventsSource(folder, index="none", **kw).items()
     assert same(epoch(EventsSource(folder, **kw), num_workers=1), want)
+
+
+@pytest.mark.slow  # a moto S3 server
+def test_audio_on_s3_with_the_index_lists_nothing_at_start_up(
+    bucket: str, moto_s3: MotoS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAMCLI_CACHE_DIR", str(tmp_path / "cache"))
+    url = f"{bucket}/speech"
+    for k in range(3):
+        buf = io.BytesIO()
+        with wave.open(buf, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(8000)
+            w.writeframes(np.arange(800 * (k + 1), dtype="<i2").tobytes())
+        Remote(url).write(f"a{k}.wav", buf.getvalue())
+    want = epoch(AudioSource(url, index="none"))
+    indexed("audio", url)
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    log, level = logging.getLogger("werkzeug"), logging.getLogger("werkzeug").level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)  # a line per request
+    try:
+        AudioSource(url, index="none").items()
+        assert any("list-type=" in x for x in lines), lines  # what a listing looks like here
+        lines.clear()
+        source = AudioSource(url)
+        assert source.streamcli_index is not None and len(source.items()) == 3 and source.samples == 160
+        assert not any("list-type=" in x or ("HEAD" in x and ".wav" in x) for x in lines), lines
+        assert same(epoch(source), want)  # each file fetched where it is opened, none listed
+        assert not any("list-type=" in x for x in lines), lines
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
