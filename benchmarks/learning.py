@@ -8,8 +8,8 @@
 in ``tests/data/text``, the same batches both times, once carrying the state and once resetting it every batch.
 The figure is the mean training loss over the last 200 (plain) or 100 (Lightning) batches, in nats per byte,
 and the margin is reset minus carried. The suite checks one seed of the plain example
-(``tests/test_training_example.py``); this script is the evidence for the margins the examples' docstrings
-quote, recorded in ``benchmarks/RESULTS.md``.
+(``tests/test_training_example.py``); this script is the evidence for the margins recorded in
+``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
