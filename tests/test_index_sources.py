@@ -209,3 +209,18 @@ def test_audio_on_s3_with_the_index_lists_nothing_at_start_up(
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+
+
+def test_the_command_line_stats_no_item_of_an_indexed_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamcli.cli import _sources
+
+    checked: list[str] = []
+    monkeypatch.setattr(_sources, "check_readable", lambda path: checked.append(str(path)))
+    folder, kw = events_folder(tmp_path)
+    options = ["window_us=20000", f"cache_dir={kw['cache_dir']}"]
+    _sources.resolve_source(["events", str(folder)], options)
+    assert len(checked) == 4  # the folder given, then each recording before it is read
+    indexed("events", folder, *options)
+    checked.clear()
+    spec = _sources.resolve_source(["events", str(folder)], options)
+    assert spec.source is not None and len(spec.source.items()) == 3 and checked == [str(folder)]

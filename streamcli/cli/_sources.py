@@ -156,7 +156,9 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
     if not items:
         where = f" in {arg!r}" if arg is not None else ""
         raise UsageFailure(f"no streams found{where} by the {plugin} source")
-    for item in items:  # a file the source will read later: refuse it now, not mid-run as a PermissionError
+    # A file the source will read later: refuse it now, not mid-run as a PermissionError; not with an index,
+    # which is there so that start-up asks nothing per item.
+    for item in [] if getattr(source, "streamcli_index", None) is not None else items:
         if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
             check_readable(item)
     return SourceSpec(plugin, arg, options, source)
