@@ -5,7 +5,7 @@ request or a stat per item without the index. Each case runs in a fresh subproce
 memory added is the peak resident set (VmHWM) after constructing, less the resident set before it (torch
 loaded). Without the index the source lists its items when the loader asks (in the construction time).
 
-    python benchmarks/bench_index.py [--items 1000000] [--repeats 2]
+    python benchmarks/bench_index.py [--items 1000000] [--repeats 2] [--shortest 1]
     python benchmarks/bench_index.py --s3 10000   # LIST and HEAD requests at start-up on moto's S3 server
 """
 
@@ -26,14 +26,16 @@ from streamcli.source import BaseSource, Field
 
 
 class Million(BaseSource):
-    """``n`` string items of 1–100 steps of one int32; ``length()`` is arithmetic."""
+    """``n`` string items of ``shortest`` to ``shortest + 99`` steps of one int32; ``length()`` is arithmetic.
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    Lengths above 256 are not CPython's cached small ints: a list of them costs an object per item."""
+
+    def __init__(self, n: int, shortest: int = 1) -> None:
+        self.n, self.shortest = n, shortest
         self._items: list[str] | None = None  # listed when asked, as a store is: not at all with an index
 
     def index_settings(self) -> dict[str, object]:
-        return {"n": self.n}
+        return {"n": self.n, "shortest": self.shortest}
 
     def items(self) -> list[str]:
         if self._items is None:
@@ -44,7 +46,7 @@ class Million(BaseSource):
         return [Field("x", (), "int32")]
 
     def length(self, item: str) -> int:
-        return int(item[-11:-4]) % 100 + 1
+        return int(item[-11:-4]) % 100 + self.shortest
 
     def open(self, item: str, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
         for t in range(start, self.length(item)):
@@ -58,7 +60,7 @@ def _status(key: str) -> int:
     raise KeyError(key)
 
 
-def case(n: int, index: str | None) -> dict[str, float]:
+def case(n: int, index: str | None, shortest: int = 1) -> dict[str, float]:
     """One measurement, in this process (run through ``--case`` in a fresh one)."""
     from streamcli import StreamLoader
     from streamcli.shared.tensors import import_torch
@@ -66,7 +68,7 @@ def case(n: int, index: str | None) -> dict[str, float]:
     import_torch()
     before = _status("VmRSS")
     t0 = time.perf_counter()
-    loader = StreamLoader(Million(n), 16, 8, seed=0, index=index)
+    loader = StreamLoader(Million(n, shortest), 16, 8, seed=0, index=index)
     built = time.perf_counter() - t0
     peak_built = _status("VmHWM")
     with loader:
@@ -136,6 +138,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--shortest", type=int, default=1, help="the shortest item's steps (items have 100 lengths)")
     ap.add_argument("--case", choices=["plain", "index"], help=argparse.SUPPRESS)
     ap.add_argument("--index", help=argparse.SUPPRESS)
     ap.add_argument("--s3", type=int, metavar="N", help="count start-up requests on moto's S3 with N objects")
@@ -144,13 +147,13 @@ def main() -> None:
         s3_requests(args.s3)
         return
     if args.case:
-        print(json.dumps(case(args.items, args.index if args.case == "index" else None)))
+        print(json.dumps(case(args.items, args.index if args.case == "index" else None, args.shortest)))
         return
     from streamcli import index as sindex
 
     with tempfile.TemporaryDirectory() as tmp:
         where = str(Path(tmp) / sindex.INDEX_NAME)
-        source = Million(args.items)
+        source = Million(args.items, args.shortest)
         t0 = time.perf_counter()
         items, lengths = sindex.build(source)
         data = sindex.encode("Million", source.index_settings(), items, lengths)
@@ -163,7 +166,8 @@ def main() -> None:
         del source, items, lengths, data
         for mode in ("plain", "index"):
             for _ in range(args.repeats):
-                cmd = [sys.executable, __file__, "--items", str(args.items), "--case", mode, "--index", where]
+                cmd = [sys.executable, __file__, "--items", str(args.items), "--shortest", str(args.shortest)]
+                cmd += ["--case", mode, "--index", where]
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
                 r = json.loads(out.strip().splitlines()[-1])
                 print(f"{mode:6s}: construct {r['construct_s']:.2f} s, +{r['added_mb']:.0f} MB; first batch "
