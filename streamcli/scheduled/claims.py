@@ -15,13 +15,23 @@ row's batches.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
+
+OPEN = 1 << 60
+"""The steps of a stream whose length is not known yet: a lower bound that its reader raises as it reads, and
+the ``stop`` of a row reading it (``scheduled.schedule``), until its end is found."""
+Opener = Callable[[int, int, int], int]
+"""Opens the stream of a ticket whose length is unknown on row ``b`` at epoch step ``q``, ``(b, ticket, q)``,
+and reads it as far as the batch goes: its steps if it ended there (0: empty), else ``OPEN``."""
+Probe = Callable[[int, int, int, int, int, bool], int]
+"""Reads a stream of unknown length into the batch being planned: ``(row, item, pos, batch step, steps, fresh)``
+-> the steps it read if the stream ended within them (it looks one step ahead), else ``OPEN``."""
 
 
 def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
@@ -40,20 +50,23 @@ def stream_end(pos: int, item_length: int, segment: int) -> int:
 
 
 class Claim(NamedTuple):
-    """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are promised empty;
-    the last is the row's stream, or makes it dry)."""
+    """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are empty; the last is
+    the row's stream, or makes it dry), and that stream's steps (``OPEN``: it goes on past the batch)."""
 
     first: int
     n: int
     dry: bool
+    steps: int = 0
 
 
 class ClaimOrder:
     """The order of an epoch's claims (which tickets each row takes, at which key), from its start or a resumed
     position, advanced as far as it is asked.
 
-    ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays); ``due``
-    the (key, row) of every row's next claim; ``tickets`` the tickets already taken."""
+    ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays; -1 where
+    its length is unknown: the claim opens it to learn it, ``advance``); ``due`` the (key, row) of every row's
+    next claim whose key is known; ``tickets`` the tickets already taken. A row reading a stream of unknown
+    length has no key until its end is found (``close``)."""
 
     def __init__(
         self,
@@ -98,10 +111,11 @@ class ClaimOrder:
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == RowState.IDLE:
                 due.append((q0 * B + b, b))
-            elif state in (RowState.LIVE, RowState.SHORT):
+            elif state in (RowState.LIVE, RowState.SHORT) and item_length[item] >= 0:  # (else open: no key yet)
                 left = stream_end(pos, int(item_length[item]), segment) - pos
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
-        claims = cls(np.maximum(end - begin, 0), due, tickets, B=B, T=T, pack=pack, restream=restream)
+        steps = np.where(length < 0, -1, np.maximum(end - begin, 0))
+        claims = cls(steps, due, tickets, B=B, T=T, pack=pack, restream=restream)
         claims._item_length = item_length
         return claims
 
@@ -117,6 +131,18 @@ class ClaimOrder:
         known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
         return known and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
 
+    @staticmethod
+    def opens(order: np.ndarray, start: np.ndarray) -> bool:
+        """Whether the lengths not known are whole streams (no segments of an open-ended item follow on a row):
+        their claims are ordered here as their readers find their ends (``advance``'s ``opener``)."""
+        if not len(order):
+            return False
+        return not order[:, 2].any() and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
+
+    def close(self, b: int, claim_step: int) -> None:
+        """Row ``b``'s stream of unknown length has ended: its next claim, at epoch step ``claim_step``, is known."""
+        heapq.heappush(self._heap, (claim_step * self.B + b, b))
+
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""
         return int(self._steps[ticket % self.n])
@@ -125,10 +151,10 @@ class ClaimOrder:
         """Whether any row will claim again."""
         return bool(self._heap)
 
-    def advance(self) -> tuple[int, int, Claim]:
-        """Make the earliest claim of the schedule, (key, row, what it takes): the rule of ``write._claim``,
-        on lengths alone. Empty streams are taken at the same key; a row whose tickets run out is dry (or, with
-        ``restream``, replays them)."""
+    def advance(self, opener: Opener | None = None) -> tuple[int, int, Claim]:
+        """Make the earliest claim of the schedule, (key, row, what it takes), on lengths: those promised, and
+        those that ``opener`` finds by reading. Empty streams are taken at the same key; a row whose tickets run
+        out is dry (or, with ``restream``, replays them)."""
         key, b = heapq.heappop(self._heap)
         first, empty_replays = self._ticket, 0
         while True:
@@ -138,12 +164,43 @@ class ClaimOrder:
             if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
                 return key, b, Claim(first, self._ticket - first, True)
             steps = int(self._steps[ticket % self.n])
+            if steps < 0:
+                assert opener is not None, "a stream of unknown length is claimed without a reader"
+                steps = opener(b, ticket, key // self.B)
             if steps:
                 break
             empty_replays += replay
-        nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
-        heapq.heappush(self._heap, (nxt * self.B + b, b))
-        return key, b, Claim(first, self._ticket - first, False)
+        if steps < OPEN:  # (an open stream's row has no key until its end is found: ``close``)
+            nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
+            heapq.heappush(self._heap, (nxt * self.B + b, b))
+        return key, b, Claim(first, self._ticket - first, False, steps)
+
+
+def opener(probe: Probe, order: np.ndarray, q0: int, T: int, lo: int) -> Opener:
+    """``ClaimOrder.advance``'s opener for the batch at epoch step ``q0``: the claiming row reads its new stream
+    (``order``'s ticket) with ``probe`` from its claim to the batch's end. ``lo``: the first row planned."""
+    n = len(order)
+
+    def open_ticket(b: int, ticket: int, step: int) -> int:
+        item, start = order[ticket % n, :2].tolist()
+        return probe(b - lo, item, start, step - q0, q0 + T - step, True)
+
+    return open_ticket
+
+
+def extend_open(probe: Probe, claims: ClaimOrder, q0: int, lo: int, rows: Sequence[np.ndarray]) -> None:
+    """Read the rows whose streams' lengths are unknown through the batch at epoch step ``q0`` (``rows``: the
+    schedule's columns state, pos, stop, item and claim_q): where one ends, its next claim's key is known."""
+    state, pos, stop, item, claim_q = rows
+    T = claims.T
+    for b in np.flatnonzero((state == RowState.LIVE) & (stop >= OPEN)).tolist():
+        n = probe(b, int(item[b]), int(pos[b]), 0, T, False)
+        if n < OPEN:
+            stop[b] = pos[b] + n
+            claim_q[b] = next_claim_step(q0, n, T, claims.pack)
+            if not n:  # a resumed stream that ended at the cut: the row claims at once
+                state[b] = RowState.IDLE
+            claims.close(b + lo, int(claim_q[b]))
 
 
 def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boundary: str, epoch_end: str) -> int:

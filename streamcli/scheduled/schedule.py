@@ -1,11 +1,10 @@
-"""Where every row stands in each batch, planned from the streams' lengths alone: the schedule a filler follows.
+"""Where every row stands in each batch, planned from the streams' lengths: the schedule a filler follows.
 
-When every stream's length is known, the claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in
-canonical key order, a row claiming again where its stream ends, or at the next batch under "pad"). ``Schedule``
-keeps every row's state as arrays (item, position, where its stream stops, its next claim) and turns each batch
-into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few rows that cross a
-stream's end, as runs. Nothing here reads a stream: a filler reads what the plan says, and only a stream that
-breaks its promise (ends early, fails under ``on_error="skip"``) changes what it writes, never the plan.
+The claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in canonical key order, a row claiming
+again where its stream ends, or at the next batch under "pad"); a length not known is found by the filler's probe
+as the plan reads the stream into its batch (``claims.Probe``). ``Schedule`` keeps every row's state as arrays
+and turns each batch into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few
+rows that cross a stream's end, as runs. A broken promise (a stream ends early) changes what is written, not the plan.
 
 Every producer computes the same plans, so batch k's content is a pure function of the source, the loader's
 settings, the epoch and k: the same for any number of workers and any timing.
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import ClaimOrder, next_claim_step, stream_end
+from streamcli.scheduled.claims import OPEN, ClaimOrder, Probe, extend_open, next_claim_step, opener, stream_end
 from streamcli.scheduled.cursor import RowState
 
 # From this many crossing rows in a batch, those of the usual shapes are planned with array operations
@@ -108,33 +107,35 @@ class Schedule:
                 self.state[b] = DRY
             elif state in (LIVE, SHORT):
                 length = self.claim_order.item_length(item)
-                end = stream_end(pos, length, segment)
+                end = stream_end(pos, length, segment) if length >= 0 else pos + OPEN  # (unknown: open)
                 self.stop[b], self.expect[b] = end, length
                 self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
                 self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
                 self.state[b] = state
 
-    def next_plan(self) -> BatchRuns:
-        """The plan of the next batch; the rows' state moves past it."""
+    def next_plan(self, probe: Probe | None = None) -> BatchRuns:
+        """The plan of the next batch; the rows' state moves past it. ``probe`` reads streams of unknown length."""
         T, B, k = self.T, self.B, self.k
         q0, q1 = k * T, (k + 1) * T
         order_of_claims = self.claim_order
         claims = np.zeros(B, np.int64)
         dry = np.zeros(B, np.int64)
-        got: list[tuple[int, int, int, int, bool]] = []  # this batch's claims of these rows: (row, step, first, n, dry)
+        got: list[tuple[int, ...]] = []  # this batch's claims of these rows: (row, step, first, n, dry, steps)
         heap, B_all, lo = order_of_claims._heap, self.B_all, self.lo
         limit = q1 * B_all
+        if probe is not None:  # rows reading a stream of unknown length first: their ends may be claims of this batch
+            extend_open(probe, order_of_claims, q0, lo, (self.state, self.pos, self.stop, self.item, self.claim_q))
         while heap and heap[0][0] < limit:
-            key, b, c = order_of_claims.advance()
+            key, b, c = order_of_claims.advance(probe and opener(probe, self.order, q0, T, lo))
             if lo <= b < lo + B:
-                got.append((b - lo, key // B_all, c.first, c.n, c.dry))
+                got.append((b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
         wait_all = (state == SHORT) & (self.claim_q >= q1)
         dry_all = state == DRY
         crossing = ~(whole_mask | wait_all | dry_all)
-        claimed = np.array(got, np.int64).reshape(-1, 5)
+        claimed = np.array(got, np.int64).reshape(-1, 6)
         crossing[claimed[:, 0]] = True
         whole = np.flatnonzero(whole_mask)
         out = BatchRuns(
@@ -163,9 +164,9 @@ class Schedule:
         if len(rest) >= _MANY_CROSSINGS:
             rest = self._cross_simply(crossing, claimed, q0, out)
         if len(rest):
-            by_row: dict[int, list[tuple[int, int, int, bool]]] = {}  # row -> its claims (step, first, n, dry)
-            for b, step, first, n, is_dry in got:
-                by_row.setdefault(b, []).append((step, first, n, is_dry))
+            by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
+            for b, *claim in got:
+                by_row.setdefault(b, []).append(tuple(claim))
             for b in rest.tolist():
                 self._cross(b, q0, by_row.get(b, []), out)
         # Rows waiting for a claim at the next batch's first step are free now.
@@ -249,7 +250,7 @@ class Schedule:
         """Each of ``rows`` with its values in ``cols``, as ints."""
         return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)
 
-    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchRuns) -> None:
+    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, claim_order, order = self.T, self.claim_order, self.order
@@ -277,7 +278,7 @@ class Schedule:
                 if claim_t <= T:
                     state = IDLE
             elif state == IDLE:  # its claim (``write._claim_planned``): tickets first .. first + count - 1
-                step, first, count, is_dry = row_claims[c]
+                step, first, count, is_dry, steps = row_claims[c]
                 c += 1
                 assert step == q0 + t, (b, step, q0, t)
                 out.claims[b] += count
@@ -289,7 +290,6 @@ class Schedule:
                     state = DRY
                     out.dry[b] += 1
                     continue
-                steps = claim_order.steps_of(taken)
                 stop, expect = start + steps, length
                 seg_end = start + self.segment if self.segment else -1
                 claim_q = next_claim_step(step, steps, T, self.pack)

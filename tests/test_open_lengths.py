@@ -1,0 +1,83 @@
+"""Streams of unknown length on the one schedule (issue 35 §1): a length not known is found as the plan reads the
+stream (``scheduled.claims.Probe``), and the plans are those the true lengths give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from _sources import CountingSource
+
+from streamcli import StreamLoader
+from streamcli.fills import writers
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.claims import OPEN
+from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.schedule import Schedule
+
+LENGTHS = [3, 11, 5, 0, 20, 1, 9, 0, 14, 2, 4, 4]
+
+
+def _schedule(lengths: list[int], known: bool, start: np.ndarray, *, pack: bool, restream: bool) -> Schedule:
+    order = np.array([(i, 0, 0, n if known else -1) for i, n in enumerate(lengths)], np.int64)
+    return Schedule(order, start, 0, 0, T=4, pack=pack, segment=0, restream=restream)
+
+
+def _content(plan: Any) -> dict[str, Any]:
+    """What a plan puts in the batch (a stream's ``stop`` and promised length are the plan's own business)."""
+    return {
+        "whole": plan.whole.tolist(),
+        "item": plan.item.tolist(),
+        "pos": plan.pos.tolist(),
+        "replay": plan.replay.tolist(),
+        "runs": [r[:7] for r in plan.runs],
+        "pads": plan.pads,
+        "cursors": plan.cursors.tolist(),
+        "claims": plan.claims.tolist(),
+        "dry": plan.dry.tolist(),
+    }
+
+
+@pytest.mark.parametrize("restream", [False, True])
+@pytest.mark.parametrize("pack", [True, False])
+def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: bool, restream: bool) -> None:
+    calls: list[tuple[int, ...]] = []
+
+    def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
+        calls.append((b, item, pos, t0, n, fresh))
+        left = LENGTHS[item] - pos
+        return left if left <= n else OPEN  # (ended within the steps asked for, or a step after them exists)
+
+    resumed = _cursor.fresh(5)
+    resumed[1] = _cursor.record(4, 6, RowState.LIVE, False, False)  # a row resumed mid-stream reopens it
+    resumed[3] = _cursor.record(2, 3, RowState.LIVE, False, False)  # ... and finds its end in the batch
+    for start in (_cursor.fresh(5), resumed):
+        known = _schedule(LENGTHS, True, start, pack=pack, restream=restream)
+        found = _schedule(LENGTHS, False, start, pack=pack, restream=restream)
+        for _ in range(25):
+            assert _content(found.next_plan(probe)) == _content(known.next_plan())
+    assert calls and all(1 <= n <= 4 and t0 + n == 4 for _, _, _, t0, n, _ in calls)
+    # A resumed stream whose reopen finds it over (it ended at the cut): the row claims at the batch's start.
+    over = _cursor.fresh(2)
+    over[1] = _cursor.record(2, 5, RowState.LIVE, False, False)
+    plan = _schedule(LENGTHS, False, over, pack=pack, restream=restream).next_plan(probe)
+    assert plan.claims[1] == 1 and all(n > 0 for _, _, n, *_ in plan.runs)
+    assert [r[:2] + r[6:7] for r in plan.runs if r[0] == 1] == [(1, 0, True)]
+
+
+def test_one_producer_plans_unknown_lengths_on_the_schedule_and_several_claim_them() -> None:
+    def choose(W: int, opens: bool = True) -> writers.Planned | None:
+        return writers.choose(by_batch=False, w=0, W=W, B=4, known=False, balanced=False, opens=opens)
+
+    assert choose(1) == writers.RowBlocks(0, 1, 4)
+    assert choose(2) is writers.BALANCED
+    assert choose(1, opens=False) is writers.BALANCED  # segments of an open-ended item follow on a row
+
+
+def test_an_in_process_epoch_of_unknown_lengths_reads_each_step_once() -> None:
+    # Every next() is one step written: the look-ahead step is held, never read twice or dropped.
+    source = CountingSource(LENGTHS, report_length=False)
+    with StreamLoader(source, 3, 4, seed=2) as loader:
+        valid = sum(int(b.valid.sum()) for b in loader)
+    assert valid == sum(LENGTHS)
