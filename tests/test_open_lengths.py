@@ -25,14 +25,13 @@ def _schedule(lengths: list[int], known: bool, start: np.ndarray, *, pack: bool,
 
 
 def _content(plan: Any) -> dict[str, Any]:
-    """What a plan puts in the batch (a stream's ``stop`` and promised length are the plan's own business)."""
+    """What a plan puts in the batch, whole rows as runs (a stream's ``stop`` and promised length are the plan's
+    own business)."""
+    cols = zip(plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.replay.tolist(), strict=True)
+    whole = [(b, 0, 4, item, pos, replay, False) for b, item, pos, replay in cols]  # a run through the batch
     return {
-        "whole": plan.whole.tolist(),
-        "item": plan.item.tolist(),
-        "pos": plan.pos.tolist(),
-        "replay": plan.replay.tolist(),
-        "runs": [r[:7] for r in plan.runs],
-        "pads": plan.pads,
+        "runs": sorted([r[:7] for r in plan.runs] + whole),
+        "pads": sorted(plan.pads),
         "cursors": plan.cursors.tolist(),
         "claims": plan.claims.tolist(),
         "dry": plan.dry.tolist(),
@@ -67,17 +66,29 @@ def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: 
 
 
 def test_one_producer_plans_unknown_lengths_on_the_schedule_and_several_claim_them() -> None:
-    def choose(W: int, opens: bool = True) -> writers.Planned | None:
-        return writers.choose(by_batch=False, w=0, W=W, B=4, known=False, balanced=False, opens=opens)
+    def choose(W: int) -> writers.Planned | None:
+        return writers.choose(by_batch=False, w=0, W=W, B=4, known=False, balanced=False)
 
     assert choose(1) == writers.RowBlocks(0, 1, 4)
     assert choose(2) is writers.BALANCED
-    assert choose(1, opens=False) is writers.BALANCED  # segments of an open-ended item follow on a row
 
 
-def test_an_in_process_epoch_of_unknown_lengths_reads_each_step_once() -> None:
-    # Every next() is one step written: the look-ahead step is held, never read twice or dropped.
+@pytest.mark.parametrize("boundary", ["pack", "pad"])
+@pytest.mark.parametrize("segment", [0, 3])
+def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_each_step_once(
+    boundary: str, segment: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every next() is one step written: the look-ahead step is held, never read twice or dropped. Segments of an
+    # item of unknown length follow on its row, each one's first step marked.
+    from streamcli.fills import engine
+
+    def claimed(*args: Any) -> None:
+        raise AssertionError("the epoch ran on the claimed engine")
+
+    monkeypatch.setattr(engine, "fill", claimed)
     source = CountingSource(LENGTHS, report_length=False)
-    with StreamLoader(source, 3, 4, seed=2) as loader:
-        valid = sum(int(b.valid.sum()) for b in loader)
-    assert valid == sum(LENGTHS)
+    with StreamLoader(source, 3, 4, seed=2, boundary=boundary, segment=segment or None) as loader:
+        batches = [(int(b.valid.sum()), int(b.is_first.sum())) for b in loader]
+    assert sum(v for v, _ in batches) == sum(LENGTHS)
+    starts = sum(-(-n // segment) for n in LENGTHS) if segment else sum(1 for n in LENGTHS if n)
+    assert sum(f for _, f in batches) == starts

@@ -90,7 +90,6 @@ class Filler:
                 B=c.batch_size,
                 known=known,
                 balanced=control.balanced,
-                opens=ClaimOrder.opens(order, start),
             )
             self.opens = not known
             self.planned = self.policy is not None

@@ -65,13 +65,11 @@ Planned = WholeBatches | RowBlocks
 BALANCED: Final = None  # rows claimed and moved at run time (``fills.claimed``)
 
 
-def choose(
-    *, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool, opens: bool = False
-) -> Planned | None:
+def choose(*, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool) -> Planned | None:
     """The policy of an epoch: ``by_batch`` for random-access sources, ``known`` when every stream's length is
-    (``ClaimOrder.applies``), ``opens`` when those that are not are whole streams (``ClaimOrder.opens``: one
-    producer of iterator streams plans them as it reads them), ``balanced`` when the loader balances the epoch's
-    rows. One producer has no one to balance with, and the batches are the same either way."""
-    if (not known and not (opens and W == 1 and not by_batch)) or (balanced and not by_batch and W > 1):
+    (``ClaimOrder.applies``; one producer of iterator streams plans the others as it reads them,
+    ``scheduled.open_rows``), ``balanced`` when the loader balances the epoch's rows. One producer has no one to
+    balance with, and the batches are the same either way."""
+    if (not known and (W > 1 or by_batch)) or (balanced and not by_batch and W > 1):
         return BALANCED
     return WholeBatches(w, W, B) if by_batch else RowBlocks(w, W, B)

@@ -28,10 +28,8 @@ OPEN = 1 << 60
 the ``stop`` of a row reading it (``scheduled.schedule``), until its end is found."""
 Opener = Callable[[int, int, int], int]
 """Opens the stream of a ticket whose length is unknown on row ``b`` at epoch step ``q``, ``(b, ticket, q)``,
-and reads it as far as the batch goes: its steps if it ended there (0: empty), else ``OPEN``."""
-Probe = Callable[[int, int, int, int, int, bool], int]
-"""Reads a stream of unknown length into the batch being planned: ``(row, item, pos, batch step, steps, fresh)``
--> the steps it read if the stream ended within them (it looks one step ahead), else ``OPEN``."""
+and reads it as far as the batch goes (``scheduled.open_rows``): -1 if it is empty, the epoch step of the row's
+next claim if it ended in the batch, else ``OPEN``."""
 
 
 def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
@@ -51,7 +49,7 @@ def stream_end(pos: int, item_length: int, segment: int) -> int:
 
 class Claim(NamedTuple):
     """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are empty; the last is
-    the row's stream, or makes it dry), and that stream's steps (``OPEN``: it goes on past the batch)."""
+    the row's stream, or makes it dry), and that stream's steps (-1: not known, ``scheduled.open_rows``)."""
 
     first: int
     n: int
@@ -131,14 +129,6 @@ class ClaimOrder:
         known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
         return known and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
 
-    @staticmethod
-    def opens(order: np.ndarray, start: np.ndarray) -> bool:
-        """Whether the lengths not known are whole streams (no segments of an open-ended item follow on a row):
-        their claims are ordered here as their readers find their ends (``advance``'s ``opener``)."""
-        if not len(order):
-            return False
-        return not order[:, 2].any() and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
-
     def close(self, b: int, claim_step: int) -> None:
         """Row ``b``'s stream of unknown length has ended: its next claim, at epoch step ``claim_step``, is known."""
         heapq.heappush(self._heap, (claim_step * self.B + b, b))
@@ -164,43 +154,20 @@ class ClaimOrder:
             if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
                 return key, b, Claim(first, self._ticket - first, True)
             steps = int(self._steps[ticket % self.n])
-            if steps < 0:
+            if steps < 0:  # unknown: the opener reads it, and says where the row claims next
                 assert opener is not None, "a stream of unknown length is claimed without a reader"
-                steps = opener(b, ticket, key // self.B)
+                nxt = opener(b, ticket, key // self.B)
+                if nxt >= 0:
+                    if nxt < OPEN:  # (an open stream's row has no key until its end is found: ``close``)
+                        heapq.heappush(self._heap, (nxt * self.B + b, b))
+                    return key, b, Claim(first, self._ticket - first, False, -1)
+                steps = 0
             if steps:
                 break
             empty_replays += replay
-        if steps < OPEN:  # (an open stream's row has no key until its end is found: ``close``)
-            nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
-            heapq.heappush(self._heap, (nxt * self.B + b, b))
+        nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
+        heapq.heappush(self._heap, (nxt * self.B + b, b))
         return key, b, Claim(first, self._ticket - first, False, steps)
-
-
-def opener(probe: Probe, order: np.ndarray, q0: int, T: int, lo: int) -> Opener:
-    """``ClaimOrder.advance``'s opener for the batch at epoch step ``q0``: the claiming row reads its new stream
-    (``order``'s ticket) with ``probe`` from its claim to the batch's end. ``lo``: the first row planned."""
-    n = len(order)
-
-    def open_ticket(b: int, ticket: int, step: int) -> int:
-        item, start = order[ticket % n, :2].tolist()
-        return probe(b - lo, item, start, step - q0, q0 + T - step, True)
-
-    return open_ticket
-
-
-def extend_open(probe: Probe, claims: ClaimOrder, q0: int, lo: int, rows: Sequence[np.ndarray]) -> None:
-    """Read the rows whose streams' lengths are unknown through the batch at epoch step ``q0`` (``rows``: the
-    schedule's columns state, pos, stop, item and claim_q): where one ends, its next claim's key is known."""
-    state, pos, stop, item, claim_q = rows
-    T = claims.T
-    for b in np.flatnonzero((state == RowState.LIVE) & (stop >= OPEN)).tolist():
-        n = probe(b, int(item[b]), int(pos[b]), 0, T, False)
-        if n < OPEN:
-            stop[b] = pos[b] + n
-            claim_q[b] = next_claim_step(q0, n, T, claims.pack)
-            if not n:  # a resumed stream that ended at the cut: the row claims at once
-                state[b] = RowState.IDLE
-            claims.close(b + lo, int(claim_q[b]))
 
 
 def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boundary: str, epoch_end: str) -> int:

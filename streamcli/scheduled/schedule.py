@@ -13,13 +13,15 @@ settings, the epoch and k: the same for any number of workers and any timing.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import OPEN, ClaimOrder, Probe, extend_open, next_claim_step, opener, stream_end
+from streamcli.scheduled.claims import OPEN, ClaimOrder, next_claim_step, stream_end
 from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.open_rows import Probe, Reads
+from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
+from streamcli.scheduled.plans import Run as Run
 
 # From this many crossing rows in a batch, those of the usual shapes are planned with array operations
 # (``Schedule._cross_simply``); fewer cost less one by one.
@@ -29,33 +31,8 @@ _MANY_CROSSINGS = 32
 # (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
 # stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
 # ``SHORT`` (``fills.flags.write_summary``).
-LIVE, SHORT, IDLE, DRY = RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY
+LIVE, SHORT, IDLE, DRY, FOLLOW = RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY, RowState.FOLLOW
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
-Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
-"""(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
-a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
-item (its segment's end or the item's promised length); ``fresh``: the run starts the stream (``is_first``)."""
-
-
-@dataclass
-class BatchRuns:
-    """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
-    stream's item, first position, replayed flag, and where it stops); ``runs`` and ``pads`` for the
-    rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
-
-    k: int
-    whole: np.ndarray  # int64 rows
-    item: np.ndarray  # int64, per whole row
-    pos: np.ndarray  # int64, per whole row
-    replay: np.ndarray  # bool, per whole row
-    stop: np.ndarray  # int64, per whole row
-    expect: np.ndarray  # int64, per whole row: the item's promised length
-    seg_end: np.ndarray  # int64, per whole row
-    runs: list[Run]
-    pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
-    cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
-    claims: np.ndarray  # (B,) int64 tickets taken in the batch
-    dry: np.ndarray  # (B,) int64 claims that found no stream
 
 
 class Schedule:
@@ -99,12 +76,14 @@ class Schedule:
         self.item[:] = start[:, _cursor.ITEM]
         self.pos[:] = start[:, _cursor.POS]
         self.replay[:] = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
-        self.expect[:] = -1
+        self.expect[:] = np.where(start[:, _cursor.FLAGS] & _cursor.OPEN_ENDED, -1, 0)  # (-1: not known)
         self.claim_q[:] = q0
         self.state[:] = IDLE
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == DRY:
                 self.state[b] = DRY
+            elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
+                self.state[b], self.stop[b], self.seg_end[b] = FOLLOW, pos + OPEN, pos
             elif state in (LIVE, SHORT):
                 length = self.claim_order.item_length(item)
                 end = stream_end(pos, length, segment) if length >= 0 else pos + OPEN  # (unknown: open)
@@ -123,15 +102,19 @@ class Schedule:
         got: list[tuple[int, ...]] = []  # this batch's claims of these rows: (row, step, first, n, dry, steps)
         heap, B_all, lo = order_of_claims._heap, self.B_all, self.lo
         limit = q1 * B_all
-        if probe is not None:  # rows reading a stream of unknown length first: their ends may be claims of this batch
-            extend_open(probe, order_of_claims, q0, lo, (self.state, self.pos, self.stop, self.item, self.claim_q))
+        reads = self._reads = None if probe is None else Reads(probe, q0, T, self.pack, self.segment)
+        cols = (self.state, self.pos, self.stop, self.item, self.seg_end, self.claim_q)
+        opened = [] if reads is None else reads.extend(order_of_claims, lo, cols)
+        opener = None if reads is None else reads.opener(self.order, lo)
         while heap and heap[0][0] < limit:
-            key, b, c = order_of_claims.advance(probe and opener(probe, self.order, q0, T, lo))
+            key, b, c = order_of_claims.advance(opener)
             if lo <= b < lo + B:
                 got.append((b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
+        if opened:
+            whole_mask[opened] = False  # (read already: planned from what was read, ``_cross``)
         wait_all = (state == SHORT) & (self.claim_q >= q1)
         dry_all = state == DRY
         crossing = ~(whole_mask | wait_all | dry_all)
@@ -176,6 +159,8 @@ class Schedule:
         cur[:, _cursor.POS] = pos
         cur[:, _cursor.STATE] = state
         cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
+        if self.segment:  # an item of unknown length cut into segments: its row says so until its next claim
+            cur[:, _cursor.FLAGS] += (self.expect < 0) * _cursor.OPEN_ENDED
         self.k = k + 1
         return out
 
@@ -259,7 +244,12 @@ class Schedule:
         runs, pads = out.runs, out.pads
         t, c = 0, 0
         while t < T:
-            if state == LIVE:
+            if (state == LIVE and stop >= OPEN) or state == FOLLOW:  # what the reads found (``open_rows``)
+                assert self._reads is not None
+                t, pos, state, stop, seg_end, claim_q = self._reads.plan(
+                    b, q0 + t, runs, pads, item, replay, stop, expect
+                )
+            elif state == LIVE:
                 n = min(stop - pos, T - t)
                 runs.append((b, t, n, item, pos, replay, fresh, stop, expect, seg_end))
                 fresh = False
@@ -284,13 +274,13 @@ class Schedule:
                 out.claims[b] += count
                 taken = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
                 if taken >= first:
-                    item, start, _, length = order[taken % claim_order.n].tolist()
+                    item, start, _, expect = order[taken % claim_order.n].tolist()
                     pos, replay = start, taken >= claim_order.n
                 if is_dry:
                     state = DRY
                     out.dry[b] += 1
                     continue
-                stop, expect = start + steps, length
+                stop = start + (steps if steps >= 0 else OPEN)  # (not known: read from its claim on, ``open_rows``)
                 seg_end = start + self.segment if self.segment else -1
                 claim_q = next_claim_step(step, steps, T, self.pack)
                 fresh, state = True, LIVE
