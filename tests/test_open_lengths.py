@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _invariants import collect
 from _sources import CountingSource
 
 from streamcli import StreamLoader
@@ -65,12 +66,13 @@ def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: 
     assert [r[:2] + r[6:7] for r in plan.runs if r[0] == 1] == [(1, 0, True)]
 
 
-def test_one_producer_plans_unknown_lengths_on_the_schedule_and_several_claim_them() -> None:
-    def choose(W: int) -> writers.Planned | None:
-        return writers.choose(by_batch=False, w=0, W=W, B=4, known=False, balanced=False)
+def test_unknown_lengths_are_planned_on_the_schedule_unless_rows_are_balanced() -> None:
+    def choose(W: int, fixed: bool = False) -> writers.Planned | None:
+        return writers.choose(by_batch=False, w=0, W=W, B=4, known=False, balanced=False, fixed=fixed)
 
     assert choose(1) == writers.RowBlocks(0, 1, 4)
-    assert choose(2) is writers.BALANCED
+    assert choose(2) is writers.BALANCED  # (rows move to an idle worker unless balance=False)
+    assert choose(2, fixed=True) == writers.RowBlocks(0, 2, 4)
 
 
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
@@ -92,3 +94,29 @@ def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_e
     assert sum(v for v, _ in batches) == sum(LENGTHS)
     starts = sum(-(-n // segment) for n in LENGTHS) if segment else sum(1 for n in LENGTHS if n)
     assert sum(f for _, f in batches) == starts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("boundary", ["pack", "pad"])
+def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(
+    boundary: str, monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    # balance=False: each worker reads its block of rows, planning them on the schedule; the claims of streams
+    # whose ends only the other worker learns go by the keys published in the control block (``fills.turns``).
+    from streamcli.fills import engine
+
+    def claimed(*args: Any) -> bool:
+        raise AssertionError("the epoch ran on the claimed engine")
+
+    def epoch(workers: int) -> tuple[list[dict[str, np.ndarray]], Any]:
+        source = CountingSource(LENGTHS, report_length=False)
+        kw: dict[str, Any] = {"boundary": boundary, "segment": 3, "balance": False, "seed": 4}
+        with StreamLoader(source, 3, 4, num_workers=workers, mp_context="fork", **kw) as loader:
+            return collect(loader), loader.state_dict()
+
+    want, want_state = epoch(0)
+    monkeypatch.setattr(engine, "work", claimed)  # (forked workers inherit it)
+    got, got_state = epoch(2)
+    assert len(got) == len(want) and got_state == want_state
+    for a, b in zip(got, want, strict=True):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

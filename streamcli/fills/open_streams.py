@@ -80,9 +80,15 @@ class OpenStreams:
 
     def _copy(self, r: Reader, cols: list[np.ndarray], t: int, step: Any) -> None:
         """The checked copy of the held step into batch step ``t``."""
-        where = functools.partial(self.rows.faults.where, r.item, r.pos, "step")
         for col, (name, shape, dtype) in zip(cols, self.rows.spec, strict=True):
-            col[t] = checks.step_field(step, name, shape, dtype, where)
+            try:
+                a = step[name]
+            except (KeyError, TypeError, IndexError):
+                a = None
+            if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                where = functools.partial(self.rows.faults.where, r.item, r.pos, "step")
+                a = checks.step_field(step, name, shape, dtype, where)
+            col[t] = a
         r.pos += 1
 
     def _drop(self, b: int) -> None:

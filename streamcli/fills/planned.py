@@ -1,16 +1,19 @@
 """A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
 
-When every stream's length is known (``ClaimOrder.applies``), every producer follows the same ``Schedule``;
-nothing is claimed or balanced at run time. Who writes what is the epoch's writer policy (``fills.writers``):
-random-access sources (``window(item)``) are filled whole batches round-robin, iterator sources by fixed row
-blocks (a stream stays in the process that reads it). Either way the loader waits for
+Every producer follows a ``Schedule``; nothing is balanced at run time. Who writes what is the epoch's writer
+policy (``fills.writers``): random-access sources (``window(item)``) are filled whole batches round-robin,
+iterator sources by fixed row blocks (a stream stays in the process that reads it). A stream of unknown length
+is read as its batch is planned (``fills.open_streams``), so a batch whose plan reads is planned only once it is
+handed out; with several producers their claims go by turns (``fills.turns``). Either way the loader waits for
 ``Control.batch_done(k)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,7 @@ from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.open_streams import OpenStreams
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
+from streamcli.fills.turns import Turns
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import Aborted
@@ -40,8 +44,10 @@ class Filler:
         w: int,
         W: int,
         on_skip: Callable[[Skip], None],
+        lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
+        self.lock = lock or contextlib.nullcontext()  # orders the shared tickets (``fills.turns``)
         self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
@@ -90,6 +96,7 @@ class Filler:
                 B=c.batch_size,
                 known=known,
                 balanced=control.balanced,
+                fixed=c.balance is False,
             )
             self.opens = not known
             self.planned = self.policy is not None
@@ -105,6 +112,7 @@ class Filler:
                     segment=c.segment,
                     restream=c.epoch_end == "restream",
                     rows=self.policy.rows,
+                    turns=Turns(control, self.lock, self.gen, self.mark) if self.opens and self.W > 1 else None,
                 )
         return self.planned
 

@@ -24,6 +24,7 @@ Probe = Callable[[int, int, int, int, int, bool], int]
 """Reads a stream of unknown length into the batch being planned, ``(row, item, pos, batch step, steps, open)``
 (``open``: a new stream, opened at ``pos``; else the row's stream goes on): the steps read if the stream ended
 within them (it looks one step ahead), else ``OPEN``."""
+_LIVE, _IDLE, _FOLLOW, _SHORT = (int(s) for s in (RowState.LIVE, RowState.IDLE, RowState.FOLLOW, RowState.SHORT))
 EMPTY = -1  # an opener's answer: the stream claimed has no step (the row takes the next ticket at the same key)
 
 
@@ -61,16 +62,16 @@ def read(
     """Row ``b``'s stream (``item`` at ``pos``, its segment ending at ``seg_end``) from batch step ``t`` of the
     batch at epoch step ``q0`` to its end or the batch's: ``follow``, the row starts the item's next segment;
     ``claim``, the row has just taken the stream (the reader opens it)."""
-    state = RowState.FOLLOW if follow else RowState.LIVE
+    state = _FOLLOW if follow else _LIVE
     out = Found(t, pos, state, seg_end)
     fresh = claim
     while t < T:
-        if state == RowState.FOLLOW:
+        if state == _FOLLOW:
             if t and not pack:  # "pad": the next segment starts at the next batch
                 out.pads.append((t, T))
                 t = T
                 break
-            seg_end, fresh, state = pos + segment, True, RowState.LIVE
+            seg_end, fresh, state = pos + segment, True, _LIVE
         n_max = min(T - t, seg_end - pos) if segment else T - t
         got = probe(b, item, pos, t, n_max, claim)
         claim = False
@@ -78,22 +79,28 @@ def read(
         if n:
             out.runs.append((t, n, pos, fresh))
         fresh, pos, t = False, pos + n, t + n
-        if got < OPEN:  # it ended: the row claims there ("pack") or at the next batch ("pad")
-            out.claim_q = q0 + t if pack or not t else q0 + T
-            state = RowState.IDLE if out.claim_q == q0 + t else RowState.SHORT
+        if got < OPEN:
+            state, out.claim_q = ended(t, q0, T, pack)
             break
         if segment and pos == seg_end:
-            state = RowState.FOLLOW
+            state = _FOLLOW
     out.t, out.pos, out.state, out.seg_end = t, pos, state, seg_end
     return out
+
+
+def ended(t: int, q0: int, T: int, pack: bool) -> tuple[int, int]:
+    """(state, next claim step) of a row whose stream ended at batch step ``t``: it claims there ("pack") or at
+    the next batch ("pad", padding until then)."""
+    claim_q = q0 + t if pack or not t else q0 + T
+    return (_IDLE if claim_q == q0 + t else _SHORT), claim_q
 
 
 def opened(found: Found) -> int:
     """What ``ClaimOrder.advance`` learns from a claim's ``Found``: ``EMPTY``, the row's next claim step, or
     ``OPEN`` (not known before a later batch)."""
-    if not found.runs and found.state in (RowState.IDLE, RowState.SHORT):
-        return EMPTY
-    return found.claim_q if found.state in (RowState.IDLE, RowState.SHORT) else OPEN
+    if found.state == _IDLE or found.state == _SHORT:
+        return found.claim_q if found.runs else EMPTY
+    return OPEN
 
 
 class Reads:
@@ -137,22 +144,37 @@ class Reads:
         f = self.found.pop((b, q))
         runs.extend((b, t0, n, item, p, replay != 0, fresh, stop, expect, f.seg_end) for t0, n, p, fresh in f.runs)
         pads.extend((b, t0, t1) for t0, t1 in f.pads)
-        ended = f.state in (RowState.IDLE, RowState.SHORT)
-        return f.t, f.pos, f.state, f.pos if ended else stop, f.seg_end, f.claim_q
+        over = f.state == _IDLE or f.state == _SHORT
+        return f.t, f.pos, f.state, f.pos if over else stop, f.seg_end, f.claim_q
 
     def extend(self, claims: ClaimOrder, lo: int, cols: tuple[np.ndarray, ...]) -> list[int]:
         """Read the rows open at the batch's start through it (``cols``: the schedule's state, pos, stop, item,
-        seg_end and claim_q); where one ends, its next claim enters ``claims``. Returns the rows read; one whose
-        stream was over at once (resumed at its end) is idle, not read, and claims at the batch's start."""
+        seg_end and claim_q); where one ends, its next claim enters ``claims``. Returns the rows whose reads
+        ``plan`` gives: not those that go on through the batch as one stream (the plan's whole rows), nor one
+        whose stream was over at once (resumed at its end: it claims at the batch's start)."""
         state, pos, stop, item, seg_end, claim_q = cols
+        T, q0, segment = self.T, self.q0, self.segment
+        rows = np.flatnonzero(((state == _LIVE) & (stop >= OPEN)) | (state == _FOLLOW))
         read = []
-        for b in np.flatnonzero(((state == RowState.LIVE) & (stop >= OPEN)) | (state == RowState.FOLLOW)).tolist():
-            f = self.read(b, int(item[b]), int(pos[b]), int(seg_end[b]), 0, state[b] == RowState.FOLLOW, False)
-            if f.claim_q >= 0:
-                claims.close(b + lo, f.claim_q)
-            if f.t == 0 and f.claim_q == self.q0:  # (its claim's read goes by the same key)
-                del self.found[b, self.q0]
-                state[b], stop[b], claim_q[b] = RowState.IDLE, pos[b], self.q0
+        cells = (c[rows].tolist() for c in (state, pos, item, seg_end))
+        for b, s, p, i, e in zip(rows.tolist(), *cells, strict=True):
+            if s == _LIVE and (not segment or e - p > T):  # the usual row: one read, through the batch if it goes on
+                got = self.probe(b, i, p, 0, T, False)
+                if got >= OPEN:
+                    claims.read_through(b + lo, q0)
+                    continue
+                s, claim = ended(got, q0, T, self.pack)
+                f = self.found[b, q0] = Found(got, p + got, s, e, claim, [(0, got, p, False)] if got else [])
+            else:
+                f = self.read(b, i, p, e, 0, s == _FOLLOW, False)
+            if f.claim_q < 0:
+                claims.read_through(b + lo, q0)
+                read.append(b)
+                continue
+            claims.close(b + lo, f.claim_q)
+            if f.t == 0:  # over at once: its claim's read goes by the same key
+                del self.found[b, q0]
+                state[b], stop[b], claim_q[b] = _IDLE, p, q0
             else:
                 read.append(b)
         return read

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import OPEN, ClaimOrder, next_claim_step, stream_end
+from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
 from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
@@ -57,12 +57,13 @@ class Schedule:
         segment: int,
         restream: bool,
         rows: tuple[int, int] | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self.lo, hi = rows or (0, len(start))
         self.T, self.B, self.B_all, self.pack, self.segment = T, hi - self.lo, len(start), pack, segment
         self.order = order
         self.claim_order = ClaimOrder.of_ring(
-            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream
+            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream, turns=turns, rows=rows
         )
         self.k = first
         B, q0 = self.B, first * T
