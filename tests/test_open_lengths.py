@@ -3,6 +3,7 @@ stream (``scheduled.claims.Probe``), and the plans are those the true lengths gi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,3 +121,28 @@ def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(
     assert len(got) == len(want) and got_state == want_state
     for a, b in zip(got, want, strict=True):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+FIXED_BLOCKS = [  # recorded configurations of unknown lengths, run again on fixed row blocks
+    ("unknown", {"boundary": "pack", "epoch_end": "restream", "segment": 4}),
+    ("raising_unknown", {"on_error": "skip", "boundary": "pack"}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("source", "loader"), FIXED_BLOCKS, ids=[s for s, _ in FIXED_BLOCKS])
+def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
+    source: str, loader: dict[str, Any], tmp_path: Path, no_leaks: None
+) -> None:
+    # The golden recording holds these configurations as claimed at run time (balanced with workers): with
+    # balance=False they run on the schedule by turns, resumed across worker counts, and give the same hashes.
+    import dataclasses
+
+    from _golden import CASES, Data, run_case
+    from test_engine_golden import RECORDED
+
+    case = next(c for c in CASES if c.source == source and dict(c.loader, balance=None) == {**loader, "balance": None})
+    fixed = dataclasses.replace(case, workers=2, resume_to=1, loader={**case.loader, "balance": False})
+    want = next(got for got in RECORDED.values() if got["config"] == case.config_key)
+    got = run_case(fixed, Data(None, tmp_path))
+    assert got == {k: want[k] for k in got}
