@@ -146,3 +146,18 @@ def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
     want = next(got for got in RECORDED.values() if got["config"] == case.config_key)
     got = run_case(fixed, Data(None, tmp_path))
     assert got == {k: want[k] for k in got}
+
+
+@pytest.mark.slow
+def test_a_source_that_raises_on_fixed_row_blocks_stops_the_loader_and_leaves_nothing(no_leaks: None) -> None:
+    # The loader raises the source's error; a worker waiting for its turn on a row the other reads ends its wait
+    # when the loader closes (a new generation), and no process or segment outlives it.
+    from _golden import LENGTHS, UnknownRaisingSource
+
+    from streamcli import SourceError
+
+    source = UnknownRaisingSource(LENGTHS, bad=6, at=11)
+    with pytest.raises(SourceError, match="corrupt frame"):
+        with StreamLoader(source, 3, 4, num_workers=2, balance=False, timeout=60) as loader:
+            for _ in loader:
+                pass
