@@ -2,9 +2,10 @@
 drive (``begin``, ``step``, ``fill_until``), with the epoch's writer policy chosen once, when its tables are read
 (``fills.writers.choose``).
 
-A planned policy (whole batches, or fixed row blocks) runs the ``Schedule`` through ``fills.planned.Filler``; the
-balanced policy claims and moves rows at run time (``fills.claimed``). Nothing outside this module knows there
-are two: ``benchmarks/ENGINE.md`` says how the second folds into the first.
+A planned policy (whole batches, or fixed row blocks: any source, lengths known or not) runs the ``Schedule``
+through ``fills.planned.Filler``; the balanced policy claims and moves rows at run time (``fills.claimed``).
+Nothing outside this module knows there are two: ``benchmarks/ENGINE.md`` says how the second folds into the
+first.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class Engine:
             shared=W > 1,
         )
         self.claimed.on_skip = on_skip
-        self.filler = Filler(spec, source, items, ring, w, W, on_skip)
+        self.filler = Filler(spec, source, items, ring, w, W, on_skip, lock)
         self._planned = False  # the last piece of work ran on the planned policy
 
     @property

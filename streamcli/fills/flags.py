@@ -154,5 +154,7 @@ def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
     s = v.summary
     s[:, Summary.CLAIMS] = plan.claims
     s[:, Summary.DRY] = plan.dry
-    s[:, Summary.LIVE] = (cur[:, _cursor.STATE] == RowState.LIVE) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
+    live = (state == RowState.LIVE) | (state == RowState.FOLLOW)
+    s[:, Summary.LIVE] = live & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
     s[:, Summary.VALID] = 0  # the loader counts the valid steps from the flags, once every part is written

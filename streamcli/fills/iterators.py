@@ -67,9 +67,10 @@ class Rows:
             r.close()
         self.readers.clear()
 
-    def fill(self, v: Views, plan: BatchRuns) -> set[int]:
-        """Write every row of batch ``plan.k`` (flags are written before, from the plan); a row that only pads
-        closes its stream. Returns the rows that end the batch holding a stream that ran out before its promise."""
+    def fill(self, v: Views, plan: BatchRuns, read: set[tuple[int, int]] | None = None) -> set[int]:
+        """Write every row of batch ``plan.k`` (flags are written before, from the plan) but the runs ``read``
+        while it was planned, (row, first step) each; a row that only pads closes its stream. Returns the rows
+        that end the batch holding a stream that ran out before its promise."""
         T = len(v.valid)
         short: set[int] = set()
         whole = plan.whole
@@ -85,6 +86,8 @@ class Rows:
             plan.seg_end.tolist(),
             strict=True,
         ):
+            if read and (b, 0) in read:
+                continue
             r = readers.get(b)
             # The usual whole row: its stream goes on past the batch and its current block holds all T steps.
             if blocks and r is not None and (blk := r.blk) is not None and r.pos == p and r.item == item:
@@ -102,6 +105,8 @@ class Rows:
                 short.add(b)
         for run in plan.runs:
             b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
+            if read and (b, t0) in read:
+                continue
             r = readers.get(b)
             # The usual run of a block source: the row's open stream goes on in its current block.
             if (

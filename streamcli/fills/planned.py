@@ -1,16 +1,19 @@
 """A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
 
-When every stream's length is known (``ClaimOrder.applies``), every producer follows the same ``Schedule``;
-nothing is claimed or balanced at run time. Who writes what is the epoch's writer policy (``fills.writers``):
-random-access sources (``window(item)``) are filled whole batches round-robin, iterator sources by fixed row
-blocks (a stream stays in the process that reads it). Either way the loader waits for
+Every producer follows a ``Schedule``; nothing is balanced at run time. Who writes what is the epoch's writer
+policy (``fills.writers``): random-access sources (``window(item)``) are filled whole batches round-robin,
+iterator sources by fixed row blocks (a stream stays in the process that reads it). A stream of unknown length
+is read as its batch is planned (``fills.open_streams``), so a batch whose plan reads is planned only once it is
+handed out; with several producers their claims go by turns (``fills.turns``). Either way the loader waits for
 ``Control.batch_done(k)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -18,8 +21,10 @@ import numpy as np
 from streamcli.fills import iterators, windows, writers
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.open_streams import OpenStreams
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
+from streamcli.fills.turns import Turns
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import Aborted
@@ -39,8 +44,10 @@ class Filler:
         w: int,
         W: int,
         on_skip: Callable[[Skip], None],
+        lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
+        self.lock = lock or contextlib.nullcontext()  # orders the shared tickets (``fills.turns``)
         self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
@@ -50,6 +57,8 @@ class Filler:
         )
         fields, blocks = fill_spec.fields, uses_blocks(source)
         self.rows = None if self.by_batch else iterators.Rows(source, fields, blocks, self.faults, self.mark, tf)
+        self.open = None if self.rows is None else OpenStreams(self.rows)  # streams of unknown length
+        self.opens = False  # this epoch has streams of unknown length: planning a batch reads them (``open``)
         self.names = [f.name for f in fill_spec.fields]
         self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
         self.gen = -1
@@ -65,12 +74,12 @@ class Filler:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
         self.gen, self.sched, self.planned, self.policy, self._pending = gen, None, None, None, None
         self._views.clear()
-        if self.rows is not None:
-            self.rows.close()
+        self.close()
 
     def close(self) -> None:
-        if self.rows is not None:
+        if self.rows is not None and self.open is not None:
             self.rows.close()
+            self.open.close()
 
     def is_planned(self) -> bool:
         """Whether this epoch's claims follow from lengths and its writer policy is a planned one (then this filler
@@ -79,14 +88,17 @@ class Filler:
             control = self.ring.control
             c = self.config
             order, start = control.order_table(), control.cursors(0, c.batch_size).copy()
+            known = ClaimOrder.applies(order, start)
             self.policy = writers.choose(
                 by_batch=self.by_batch,
                 w=self.w,
                 W=self.W,
                 B=c.batch_size,
-                known=ClaimOrder.applies(order, start),
+                known=known,
                 balanced=control.balanced,
+                fixed=c.balance is False,
             )
+            self.opens = not known
             self.planned = self.policy is not None
             if self.policy is not None:
                 self.first = control.first_batch
@@ -100,6 +112,7 @@ class Filler:
                     segment=c.segment,
                     restream=c.epoch_end == "restream",
                     rows=self.policy.rows,
+                    turns=Turns(control, self.lock, self.gen, self.mark) if self.opens and self.W > 1 else None,
                 )
         return self.planned
 
@@ -112,7 +125,13 @@ class Filler:
         assert sched is not None and policy is not None
         while True:
             plan = self._pending
-            if plan is None:
+            if plan is None and self.opens:  # planning reads streams into the batch: only once it is handed out
+                if sched.k >= control.handed:
+                    return False
+                assert self.open is not None
+                self.open.v, self.faults.k = self._slot(sched.k), sched.k
+                plan = self._pending = sched.next_plan(self.open.probe)
+            elif plan is None:
                 plan = self._pending = sched.next_plan()
             if policy.writes(plan.k):
                 break
@@ -152,8 +171,9 @@ class Filler:
         if self.windows is not None:
             short = windows.fill(v, plan, self.windows, self.faults, self.first)
         else:
-            assert self.rows is not None
-            short = self.rows.fill(v, plan)
+            assert self.rows is not None and self.open is not None
+            short = self.rows.fill(v, plan, self.open.read)
+            self.open.read.clear()
         write_summary(v, plan, short)
         self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
         assert self.policy is not None

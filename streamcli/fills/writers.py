@@ -7,8 +7,9 @@ which producer writes which part of which batch, and how it marks that part done
   with ``k % W == w`` whole, and marks the batch done.
 - ``RowBlocks``: iterator sources, whose streams stay in the process that reads them. Producer ``w`` writes the
   rows of its block (``split_rows``) of every batch, plans those rows only, and marks its part done.
-- ``BALANCED``: iterator sources with ``balance`` and workers, or streams whose lengths are not all known: rows
-  are owned by whichever producer reads them and move to an idle one (``fills.claimed``).
+- ``BALANCED``: iterator sources with ``balance`` and workers (with workers, streams whose lengths are not all
+  known unless ``balance=False``): rows are owned by whichever producer reads them and move to an idle one
+  (``fills.claimed``).
 """
 
 from __future__ import annotations
@@ -65,10 +66,14 @@ Planned = WholeBatches | RowBlocks
 BALANCED: Final = None  # rows claimed and moved at run time (``fills.claimed``)
 
 
-def choose(*, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool) -> Planned | None:
+def choose(
+    *, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool, fixed: bool = False
+) -> Planned | None:
     """The policy of an epoch: ``by_batch`` for random-access sources, ``known`` when every stream's length is
-    (``ClaimOrder.applies``), ``balanced`` when the loader balances the epoch's rows. One producer has no one to
-    balance with, and the batches are the same either way."""
-    if not known or (balanced and not by_batch and W > 1):
+    (``ClaimOrder.applies``; iterator streams of unknown length are planned as they are read,
+    ``scheduled.open_rows``), ``balanced`` when the loader balances the epoch's rows, ``fixed`` when it was told
+    not to (``balance=False``: rows of unknown length are balanced unless so). One producer has no one to balance
+    with, and the batches are the same either way."""
+    if (not known and (by_batch or (W > 1 and not fixed))) or (balanced and not by_batch and W > 1):
         return BALANCED
     return WholeBatches(w, W, B) if by_batch else RowBlocks(w, W, B)

@@ -1,9 +1,11 @@
 """Where a batch is scheduled: which stream goes in which row, from which step. Pure functions of the source's
-lengths and the loader's settings; nothing here reads a stream or touches shared memory.
+lengths and the loader's settings (a length not known is found through the filler's ``Probe``); nothing here
+touches shared memory.
 
 - ``streams``: an epoch's streams in ticket order (segments, the seeded shuffle, this rank's share).
-- ``claims``: the claims planned from known lengths (``ClaimOrder``), and how many batches an epoch holds.
-- ``schedule``: every row's state as arrays, advanced a batch at a time into a ``BatchRuns``.
+- ``claims``: the order of the claims, from lengths known or found (``ClaimOrder``), and how many batches an
+  epoch holds; ``open_rows``: rows whose stream's length is found as it is read (by the filler's ``Probe``).
+- ``schedule``: every row's state as arrays, advanced a batch at a time into a ``BatchRuns`` (``plans``).
 - ``cursor``: the record of where a row stands between two batches; ``state``: the resumable, fingerprinted
   ``state_dict``; ``seek``: the state at any batch, from lengths alone.
 - ``resume``: a loader's state in and out (its fingerprint, and a loaded state kept for the next epoch).

@@ -1,10 +1,11 @@
-"""An epoch's claims planned from the streams' promised lengths: which tickets each row takes, and where.
+"""An epoch's claims planned from the streams' lengths: which tickets each row takes, and where.
 
-Tickets go out in canonical key order (``fills.claimed.produce``). When every stream's length is known, that order
-follows from the lengths alone: a stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims
-again there ("pack") or at the next batch ("pad"); ``count_batches`` replays the same schedule to count an epoch's
-batches, and every producer replays it batch by batch (``scheduled.schedule``): no claim waits on another
-row's stream, and no producer on another.
+Tickets go out in canonical key order (``(batch * T + t) * B + row``): a stream claimed at epoch step ``s`` ends
+at ``s + length`` and its row claims again there ("pack") or at the next batch ("pad"). When every stream's
+length is known, that order follows from the lengths alone: ``count_batches`` replays it to count an epoch's
+batches, and every producer replays it batch by batch (``scheduled.schedule``), waiting on no one. A length not
+known is found as the stream is read (``scheduled.open_rows``): the row's next key is unknown (open) until then,
+and where several producers plan their own rows, a claim waits for its turn (``Turns``, ``fills.turns``).
 
 The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
 leaves its row padding until its planned next claim (``RowState.SHORT``), and one that runs on is cut at it. So
@@ -15,13 +16,33 @@ row's batches.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
+
+OPEN = 1 << 60
+"""The steps of a stream whose length is not known yet: a lower bound that its reader raises as it reads, and
+the ``stop`` of a row reading it (``scheduled.schedule``), until its end is found."""
+Opener = Callable[[int, int, int], int]
+"""Opens the stream of a ticket whose length is unknown on row ``b`` at epoch step ``q``, ``(b, ticket, q)``,
+and reads it as far as the batch goes (``scheduled.open_rows``): -1 if it is empty, the epoch step of the row's
+next claim if it ended in the batch, else ``OPEN``."""
+
+
+class Turns(Protocol):
+    """Claims shared with producers that read other rows (``fills.turns``): a row's claim waits for its turn
+    (its key is the smallest that any row may claim at), takes the epoch's shared tickets, and publishes the
+    row's next key (None: it claims no more), or a lower bound of it while its stream's length is not known."""
+
+    def wait(self, b: int, key: int) -> None: ...
+
+    def ticket(self) -> int: ...
+
+    def publish(self, b: int, key: int | None) -> None: ...
 
 
 def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
@@ -40,20 +61,23 @@ def stream_end(pos: int, item_length: int, segment: int) -> int:
 
 
 class Claim(NamedTuple):
-    """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are promised empty;
-    the last is the row's stream, or makes it dry)."""
+    """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are empty; the last is
+    the row's stream, or makes it dry), and that stream's steps (-1: not known, ``scheduled.open_rows``)."""
 
     first: int
     n: int
     dry: bool
+    steps: int = 0
 
 
 class ClaimOrder:
     """The order of an epoch's claims (which tickets each row takes, at which key), from its start or a resumed
     position, advanced as far as it is asked.
 
-    ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays); ``due``
-    the (key, row) of every row's next claim; ``tickets`` the tickets already taken."""
+    ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays; -1 where
+    its length is unknown: the claim opens it to learn it, ``advance``); ``due`` the (key, row) of every row's
+    next claim whose key is known; ``tickets`` the tickets already taken. A row reading a stream of unknown
+    length has no key until its end is found (``close``)."""
 
     def __init__(
         self,
@@ -65,8 +89,10 @@ class ClaimOrder:
         T: int,
         pack: bool,
         restream: bool,
+        turns: Turns | None = None,
     ) -> None:
         self.B, self.T, self.pack, self.restream = B, T, pack, restream
+        self.turns = turns  # other producers plan the other rows: ``due`` holds this one's rows only
         self._steps = np.asarray(steps, np.int64)  # an array, not a list: an epoch may hold 10^5 streams and more
         self.n = len(self._steps)
         self._ticket = tickets
@@ -86,9 +112,11 @@ class ClaimOrder:
         pack: bool,
         segment: int,
         restream: bool,
+        turns: Turns | None = None,
+        rows: tuple[int, int] | None = None,
     ) -> ClaimOrder:
         """The order from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
-        and the row cursors ``start`` at batch ``first``."""
+        and the row cursors ``start`` at batch ``first``; with ``turns``, of the ``rows`` this producer plans."""
         B, q0 = len(start), first * T
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
         item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
@@ -98,10 +126,16 @@ class ClaimOrder:
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == RowState.IDLE:
                 due.append((q0 * B + b, b))
-            elif state in (RowState.LIVE, RowState.SHORT):
+            elif state in (RowState.LIVE, RowState.SHORT) and item_length[item] >= 0:  # (else open: no key yet)
                 left = stream_end(pos, int(item_length[item]), segment) - pos
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
-        claims = cls(np.maximum(end - begin, 0), due, tickets, B=B, T=T, pack=pack, restream=restream)
+        steps = np.where(length < 0, -1, np.maximum(end - begin, 0))
+        if turns is not None:
+            lo, hi = rows or (0, B)
+            due = [(key, b) for key, b in due if lo <= b < hi]
+            for key, b in due:
+                turns.publish(b, key)  # (exact: the control block holds a lower bound until now)
+        claims = cls(steps, due, tickets, B=B, T=T, pack=pack, restream=restream, turns=turns)
         claims._item_length = item_length
         return claims
 
@@ -117,6 +151,19 @@ class ClaimOrder:
         known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
         return known and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
 
+    def close(self, b: int, claim_step: int) -> None:
+        """Row ``b``'s stream of unknown length has ended: its next claim, at epoch step ``claim_step``, is known."""
+        heapq.heappush(self._heap, (claim_step * self.B + b, b))
+        if self.turns is not None:
+            self.turns.publish(b, claim_step * self.B + b)
+
+    def read_through(self, b: int, step: int) -> None:
+        """Row ``b``'s stream of unknown length goes on past the batch that holds epoch step ``step`` (the step
+        after it exists): tell the other producers the earliest its next claim may be."""
+        if self.turns is not None:
+            after = (step // self.T + 1) * self.T  # the next batch's first step: its stream has it
+            self.turns.publish(b, (after + 1 if self.pack else after + self.T) * self.B + b)
+
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""
         return int(self._steps[ticket % self.n])
@@ -125,11 +172,13 @@ class ClaimOrder:
         """Whether any row will claim again."""
         return bool(self._heap)
 
-    def advance(self) -> tuple[int, int, Claim]:
-        """Make the earliest claim of the schedule, (key, row, what it takes): the rule of ``write._claim``,
-        on lengths alone. Empty streams are taken at the same key; a row whose tickets run out is dry (or, with
-        ``restream``, replays them)."""
+    def advance(self, opener: Opener | None = None) -> tuple[int, int, Claim]:
+        """Make the earliest claim of the schedule, (key, row, what it takes), on lengths: those promised, and
+        those that ``opener`` finds by reading. Empty streams are taken at the same key; a row whose tickets run
+        out is dry (or, with ``restream``, replays them)."""
         key, b = heapq.heappop(self._heap)
+        if self.turns is not None:
+            return self._advance_shared(key, b, opener)
         first, empty_replays = self._ticket, 0
         while True:
             ticket = self._ticket
@@ -138,12 +187,51 @@ class ClaimOrder:
             if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
                 return key, b, Claim(first, self._ticket - first, True)
             steps = int(self._steps[ticket % self.n])
+            if steps < 0:  # unknown: the opener reads it, and says where the row claims next
+                assert opener is not None, "a stream of unknown length is claimed without a reader"
+                nxt = opener(b, ticket, key // self.B)
+                if nxt >= 0:
+                    if nxt < OPEN:  # (an open stream's row has no key until its end is found: ``close``)
+                        heapq.heappush(self._heap, (nxt * self.B + b, b))
+                    return key, b, Claim(first, self._ticket - first, False, -1)
+                steps = 0
             if steps:
                 break
             empty_replays += replay
         nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
         heapq.heappush(self._heap, (nxt * self.B + b, b))
-        return key, b, Claim(first, self._ticket - first, False)
+        return key, b, Claim(first, self._ticket - first, False, steps)
+
+    def _advance_shared(self, key: int, b: int, opener: Opener | None) -> tuple[int, int, Claim]:
+        """``advance`` when other producers plan the other rows: the claim waits for its turn and takes the
+        shared tickets (they are consecutive: no other row may claim until this one publishes its next key)."""
+        turns, n = self.turns, self.n
+        assert turns is not None
+        turns.wait(b, key)
+        first, count, empty_replays = -1, 0, 0
+        while True:
+            ticket = turns.ticket()
+            first, count = ticket if first < 0 else first, count + 1
+            replay = ticket >= n
+            if replay and (not self.restream or n == 0 or empty_replays >= n):
+                turns.publish(b, None)
+                return key, b, Claim(first, count, True)
+            steps = int(self._steps[ticket % n])
+            if steps < 0:  # unknown: the opener reads it, and says where the row claims next
+                assert opener is not None, "a stream of unknown length is claimed without a reader"
+                nxt = opener(b, ticket, key // self.B)
+                if nxt >= 0:
+                    if nxt < OPEN:
+                        self.close(b, nxt)
+                    else:
+                        self.read_through(b, key // self.B)
+                    return key, b, Claim(first, count, False, -1)
+                steps = 0
+            if steps:
+                break
+            empty_replays += replay
+        self.close(b, next_claim_step(key // self.B, steps, self.T, self.pack))
+        return key, b, Claim(first, count, False, steps)
 
 
 def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boundary: str, epoch_end: str) -> int:

@@ -1,11 +1,10 @@
-"""Where every row stands in each batch, planned from the streams' lengths alone: the schedule a filler follows.
+"""Where every row stands in each batch, planned from the streams' lengths: the schedule a filler follows.
 
-When every stream's length is known, the claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in
-canonical key order, a row claiming again where its stream ends, or at the next batch under "pad"). ``Schedule``
-keeps every row's state as arrays (item, position, where its stream stops, its next claim) and turns each batch
-into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few rows that cross a
-stream's end, as runs. Nothing here reads a stream: a filler reads what the plan says, and only a stream that
-breaks its promise (ends early, fails under ``on_error="skip"``) changes what it writes, never the plan.
+The claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in canonical key order, a row claiming
+again where its stream ends, or at the next batch under "pad"); a length not known is found by the filler's probe
+as the plan reads the stream into its batch (``claims.Probe``). ``Schedule`` keeps every row's state as arrays
+and turns each batch into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few
+rows that cross a stream's end, as runs. A broken promise (a stream ends early) changes what is written, not the plan.
 
 Every producer computes the same plans, so batch k's content is a pure function of the source, the loader's
 settings, the epoch and k: the same for any number of workers and any timing.
@@ -14,13 +13,15 @@ settings, the epoch and k: the same for any number of workers and any timing.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import ClaimOrder, next_claim_step, stream_end
+from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
 from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.open_rows import Probe, Reads
+from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
+from streamcli.scheduled.plans import Run as Run
 
 # From this many crossing rows in a batch, those of the usual shapes are planned with array operations
 # (``Schedule._cross_simply``); fewer cost less one by one.
@@ -30,33 +31,8 @@ _MANY_CROSSINGS = 32
 # (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
 # stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
 # ``SHORT`` (``fills.flags.write_summary``).
-LIVE, SHORT, IDLE, DRY = RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY
+LIVE, SHORT, IDLE, DRY, FOLLOW = RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY, RowState.FOLLOW
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
-Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
-"""(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
-a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
-item (its segment's end or the item's promised length); ``fresh``: the run starts the stream (``is_first``)."""
-
-
-@dataclass
-class BatchRuns:
-    """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
-    stream's item, first position, replayed flag, and where it stops); ``runs`` and ``pads`` for the
-    rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
-
-    k: int
-    whole: np.ndarray  # int64 rows
-    item: np.ndarray  # int64, per whole row
-    pos: np.ndarray  # int64, per whole row
-    replay: np.ndarray  # bool, per whole row
-    stop: np.ndarray  # int64, per whole row
-    expect: np.ndarray  # int64, per whole row: the item's promised length
-    seg_end: np.ndarray  # int64, per whole row
-    runs: list[Run]
-    pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
-    cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
-    claims: np.ndarray  # (B,) int64 tickets taken in the batch
-    dry: np.ndarray  # (B,) int64 claims that found no stream
 
 
 class Schedule:
@@ -81,12 +57,13 @@ class Schedule:
         segment: int,
         restream: bool,
         rows: tuple[int, int] | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self.lo, hi = rows or (0, len(start))
         self.T, self.B, self.B_all, self.pack, self.segment = T, hi - self.lo, len(start), pack, segment
         self.order = order
         self.claim_order = ClaimOrder.of_ring(
-            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream
+            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream, turns=turns, rows=rows
         )
         self.k = first
         B, q0 = self.B, first * T
@@ -100,41 +77,49 @@ class Schedule:
         self.item[:] = start[:, _cursor.ITEM]
         self.pos[:] = start[:, _cursor.POS]
         self.replay[:] = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
-        self.expect[:] = -1
+        self.expect[:] = np.where(start[:, _cursor.FLAGS] & _cursor.OPEN_ENDED, -1, 0)  # (-1: not known)
         self.claim_q[:] = q0
         self.state[:] = IDLE
         for b, (item, pos, state, _) in enumerate(start.tolist()):
             if state == DRY:
                 self.state[b] = DRY
+            elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
+                self.state[b], self.stop[b], self.seg_end[b] = FOLLOW, pos + OPEN, pos
             elif state in (LIVE, SHORT):
                 length = self.claim_order.item_length(item)
-                end = stream_end(pos, length, segment)
+                end = stream_end(pos, length, segment) if length >= 0 else pos + OPEN  # (unknown: open)
                 self.stop[b], self.expect[b] = end, length
                 self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
                 self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
                 self.state[b] = state
 
-    def next_plan(self) -> BatchRuns:
-        """The plan of the next batch; the rows' state moves past it."""
+    def next_plan(self, probe: Probe | None = None) -> BatchRuns:
+        """The plan of the next batch; the rows' state moves past it. ``probe`` reads streams of unknown length."""
         T, B, k = self.T, self.B, self.k
         q0, q1 = k * T, (k + 1) * T
         order_of_claims = self.claim_order
         claims = np.zeros(B, np.int64)
         dry = np.zeros(B, np.int64)
-        got: list[tuple[int, int, int, int, bool]] = []  # this batch's claims of these rows: (row, step, first, n, dry)
+        got: list[tuple[int, ...]] = []  # this batch's claims of these rows: (row, step, first, n, dry, steps)
         heap, B_all, lo = order_of_claims._heap, self.B_all, self.lo
         limit = q1 * B_all
+        reads = self._reads = None if probe is None else Reads(probe, q0, T, self.pack, self.segment)
+        cols = (self.state, self.pos, self.stop, self.item, self.seg_end, self.claim_q)
+        opened = [] if reads is None else reads.extend(order_of_claims, lo, cols)
+        opener = None if reads is None else reads.opener(self.order, lo)
         while heap and heap[0][0] < limit:
-            key, b, c = order_of_claims.advance()
+            key, b, c = order_of_claims.advance(opener)
             if lo <= b < lo + B:
-                got.append((b - lo, key // B_all, c.first, c.n, c.dry))
+                got.append((b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
+        if opened:
+            whole_mask[opened] = False  # (read already: planned from what was read, ``_cross``)
         wait_all = (state == SHORT) & (self.claim_q >= q1)
         dry_all = state == DRY
         crossing = ~(whole_mask | wait_all | dry_all)
-        claimed = np.array(got, np.int64).reshape(-1, 5)
+        claimed = np.array(got, np.int64).reshape(-1, 6)
         crossing[claimed[:, 0]] = True
         whole = np.flatnonzero(whole_mask)
         out = BatchRuns(
@@ -163,9 +148,9 @@ class Schedule:
         if len(rest) >= _MANY_CROSSINGS:
             rest = self._cross_simply(crossing, claimed, q0, out)
         if len(rest):
-            by_row: dict[int, list[tuple[int, int, int, bool]]] = {}  # row -> its claims (step, first, n, dry)
-            for b, step, first, n, is_dry in got:
-                by_row.setdefault(b, []).append((step, first, n, is_dry))
+            by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
+            for b, *claim in got:
+                by_row.setdefault(b, []).append(tuple(claim))
             for b in rest.tolist():
                 self._cross(b, q0, by_row.get(b, []), out)
         # Rows waiting for a claim at the next batch's first step are free now.
@@ -175,6 +160,8 @@ class Schedule:
         cur[:, _cursor.POS] = pos
         cur[:, _cursor.STATE] = state
         cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
+        if self.segment:  # an item of unknown length cut into segments: its row says so until its next claim
+            cur[:, _cursor.FLAGS] += (self.expect < 0) * _cursor.OPEN_ENDED
         self.k = k + 1
         return out
 
@@ -249,7 +236,7 @@ class Schedule:
         """Each of ``rows`` with its values in ``cols``, as ints."""
         return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)
 
-    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, int, int, bool]], out: BatchRuns) -> None:
+    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, claim_order, order = self.T, self.claim_order, self.order
@@ -258,7 +245,12 @@ class Schedule:
         runs, pads = out.runs, out.pads
         t, c = 0, 0
         while t < T:
-            if state == LIVE:
+            if (state == LIVE and stop >= OPEN) or state == FOLLOW:  # what the reads found (``open_rows``)
+                assert self._reads is not None
+                t, pos, state, stop, seg_end, claim_q = self._reads.plan(
+                    b, q0 + t, runs, pads, item, replay, stop, expect
+                )
+            elif state == LIVE:
                 n = min(stop - pos, T - t)
                 runs.append((b, t, n, item, pos, replay, fresh, stop, expect, seg_end))
                 fresh = False
@@ -277,20 +269,19 @@ class Schedule:
                 if claim_t <= T:
                     state = IDLE
             elif state == IDLE:  # its claim (``write._claim_planned``): tickets first .. first + count - 1
-                step, first, count, is_dry = row_claims[c]
+                step, first, count, is_dry, steps = row_claims[c]
                 c += 1
                 assert step == q0 + t, (b, step, q0, t)
                 out.claims[b] += count
                 taken = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
                 if taken >= first:
-                    item, start, _, length = order[taken % claim_order.n].tolist()
+                    item, start, _, expect = order[taken % claim_order.n].tolist()
                     pos, replay = start, taken >= claim_order.n
                 if is_dry:
                     state = DRY
                     out.dry[b] += 1
                     continue
-                steps = claim_order.steps_of(taken)
-                stop, expect = start + steps, length
+                stop = start + (steps if steps >= 0 else OPEN)  # (not known: read from its claim on, ``open_rows``)
                 seg_end = start + self.segment if self.segment else -1
                 claim_q = next_claim_step(step, steps, T, self.pack)
                 fresh, state = True, LIVE

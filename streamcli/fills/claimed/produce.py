@@ -1,4 +1,4 @@
-"""What a producer does next when streams' lengths are not all known, and why no batch depends on it.
+"""What a producer of the balanced policy does next, and why no batch depends on it.
 
 Determinism for any number of workers comes from one rule. A row that needs a new stream takes the next
 *ticket* (an index into this epoch's shuffled order) at its canonical position ``key = (batch * T + t) * B + row``,
@@ -7,8 +7,8 @@ next possible claim (``Control``), found by reading its stream one step ahead; a
 smallest. So the ticket a row gets, and hence every batch, depends only on the streams' contents, never on
 timing or on which producer fills a row.
 
-(When every stream's length is known, the claims follow from the lengths alone and producers follow that
-schedule instead: ``fills.planned``.)
+(Under the other policies producers follow the schedule instead, ``fills.planned``: the claims follow from the
+lengths, known or found as the streams are read.)
 
 Rows are not tied to producers. A producer owns the rows whose streams it is reading; when a stream ends it
 releases the row, and the next claim goes to whichever producer is free (an idle one first), which opens the

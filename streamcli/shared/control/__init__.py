@@ -32,11 +32,12 @@ class Control(EpochTables, RowOwners, Completion, Reports):
     Rows are not tied to producers. A row whose stream ends is released (owner -1, its cursor in ``held``) and
     whichever producer is free takes it for the next claim: that is how work moves to idle workers. Tickets
     stay in canonical order through one rule: a claim at key K is made only when K is the smallest ``claim``
-    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K. With
-    planned claims (``scheduled.claims``: every length known) each waiting row's key and tickets are fixed in
-    advance, and any row whose key is handed out may claim. Values in ``claim`` and ``written`` only grow
-    within an epoch, and each row has one writer at a time (its owner, changed only under the lock), so readers
-    need no lock: a stale read only makes them wait longer.
+    of all rows, i.e. when every row has decided (by reading ahead) that it takes no ticket before K: the
+    balanced policy's rule, and that of producers of fixed row blocks whose streams' lengths are not all known
+    (``fills.turns``). With every length known each row's key and tickets follow from the lengths
+    (``scheduled.claims``), and every producer replays them without the table. Values in ``claim`` and
+    ``written`` only grow within an epoch, and each row has one writer at a time (its owner, changed only under
+    the lock), so readers need no lock: a stale read only makes them wait longer.
     """
 
     def __init__(

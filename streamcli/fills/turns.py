@@ -1,0 +1,46 @@
+"""Claims shared between producers that each plan their own block of rows (``scheduled.claims.Turns``).
+
+When every length is known, each producer replays every row's claims from the lengths and waits on no one. A
+stream of unknown length is read by the one producer whose block holds its row, so only that producer learns where
+it ends. Then the claims go by the rule the ring's control block keeps for any row: each row publishes the key of
+its next possible claim (exact, or a lower bound while its stream is open), and a claim is made only when its key
+is the smallest of all, taking the epoch's shared tickets. The order of the tickets, hence every batch, is the
+one the lengths give. No producer waits on a row it could advance itself: a producer reads its open rows through
+the batch (and publishes their bounds past it) before it waits for any claim of that batch.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+
+from streamcli.shared.control import NEVER, Aborted, Control
+
+_NAP_S = 1e-4  # the longest nap of a producer waiting for its turn: how late it sees that its turn has come
+
+
+class Turns:
+    """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait)."""
+
+    def __init__(self, control: Control, lock: AbstractContextManager[Any], gen: int, mark: np.ndarray) -> None:
+        self.control, self.lock, self.gen, self.mark = control, lock, gen, mark
+
+    def wait(self, b: int, key: int) -> None:
+        """Until row ``b``'s claim at ``key`` is the earliest any row may make."""
+        control, spins = self.control, 0
+        while control.next_claim()[1] < key:
+            if control.generation != self.gen:
+                raise Aborted
+            self.mark[0] = -1  # reading nothing meanwhile: a timeout or a death now is not this source's
+            spins += 1
+            time.sleep(min(_NAP_S, 2e-6 * spins))
+
+    def ticket(self) -> int:
+        with self.lock:  # the lock orders the ticket counter between processes
+            return self.control.take_ticket()
+
+    def publish(self, b: int, key: int | None) -> None:
+        self.control.set_claim(b, NEVER if key is None else key)

@@ -1,0 +1,35 @@
+"""What a batch holds, as its schedule plans it (``scheduled.schedule``): the rows one stream covers for the whole
+batch, as arrays, and the rest as runs of a stream's steps and padding; fillers write the batch from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
+"""(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
+a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
+item (its segment's end or the item's promised length); ``fresh``: the run starts the stream (``is_first``)."""
+
+
+@dataclass
+class BatchRuns:
+    """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
+    stream's item, first position, replayed flag, and where it stops); ``runs`` and ``pads`` for the
+    rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
+
+    k: int
+    whole: np.ndarray  # int64 rows
+    item: np.ndarray  # int64, per whole row
+    pos: np.ndarray  # int64, per whole row
+    replay: np.ndarray  # bool, per whole row
+    stop: np.ndarray  # int64, per whole row
+    expect: np.ndarray  # int64, per whole row: the item's promised length
+    seg_end: np.ndarray  # int64, per whole row
+    runs: list[Run]
+    pads: list[tuple[int, int, int]]  # (row, first step, end) of padding
+    cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
+    claims: np.ndarray  # (B,) int64 tickets taken in the batch
+    dry: np.ndarray  # (B,) int64 claims that found no stream
