@@ -78,7 +78,10 @@ class Filler:
         if self.planned is None:
             control = self.ring.control
             c = self.config
-            order, start = control.order_table(), control.cursors(0, c.batch_size).copy()
+            # Ranks share one schedule of world_size * batch_size rows; this rank writes its own from ``off``.
+            assert c.world_size is not None and c.rank is not None
+            G, off = c.batch_size * c.world_size, c.batch_size * c.rank
+            order, start = control.order_table(), control.cursors(0, G).copy()
             self.policy = writers.choose(
                 by_batch=self.by_batch,
                 w=self.w,
@@ -99,7 +102,7 @@ class Filler:
                     pack=c.boundary == "pack",
                     segment=c.segment,
                     restream=c.epoch_end == "restream",
-                    rows=self.policy.rows,
+                    rows=(self.policy.rows[0] + off, self.policy.rows[1] + off),
                 )
         return self.planned
 

@@ -219,7 +219,7 @@ class Schedule:
         t0 = e[rows]
         replay = taken >= n_streams
         new_stop = start + steps
-        seg_end = start + self.segment if self.segment else np.full(len(rows), -1, np.int64)
+        seg_end = (start // self.segment + 1) * self.segment if self.segment else np.full(len(rows), -1, np.int64)
         runs.extend(
             zip(
                 rows.tolist(),
@@ -291,7 +291,7 @@ class Schedule:
                     continue
                 steps = claim_order.steps_of(taken)
                 stop, expect = start + steps, length
-                seg_end = start + self.segment if self.segment else -1
+                seg_end = (start // self.segment + 1) * self.segment if self.segment else -1  # (mid-segment: replan)
                 claim_q = next_claim_step(step, steps, T, self.pack)
                 fresh, state = True, LIVE
             else:  # DRY

@@ -24,7 +24,7 @@ class EpochTables(Arrays):
         """The row cursors the next epoch starts from, the batch it starts at, its number, and whether its iterator
         streams are claimed at run time by whichever producer is free (``fills.claimed``) even where every length
         is known."""
-        self._start[:] = cursors
+        self._start[: len(cursors)] = cursors  # (the global batch's rows where ranks share one schedule)
         ctl = self._ctl
         ctl.first_batch, ctl.epoch, ctl.balanced = first_batch, epoch, balanced
 
