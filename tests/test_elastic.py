@@ -199,3 +199,29 @@ def test_a_per_rank_state_is_refused_by_a_global_schedule() -> None:
     with StreamLoader(CountingSource([5, 6, 7, 8]), 2, 2, rank=1, world_size=2) as b:
         with pytest.raises(StateError, match="dealt themselves a share"):
             b.load_state_dict(state)
+
+
+def test_a_state_at_an_epochs_start_needs_no_re_plan(caplog: pytest.LogCaptureFixture) -> None:
+    with StreamLoader(CountingSource(LENGTHS), 2, T, seed=5) as a:
+        state = a.state_dict()
+    with caplog.at_level(logging.WARNING, logger="streamcli"):
+        got, _ = first_epoch(6, 1, load=state)
+    assert not caplog.records
+    assert_same(first_epoch(6, 1)[0], got, "a state before the first batch")
+
+
+@pytest.mark.parametrize(
+    ("replan", "match"),
+    [("x", "must hold"), ({"epoch": 0, "batch": -1, "tickets": 0, "streams": []}, "integers >= 0"),
+     ({"epoch": 0, "batch": 1, "tickets": 0, "streams": [[99, 0]]}, r"\[item, step\] pairs of the 13 items")],
+)  # fmt: skip
+def test_a_tampered_re_plan_is_refused(replan: Any, match: str) -> None:
+    states: list[Any] = []
+    global_run(1, 4, epochs=1, stop_after=2, states=states)
+    with StreamLoader(CountingSource(LENGTHS), 3, T, seed=5) as b:
+        b.load_state_dict(states[0])
+        state = b.state_dict()
+    state["replan"] = replan
+    with StreamLoader(CountingSource(LENGTHS), 3, T, seed=5) as c:
+        with pytest.raises(StateError, match=match):
+            c.load_state_dict(state)
