@@ -166,6 +166,16 @@ def test_another_global_batch_continues_the_epoch_exactly_once(
         check_exactly_once([before, after], LENGTHS)
 
 
+@pytest.mark.slow
+def test_another_global_batch_with_worker_processes_continues_exactly_once() -> None:
+    """Workers on either side; a re-planned epoch is followed as planned even where rows are balanced."""
+    mode: dict[str, Any] = {"segment": 5, "boundary": "pack", "balance": True}
+    states: list[Any] = []
+    before = global_run(2, 4, epochs=1, stop_after=3, states=states, num_workers=2, **mode)
+    after, _ = first_epoch(6, 1, load=states[0], num_workers=2, **mode)
+    check_exactly_once([before, after], LENGTHS)
+
+
 @pytest.mark.parametrize("mode", [{}, {"segment": 5, "boundary": "pack"}])
 def test_a_second_resize_goes_on_exactly_once(mode: dict[str, Any]) -> None:
     states: list[Any] = []
