@@ -94,13 +94,13 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
     only where both hold it: states saved before it existed still load), or None. Between two states of one global
     schedule the rows (``global_rows``) may differ: ``deal`` when only one of them is of a global schedule."""
     one_schedule = global_rows(old) is not None, global_rows(new) is not None
-    if one_schedule[0] != one_schedule[1]:
-        return "deal"
     for key in _FINGERPRINT:
-        if all(one_schedule) and key in _WORLD:
+        if key in _WORLD and (all(one_schedule) or one_schedule[0] != one_schedule[1]):
             continue
         if old.get(key, _DEFAULTS.get(key)) != new.get(key, _DEFAULTS.get(key)):
             return key
+    if one_schedule[0] != one_schedule[1]:
+        return "deal"
     if "lengths" in old and "lengths" in new and old["lengths"] != new["lengths"]:
         return "lengths"
     return None
