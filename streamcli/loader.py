@@ -191,7 +191,7 @@ class StreamLoader:
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         bounds = split_rows(batch_size, max(num_workers, 1))
         self._resume = Resume(
-            type(self), plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
+            plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
         )
         tally = Tally(sum(f.nbytes for f in self.fields) * batch_size * time_steps)
         pending: dict[int, list[Skip]] = {}

@@ -3,15 +3,13 @@
 
 A position is the epoch, the next batch, the tickets taken, every row's cursor and the items skipped so far in
 the epoch. Where ranks share one schedule (``scheduled.epochs``) the rows are the global batch's, so a state saved
-on any rank is every rank's. Where each rank deals its own streams, a state saved by another rank of the same run
-becomes this rank's position at the same batch: every rank yields the same number of batches, and a rank's
-position follows from the lengths alone (``scheduled.seek``).
+on any rank is every rank's. Where each rank deals itself streams of unknown length, a state is its rank's alone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,37 +92,19 @@ def checked(
     return plain, len(skipped)
 
 
-def for_this_rank(
-    state: Mapping[str, Any],
-    *,
-    fingerprint: dict[str, Any],
-    epochs: Epochs,
-    seek: Callable[[list[int], int], dict[str, Any]],
-) -> Mapping[str, Any]:
-    """A state saved by another rank of the same run, as this rank's state at the same epoch and batch, where each
-    rank deals its own streams (a shared schedule's state is every rank's as it is).
-
-    Frameworks that checkpoint on rank 0 alone (Lightning) hand every rank rank 0's loader state. Items skipped
-    on the saving rank are not known here: such a state is refused. ``seek(lengths, batches)`` is the state of
-    this loader after ``batches`` batches (``scheduled.seek``)."""
+def refuse_another_rank(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs) -> None:
+    """Where each rank deals itself a share of streams of unknown length, refuse a state saved by another rank of
+    the same run (``StateError``): this rank's position cannot be found without the lengths. (A shared schedule's
+    state is every rank's as it is.)"""
     c = epochs.config
     fp = state.get("fingerprint") if isinstance(state, Mapping) else None
     if epochs.shared or c.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != c.world_size:
-        return state
+        return
     if fp.get("rank") == c.rank or not isinstance(fp.get("rank"), int):
-        return state
+        return
     _state.check({**state, "fingerprint": {**fp, "rank": c.rank}}, fingerprint)  # all else the same
-    if state["skipped"]:
-        raise StateError(
-            f"the state was saved on rank {fp['rank']} after it skipped items, which rank {c.rank} cannot "
-            "know; save every rank's own state_dict() and load each on its rank"
-        )
-    lengths = epochs.lengths()
-    if any(n is None for n in lengths):
-        raise StateError(
-            f"the state was saved on rank {fp['rank']}; taking it on rank {c.rank} needs every stream's "
-            "length; save every rank's own state_dict() and load each on its rank"
-        )
-    epoch = int(state["epoch"])
-    batches = sum(epochs.batches(e) for e in range(epoch)) + int(state["batch"])
-    return seek([int(n) for n in lengths if n is not None], batches)
+    raise StateError(
+        f"the state was saved on rank {fp['rank']}; taking it on rank {c.rank} needs every stream's length, "
+        "as ranks then share one global batch: make the source report lengths (for video: scan=True, or an index: "
+        "`streamcli index`), or save every rank's own state_dict() and load each on its rank"
+    )

@@ -1,14 +1,13 @@
 """How a loader's position becomes a saved state and a saved state a position: the fingerprint that ties a state
 to its source and settings, and a loaded state kept until the next epoch starts from it (``scheduled.position``
-checks it, ``scheduled.seek`` moves another rank's state to this one where ranks deal their own streams, and
-``scheduled.replan`` re-plans the rest of an epoch saved with another global batch).
+checks it, and ``scheduled.replan`` re-plans the rest of an epoch saved with another global batch).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamcli.config import LoaderConfig
@@ -19,21 +18,16 @@ from streamcli.scheduled import state as _state
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.position import Position
 from streamcli.scheduled.replan import Replan, replan
-from streamcli.scheduled.seek import state_after
 from streamcli.source import Field
 
 log = logging.getLogger("streamcli")
 
 
 class Resume:
-    """A loader's resume plumbing; ``loaded`` is a checked state the next epoch starts from (None: none).
-
-    ``loader_type`` is the loader's class, which ``scheduled.seek`` runs over lengths alone: the engine does not
-    import the loader above it."""
+    """A loader's resume plumbing; ``loaded`` is a checked state the next epoch starts from (None: none)."""
 
     def __init__(
         self,
-        loader_type: Callable[..., Any],
         *,
         plugin: str,
         fields: Sequence[Field],
@@ -41,7 +35,7 @@ class Resume:
         config: LoaderConfig,
         epochs: Epochs,
     ) -> None:
-        self.loader_type, self.plugin, self.fields, self.items = loader_type, plugin, fields, items
+        self.plugin, self.fields, self.items = plugin, fields, items
         self.config, self.epochs = config, epochs
         self.loaded: dict[str, Any] | None = None
         self._fingerprint: dict[str, Any] | None = None
@@ -61,7 +55,7 @@ class Resume:
         changes nothing."""
         epochs, fp, n = self.epochs, self.fingerprint(), len(self.items)
         if not epochs.shared:  # each rank deals its own streams
-            state = _position.for_this_rank(state, fingerprint=fp, epochs=epochs, seek=self._seek)
+            _position.refuse_another_rank(state, fingerprint=fp, epochs=epochs)
             self.loaded, skipped = _position.checked(
                 state, fingerprint=fp, epochs=epochs, rows=epochs.rows, num_items=n
             )
@@ -123,11 +117,6 @@ class Resume:
             again = loaded.get("replan")
             self.epochs.replan = None if again is None else Replan.of_json(again, len(self.items))
         return loaded
-
-    def _seek(self, lengths: list[int], batches: int) -> dict[str, Any]:
-        return state_after(
-            self.loader_type, lengths, batches, self.fingerprint(), order=self.epochs.all.order, **self.config.content()
-        )
 
     def fingerprint(self) -> dict[str, Any]:
         if self._fingerprint is None:
