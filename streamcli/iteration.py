@@ -27,6 +27,7 @@ from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.position import Position
 from streamcli.scheduled.resume import Resume
 from streamcli.scheduled.streams import Streams
+from streamcli.scheduled.world import World
 from streamcli.shared.control.rows import epoch_rows
 from streamcli.shared.ring import Ring
 from streamcli.shared.tensors import import_torch
@@ -59,15 +60,31 @@ class Iteration:
         adaptive: bool = False,
     ) -> None:
         self.config, self.epochs, self.ring, self.handout = config, epochs, ring, handout
-        self.balanced = config.balance is True  # the epoch's iterator streams are claimed at run time
+        self.balanced = config.balance is True and config.world_size == 1  # rows claimed at run time (one rank)
         self.adaptive = adaptive  # a measure may turn ``balanced`` on (``_costly_and_uneven``)
         self._measure_from: tuple[int, np.ndarray, int] | None = None  # (batch, workers' busy seconds, steps)
         self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
-        self.position = Position.start_of(0, config.batch_size)
+        self._position = Position.start_of(0, epochs.rows)
+        # Ranks on one schedule: this rank's rows after batch k (``_own``); the rest follow from ``_world``.
+        self._world: World | None = None
+        self._own: tuple[int, np.ndarray] | None = None
         self.epoch, self.gen, self.active, self.closed = -1, 0, False, False
         self.n_streams = len(epochs.all)  # this epoch's streams (this rank's share)
         self.tally = tally
+
+    @property
+    def position(self) -> Position:
+        """Where the loader stands: the global rows' cursors and tickets, every rank's alike."""
+        if self._own is not None and self._world is not None:
+            (k, own), pos = self._own, self._position
+            pos.tickets, pos.cursors = self._world.at(k + 1, own, self.epochs.offset)
+            self._own = None
+        return self._position
+
+    @position.setter
+    def position(self, pos: Position) -> None:
+        self._position, self._own = pos, None
 
     def start(self) -> Iterator[Batch]:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
@@ -76,7 +93,7 @@ class Iteration:
         self.handout.stop_ready_queue()
         self.gen += 1
         resume = self.resume.take()
-        B = self.config.batch_size
+        B = self.epochs.rows
         if resume is None:
             self.epoch += 1
             self.position = Position.start_of(self.epoch, B)
@@ -89,7 +106,9 @@ class Iteration:
         """Stop whatever producers were doing, then set the shared tables for the epoch from the position (fresh,
         or a resumed state's)."""
         pos, control, handout = self.position, self.ring.control, self.handout
-        control.stage(pos.cursors, pos.batch, epoch, self.balanced)
+        own = pos.cursors[self.epochs.offset :][: self.config.batch_size]  # this rank's rows
+        balanced = self.balanced and self.epochs.balanceable(epoch)
+        control.stage(pos.cursors, pos.batch, epoch, balanced, self.epochs.offset)
         self._measure_from, self._epoch_first = None, pos.batch
         control.set_generation(gen)  # producers of an older generation abandon their batch
         handout.pending.clear()
@@ -102,12 +121,15 @@ class Iteration:
         streams = self.epochs.streams(epoch)
         self.n_streams = len(streams)
         self._measure_streams(streams)
-        control.set_streams(streams.table(self.epochs.lengths()), pos.tickets)
-        control.set_rows(*epoch_rows(pos.cursors, pos.batch, self.config.time_steps, self.bounds))
+        table = streams.table(self.epochs.lengths())
+        control.set_streams(table, pos.tickets)
+        control.set_rows(*epoch_rows(own, pos.batch, self.config.time_steps, self.bounds))
+        several = len(own) < len(pos.cursors)  # ranks on one schedule
+        self._world = World(table, pos.cursors, pos.batch, pos.tickets, self.config) if several else None
         self.producers.begin(gen)
         control.open_epoch(gen, pos.batch)
         handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
-        state, flags = pos.cursors[:, _cursor.STATE], pos.cursors[:, _cursor.FLAGS]
+        state, flags = own[:, _cursor.STATE], own[:, _cursor.FLAGS]
         n_live = int((((state == RowState.LIVE) | (state == RowState.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
         self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - n_live)
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
@@ -134,7 +156,7 @@ class Iteration:
         try:
             yield from self._batches_of(torch, run, handing)
             if run[0] == self.gen:  # the epoch ran to its end: the next iter() starts the next one
-                self.position = Position.start_of(epoch + 1, self.config.batch_size)
+                self.position = Position.start_of(epoch + 1, self.epochs.rows)
         finally:
             if run[0] == self.gen:
                 self.active = False
@@ -184,8 +206,8 @@ class Iteration:
 
     def _costly_and_uneven(self) -> bool:
         """Whether the workers read costly steps unevenly over the last ``BALANCE_BATCHES`` batches (see above)."""
-        k = self.position.batch  # the next batch to hand to the consumer
-        if k < self._epoch_first + BALANCE_SKIP:
+        k = self._position.batch  # the next batch to hand to the consumer
+        if k < self._epoch_first + BALANCE_SKIP or not self.epochs.balanceable(self.epoch):
             return False
         last = self._measure_from
         if last is None and None in self.epochs.lengths():
@@ -214,7 +236,7 @@ class Iteration:
 
     def _hand(self, rec: Ready, epoch: int) -> None:
         """Move the loader's position (``state_dict``) past batch ``rec``, and report its skipped items."""
-        tally, skipped = self.tally, self.position.skipped
+        tally, skipped = self.tally, self._position.skipped
         for skip in rec.skips:
             if skip.kind == "length":
                 tally.mismatches += 1
@@ -230,10 +252,13 @@ class Iteration:
             log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step, skip.error)
         tally.streams_done = max(0, min(rec.tickets, self.n_streams) - rec.n_live)
         if rec.last:
-            self.position = Position.start_of(epoch + 1, self.config.batch_size)
+            self.position = Position.start_of(epoch + 1, self.epochs.rows)
         else:
             assert rec.cursors is not None
-            self.position = Position(epoch, rec.k + 1, rec.tickets, rec.cursors, skipped)
+            shared = self._world is not None  # (then the other ranks' rows only when the position is read)
+            cursors = self._position.cursors if shared else rec.cursors
+            self.position = Position(epoch, rec.k + 1, rec.tickets, cursors, skipped)
+            self._own = (rec.k, rec.cursors) if shared else None
 
     def stats(self) -> LoaderStats:
         control, closed, handout, tally, c = self.ring.control, self.closed, self.handout, self.tally, self.config

@@ -84,10 +84,10 @@ class StreamLoader:
             are cut too: the next segment starts on the same row once the item is seen to go on.
         batches_per_epoch: yield exactly this many batches every epoch, cutting the epoch or continuing it
             with padding (replays under ``epoch_end="restream"``); ``len()`` is then this number.
-        rank: this process's index among ``world_size`` processes that split every epoch's streams among
-            them without talking (DDP); by default from the initialised ``torch.distributed`` process group,
-            else ``RANK``, else 0. Every rank yields the same number of batches per epoch (the most any rank
-            needs; the fewest with "drop"), which needs known lengths or ``batches_per_epoch``.
+        rank: this process's index among ``world_size`` processes (DDP) sharing one global batch of
+            ``world_size * batch_size`` rows planned alike from the lengths: it holds rows ``[rank * B, (rank+1) * B)``
+            (the same global batches on any world size); by default from the ``torch.distributed`` process group,
+            else ``RANK``, else 0. Without lengths (``batches_per_epoch``) each rank deals itself a share of streams.
         world_size: the number of such processes; by default from the process group, else ``WORLD_SIZE``,
             else 1.
         balance: with workers, give a row's next stream to whichever worker is free, and move a row to an idle
@@ -191,7 +191,7 @@ class StreamLoader:
         self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
         bounds = split_rows(batch_size, max(num_workers, 1))
         self._resume = Resume(
-            type(self), plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
+            plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
         )
         tally = Tally(sum(f.nbytes for f in self.fields) * batch_size * time_steps)
         pending: dict[int, list[Skip]] = {}
@@ -255,7 +255,7 @@ class StreamLoader:
         """The position right after the last batch handed out, as plain JSON-serialisable data.
 
         Save it next to the model's checkpoint; ``load_state_dict`` on a loader with the same source and settings
-        (any ``num_workers``) continues from there, bit-identically. Valid at any time: before the first batch,
+        (any ``num_workers`` and rank) continues from there, bit-identically. Valid at any time: before the first batch,
         mid-epoch and between epochs.
         """
         return self._resume.state(self._iteration.position)
@@ -264,8 +264,10 @@ class StreamLoader:
         """Continue from ``state`` (from ``state_dict()``): the next ``iter(loader)`` resumes that epoch at its next
         batch, reopening each row's stream at its position; the one after starts the following epoch.
 
+        A state of another global batch (``world_size * batch_size``) re-plans its epoch's rest, every step once
+        (``docs/training.md``, "Resizing a run"); the same global batch on any world size resumes exactly.
         Raises ``StateError`` (a ``ValueError``) naming what differs if the state comes from another source, item
-        list or item lengths, batch size, time steps, seed, shuffle or mode, or from another streamcli version, and
+        list or item lengths, time steps, seed, shuffle or mode, or from another streamcli version, and
         naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
         """
         if self._iteration.closed:

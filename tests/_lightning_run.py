@@ -43,6 +43,18 @@ def batch_hash(batch: Batch) -> str:
     return h.hexdigest()
 
 
+def row_hashes(batch: Batch) -> list[str]:
+    """A hash of each row (a global batch is every rank's rows side by side)."""
+    out = []
+    for b in range(batch.valid.shape[1]):  # (T, B) layout
+        h = hashlib.sha256()
+        for name, t in [*sorted(batch.data.items()), *sorted(batch.flags().items())]:
+            h.update(name.encode())
+            h.update((t[b] if t.dim() == 1 else t[:, b]).contiguous().numpy().tobytes())
+        out.append(h.hexdigest())
+    return out
+
+
 class Recorder(L.LightningModule):
     def __init__(self) -> None:
         super().__init__()
@@ -57,6 +69,7 @@ class Recorder(L.LightningModule):
                 "trainer_epoch": self.current_epoch,
                 "batch_epoch": batch.epoch,
                 "hash": batch_hash(batch),
+                "rows": row_hashes(batch),
                 "real": int(batch.valid.sum()),
             }
         )
@@ -74,6 +87,7 @@ def main() -> None:
     p.add_argument("--out", required=True, help="folder for rank<r>.json and the checkpoints")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=B, help="rows per rank")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--max-steps", type=int, default=-1)
     p.add_argument("--every", type=int, default=0, help="checkpoint every N steps")
@@ -95,7 +109,7 @@ def main() -> None:
     )  # fmt: skip
     source = TextOfUnknownLength(a.data, width=WIDTH) if a.unknown_lengths else load_source("text", a.data, width=WIDTH)
     # Before fit() the process group does not exist yet: the trainer already knows this process's rank.
-    loader = StreamLoader(source, B, T, num_workers=a.workers, seed=SEED, segment=SEGMENT,
+    loader = StreamLoader(source, a.batch_size, T, num_workers=a.workers, seed=SEED, segment=SEGMENT,
                           rank=trainer.global_rank, world_size=trainer.world_size)  # fmt: skip
     model = Recorder()
     with loader:

@@ -213,7 +213,6 @@ def test_state_size_for_64_rows() -> None:
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"batch_size": 3}, "batch_size"),
         ({"time_steps": 4}, "time_steps"),
         ({"seed": 9}, "seed"),
         ({"shuffle": False}, "shuffle"),

@@ -124,7 +124,7 @@ def test_a_state_from_items_of_other_lengths_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("version", "match"), [("1", r"version='1' must be an integer"), (0, r"older"),
-                                                (True, r"must be an integer"), (99, r"newer.*\(1\)")])  # fmt: skip
+                                                (True, r"must be an integer"), (99, r"newer.*\(2\)")])  # fmt: skip
 def test_a_state_version_of_the_wrong_kind_or_age_says_so(version: object, match: str) -> None:
     state = _state()
     state["version"] = version

@@ -87,7 +87,9 @@ class Filler:
         if self.planned is None:
             control = self.ring.control
             c = self.config
-            order, start = control.order_table(), control.cursors(0, c.batch_size).copy()
+            # Ranks may share one schedule of G rows (the global batch); this rank writes its own from ``off``.
+            G, off = control.schedule_rows
+            order, start = control.order_table(), control.cursors(0, G).copy()
             known = ClaimOrder.applies(order, start)
             self.policy = writers.choose(
                 by_batch=self.by_batch,
@@ -111,7 +113,7 @@ class Filler:
                     pack=c.boundary == "pack",
                     segment=c.segment,
                     restream=c.epoch_end == "restream",
-                    rows=self.policy.rows,
+                    rows=(self.policy.rows[0] + off, self.policy.rows[1] + off),
                     turns=Turns(control, self.lock, self.gen, self.mark) if self.opens and self.W > 1 else None,
                 )
         return self.planned

@@ -2,11 +2,14 @@
 lengths and the loader's settings (a length not known is found through the filler's ``Probe``); nothing here
 touches shared memory.
 
-- ``streams``: an epoch's streams in ticket order (segments, the seeded shuffle, this rank's share).
+- ``streams``: an epoch's streams in ticket order (segments, the seeded shuffle, a rank's share where ranks deal
+  them); ``epochs``: each epoch's streams and batches, on one global batch shared by the ranks.
 - ``claims``: the order of the claims, from lengths known or found (``ClaimOrder``), and how many batches an
   epoch holds; ``open_rows``: rows whose stream's length is found as it is read (by the filler's ``Probe``).
 - ``schedule``: every row's state as arrays, advanced a batch at a time into a ``BatchRuns`` (``plans``).
 - ``cursor``: the record of where a row stands between two batches; ``state``: the resumable, fingerprinted
   ``state_dict``; ``seek``: the state at any batch, from lengths alone.
-- ``resume``: a loader's state in and out (its fingerprint, and a loaded state kept for the next epoch).
+- ``resume``: a loader's state in and out (its fingerprint, and a loaded state kept for the next epoch);
+  ``replan``: the rest of an epoch re-planned for another global batch; ``world``: every global row's cursor at
+  any batch, for a rank that writes only its own rows.
 """

@@ -2,14 +2,14 @@
 ``load_state_dict`` takes it back (checked in full before anything is applied).
 
 A position is the epoch, the next batch, the tickets taken, every row's cursor and the items skipped so far in
-the epoch. A state saved by another rank of the same run becomes this rank's position at the same batch: every
-rank yields the same number of batches, and a rank's position follows from the lengths alone (``scheduled.seek``).
+the epoch. Where ranks share one schedule (``scheduled.epochs``) the rows are the global batch's, so a state saved
+on any rank is every rank's. Where each rank deals itself streams of unknown length, a state is its rank's alone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,20 +32,20 @@ class Position:
     skipped: list[list[int]] = field(default_factory=list)  # [item, step] of this epoch's skipped items
 
     @classmethod
-    def start_of(cls, epoch: int, batch_size: int) -> Position:
-        return cls(epoch, 0, 0, _cursor.fresh(batch_size), [])
+    def start_of(cls, epoch: int, rows: int) -> Position:
+        return cls(epoch, 0, 0, _cursor.fresh(rows), [])
 
     @classmethod
-    def of_state(cls, state: Mapping[str, Any], batch_size: int, num_items: int) -> Position:
+    def of_state(cls, state: Mapping[str, Any], rows: int, num_items: int) -> Position:
         """The position a checked state holds."""
-        cursors = _cursor.from_json(state["rows"], batch_size, num_items)
+        cursors = _cursor.from_json(state["rows"], rows, num_items)
         skipped = [list(s) for s in state["skipped"]]
         return cls(int(state["epoch"]), int(state["batch"]), int(state["tickets"]), cursors, skipped)
 
     def to_state(self, fingerprint: dict[str, Any]) -> dict[str, Any]:
         return {
             "format": _state.FORMAT,
-            "version": _state.VERSION,
+            "version": 1,  # (2 where the state holds a re-plan: ``Resume.state``)
             "fingerprint": fingerprint,
             "epoch": max(self.epoch, 0),
             "batch": self.batch,
@@ -56,16 +56,23 @@ class Position:
 
 
 def checked(
-    state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs, batch_size: int, num_items: int
+    state: Mapping[str, Any],
+    *,
+    fingerprint: dict[str, Any],
+    epochs: Epochs,
+    rows: int,
+    num_items: int,
+    count: bool = True,
 ) -> tuple[dict[str, Any], int]:
     """``state`` checked against this loader (``StateError`` naming what differs or cannot be), as plain data,
-    and the number of items it says were skipped."""
+    and the number of items it says were skipped. ``rows``: the state's rows; ``count``: check its batch against
+    this loader's count of its epoch (not for a state of another global batch)."""
     _state.check(state, fingerprint)
-    cursors = _cursor.from_json(state["rows"], batch_size, num_items)
+    cursors = _cursor.from_json(state["rows"], rows, num_items)
     epoch = int(state["epoch"])
     c = epochs.config
     try:
-        batches: int | None = epochs.batches(epoch)
+        batches: int | None = epochs.batches(epoch) if count else None
     except TypeError:  # lengths unknown
         batches = None
     skipped = _state.check_values(
@@ -85,36 +92,19 @@ def checked(
     return plain, len(skipped)
 
 
-def for_this_rank(
-    state: Mapping[str, Any],
-    *,
-    fingerprint: dict[str, Any],
-    epochs: Epochs,
-    seek: Callable[[list[int], int], dict[str, Any]],
-) -> Mapping[str, Any]:
-    """A state saved by another rank of the same run, as this rank's state at the same epoch and batch.
-
-    Frameworks that checkpoint on rank 0 alone (Lightning) hand every rank rank 0's loader state. Items skipped
-    on the saving rank are not known here: such a state is refused. ``seek(lengths, batches)`` is the state of
-    this loader after ``batches`` batches (``scheduled.seek``)."""
+def refuse_another_rank(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs) -> None:
+    """Where each rank deals itself a share of streams of unknown length, refuse a state saved by another rank of
+    the same run (``StateError``): this rank's position cannot be found without the lengths. (A shared schedule's
+    state is every rank's as it is.)"""
     c = epochs.config
     fp = state.get("fingerprint") if isinstance(state, Mapping) else None
-    if c.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != c.world_size:
-        return state
+    if epochs.shared or c.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != c.world_size:
+        return
     if fp.get("rank") == c.rank or not isinstance(fp.get("rank"), int):
-        return state
+        return
     _state.check({**state, "fingerprint": {**fp, "rank": c.rank}}, fingerprint)  # all else the same
-    if state["skipped"]:
-        raise StateError(
-            f"the state was saved on rank {fp['rank']} after it skipped items, which rank {c.rank} cannot "
-            "know; save every rank's own state_dict() and load each on its rank"
-        )
-    lengths = epochs.lengths()
-    if any(n is None for n in lengths):
-        raise StateError(
-            f"the state was saved on rank {fp['rank']}; taking it on rank {c.rank} needs every stream's "
-            "length; save every rank's own state_dict() and load each on its rank"
-        )
-    epoch = int(state["epoch"])
-    batches = sum(epochs.batches(e) for e in range(epoch)) + int(state["batch"])
-    return seek([int(n) for n in lengths if n is not None], batches)
+    raise StateError(
+        f"the state was saved on rank {fp['rank']}; taking it on rank {c.rank} needs every stream's length, "
+        "as ranks then share one global batch: make the source report lengths (for video: scan=True, or an index: "
+        "`streamcli index`), or save every rank's own state_dict() and load each on its rank"
+    )

@@ -206,7 +206,7 @@ class Schedule:
         t0 = e[rows]
         replay = taken >= n_streams
         new_stop = start + steps
-        seg_end = start + self.segment if self.segment else np.full(len(rows), -1, np.int64)
+        seg_end = (start // self.segment + 1) * self.segment if self.segment else np.full(len(rows), -1, np.int64)
         runs.extend(
             zip(
                 rows.tolist(),
@@ -282,7 +282,7 @@ class Schedule:
                     out.dry[b] += 1
                     continue
                 stop = start + (steps if steps >= 0 else OPEN)  # (not known: read from its claim on, ``open_rows``)
-                seg_end = start + self.segment if self.segment else -1
+                seg_end = (start // self.segment + 1) * self.segment if self.segment else -1  # (mid-segment: replan)
                 claim_q = next_claim_step(step, steps, T, self.pack)
                 fresh, state = True, LIVE
             else:  # DRY

@@ -19,7 +19,7 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
 
 FORMAT = "streamcli-loader-state"
-VERSION = 1
+VERSION = 2  # the newest this streamcli reads: 2 holds a re-plan (``scheduled.replan``); others are written as 1
 
 # Fingerprint keys in the order a mismatch is reported, with how to name them in a message.
 _FINGERPRINT = (
@@ -42,6 +42,20 @@ _FINGERPRINT = (
 
 
 _DEFAULTS = {"segment": 0, "batches_per_epoch": None, "rank": 0, "world_size": 1}
+# What a state of one global schedule (``scheduled.epochs``) may change: the global batch may differ too (re-planned).
+_WORLD = ("batch_size", "rank", "world_size")
+
+
+def global_rows(fp: Mapping[str, Any]) -> int | None:
+    """The rows of the global batch a fingerprint's state was planned with, or None where its ranks dealt the
+    streams among themselves (unknown lengths on several ranks, or a streamcli before the global schedule)."""
+    world_size: Any = fp.get("world_size", 1)
+    if world_size != 1 and fp.get("deal") != "global":
+        return None
+    batch_size: Any = fp.get("batch_size")
+    if not (_is_int(batch_size) and _is_int(world_size)) or min(batch_size, world_size) < 1:
+        return None
+    return int(batch_size) * int(world_size)
 
 
 def items_digest(names: Sequence[str]) -> str:
@@ -77,10 +91,16 @@ def fingerprint(
 
 def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
     """The first fingerprint key, in the order a mismatch is reported, on which two fingerprints differ (``lengths``
-    only where both hold it: states saved before it existed still load), or None."""
+    only where both hold it: states saved before it existed still load), or None. Between two states of one global
+    schedule the rows (``global_rows``) may differ: ``deal`` when only one of them is of a global schedule."""
+    one_schedule = global_rows(old) is not None, global_rows(new) is not None
     for key in _FINGERPRINT:
+        if key in _WORLD and (all(one_schedule) or one_schedule[0] != one_schedule[1]):
+            continue
         if old.get(key, _DEFAULTS.get(key)) != new.get(key, _DEFAULTS.get(key)):
             return key
+    if one_schedule[0] != one_schedule[1]:
+        return "deal"
     if "lengths" in old and "lengths" in new and old["lengths"] != new["lengths"]:
         return "lengths"
     return None
@@ -108,8 +128,8 @@ def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
             f"the state is format version {version}, newer than this streamcli reads ({VERSION}); "
             "upgrade streamcli to load it"
         )
-    if version < VERSION:
-        raise StateError(f"the state is format version {version}, older than this streamcli reads ({VERSION})")
+    if version < 1:
+        raise StateError(f"the state is format version {version}, older than this streamcli reads (1 to {VERSION})")
     missing = [k for k in ("fingerprint", "epoch", "batch", "tickets", "rows", "skipped") if k not in state]
     if missing:
         raise StateError(f"the state lacks {', '.join(missing)}; pass an unmodified loader.state_dict()")
@@ -121,6 +141,13 @@ def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
         raise StateError(
             "the state was saved with different stream lengths (the items kept their names, but length() now "
             "reports other numbers): the epoch would differ; resume with the same data"
+        )
+    if key == "deal":
+        raise StateError(
+            "the state was saved by ranks that each dealt themselves a share of the streams (streams of unknown "
+            "length, or a streamcli before the global batch), and this loader plans one global batch, or the other "
+            "way round: the epoch would differ; resume with the same streamcli and settings, or make the lengths "
+            "known the same way (`streamcli index`, scan=True)"
         )
     if key is not None:
         what = "item list" if key == "items" else key

@@ -1,13 +1,14 @@
-"""An epoch's streams, in ticket order: segments, the seeded shuffle and this rank's share.
+"""An epoch's streams, in ticket order: segments, the seeded shuffle and, where ranks deal them, this rank's share.
 
 A *stream* is what a ticket hands a row: ``(item, first step, open-ended)``. Without ``segment`` every item
 is one stream. With ``segment=N`` an item of known length L is cut into ceil(L / N) streams of at most N
 steps, shuffled like any other stream; an item of unknown length is one open-ended stream whose next segment,
 once its N-th step shows the item goes on, starts on the same row (``cursor.RowState.FOLLOW``).
 
-With ``world_size > 1`` each epoch's shuffled streams are split among ranks, every rank computing the same
-split: greedily by length (each stream to the rank with the fewest steps so far) when lengths are known,
-round-robin otherwise. Everything here is a pure function of lengths, seed and epoch.
+Ranks share one schedule of the whole epoch's streams when every length is known (``scheduled.epochs``). Where
+some are unknown, each rank deals itself a share of every epoch's shuffled streams, every rank computing the same
+split round-robin (``rank_of_streams``, which splits greedily by length where lengths are known). Everything here
+is a pure function of lengths, seed and epoch.
 
 A source may order the epoch's streams itself (the ``stream_order`` hook, ``source.stream_order_of``): then
 that order replaces the seeded permutation, and may leave streams out of the epoch (``streamcli.mix``

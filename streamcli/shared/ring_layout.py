@@ -45,6 +45,7 @@ class RingSpec:
     num_workers: int  # >= 1 (the in-process producer counts as one)
     num_streams: int  # capacity of the order table: the most streams an epoch can have
     layout: str  # "TB" or "BT"
+    global_rows: int = 0  # the rows of the global batch where ranks share one schedule (0: ``batch_size``)
 
     def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
         """(control entries, per-slot entries, first slot's offset, slot stride); entry = (offset, shape, dtype),
@@ -58,7 +59,9 @@ class RingSpec:
             return start
 
         ctl: dict[str, Entry] = {}
-        for name, shape, dt in control.arrays(self.batch_size, self.num_slots, self.num_workers, self.num_streams):
+        for name, shape, dt in control.arrays(
+            self.batch_size, self.num_slots, self.num_workers, self.num_streams, self.global_rows
+        ):
             ctl[name] = (take(int(np.prod(shape)) * np.dtype(dt).itemsize), shape, dt)
         slot0 = off
         T, B = self.time_steps, self.batch_size

@@ -70,6 +70,7 @@ def loader_ring(
         num_slots=prefetch + extra,
         num_workers=max(workers, 1),
         layout=config.layout,
+        global_rows=config.batch_size * (config.world_size or 1),
     )
     check_room(RingSpec(name="", num_streams=num_items, **args))
     return prefetch, args

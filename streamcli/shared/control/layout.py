@@ -9,7 +9,8 @@ classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s al
 - ``wstat`` float64[W, 7]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
-- ``start`` int64[B, 4]: the row cursors an epoch starts from, fresh or those of a resumed state;
+- ``start`` int64[G, 4]: the row cursors an epoch starts from, fresh or those of a resumed state: the global
+  batch's ``G`` rows where ranks share one schedule (``scheduled.epochs``), else the ``B`` rows of this loader;
 - ``wdone`` int64[W]: per producer, the batches whose parts it has written, when streams are dealt out to
   producers (``fills.planned``);
 - ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
@@ -35,7 +36,7 @@ class ControlValues(Values):
     """``ctl``: the control block's single values, each an int64 by name (its index is its place in ``ctl``)."""
 
     __slots__ = ()
-    SIZE = 11
+    SIZE = 13
     generation = Int64(0)  # a new epoch, or closing (``CLOSING``): producers drop the work of an older one
     tickets = Int64(1)  # tickets taken this epoch (``take_ticket``)
     first_batch = Int64(2)  # the batch the epoch starts at
@@ -47,6 +48,8 @@ class ControlValues(Values):
     moved = Int64(8)  # rows moved mid-stream since the loader started
     epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
     balanced = Int64(10)  # 1 when the epoch's rows are claimed at run time by whichever producer is free
+    start_rows = Int64(11)  # the schedule's rows: the global batch where ranks share one schedule, else B
+    row_offset = Int64(12)  # this rank's first row in that schedule
 
 
 class WorkerStats:
@@ -77,9 +80,10 @@ class RowTable:
 
 
 def arrays(
-    batch_size: int, num_slots: int, num_workers: int, num_streams: int
+    batch_size: int, num_slots: int, num_workers: int, num_streams: int, global_rows: int = 0
 ) -> tuple[tuple[str, tuple[int, ...], str], ...]:
-    """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them."""
+    """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them; ``global_rows``:
+    the global batch's rows (0: ``batch_size``)."""
     B = batch_size
     return (
         ("ctl", (ControlValues.SIZE,), "<i8"),
@@ -88,7 +92,7 @@ def arrays(
         ("held", (B, _cursor.WIDTH), "<i8"),
         ("wstat", (num_workers, WorkerStats.WIDTH), "<f8"),
         ("order", (num_streams, 4), "<i8"),
-        ("start", (B, _cursor.WIDTH), "<i8"),
+        ("start", (max(B, global_rows), _cursor.WIDTH), "<i8"),
         ("mark", (num_workers, 2), "<i8"),
         ("done", (num_slots,), "<i8"),
         ("wdone", (num_workers,), "<i8"),

@@ -20,13 +20,21 @@ class EpochTables(Arrays):
     def set_generation(self, gen: int) -> None:
         self._ctl.generation = gen
 
-    def stage(self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False) -> None:
-        """The row cursors the next epoch starts from, the batch it starts at, its number, and whether its iterator
-        streams are claimed at run time by whichever producer is free (``fills.claimed``) even where every length
-        is known."""
-        self._start[:] = cursors
+    def stage(
+        self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False, offset: int = 0
+    ) -> None:
+        """The row cursors the next epoch starts from (the global batch's rows where ranks share one schedule, this
+        rank's from ``offset``), the batch it starts at, its number, and whether its iterator streams are claimed at
+        run time by whichever producer is free (``fills.claimed``) even where every length is known."""
+        self._start[: len(cursors)] = cursors
         ctl = self._ctl
         ctl.first_batch, ctl.epoch, ctl.balanced = first_batch, epoch, balanced
+        ctl.start_rows, ctl.row_offset = len(cursors), offset
+
+    @property
+    def schedule_rows(self) -> tuple[int, int]:
+        """(the schedule's rows, this rank's first row among them), as staged for the epoch."""
+        return self._ctl.start_rows, self._ctl.row_offset
 
     @property
     def balanced(self) -> bool:
