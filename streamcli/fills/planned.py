@@ -22,6 +22,7 @@ from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
+from streamcli.scheduled.steady import Steady
 from streamcli.shared.control import Aborted
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, has_window, uses_blocks
@@ -53,7 +54,7 @@ class Filler:
         self.names = [f.name for f in fill_spec.fields]
         self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
         self.gen = -1
-        self.sched: Schedule | None = None
+        self.sched: Steady | None = None  # the schedule, its steady batches planned cheaply
         self.planned: bool | None = None  # decided when the epoch's tables are read
         self.first = 0
         self._pending: BatchRuns | None = None
@@ -90,7 +91,7 @@ class Filler:
             self.planned = self.policy is not None
             if self.policy is not None:
                 self.first = control.first_batch
-                self.sched = Schedule(
+                sched = Schedule(
                     order,
                     start,
                     self.first,
@@ -101,6 +102,7 @@ class Filler:
                     restream=c.epoch_end == "restream",
                     rows=self.policy.rows,
                 )
+                self.sched = Steady(sched)
         return self.planned
 
     def step(self) -> bool:
