@@ -59,6 +59,7 @@ class Rows:
         self.source, self.fields, self.blocks, self.faults, self.mark = source, tuple(fields), blocks, faults, mark
         self.tf = tf  # the loader's transform: each stream is wrapped where it opens; ``fields`` are its output
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
+        self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker, once a step
         self.readers: dict[int, Reader] = {}
         self.steps = 0  # valid steps read, for the busy statistics
 
@@ -226,7 +227,7 @@ class Rows:
 
     def _read_steps(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
         """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
-        it, mark = r.it, self.mark
+        it, mark = r.it, self.beat
         assert it is not None
         mark[0] = r.item
         t, end, pos = t0, t0 + n, r.pos
