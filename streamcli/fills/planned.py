@@ -126,10 +126,12 @@ class Filler:
         return True
 
     def fill_until(self, k: int) -> None:
-        """The in-process path: produce until batch ``k`` is whole."""
-        control = self.ring.control
+        """The in-process path: produce until batch ``k`` is whole. This producer is the only one and writes every
+        batch whole, so batch ``k`` is whole once the schedule has planned and filled it (no shared mark to read)."""
+        control, sched = self.ring.control, self.sched
+        assert sched is not None and self.W == 1
         t0, steps = time.perf_counter(), self.steps
-        while not control.batch_done(k):
+        while sched.k <= k or self._pending is not None:
             if not self.step():  # pragma: no cover - one producer fills everything handed out
                 raise RuntimeError(f"internal error: batch {k} cannot be completed")
         control.report(self.w, time.perf_counter() - t0, self.steps - steps, *self.reading())
