@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib
 import statistics
 import sys
 import time
@@ -88,15 +89,20 @@ def streamcli(src: ChunkedFrames, n: int, start: Callable[[], None] = lambda: No
 
 
 class Stages:
-    """CPU seconds spent in each wrapped function, while ``wrapped()`` is active."""
+    """CPU seconds spent in each wrapped function during a staged run (``run``)."""
 
     def __init__(self) -> None:
         from streamcli import handout
         from streamcli.fills import iterators, planned
-        from streamcli.scheduled import steady
+
+        planner: Any
+        try:  # the steady path wraps the schedule (since 2026-11-28); before it, the schedule alone
+            planner = importlib.import_module("streamcli.scheduled.steady").Steady
+        except ImportError:
+            planner = importlib.import_module("streamcli.scheduled.schedule").Schedule
 
         self.targets: list[tuple[Any, str, str]] = [
-            (steady.Steady, "next_plan", "schedule"),
+            (planner, "next_plan", "schedule"),
             (planned, "write_flags", "flags"),
             (iterators.Rows, "fill", "rows"),
             (planned, "write_summary", "summary"),
