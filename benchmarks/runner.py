@@ -192,6 +192,7 @@ def repeated(
         for key in ("first_s", "rate", "wait_p50_ms", "wait_p90_ms", "cpu_ours"):
             o[key] = statistics.median(r[key] for r in rs)
         o["rates"] = [round(r["rate"], 1) for r in rs]
+        o["loads"] = [round(r["foreign_load"], 3) for r in rs]  # other processes' share of the machine, per round
         o["short"] = any(r["short"] for r in rs)
         out[name] = o
     return out

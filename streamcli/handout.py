@@ -195,22 +195,22 @@ class HandOut:
         holder = self.ring.holder(slot)
         arrays = self.ring.holder_views(holder, self.names)  # the fields, then the flags (``FLAGS`` order)
         from_numpy = torch.from_numpy
+        n, layout = len(self.fields), self.config.layout
         if copy:
-            tensors = [from_numpy(a.copy()) for a in arrays]
-            del arrays, holder
+            arrays = [a.copy() for a in arrays]
             self.slots.give_back(slot)
             self.copies += not pin_copy
         else:
             self.slots.lend(holder, slot)
-            tensors = [from_numpy(a) for a in arrays]
-            del arrays, holder
+        del holder
+        tensors = [from_numpy(a) for a in arrays]
+        first = arrays[n]  # ``is_first``, the first flag: the row's first step is a reset (indexed in numpy: quicker)
+        reset = from_numpy(first[0] if layout == "TB" else first[:, 0])
+        del arrays, first
         if pin_copy:
             tensors = [t.pin_memory() for t in tensors]
-        n = len(self.fields)
+            reset = tensors[n][0] if layout == "TB" else tensors[n][:, 0]  # a view of the pinned flag
         flags = dict(zip(FLAGS, tensors[n:], strict=True))
-        first = flags["is_first"]
-        layout = self.config.layout
-        reset = first[0] if layout == "TB" else first[:, 0]
         lookup = self.source_lookup
         source = None if lookup is None else from_numpy(lookup.take(flags["stream"].numpy()))
         return Batch(

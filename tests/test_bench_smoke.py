@@ -156,6 +156,23 @@ def test_target_ratio_is_the_median_of_paired_rounds_not_of_two_medians() -> Non
     assert report.ratio({"rate": 2.0, "rates": [2.0]}, seqtools) == (pytest.approx(2.0 / 1450), "no paired rounds")
 
 
+def test_loader_table_and_verdicts_give_the_rounds_spread_and_the_load_behind_it() -> None:
+    """Medians alone hide what moved: the table gives each rate's range over its rounds, and a verdict names
+    the other processes' share of the machine in its lowest and highest rounds."""
+    from benchmarks import report
+
+    mine = {"rate": 1000.0, "rates": [1000.0, 600.0, 1100.0], "loads": [0.05, 0.4, 0.02], "first_s": 0.1,
+            "wait_p50_ms": 0.5, "short": False, "cpu_ours": 1.0, "foreign_load_max": 0.4}  # fmt: skip
+    peer = {**mine, "rate": 1000.0, "rates": [1000.0, 1000.0, 1000.0], "loads": [0.05, 0.1, 0.02]}
+    value, spread = report.ratio(mine, peer)
+    assert value == 1.0
+    note = "other load in the lowest round 40% (streamcli) / 10% (peer), in the highest 2% / 2%"
+    assert spread == f"rounds 0.60-1.10; {note}"
+    res: report.Results = {"A8": {(0, "free"): {"streamcli": mine, "seqtools": peer}}}
+    table = report.variant_table(res, "A8", ["streamcli", "seqtools"], (0,), ("free",), None, 1)
+    assert "| streamcli | 0 | 1000 (600-1100) | 1.00x (0.60-1.10) |" in table
+
+
 def test_video_bench_runs_on_a_users_folder_and_rejects_a_bad_one(tmp_path: Path) -> None:
     """``bench_video.py --folder``: independent measurements run on clips the project has not seen."""
     from benchmarks import bench_video

@@ -18,6 +18,10 @@ from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.shared.ring import Summary
 
+# As plain ints: numpy compares an array with an ``IntEnum`` member several times slower than with an int.
+_LIVE, _SHORT, _FOLLOW = int(RowState.LIVE), int(RowState.SHORT), int(RowState.FOLLOW)
+_CLAIMS, _DRY, _ALIVE, _VALID = int(Summary.CLAIMS), int(Summary.DRY), int(Summary.LIVE), int(Summary.VALID)
+
 
 @dataclass
 class Views:
@@ -31,6 +35,13 @@ class Views:
     replayed: np.ndarray
     summary: np.ndarray
     cursor: np.ndarray
+    _rows: list[list[np.ndarray]] | None = None  # ``row_columns``, made at its first call
+
+    def row_columns(self) -> list[list[np.ndarray]]:
+        """Each row's columns ``(T, ...)`` of the data fields, made once per slot: a filler reads them every batch."""
+        if self._rows is None:
+            self._rows = [[a[:, b] for a in self.data] for b in range(self.valid.shape[1])]
+        return self._rows
 
     def columns(self, lo: int, hi: int) -> Views:
         """Rows ``lo .. hi-1`` of the slot, numbered from 0 (views: writes land in the slot)."""
@@ -65,6 +76,9 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
     """The flags of a whole batch: whole rows in a few array operations, then runs and padding."""
     B = v.valid.shape[1]
     whole = plan.whole
+    if len(whole) == B:  # every row whole (``whole`` holds each row once)
+        write_whole(v, slice(None), plan.item, plan.pos, plan.replay, steps_t)
+        return
     item = np.full(B, -1, np.int64)
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
@@ -147,14 +161,14 @@ def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
 def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
     """Every row's cursor and counts; rows in ``short`` hold a stream that ended before its promise (their cursor
     says so)."""
-    cur = plan.cursors.copy()
+    cur = plan.cursors
     if short:
-        cur[[b for b in short if cur[b, _cursor.STATE] == RowState.LIVE], _cursor.STATE] = RowState.SHORT
+        cur = cur.copy()  # the plan is kept as planned
+        cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
     v.cursor[...] = cur
     s = v.summary
-    s[:, Summary.CLAIMS] = plan.claims
-    s[:, Summary.DRY] = plan.dry
+    s[:, _CLAIMS] = plan.claims
+    s[:, _DRY] = plan.dry
     state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
-    live = (state == RowState.LIVE) | (state == RowState.FOLLOW)
-    s[:, Summary.LIVE] = live & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    s[:, Summary.VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
+    s[:, _ALIVE] = ((state == _LIVE) | (state == _FOLLOW)) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    s[:, _VALID] = 0  # the loader counts the valid steps from the flags, once every part is written

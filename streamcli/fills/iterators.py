@@ -59,6 +59,7 @@ class Rows:
         self.source, self.fields, self.blocks, self.faults, self.mark = source, tuple(fields), blocks, faults, mark
         self.tf = tf  # the loader's transform: each stream is wrapped where it opens; ``fields`` are its output
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
+        self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker, once a step
         self.readers: dict[int, Reader] = {}
         self.steps = 0  # valid steps read, for the busy statistics
 
@@ -76,6 +77,7 @@ class Rows:
         whole = plan.whole
         data, readers, blocks = v.data, self.readers, self.blocks
         one = data[0] if len(data) == 1 else None  # the common source of one field: no loop over fields
+        cols_of = v.row_columns()
         steps = 0
         for b, item, p, stop, expect, seg_end in zip(
             whole.tolist(),
@@ -101,6 +103,15 @@ class Rows:
                     r.j, r.pos = j + T, p + T
                     steps += T
                     continue
+            # The usual whole row of a step source: its open stream goes on past the batch.
+            if not blocks and r is not None and r.pos == p and r.item == item and p + T < stop and not r.dead:
+                got = self._read(cols_of[b], r, 0, T, expect)
+                if got < T:
+                    pad(v, b, got, T)
+                    short.add(b)
+                r.pos = p + T
+                steps += got
+                continue
             if self._run(v, (b, 0, T, item, p, False, False, stop, expect, seg_end), T):
                 short.add(b)
         for run in plan.runs:
@@ -149,7 +160,7 @@ class Rows:
             if r is not None:
                 r.close()
             r = self.readers[b] = self._open(item, p)
-        got = 0 if r.dead else self._read(v, r, b, t0, n, expect)
+        got = 0 if r.dead else self._read(v.row_columns()[b], r, t0, n, expect)
         if got < n:
             pad(v, b, t0 + got, t0 + n)
         r.pos = p + n
@@ -189,9 +200,9 @@ class Rows:
             return True
         return self._next(r) is not _END and not r.dead
 
-    def _read(self, v: Views, r: Reader, b: int, t0: int, n: int, expect: int) -> int:
-        """Copy up to ``n`` steps of the row's stream into batch steps ``t0 ..``; returns the steps copied."""
-        cols = [a[:, b] for a in v.data]
+    def _read(self, cols: list[np.ndarray], r: Reader, t0: int, n: int, expect: int) -> int:
+        """Copy up to ``n`` steps of the row's stream into steps ``t0 ..`` of its columns ``cols`` (one per field);
+        returns the steps copied."""
         got = self._read_blocks(r, cols, t0, n) if self.blocks else self._read_steps(r, cols, t0, n)
         if got < n and not r.dead:  # ended before its promise
             r.dead = True
@@ -221,7 +232,7 @@ class Rows:
 
     def _read_steps(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
         """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
-        it, mark = r.it, self.mark
+        it, mark = r.it, self.beat
         assert it is not None
         mark[0] = r.item
         t, end, pos = t0, t0 + n, r.pos

@@ -27,6 +27,7 @@ from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.fills.turns import Turns
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.schedule import BatchRuns, Schedule
+from streamcli.scheduled.steady import Steady
 from streamcli.shared.control import Aborted
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, has_window, uses_blocks
@@ -62,7 +63,7 @@ class Filler:
         self.names = [f.name for f in fill_spec.fields]
         self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
         self.gen = -1
-        self.sched: Schedule | None = None
+        self.sched: Steady | None = None  # the schedule, its steady batches planned cheaply
         self.planned: bool | None = None  # decided when the epoch's tables are read
         self.first = 0
         self._pending: BatchRuns | None = None
@@ -104,7 +105,7 @@ class Filler:
             self.planned = self.policy is not None
             if self.policy is not None:
                 self.first = control.first_batch
-                self.sched = Schedule(
+                sched = Schedule(
                     order,
                     start,
                     self.first,
@@ -116,6 +117,7 @@ class Filler:
                     rows=(self.policy.rows[0] + off, self.policy.rows[1] + off),
                     turns=Turns(control, self.lock, self.gen, self.mark) if self.opens and self.W > 1 else None,
                 )
+                self.sched = Steady(sched)
         return self.planned
 
     def step(self) -> bool:
@@ -145,10 +147,12 @@ class Filler:
         return True
 
     def fill_until(self, k: int) -> None:
-        """The in-process path: produce until batch ``k`` is whole."""
-        control = self.ring.control
+        """The in-process path: produce until batch ``k`` is whole. This producer is the only one and writes every
+        batch whole, so batch ``k`` is whole once the schedule has planned and filled it (no shared mark to read)."""
+        control, sched = self.ring.control, self.sched
+        assert sched is not None and self.W == 1
         t0, steps = time.perf_counter(), self.steps
-        while not control.batch_done(k):
+        while sched.k <= k or self._pending is not None:
             if not self.step():  # pragma: no cover - one producer fills everything handed out
                 raise RuntimeError(f"internal error: batch {k} cannot be completed")
         control.report(self.w, time.perf_counter() - t0, self.steps - steps, *self.reading())

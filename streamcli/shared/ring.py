@@ -145,8 +145,8 @@ class Ring:
                 }
             )
             self._record_dtypes[key] = dtype
-        record = np.frombuffer(holder, dtype)
-        return [record[n][0] for n in key]
+        record = np.frombuffer(holder, dtype).reshape(())  # 0-d: a field is the array itself, one view each
+        return [record[n] for n in key]
 
     def page_lock(self, torch: Any) -> bool:
         """Register the whole segment with CUDA as page-locked memory, so every batch is a pinned view.
