@@ -1,45 +1,24 @@
 """Where a batch is consumed: ``StreamLoader``, the façade over the parts.
 
-It wires a source's declared fields and items (``declared``) and epochs (``scheduled.epochs``), the shared-memory
+It holds a source's declared fields and items (``declared``) and epochs (``scheduled.epochs``), the shared-memory
 ring that carries its batches (``shared.ring``), the producers that fill them (``workers.producers``: in-process or
 worker processes), the hand-out of each batch to the consumer (``handout``) and the epochs' run (``iteration``),
-and keeps what ``state_dict`` saves (``scheduled.resume``).
+and keeps what ``state_dict`` saves (``scheduled.resume``); ``wiring`` builds and joins them.
 """
 
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
 from streamcli.config import DEFAULT_START_METHOD, LoaderConfig
-from streamcli.declared import Declared
 from streamcli.errors import LoaderClosedError
-from streamcli.fills.spec import FillSpec, Skip
-from streamcli.handout import READY_DEPTH, HandOut
-from streamcli.index import for_loader
-from streamcli.iteration import Iteration
-from streamcli.lengths import Lengths
-from streamcli.scheduled.epochs import Epochs
-from streamcli.scheduled.resume import Resume
-from streamcli.shared.ring import Ring
-from streamcli.shared.sizing import loader_ring
-from streamcli.shared.tensors import import_torch, split_rows
-from streamcli.source import (
-    StreamSource,
-    call_default_segment,
-    check_source,
-    has_costly_steps,
-    has_window,
-    item_name,
-    source_lookup,
-    stream_order_of,
-)
-from streamcli.stats import LoaderStats, Tally
-from streamcli.workers.pool import WorkerPool, shutdown
-from streamcli.workers.producers import InProcess, Workers
+from streamcli.source import StreamSource, call_default_segment, check_source, has_costly_steps, item_name
+from streamcli.stats import LoaderStats
+from streamcli.wiring import build
+from streamcli.workers.pool import WorkerPool
 
 
 class StreamLoader:
@@ -167,68 +146,16 @@ class StreamLoader:
         self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
-        # An index (``streamcli index``) holds the items and lengths: then no listing and no length() here.
-        found = for_loader(source, index)
-        declared = Declared.read(source, transform, None if found is None else found.items)
-        self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
-        indexed = None if found is None else found.length_list()
-        self._lengths = Lengths(source, self.plugin, self.items, config.on_error, indexed)
-        # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those
-        # prepared ahead of it. A ring too large for this machine is refused here, before torch's import, the items'
-        # lengths and any memory or process.
-        extra = 2 + (READY_DEPTH if num_workers else 0)
-        self.prefetch, ring_args = loader_ring(self.fields, config, prefetch, extra, len(self.items))
-        import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
-        self.epochs = Epochs(config, len(self.items), self._lengths.all, self.plugin, stream_order_of(source))
-        self.fill_spec = FillSpec(
-            plugin=self.plugin,
-            fields=self.fields,
-            config=config,
-            transform=declared.transform,
-            source_fields=None if declared.transform is None else declared.source_fields,
+        parts = build(self, self.source, config, transform, index)
+        self.plugin, self.fields, self.items = parts.plugin, parts.fields, parts.items
+        self.prefetch, self.epochs, self.fill_spec, self.ring = (
+            parts.prefetch,
+            parts.epochs,
+            parts.fill_spec,
+            parts.ring,
         )
-        self.ring = Ring.create({**ring_args, "num_streams": len(self.epochs.all)})
-        self._finalizer = weakref.finalize(self, shutdown, None, self.ring)
-        bounds = split_rows(batch_size, max(num_workers, 1))
-        self._resume = Resume(
-            plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
-        )
-        tally = Tally(sum(f.nbytes for f in self.fields) * batch_size * time_steps)
-        pending: dict[int, list[Skip]] = {}
-
-        # A closure over data, not a bound method: the finalizer holds the pool, and must not hold self.
-        def on_skip(skip: Skip) -> None:
-            pending.setdefault(skip.batch, []).append(skip)
-
-        producers: InProcess | Workers
-        try:
-            if num_workers:
-                producers = Workers(self.fill_spec, source, self.items, self.ring, bounds, mp_context, on_skip)
-                self._finalizer.detach()
-                self._finalizer = weakref.finalize(self, shutdown, producers.pool, self.ring)
-            else:
-                producers = InProcess(self.fill_spec, source, self.items, self.ring, on_skip)
-        except BaseException:
-            self._finalizer()  # nothing outlives the error
-            raise
-        self._producers = producers
-        self._handout = HandOut(self.ring, self.fields, config, producers, self.prefetch, source_lookup(source))
-        self._handout.pending = pending
-        # Whether a measure may turn balance on: iterator streams (a random-access source's batches are shared
-        # whole) with workers to share them, and balance left to the loader.
-        adaptive = config.balance is None and num_workers >= 2 and not has_window(source)
-        self._iteration = Iteration(
-            config,
-            self.epochs,
-            self.ring,
-            self._handout,
-            producers,
-            bounds,
-            self._resume,
-            tally,
-            self._finalizer,
-            adaptive=adaptive,
-        )
+        self._lengths, self._resume, self._finalizer = parts.lengths, parts.resume, parts.finalizer
+        self._producers, self._handout, self._iteration = parts.producers, parts.handout, parts.iteration
 
     @property
     def _pool(self) -> WorkerPool | None:
