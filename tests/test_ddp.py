@@ -1,16 +1,19 @@
-"""Two ranks of a real DistributedDataParallel job on CPU (gloo): equal batch counts, disjoint and complete streams."""
+"""Real DistributedDataParallel jobs on CPU (gloo): two ranks train with equal batch counts on disjoint, complete
+streams; a `torchrun` job of two ranks resumes on one (the same global batch) and on four (another).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-LENGTHS = [23, 5, 0, 31, 12, 18, 9, 27, 3, 14, 20]
+from _ddp_resize import LENGTHS  # (one list for both DDP tests)
 
 
 def _free_port() -> int:
@@ -77,45 +80,19 @@ def test_two_ranks_train_a_gru_under_ddp(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------ resumed on another world size
 
-B_PER_RANK, T, CUT = {1: 4, 2: 2, 4: 2}, 4, 2  # 2 ranks of 2 rows cut; resumed on 1 rank of 4 (same global batch)
-# and on 4 ranks of 2 (another: the rest of the epoch is re-planned)
-
-
-def _resize_main(rank: int, world_size: int, port: int, out_dir: str, load: str, stop: int) -> None:
-    import torch
-    import torch.distributed as dist
-    from _sources import CountingSource
-
-    from streamcli import StreamLoader
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
-    try:
-        batches: list[dict[str, list[Any]]] = []
-        with StreamLoader(CountingSource(LENGTHS), B_PER_RANK[world_size], T, seed=1) as loader:  # rank: the group's
-            if load:
-                loader.load_state_dict(json.loads(Path(load).read_text()))  # rank 0's state, on every rank
-            for batch in loader:
-                batches.append({k: v.tolist() for k, v in [("x", batch["x"]), *batch.flags().items()]})
-                count = torch.tensor([1])
-                dist.all_reduce(count)  # every rank has this batch, or this hangs
-                assert int(count) == world_size
-                if len(batches) == stop:
-                    break
-            state = loader.state_dict()
-        Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"batches": batches, "state": state}))
-    finally:
-        dist.barrier()
-        dist.destroy_process_group()
-    os._exit(0)  # (as ``_rank_main``)
+T, CUT = 4, 2  # 2 ranks of 2 rows cut after 2 batches; resumed on 1 rank of 4 (the same global batch) and on 4 ranks
+# of 2 (another: the rest of the epoch is re-planned); each run is a real ``torchrun`` job (``tests/_ddp_resize.py``)
 
 
 def _resize_run(out: Path, world_size: int, load: Path | None = None, stop: int = -1) -> list[dict[str, Any]]:
-    import torch.multiprocessing as tmp
-
     out.mkdir()
-    args = (world_size, _free_port(), str(out), str(load or ""), stop)
-    tmp.spawn(_resize_main, args=args, nprocs=world_size, join=True)
+    script = Path(__file__).resolve().parent / "_ddp_resize.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world_size)]
+    cmd += ["--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "--max-restarts", "0"]
+    cmd += [str(script), str(out), str(load or ""), str(stop)]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=200)
+    assert run.returncode == 0, f"torchrun on {world_size}: {run.stderr[-3000:]}"
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world_size)]
 
 
