@@ -20,6 +20,7 @@ from _guard import fast_tests_start_no_process, pytest_runtest_makereport  # noq
 from _moto import bucket, moto_s3  # noqa: F401  (fixtures: a moto S3 server for the object-storage tests)
 from _ray_session import processes as ray_session_processes
 from _ray_session import pytest_runtest_teardown, ray_session  # noqa: F401  (one Ray for the ray group's tests)
+from _scans import video_scans  # noqa: F401  (one scan cache for the tests that scan the real clips)
 
 pytest_plugins = ["pytester"]  # test_markers.py runs the guard on tests of its own
 
