@@ -26,6 +26,9 @@ DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 FENCE = re.compile(r"^```(\S*)([^\n]*)\n(.*?)^```", re.S | re.M)
 STREAMCLI = Path(sys.executable).with_name("streamcli")
+# On one pytest-xdist worker (make test: --dist loadgroup): the module's fixtures (the quick start's folder, the
+# fork server) are made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("docs")
 
 
 def blocks() -> list[tuple[Path, str, str, str]]:

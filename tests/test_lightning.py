@@ -39,7 +39,9 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "text"
 EVERY = 5  # checkpoint every 5 steps; a run that crashed after step 5 resumes from step=5.ckpt
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+# One pytest-xdist worker (make test: --dist loadgroup) makes the module's fixtures once: the reference runs and
+# the fork server that has imported Lightning.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.xdist_group("lightning")]
 
 Seen = list[list[dict[str, Any]]]  # per rank, one record per training step
 
