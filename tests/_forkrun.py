@@ -85,15 +85,16 @@ class ForkRunner:
     def __init__(self, preload: tuple[str, ...] = ("numpy", "torch"), env: dict[str, str] | None = None) -> None:
         """``preload``: the modules to import once. ``env``: the server's environment, which its imports see (torch
         reads some variables when it loads); each script is then given its own."""
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, *preload],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env if env is not None else {**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-        )
+        self._files = Path(tempfile.mkdtemp(prefix="forkrun-"))  # the server's stderr, the scripts' stdout and stderr
+        with (self._files / "server.stderr").open("w") as stderr:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _SERVER, *preload],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env if env is not None else {**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+            )
         self._buf = b""
-        self._files = Path(tempfile.mkdtemp(prefix="forkrun-"))  # the scripts' stdout and stderr
         self._runs = 0
         self.cpu_s = 0.0
         """The CPU time of the last script (its own, and its waited-for children's)."""
@@ -133,7 +134,8 @@ class ForkRunner:
                 raise TimeoutError(what)
             chunk = os.read(fd, 4096)
             if not chunk:
-                raise RuntimeError(f"the fork server died (exit {self._proc.wait()}) while waiting for {what}")
+                err = (self._files / "server.stderr").read_text()[-3000:]
+                raise RuntimeError(f"the fork server died (exit {self._proc.wait()}) while waiting for {what}:\n{err}")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode()
