@@ -33,9 +33,10 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The suite runs on pytest-xdist workers, one per core (TEST_WORKERS=0: in one process, in order; a number: that
-# many). Tests in an xdist_group (those that start Ray) run on one worker, one after another. mypy runs beside
-# the suite (the suite leaves the cores idle while its tests wait on processes), and its report follows the
-# suite's; either failing fails the target.
+# many). The tests of an xdist_group (Ray's; the docs' examples; Lightning's) run on one worker, one after another
+# (tests/_groups.py makes the groups work under pytest 9.2). mypy runs beside the suite (the suite leaves the
+# cores idle while its tests wait on processes), and its report follows the suite's; either failing fails the
+# target.
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(VENV)/bin/ruff check streamcli plugins tests benchmarks examples

@@ -8,6 +8,8 @@ The public API is defined here and only here. Importing streamcli does not impor
 """
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from streamcli._version import __version__
@@ -96,6 +98,19 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # the next lookup is a plain attribute
         return value
     raise AttributeError(f"module 'streamcli' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``streamcli.mix`` binds it to the name ``mix`` here, over the function of that
+    name (``from streamcli import Mix, mix`` gave the module): a submodule named as a public name binds that name."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

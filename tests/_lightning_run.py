@@ -1,5 +1,5 @@
-"""One Lightning training run over the ``text`` source, as a script: tests/test_lightning.py starts it in a fresh
-process for every run, so that no Lightning state carries over from one run to the next.
+"""One Lightning training run over the ``text`` source, as a script: tests/test_lightning.py runs it in a process
+of its own every time, so that no Lightning state carries over from one run to the next.
 
 It trains a tiny byte model with a real ``lightning.Trainer`` and writes, per rank, one line per training step:
 the global step, ``trainer.current_epoch``, ``batch.epoch`` and a hash of everything the batch holds. With

@@ -16,17 +16,23 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _groups import name_xdist_groups
 from _guard import fast_tests_start_no_process, pytest_runtest_makereport  # noqa: F401  (the slow marker, enforced)
 from _moto import bucket, moto_s3  # noqa: F401  (fixtures: a moto S3 server for the object-storage tests)
+from _ray_session import processes as ray_session_processes
+from _ray_session import pytest_runtest_teardown, ray_session  # noqa: F401  (one Ray for the ray group's tests)
+from _scans import video_scans  # noqa: F401  (one scan cache for the tests that scan the real clips)
 
 pytest_plugins = ["pytester"]  # test_markers.py runs the guard on tests of its own
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own, which name_xdist_groups completes
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On pytest-xdist workers, the slow tests first (each file's in its order): the long ones are handed out
     while the quick ones can still fill in around them, so no worker is left alone with one at the end."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        name_xdist_groups(config, items)
 
 
 @pytest.fixture(autouse=True)
@@ -44,12 +50,13 @@ def _segments() -> set[str]:
 
 def _children() -> list[psutil.Process]:
     """This process's live descendants but multiprocessing's own helpers, which live as long as this process: the
-    resource tracker and the fork server (the workers it forks are its children and carry its command line)."""
-    me = os.getpid()
+    resource tracker and the fork server (the workers it forks are its children and carry its command line), and
+    the processes of the ray group's shared Ray instance."""
+    me, ray = os.getpid(), ray_session_processes()
     return [
         c
         for c in psutil.Process().children(recursive=True)
-        if c.is_running() and c.status() != "zombie" and not _mp_helper(c, me)
+        if c.is_running() and c.status() != "zombie" and not _mp_helper(c, me) and c.pid not in ray
     ]
 
 

@@ -13,9 +13,11 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _forkrun import ForkRunner
 
 import streamcli
 
@@ -24,6 +26,9 @@ DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 FENCE = re.compile(r"^```(\S*)([^\n]*)\n(.*?)^```", re.S | re.M)
 STREAMCLI = Path(sys.executable).with_name("streamcli")
+# On one pytest-xdist worker (make test: --dist loadgroup): the module's fixtures (the quick start's folder, the
+# fork server) are made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("docs")
 
 
 def blocks() -> list[tuple[Path, str, str, str]]:
@@ -79,7 +84,15 @@ def _tail(stderr: str) -> str:
     return stderr if len(stderr) <= 6000 else f"{stderr[:3000]}\n[...]\n{stderr[-3000:]}"
 
 
-def run_block(code: str, where: Path, name: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ForkRunner]:
+    """Each block runs in a process of its own, forked from one that has imported torch, numpy and streamcli."""
+    runner = ForkRunner()
+    yield runner
+    runner.close()
+
+
+def run_block(code: str, where: Path, name: str, forks: ForkRunner) -> subprocess.CompletedProcess[str]:
     script = where / f"example_{name}.py"
     script.write_text(code)
     env = {
@@ -92,9 +105,7 @@ def run_block(code: str, where: Path, name: str) -> subprocess.CompletedProcess[
         "MASTER_PORT": str(_free_port()),
         "CUDA_VISIBLE_DEVICES": "",
     }
-    return subprocess.run(
-        [sys.executable, script.name], cwd=where, env=env, capture_output=True, text=True, timeout=300
-    )
+    return forks.run(script, where, env, timeout=300)
 
 
 # ---------------------------------------------------------------------------------------------- the blocks
@@ -129,8 +140,8 @@ def test_every_example_closes_its_loader() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "code"), runnable(), ids=[name for name, _ in runnable()])
-def test_docs_example_runs_as_written(name: str, code: str, quickstart: Path) -> None:
-    run = run_block(code, quickstart, name)
+def test_docs_example_runs_as_written(name: str, code: str, quickstart: Path, forks: ForkRunner) -> None:
+    run = run_block(code, quickstart, name, forks)
     assert run.returncode == 0, f"{name} failed:\n{code}\n{_tail(run.stderr)}"
 
 
@@ -165,11 +176,11 @@ def test_the_corrected_claims_are_stated() -> None:
 @pytest.mark.parametrize(
     "marker", ["make_header(", "except TransformError", "except StateError", "UnsupportedURLError"]
 )
-def test_the_corrected_claim_runs(marker: str, tmp_path: Path) -> None:
+def test_the_corrected_claim_runs(marker: str, tmp_path: Path, forks: ForkRunner) -> None:
     """make_header with every argument and ShardWriter(out, header); the transform failures; StateError; a URL to
     the events source: each block runs and prints what the page says it does."""
     code = block_with(marker)
-    run = run_block(code, tmp_path, re.sub(r"\W", "_", marker))
+    run = run_block(code, tmp_path, re.sub(r"\W", "_", marker), forks)
     assert run.returncode == 0, f"{code}\n{_tail(run.stderr)}"
     expect = {
         "make_header(": "verified",

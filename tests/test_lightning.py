@@ -16,7 +16,8 @@ Under DDP, Lightning writes the checkpoint on rank 0 alone, so it holds rank 0's
 loads it, and ``StreamLoader.load_state_dict`` turns it into the rank's own position at the same batch, from the
 streams' lengths.
 
-Each run is a fresh ``python tests/_lightning_run.py`` process, so no Lightning state leaks from one to the next.
+Each run is ``python tests/_lightning_run.py`` in a process of its own (a fork of one that imported Lightning and
+did nothing else: tests/_forkrun.py), so no Lightning state leaks from one to the next.
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _forkrun import ForkRunner
 
 if importlib.util.find_spec("lightning") is None:  # not imported here: collecting the fast tests never pays for it
     pytest.skip("needs lightning (pip install lightning)", allow_module_level=True)
@@ -39,17 +39,32 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "text"
 EVERY = 5  # checkpoint every 5 steps; a run that crashed after step 5 resumes from step=5.ckpt
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+# One pytest-xdist worker (make test: --dist loadgroup) makes the module's fixtures once: the reference runs and
+# the fork server that has imported Lightning.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.xdist_group("lightning")]
 
 Seen = list[list[dict[str, Any]]]  # per rank, one record per training step
 
 
-def _run(out: Path, *args: str, devices: int = 1) -> Seen:
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}  # a tiny model on a shared machine: threads only spin
+
+
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ForkRunner]:
+    """Each run is a process of its own, forked from one that has imported Lightning (and nothing else happened in
+    it): the runs share no Lightning state, and do not each pay for the import. DDP's extra rank is started afresh
+    by Lightning itself."""
+    runner = ForkRunner(preload=("torch", "lightning", "streamcli_sources.text"), env=_env())
+    yield runner
+    runner.close()
+
+
+def _run(forks: ForkRunner, out: Path, *args: str, devices: int = 1) -> Seen:
     out.mkdir(parents=True)
-    cmd = [sys.executable, str(HERE / "_lightning_run.py"), "--data", str(DATA), "--out", str(out), *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # a tiny model on a shared machine: threads only spin
-    proc = subprocess.run([*cmd, "--devices", str(devices)], capture_output=True, text=True, timeout=240, env=env)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}"
+    cmd = ("--data", str(DATA), "--out", str(out), *args, "--devices", str(devices))
+    proc = forks.run(HERE / "_lightning_run.py", Path.cwd(), _env(), timeout=240, args=cmd)
+    assert proc.returncode == 0, f"_lightning_run.py {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}"
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(devices)]
 
 
@@ -80,23 +95,23 @@ def _check_reference(seen: list[dict[str, Any]]) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
+def reference(tmp_path_factory: pytest.TempPathFactory, forks: ForkRunner) -> tuple[list[dict[str, Any]], Path]:
     """The uninterrupted run (in-process loader), and its checkpoint at step EVERY: what a run that crashed after
     that step left behind, as the checkpoint is written before anything later happens."""
     root = tmp_path_factory.mktemp("lightning")
-    (seen,) = _run(root / "reference", "--every", str(EVERY))
+    (seen,) = _run(forks, root / "reference", "--every", str(EVERY))
     _check_reference(seen)
     return seen, root / "reference" / f"step={EVERY}.ckpt"
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_trainer_resumed_from_a_mid_epoch_checkpoint_trains_on_the_batches_of_the_uninterrupted_run(
-    tmp_path: Path, reference: tuple[list[dict[str, Any]], Path], workers: int
+    tmp_path: Path, reference: tuple[list[dict[str, Any]], Path], workers: int, forks: ForkRunner
 ) -> None:
     seen, ckpt = reference
     (state,) = _loader_states(ckpt)  # Lightning saved the loader itself, at the checkpoint's step
     assert (state["epoch"], state["batch"]) == (seen[EVERY]["batch_epoch"], EVERY)
-    (tail,) = _run(tmp_path / "resumed", "--workers", str(workers), "--resume", str(ckpt))
+    (tail,) = _run(forks, tmp_path / "resumed", "--workers", str(workers), "--resume", str(ckpt))
     assert _hashes(tail) == _hashes(seen[EVERY:])
     assert [r["batch_epoch"] for r in tail] == [r["batch_epoch"] for r in seen[EVERY:]]
 
@@ -108,15 +123,15 @@ def test_a_trainer_resumed_from_a_mid_epoch_checkpoint_trains_on_the_batches_of_
     "batch past the checkpoint's step, and the resume skips that batch",
 )
 def test_a_trainer_resumed_over_a_loader_of_unknown_length_trains_on_the_batches_of_the_uninterrupted_run(
-    tmp_path: Path,
+    tmp_path: Path, forks: ForkRunner
 ) -> None:
     w = ("--unknown-lengths", "--epochs", "1")
-    (reference,) = _run(tmp_path / "reference", *w, "--every", str(EVERY))
+    (reference,) = _run(forks, tmp_path / "reference", *w, "--every", str(EVERY))
     assert len(reference) > EVERY + 1
     ckpt = tmp_path / "reference" / f"step={EVERY}.ckpt"
     (state,) = _loader_states(ckpt)
     assert state["batch"] == EVERY, f"the checkpoint at step {EVERY} holds the loader's position {state['batch']}"
-    (tail,) = _run(tmp_path / "resumed", *w, "--resume", str(ckpt))
+    (tail,) = _run(forks, tmp_path / "resumed", *w, "--resume", str(ckpt))
     assert _hashes(tail) == _hashes(reference[EVERY:])
 
 
@@ -124,11 +139,11 @@ def test_a_trainer_resumed_over_a_loader_of_unknown_length_trains_on_the_batches
 
 
 @pytest.fixture(scope="module")
-def ddp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Seen, Path]:
+def ddp(tmp_path_factory: pytest.TempPathFactory, forks: ForkRunner) -> tuple[Seen, Path]:
     """The uninterrupted 2-rank run (in-process loaders) and its checkpoint at step EVERY, which Lightning wrote on
     rank 0."""
     root = tmp_path_factory.mktemp("lightning_ddp")
-    reference = _run(root / "reference", "--every", str(EVERY), devices=2)
+    reference = _run(forks, root / "reference", "--every", str(EVERY), devices=2)
     for seen in reference:
         _check_reference(seen)
     assert len(reference[0]) == len(reference[1]), "the ranks trained for different numbers of steps"
@@ -138,12 +153,14 @@ def ddp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Seen, Path]:
 
 
 def test_two_ddp_ranks_resume_each_on_their_own_batches_from_rank_0s_checkpoint(
-    tmp_path: Path, ddp: tuple[Seen, Path]
+    tmp_path: Path, ddp: tuple[Seen, Path], forks: ForkRunner
 ) -> None:
     reference, ckpt = ddp
     (state,) = _loader_states(ckpt)
     assert state["fingerprint"]["rank"] == 0  # what Lightning saved: rank 0's state alone
-    tail = _run(tmp_path / "resumed", "--workers", "2", "--resume", str(ckpt), devices=2)  # workers on both ranks
+    tail = _run(
+        forks, tmp_path / "resumed", "--workers", "2", "--resume", str(ckpt), devices=2
+    )  # workers on both ranks
     for rank in range(2):
         assert _hashes(tail[rank]) == _hashes(reference[rank][EVERY:]), f"rank {rank}"
 
@@ -184,12 +201,13 @@ def _example() -> Any:
     return module
 
 
-def test_the_tbptt_example_runs_as_a_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_tbptt_example_runs_as_a_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], forks: ForkRunner
+) -> None:
     with pytest.raises(SystemExit) as help_exit:
         _example().parse(["--help"])
     assert help_exit.value.code == 0 and "--no-carry" in capsys.readouterr().out
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--steps", "3", "--workers", "1"], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)  # fmt: skip
+    proc = forks.run(EXAMPLE, tmp_path, dict(os.environ), timeout=120, args=("--steps", "3", "--workers", "1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "mean loss over the last 3 steps" in proc.stdout
 

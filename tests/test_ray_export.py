@@ -79,86 +79,79 @@ def test_shard_runs_are_contiguous_and_balanced() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_ray_export_is_byte_identical_to_local_and_resumes(tmp_path: Path) -> None:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        a, b = tmp_path / "local", tmp_path / "ray"
-        j = job(b)
-        local(a, j)
-        seen: list[tuple[int, int]] = []
-        m = export_on_ray(j, mode="new", partitions=3, progress=lambda n, t: seen.append((n, t)))
-        assert files(b) == files(a)
-        assert m["batches"] == j.total and seen and seen[-1][0] == j.total
-        # A task (or the driver) died: a shard in the middle is missing, the manifest was never written.
-        manifest = json.loads((b / "index.json").read_text())
-        (b / "index.json").unlink()
-        (b / manifest["shards"][1]["name"]).unlink()
-        write_partial(b, j.header, [])
-        export_on_ray(j, mode="resume", partitions=2)
-        assert files(b) == files(a)
-        assert not (b / PARTIAL).exists()
-    finally:
-        ray.shutdown()
+def test_ray_export_is_byte_identical_to_local_and_resumes(tmp_path: Path, ray_session: str) -> None:
+    a, b = tmp_path / "local", tmp_path / "ray"
+    j = job(b)
+    local(a, j)
+    seen: list[tuple[int, int]] = []
+    m = export_on_ray(j, mode="new", partitions=3, progress=lambda n, t: seen.append((n, t)))
+    assert files(b) == files(a)
+    assert m["batches"] == j.total and seen and seen[-1][0] == j.total
+    # A task (or the driver) died: a shard in the middle is missing, the manifest was never written.
+    manifest = json.loads((b / "index.json").read_text())
+    (b / "index.json").unlink()
+    (b / manifest["shards"][1]["name"]).unlink()
+    write_partial(b, j.header, [])
+    export_on_ray(j, mode="resume", partitions=2)
+    assert files(b) == files(a)
+    assert not (b / PARTIAL).exists()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_an_interrupted_export_on_the_callers_ray_cancels_only_its_unfinished_tasks(tmp_path: Path) -> None:
-    """On a Ray instance the caller started (and keeps), an interruption cancels the export's unfinished tasks:
-    no shard appears after it, the finished tasks' results stay intact, and Ray stays usable."""
+def test_an_interrupted_export_on_the_callers_ray_cancels_only_its_unfinished_tasks(
+    tmp_path: Path, ray_session: str
+) -> None:
+    """On a Ray instance the caller started (and keeps: the ray group's shared one), an interruption cancels the
+    export's unfinished tasks: no shard appears after it, the finished tasks' results stay intact, and Ray stays
+    usable."""
     import time
 
     import ray
 
     from streamcli.shards.on_ray import _cancel
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        quick = ray.remote(lambda: 7).remote()
-        slow = ray.remote(lambda: time.sleep(60)).remote()
-        assert ray.get(quick) == 7
-        _cancel(ray, [quick, slow])
-        with pytest.raises(ray.exceptions.TaskCancelledError):
-            ray.get(slow, timeout=30)
-        assert ray.get(quick) == 7
+    quick = ray.remote(lambda: 7).remote()
+    slow = ray.remote(lambda: time.sleep(60)).remote()
+    assert ray.get(quick) == 7
+    _cancel(ray, [quick, slow])
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(slow, timeout=30)
+    assert ray.get(quick) == 7
 
-        source = {"plugin": "camera", "arg": None, "options": {"count": 4, "steps": 2400, "size": (64, 64)}}
-        loader_kw = {"batch_size": 2, "time_steps": 4}
-        with StreamLoader(load_source("camera", **source["options"]), 2, 4) as loader:  # type: ignore[arg-type]
-            header = make_header(fields=loader.fields, batch_size=2, time_steps=4, layout="TB", source=source,
-                                 loader=loader_kw, shard_bytes=1, compress=False)  # fmt: skip
-            header["batches_per_shard"] = 4
-            j = Job(source=source, loader=loader_kw, header=header, out_dir=str(tmp_path / "out"), epochs=1,
-                    total=len(loader), fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
+    source = {"plugin": "camera", "arg": None, "options": {"count": 4, "steps": 2400, "size": (64, 64)}}
+    loader_kw = {"batch_size": 2, "time_steps": 4}
+    with StreamLoader(load_source("camera", **source["options"]), 2, 4) as loader:  # type: ignore[arg-type]
+        header = make_header(fields=loader.fields, batch_size=2, time_steps=4, layout="TB", source=source,
+                             loader=loader_kw, shard_bytes=1, compress=False)  # fmt: skip
+        header["batches_per_shard"] = 4
+        j = Job(source=source, loader=loader_kw, header=header, out_dir=str(tmp_path / "out"), epochs=1,
+                total=len(loader), fingerprint=loader.state_dict()["fingerprint"])  # fmt: skip
 
-        def running() -> list[psutil.Process]:  # Ray titles a worker process after the task it runs
-            found = []
-            for p in psutil.Process().children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    if "export_range" in " ".join(p.cmdline()):
-                        found.append(p)
-            return found
+    def running() -> list[psutil.Process]:  # Ray titles a worker process after the task it runs
+        found = []
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "export_range" in " ".join(p.cmdline()):
+                    found.append(p)
+        return found
 
-        tasks: list[psutil.Process] = []
+    tasks: list[psutil.Process] = []
 
-        def interrupt(done: int, total: int) -> None:
-            tasks.extend(wait_until(running, 60, "the export's tasks to run"))
-            raise KeyboardInterrupt
+    def interrupt(done: int, total: int) -> None:
+        tasks.extend(wait_until(running, 60, "the export's tasks to run"))
+        raise KeyboardInterrupt
 
-        with pytest.raises(KeyboardInterrupt):
-            export_on_ray(j, mode="new", partitions=2, progress=interrupt)
-        # The cancel kills the processes running the export's tasks (they run on for seconds without it): once
-        # they have exited, nothing can write a shard any more; the export stopped short of its end.
-        _, alive = psutil.wait_procs(tasks, timeout=30)
-        assert not alive, f"cancelled tasks still running: {[p.pid for p in alive]}"
-        written = sorted((tmp_path / "out").glob("shard-*.npz"))
-        assert len(written) < -(-j.total // 4), "the export finished before it could be interrupted"
-        assert (tmp_path / "out" / PARTIAL).exists()
-        assert ray.is_initialized() and ray.get(ray.remote(lambda: 1).remote()) == 1
-    finally:
-        ray.shutdown()
+    with pytest.raises(KeyboardInterrupt):
+        export_on_ray(j, mode="new", partitions=2, progress=interrupt)
+    # The cancel kills the processes running the export's tasks (they run on for seconds without it): once
+    # they have exited, nothing can write a shard any more; the export stopped short of its end.
+    _, alive = psutil.wait_procs(tasks, timeout=30)
+    assert not alive, f"cancelled tasks still running: {[p.pid for p in alive]}"
+    written = sorted((tmp_path / "out").glob("shard-*.npz"))
+    assert len(written) < -(-j.total // 4), "the export finished before it could be interrupted"
+    assert (tmp_path / "out" / PARTIAL).exists()
+    assert ray.is_initialized() and ray.get(ray.remote(lambda: 1).remote()) == 1
 
 
 CLI = ["camera", "-s", "count=4", "-s", "steps=15", "-s", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
@@ -240,7 +233,7 @@ def test_cli_engine_ray_needs_lengths(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_ctrl_c_cancels_the_ray_tasks_and_resume_completes(tmp_path: Path) -> None:
+def test_ctrl_c_cancels_the_ray_tasks_and_resume_completes(tmp_path: Path, ray_session: str) -> None:
     import signal
     import subprocess
     import sys
@@ -264,8 +257,9 @@ def test_ctrl_c_cancels_the_ray_tasks_and_resume_completes(tmp_path: Path) -> No
             proc.kill()
     assert proc.returncode == 130, err
     assert "--resume" in err and not (out / "index.json").exists() and (out / ".partial.json").exists()
-    r = subprocess.run([*cmd, str(out), "--engine", "ray", "--partitions", "2", "--resume"], capture_output=True,
-                       text=True, timeout=240)  # fmt: skip
+    # Ctrl-C on the Ray the export started (above); the resume joins the running one (--address).
+    r = subprocess.run([*cmd, str(out), "--engine", "ray", "--partitions", "2", "--resume", "--address", ray_session],
+                       capture_output=True, text=True, timeout=240)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert subprocess.run([*cmd, str(ref)], capture_output=True, timeout=240).returncode == 0
     assert files(out) == files(ref)

@@ -336,7 +336,7 @@ def test_a_frame_whose_zip_header_lies_outside_the_file_is_refused(tmp_path: Pat
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")  # see test_ray_export.py
 @pytest.mark.timeout(300)
-def test_export_engine_ray_with_zstd_writes_the_local_files(tmp_path: Path) -> None:
+def test_export_engine_ray_with_zstd_writes_the_local_files(tmp_path: Path, ray_session: str) -> None:
     import subprocess
 
     args = ["export", "camera", "-s", "count=4", "-s", "steps=15", "-s", "size=8x8", "-b", "2", "-t", "4", "-w", "0",
@@ -348,7 +348,7 @@ def test_export_engine_ray_with_zstd_writes_the_local_files(tmp_path: Path) -> N
 
     r = run(str(tmp_path / "local"))
     assert r.returncode == 0, r.stderr
-    r = run(str(tmp_path / "ray"), "--engine", "ray", "--partitions", "2")
+    r = run(str(tmp_path / "ray"), "--engine", "ray", "--partitions", "2", "--address", ray_session)
     assert r.returncode == 0, r.stderr
     assert files(tmp_path / "ray") == files(tmp_path / "local")
     m = load_manifest(tmp_path / "ray")

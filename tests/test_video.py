@@ -76,8 +76,9 @@ def steps(it: Iterator[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("video-cache"))
+def cache(video_scans: str) -> str:
+    """The scans of the real clips: the run's one cache (tests/_scans.py), which other files' scans fill too."""
+    return video_scans
 
 
 @dataclass

@@ -112,14 +112,15 @@ def _digest(folder: Path, workers: int, cache: str, backend: str) -> tuple[list[
 @pytest.mark.parametrize("backend", ["opencv", "pyav"])
 @pytest.mark.parametrize("where", ["tests/data", "shared"])
 def test_a_run_in_process_and_one_with_two_workers_give_identical_batches(
-    where: str, backend: str, tmp_path: Path
+    where: str, backend: str, video_scans: str
 ) -> None:
-    """The workers' decoders and the main process's agree frame for frame on every clip. The second run takes the
-    lengths the first one's scan cached (a scan decodes every frame too; test_video.py checks what it finds)."""
+    """The workers' decoders and the main process's agree frame for frame on every clip. Both runs take the
+    lengths from the run's scan cache (a scan decodes every frame too; test_video.py checks what it finds, and
+    whichever test scans a clip first fills the cache: tests/_scans.py)."""
     if backend == "pyav":
         pytest.importorskip("av", reason="the pyav extra is not installed: pip install 'streamcli[pyav]'")
     folder = LOCAL if where == "tests/data" else require_shared("video")
-    runs = [_digest(folder, w, str(tmp_path / "cache"), backend) for w in (0, 2)]
+    runs = [_digest(folder, w, video_scans, backend) for w in (0, 2)]
     assert runs[0][0], "no clip delivered"
     assert runs[1] == runs[0], "the run with 2 workers differs from the in-process one"
     if where == "tests/data":  # PyAV converts the DV clip's frames, the same bytes every run (test_video_pyav.py)

@@ -49,8 +49,9 @@ def _read_all(src: VideoSource, root: Path) -> dict[str, tuple[np.ndarray, np.nd
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("pyav-cache"))
+def cache(video_scans: str) -> str:
+    """The scans of the real clips: the run's one cache (tests/_scans.py), which other files' scans fill too."""
+    return video_scans
 
 
 @pytest.mark.slow
