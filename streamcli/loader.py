@@ -75,7 +75,7 @@ class StreamLoader:
             cheaper way when rows cost alike. By default (None) from the start if the source says its steps are
             costly (``costly_steps``, see ``streamcli.source.BaseSource``), else once the workers are measured
             to read costly steps unevenly (``streamcli.iteration``): the epoch then goes on balanced from the
-            batch you are at. Batches are the same either way. Sources of unknown length always balance.
+            batch you are at. Batches are the same either way. Sources of unknown length balance unless told not to.
         transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
             producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
             stream and epoch, so a draw from it is the same on every step of a stream. Its optional

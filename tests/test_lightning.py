@@ -166,11 +166,11 @@ def test_two_ddp_ranks_resume_each_on_their_own_batches_from_rank_0s_checkpoint(
 
 
 def test_a_two_device_checkpoint_resumes_on_one_device_with_the_same_global_batch(
-    tmp_path: Path, ddp: tuple[Seen, Path]
+    tmp_path: Path, ddp: tuple[Seen, Path], forks: ForkRunner
 ) -> None:
     """Preempted on 2 devices, resumed on 1 with twice the rows: the global batches of the uninterrupted run."""
     reference, ckpt = ddp
-    (tail,) = _run(tmp_path / "resumed", "--resume", str(ckpt), "--batch-size", "8")
+    (tail,) = _run(forks, tmp_path / "resumed", "--resume", str(ckpt), "--batch-size", "8")
     want = [r0["rows"] + r1["rows"] for r0, r1 in zip(reference[0][EVERY:], reference[1][EVERY:], strict=True)]
     assert [r["rows"] for r in tail] == want
     assert [r["step"] for r in tail] == [r["step"] for r in reference[0][EVERY:]]
