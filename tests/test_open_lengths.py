@@ -73,7 +73,9 @@ def test_unknown_lengths_are_planned_on_the_schedule_unless_rows_are_balanced() 
 
     assert choose(1) == writers.RowBlocks(0, 1, 4)
     assert choose(2) is writers.BALANCED  # (rows move to an idle worker unless balance=False)
-    assert choose(2, fixed=True) == writers.RowBlocks(0, 2, 4)
+    # (fixed blocks across processes are off for now: their claims by turns misorder one now and then)
+    want = writers.RowBlocks(0, 2, 4) if writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS else writers.BALANCED
+    assert choose(2, fixed=True) == want
 
 
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
@@ -97,6 +99,9 @@ def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_e
     assert sum(f for _, f in batches) == starts
 
 
+@pytest.mark.skipif(
+    not writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS, reason="fixed row blocks of unknown lengths across processes are off"
+)
 @pytest.mark.slow
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
 def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(
@@ -129,6 +134,9 @@ FIXED_BLOCKS = [  # recorded configurations of unknown lengths, run again on fix
 ]
 
 
+@pytest.mark.skipif(
+    not writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS, reason="fixed row blocks of unknown lengths across processes are off"
+)
 @pytest.mark.slow
 @pytest.mark.parametrize(("source", "loader"), FIXED_BLOCKS, ids=[s for s, _ in FIXED_BLOCKS])
 def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
@@ -148,6 +156,9 @@ def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
     assert got == {k: want[k] for k in got}
 
 
+@pytest.mark.skipif(
+    not writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS, reason="fixed row blocks of unknown lengths across processes are off"
+)
 @pytest.mark.slow
 def test_a_source_that_raises_on_fixed_row_blocks_stops_the_loader_and_leaves_nothing(no_leaks: None) -> None:
     # The loader raises the source's error; a worker waiting for its turn on a row the other reads ends its wait
