@@ -61,15 +61,19 @@ class Views:
         )
 
 
-def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
-    """The flags of a whole batch: whole rows in a few array operations, then runs and padding."""
+def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:
+    """The flags of a whole batch, or of its rows ``cols`` (the plan holds those only, ``BatchRuns.only``): whole
+    rows in a few array operations, then runs and padding."""
     B = v.valid.shape[1]
     whole = plan.whole
     item = np.full(B, -1, np.int64)
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
     item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
-    write_whole(v, slice(None), item, pos, rep, steps_t)
+    if cols is None:
+        write_whole(v, slice(None), item, pos, rep, steps_t)
+    else:
+        write_whole(v, cols, item[cols], pos[cols], rep[cols], steps_t)
     _write_runs(v, plan.runs, steps_t)
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
@@ -144,17 +148,19 @@ def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
     v.position[t0:t1, b] = -1
 
 
-def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
-    """Every row's cursor and counts; rows in ``short`` hold a stream that ended before its promise (their cursor
-    says so)."""
+def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
+    """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
+    before its promise (their cursor says so)."""
     cur = plan.cursors.copy()
     if short:
         cur[[b for b in short if cur[b, _cursor.STATE] == RowState.LIVE], _cursor.STATE] = RowState.SHORT
-    v.cursor[...] = cur
-    s = v.summary
-    s[:, Summary.CLAIMS] = plan.claims
-    s[:, Summary.DRY] = plan.dry
     state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
     live = (state == RowState.LIVE) | (state == RowState.FOLLOW)
-    s[:, Summary.LIVE] = live & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    s[:, Summary.VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
+    counts = np.zeros(v.summary.shape, v.summary.dtype)
+    counts[:, Summary.CLAIMS] = plan.claims
+    counts[:, Summary.DRY] = plan.dry
+    counts[:, Summary.LIVE] = live & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    # (VALID stays 0: the loader counts the valid steps from the flags, once every part is written)
+    rows = slice(None) if cols is None else cols
+    v.cursor[rows] = cur[rows]
+    v.summary[rows] = counts[rows]
