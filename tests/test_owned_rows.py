@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _sources import CountingSource
 
+from streamcli.fills import writers
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.iterators import Rows
@@ -135,3 +136,15 @@ def test_a_plan_of_some_rows_holds_only_theirs() -> None:
         assert [p for p in plan.pads if p[0] in (0, 2)] == part.pads
         assert part.item.tolist() == [i for b, i in zip(plan.whole, plan.item, strict=True) if b in (0, 2)]
         assert part.cursors is plan.cursors
+
+
+def test_balanced_epochs_of_known_lengths_run_on_the_schedule() -> None:
+    def choose(*, known: bool, balanced: bool, w: int = 1, W: int = 2) -> writers.Planned | None:
+        return writers.choose(by_batch=False, w=w, W=W, B=5, known=known, balanced=balanced)
+
+    policy = choose(known=True, balanced=True)
+    assert policy == writers.Balanced(1, 2, 5)
+    assert isinstance(policy, writers.Balanced) and policy.rows == (0, 5) and policy.block == (2, 5)
+    assert choose(known=False, balanced=True) is writers.BALANCED  # (open bounds: still claimed at run time)
+    assert choose(known=True, balanced=True, w=0, W=1) == writers.RowBlocks(0, 1, 5)  # (no one to balance with)
+    assert choose(known=True, balanced=False) == writers.RowBlocks(1, 2, 5)
