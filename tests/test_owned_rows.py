@@ -6,16 +6,18 @@ those rows alone), and a row that changes hands at a batch boundary is reopened 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, cast
 
 import numpy as np
 import pytest
 from _sources import CountingSource
 
 from streamcli.fills import writers
+from streamcli.fills.balanced import Balancer
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
-from streamcli.fills.iterators import Rows
+from streamcli.fills.iterators import Reader, Rows
 from streamcli.fills.spec import Skip
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.schedule import Schedule
@@ -148,3 +150,39 @@ def test_balanced_epochs_of_known_lengths_run_on_the_schedule() -> None:
     assert choose(known=False, balanced=True) is writers.BALANCED  # (open bounds: still claimed at run time)
     assert choose(known=True, balanced=True, w=0, W=1) == writers.RowBlocks(0, 1, 5)  # (no one to balance with)
     assert choose(known=True, balanced=False) == writers.RowBlocks(1, 2, 5)
+
+
+class _Control:
+    """What ``Balancer._give_one`` asks of the control block: the rows given up."""
+
+    def __init__(self) -> None:
+        self.given: list[tuple[int, int]] = []
+
+    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
+        self.given.append((b, w))
+
+
+def test_the_cheapest_row_moves_but_never_one_whose_stream_broke_its_promise() -> None:
+    source = CountingSource(LENGTHS)
+    order = np.array([(i, 0, 0, n) for i, n in enumerate(LENGTHS)], np.int64)
+    sched = Schedule(order, _cursor.fresh(B), 0, 0, T=T, pack=True, segment=0, restream=False)
+    control, rows = _Control(), _rows(source, [])
+    balancer = Balancer(
+        cast(Any, control),
+        sched,
+        rows,
+        rows.faults,
+        lambda k: _views(),
+        w=1,
+        block=(0, B),
+        lock=nullcontext(),
+        busy=lambda: None,
+    )
+    plan = balancer._plan(1)
+    mine = np.array([True, True, True, True, False])
+    balancer.cost = {0: 3.0, 1: 0.1, 2: 0.5}  # (row 3: not measured yet)
+    rows.readers[1] = Reader(item=0, pos=2, it=None, dead=True)  # ended before its promise: it stays
+    left = balancer._give_one(plan, mine)
+    assert control.given == [(2, 1)] and left.tolist() == [True, True, False, True, False]
+    left = balancer._give_one(plan, left)  # row 0 is the costliest left that may move: it stays
+    assert control.given == [(2, 1)] and left.tolist() == [True, True, False, True, False]
