@@ -7,9 +7,10 @@ its stream where the plan says (``open(item, start=pos)``, as a resumed row does
 writes a row never changes a byte.
 
 A producer that holds the batch everything waits for while another is idle gives up its cheapest row (measured:
-the seconds its last batch took), never its last one nor one whose stream broke its promise (its new owner would
-report it again); the idle producer takes it (``take_given``) and writes it from the batch it is at. Costs differ
-by orders of magnitude between streams, so the row that moves is chosen by time, not by count.
+the seconds its last batch took, timed while another producer was idle), never its last one nor one whose stream
+broke its promise (its new owner would report it again); the idle producer takes it (``take_given``) and writes it
+from the batch it is at. Costs differ by orders of magnitude between streams, so the row that moves is chosen by
+time, not by count.
 """
 
 from __future__ import annotations
@@ -118,22 +119,25 @@ class Balancer:
         return left
 
     def _write(self, plan: BatchRuns, mine: np.ndarray) -> None:
-        """This producer's rows ``mine`` of batch ``plan.k``, one by one (each is timed), then their flags and
-        summary, then their completion."""
+        """This producer's rows ``mine`` of batch ``plan.k``, then their flags and summary, then their completion.
+        While another producer is idle (only then may a row move) the rows are filled one by one, each timed."""
         v = self.slot(plan.k)
         self.faults.k = plan.k
         cols = np.flatnonzero(mine).tolist()
         part = plan.only(mine)
         write_flags(v, part, self.steps_t, cols)
-        one = np.zeros(self.B, bool)
-        short: set[int] = set()
         steps = self.rows.steps
-        for b in cols:
-            one[b] = True
-            t0 = time.perf_counter()
-            short |= self.rows.fill(v, plan.only(one))
-            self.cost[b] = time.perf_counter() - t0
-            one[b] = False
+        if len(cols) > 1 and self.control.idle_elsewhere(self.w):
+            one = np.zeros(self.B, bool)
+            short: set[int] = set()
+            for b in cols:
+                one[b] = True
+                t0 = time.perf_counter()
+                short |= self.rows.fill(v, plan.only(one))
+                self.cost[b] = time.perf_counter() - t0
+                one[b] = False
+        else:  # (one call: a row's own fill costs a pass over the plan)
+            short = self.rows.fill(v, part)
         write_summary(v, part, short, cols)
         self.steps += self.rows.steps - steps
         self.control.set_written(cols, plan.k + 1)
