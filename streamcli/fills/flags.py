@@ -8,7 +8,7 @@ where a stream broke its promise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -151,16 +151,19 @@ def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
 def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
     """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
     before its promise (their cursor says so)."""
+    if cols is not None:  # every row's into a scratch copy, then those of ``cols``: the others are not this writer's
+        cursor, summary = np.empty_like(v.cursor), np.empty_like(v.summary)
+        write_summary(replace(v, cursor=cursor, summary=summary), plan, short)
+        v.cursor[cols], v.summary[cols] = cursor[cols], summary[cols]
+        return
     cur = plan.cursors.copy()
     if short:
         cur[[b for b in short if cur[b, _cursor.STATE] == RowState.LIVE], _cursor.STATE] = RowState.SHORT
+    v.cursor[...] = cur
+    s = v.summary
+    s[:, Summary.CLAIMS] = plan.claims
+    s[:, Summary.DRY] = plan.dry
     state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
     live = (state == RowState.LIVE) | (state == RowState.FOLLOW)
-    counts = np.zeros(v.summary.shape, v.summary.dtype)
-    counts[:, Summary.CLAIMS] = plan.claims
-    counts[:, Summary.DRY] = plan.dry
-    counts[:, Summary.LIVE] = live & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    # (VALID stays 0: the loader counts the valid steps from the flags, once every part is written)
-    rows = slice(None) if cols is None else cols
-    v.cursor[rows] = cur[rows]
-    v.summary[rows] = counts[rows]
+    s[:, Summary.LIVE] = live & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    s[:, Summary.VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
