@@ -2,8 +2,9 @@
 drive (``begin``, ``step``, ``fill_until``), with the epoch's writer policy chosen once, when its tables are read
 (``fills.writers.choose``).
 
-A planned policy (whole batches, or fixed row blocks: any source, lengths known or not) runs the ``Schedule``
-through ``fills.planned.Filler``; the balanced policy claims and moves rows at run time (``fills.claimed``).
+A planned policy (whole batches, or fixed row blocks: any source, lengths known or not; or balanced ownership of
+rows with every length known, ``fills.balanced``) runs the ``Schedule`` through ``fills.planned.Filler``; a
+balanced epoch of lengths not all known still claims and moves rows at run time (``fills.claimed``).
 Nothing outside this module knows there are two: ``benchmarks/ENGINE.md`` says how the second folds into the
 first.
 """
@@ -57,6 +58,7 @@ class Engine:
         )
         self.claimed.on_skip = on_skip
         self.filler = Filler(spec, source, items, ring, w, W, on_skip, lock)
+        self.filler.busy = lambda: set_idle(self.claimed, False)  # (the balanced policy's idle flag: ``idle``)
         self._planned = False  # the last piece of work ran on the planned policy
 
     @property

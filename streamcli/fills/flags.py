@@ -8,7 +8,7 @@ where a stream broke its promise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -72,18 +72,22 @@ class Views:
         )
 
 
-def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray) -> None:
-    """The flags of a whole batch: whole rows in a few array operations, then runs and padding."""
+def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:
+    """The flags of a whole batch, or of its rows ``cols`` (the plan holds those only, ``BatchRuns.only``): whole
+    rows in a few array operations, then runs and padding."""
     B = v.valid.shape[1]
     whole = plan.whole
-    if len(whole) == B:  # every row whole (``whole`` holds each row once)
+    if cols is None and len(whole) == B:  # every row whole (``whole`` holds each row once)
         write_whole(v, slice(None), plan.item, plan.pos, plan.replay, steps_t)
         return
     item = np.full(B, -1, np.int64)
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
     item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
-    write_whole(v, slice(None), item, pos, rep, steps_t)
+    if cols is None:
+        write_whole(v, slice(None), item, pos, rep, steps_t)
+    else:
+        write_whole(v, cols, item[cols], pos[cols], rep[cols], steps_t)
     _write_runs(v, plan.runs, steps_t)
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
@@ -158,9 +162,14 @@ def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
     v.position[t0:t1, b] = -1
 
 
-def write_summary(v: Views, plan: BatchRuns, short: Any = ()) -> None:
-    """Every row's cursor and counts; rows in ``short`` hold a stream that ended before its promise (their cursor
-    says so)."""
+def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
+    """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
+    before its promise (their cursor says so)."""
+    if cols is not None:  # every row's into a scratch copy, then those of ``cols``: the others are not this writer's
+        cursor, summary = np.empty_like(v.cursor), np.empty_like(v.summary)
+        write_summary(replace(v, cursor=cursor, summary=summary), plan, short)
+        v.cursor[cols], v.summary[cols] = cursor[cols], summary[cols]
+        return
     cur = plan.cursors
     if short:
         cur = cur.copy()  # the plan is kept as planned

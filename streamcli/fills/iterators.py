@@ -68,6 +68,13 @@ class Rows:
             r.close()
         self.readers.clear()
 
+    def drop(self, b: int) -> None:
+        """Row ``b`` goes to another producer (``fills.writers.Balanced``), which reopens its stream where the plan
+        says: close it here."""
+        r = self.readers.pop(b, None)
+        if r is not None:
+            r.close()
+
     def fill(self, v: Views, plan: BatchRuns, read: set[tuple[int, int]] | None = None) -> set[int]:
         """Write every row of batch ``plan.k`` (flags are written before, from the plan) but the runs ``read``
         while it was planned, (row, first step) each; a row that only pads closes its stream. Returns the rows

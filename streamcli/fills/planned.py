@@ -1,11 +1,11 @@
 """A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
 
-Every producer follows a ``Schedule``; nothing is balanced at run time. Who writes what is the epoch's writer
-policy (``fills.writers``): random-access sources (``window(item)``) are filled whole batches round-robin,
-iterator sources by fixed row blocks (a stream stays in the process that reads it). A stream of unknown length
-is read as its batch is planned (``fills.open_streams``), so a batch whose plan reads is planned only once it is
-handed out; with several producers their claims go by turns (``fills.turns``). Either way the loader waits for
-``Control.batch_done(k)``.
+Every producer follows a ``Schedule``. Who writes what is the epoch's writer policy (``fills.writers``):
+random-access sources (``window(item)``) are filled whole batches round-robin, iterator sources by fixed row
+blocks (a stream stays in the process that reads it), or by the rows each producer owns (``fills.balanced``). A
+stream of unknown length is read as its batch is planned (``fills.open_streams``), so a batch whose plan reads is
+planned only once it is handed out; with several producers their claims go by turns (``fills.turns``). Either
+way the loader waits for ``Control.batch_done(k)``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.fills import iterators, windows, writers
+from streamcli.fills.balanced import Balancer
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.open_streams import OpenStreams
@@ -69,11 +70,14 @@ class Filler:
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
         self.policy: writers.Planned | None = None  # who writes which rows of which batch, chosen per epoch
+        self.balancer: Balancer | None = None  # the rows this producer owns, under the balanced policy
+        self.busy: Callable[[], None] = lambda: None  # tells the other producers this one is not idle
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
         self.gen, self.sched, self.planned, self.policy, self._pending = gen, None, None, None, None
+        self.balancer = None
         self._views.clear()
         self.close()
 
@@ -118,6 +122,19 @@ class Filler:
                     turns=Turns(control, self.lock, self.gen, self.mark) if self.opens and self.W > 1 else None,
                 )
                 self.sched = Steady(sched)
+                if isinstance(self.policy, writers.Balanced):
+                    assert self.rows is not None
+                    self.balancer = Balancer(  # (it plans every row itself: no steady stretch, it moves rows)
+                        control,
+                        sched,
+                        self.rows,
+                        self.faults,
+                        self._slot,
+                        w=self.w,
+                        block=self.policy.block,
+                        lock=self.lock,
+                        busy=self.busy,
+                    )
         return self.planned
 
     def step(self) -> bool:
@@ -127,6 +144,11 @@ class Filler:
             raise Aborted
         sched, policy = self.sched, self.policy
         assert sched is not None and policy is not None
+        if self.balancer is not None:
+            steps = self.balancer.steps
+            did = self.balancer.step()
+            self.steps += self.balancer.steps - steps
+            return did
         while True:
             plan = self._pending
             if plan is None and self.opens:  # planning reads streams into the batch: only once it is handed out

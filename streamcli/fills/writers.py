@@ -7,9 +7,10 @@ which producer writes which part of which batch, and how it marks that part done
   with ``k % W == w`` whole, and marks the batch done.
 - ``RowBlocks``: iterator sources, whose streams stay in the process that reads them. Producer ``w`` writes the
   rows of its block (``split_rows``) of every batch, plans those rows only, and marks its part done.
-- ``BALANCED``: iterator sources with ``balance`` and workers (with workers, streams whose lengths are not all
-  known unless ``balance=False``): rows are owned by whichever producer reads them and move to an idle one
-  (``fills.claimed``).
+- ``Balanced``: iterator sources with ``balance``, workers and every length known: every producer plans every
+  row and writes those it owns; a row moves to an idle producer at a batch boundary (``fills.balanced``).
+- ``BALANCED``: the same with lengths not all known (with workers, unless ``balance=False``): rows are claimed
+  and moved at run time (``fills.claimed``, until the schedule's open bounds follow rows that change hands).
 """
 
 from __future__ import annotations
@@ -62,7 +63,30 @@ class RowBlocks:
             control.set_done(k)
 
 
-Planned = WholeBatches | RowBlocks
+@dataclass(frozen=True)
+class Balanced:
+    """Producer ``w`` of ``W`` plans every row and writes those it owns (``fills.balanced``), at first its block."""
+
+    w: int
+    W: int
+    B: int
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        return 0, self.B
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return split_rows(self.B, self.W)[self.w]
+
+    def writes(self, k: int) -> bool:
+        return True
+
+    def done(self, control: Control, k: int) -> None:  # pragma: no cover - rows are counted done one by one
+        raise AssertionError("a balanced producer counts its rows done itself (fills.balanced)")
+
+
+Planned = WholeBatches | RowBlocks | Balanced
 BALANCED: Final = None  # rows claimed and moved at run time (``fills.claimed``)
 # Fixed row blocks of unknown lengths across processes (their claims by turns, ``fills.turns``) misorder a claim
 # now and then (benchmarks/ENGINE.md, "Open"): until that is found, such epochs are claimed at run time.
@@ -78,6 +102,8 @@ def choose(
     not to (``balance=False``: rows of unknown length are balanced unless so). One producer has no one to balance
     with, and the batches are the same either way."""
     fixed = fixed and FIXED_BLOCKS_OF_UNKNOWN_LENGTHS
-    if (not known and (by_batch or (W > 1 and not fixed))) or (balanced and not by_batch and W > 1):
+    if not known and (by_batch or (W > 1 and (not fixed or balanced))):
         return BALANCED
+    if balanced and not by_batch and W > 1:
+        return Balanced(w, W, B)
     return WholeBatches(w, W, B) if by_batch else RowBlocks(w, W, B)

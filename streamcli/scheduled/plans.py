@@ -33,3 +33,23 @@ class BatchRuns:
     cursors: np.ndarray  # (B, 4) int64 as ``scheduled.cursor`` records, planned
     claims: np.ndarray  # (B,) int64 tickets taken in the batch
     dry: np.ndarray  # (B,) int64 claims that found no stream
+
+    def only(self, rows: np.ndarray) -> BatchRuns:
+        """The part of the plan in ``rows`` (a mask over the batch's rows): what a producer that owns those rows
+        writes (``fills.writers.Balanced``). ``cursors``, ``claims`` and ``dry`` stay every row's."""
+        keep = rows[self.whole]
+        return BatchRuns(
+            k=self.k,
+            whole=self.whole[keep],
+            item=self.item[keep],
+            pos=self.pos[keep],
+            replay=self.replay[keep],
+            stop=self.stop[keep],
+            expect=self.expect[keep],
+            seg_end=self.seg_end[keep],
+            runs=[r for r in self.runs if rows[r[0]]],
+            pads=[p for p in self.pads if rows[p[0]]],
+            cursors=self.cursors,
+            claims=self.claims,
+            dry=self.dry,
+        )

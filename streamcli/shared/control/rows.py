@@ -79,6 +79,16 @@ class RowOwners(Arrays):
         held: np.ndarray = self._held[b].copy()
         return b, held
 
+    def take_waiting(self, w: int, lo: int, hi: int) -> None:
+        """Make producer ``w`` the owner of the rows ``lo .. hi-1`` that wait for a claim (hold the lock): under
+        the balanced policy on the schedule every producer plans every claim, so a row is always someone's."""
+        owner = self._rows.owner[lo:hi]
+        owner[owner == NO_OWNER] = w
+
+    def owned_by(self, w: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows producer ``w`` owns (a mask), and the batches each row has completed (a copy)."""
+        return self._rows.owner == w, self._rows.written.copy()
+
     def written_of(self, b: int) -> int:
         return int(self._rows.written[b])
 
