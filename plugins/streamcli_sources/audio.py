@@ -149,8 +149,7 @@ class AudioSource(BaseSource):
 
     def index_settings(self) -> dict[str, Any]:
         """The options that decide the files and their lengths (an index written with others is stale)."""
-        return {"glob": self.glob, "frame_ms": self.frame_ms, "rate": self.rate, "mismatch": self.mismatch,
-                "strict": self.strict}  # fmt: skip
+        return {key: getattr(self, key) for key in ("glob", "frame_ms", "rate", "mismatch", "strict")}
 
     def index_info(self) -> dict[str, Any]:
         rate, channels = self._format()

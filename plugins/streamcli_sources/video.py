@@ -149,8 +149,9 @@ class VideoSource(BaseSource):
 
     def index_settings(self) -> dict[str, Any]:
         """The options that decide the files and their lengths (an index written with others is stale)."""
-        return {"glob": self.glob, "stride": self.stride, "scan": self.scan_lengths, "backend": self.backend,
-                "max_failed_reads": self.max_failed_reads, "strict": self.strict}  # fmt: skip
+        names = {"glob": "glob", "stride": "stride", "scan": "scan_lengths", "backend": "backend"}
+        names |= {"max_failed_reads": "max_failed_reads", "strict": "strict"}
+        return {key: getattr(self, attr) for key, attr in names.items()}
 
     def index_key(self, item: VideoItem) -> str:
         return item[0]

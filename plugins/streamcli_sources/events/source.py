@@ -131,8 +131,8 @@ class EventsSource(BaseSource):
     def index_settings(self) -> dict[str, Any]:
         """The options that decide the recordings, their lengths and the sensor size (else the index is stale)."""
         w = self.windowing
-        return {"glob": self.glob, "window_us": w.window_us, "events_per_window": w.per_window,
-                "sensor_size": self.sensor_size}  # fmt: skip
+        settings = {"glob": self.glob, "window_us": w.window_us, "events_per_window": w.per_window}
+        return {**settings, "sensor_size": self.sensor_size}
 
     def index_info(self) -> dict[str, Any]:
         self.prepare()
