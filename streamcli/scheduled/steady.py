@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.open_rows import Probe
 from streamcli.scheduled.schedule import LIVE, BatchRuns, Schedule
 
@@ -52,7 +51,7 @@ class Steady:
         end at the batch's start (a stream ending in the batch changes its row's state)."""
         s = self.sched
         self._same = None
-        if s.B and bool((s.state == LIVE).all()) and bool((s.stop < OPEN).all()):  # (an open stop: not known)
+        if s.B and bool((s.state == LIVE).all()):  # (rows of unknown length are planned with a probe: never here)
             self.left = (int((s.stop - s.pos).min()) - 1) // s.T
         else:
             self.left = 0
