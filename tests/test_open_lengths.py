@@ -73,9 +73,7 @@ def test_unknown_lengths_are_planned_on_the_schedule_unless_rows_are_balanced() 
 
     assert choose(1) == writers.RowBlocks(0, 1, 4)
     assert choose(2) is writers.BALANCED  # (rows move to an idle worker unless balance=False)
-    # (fixed blocks across processes are off for now: their claims by turns misorder one now and then)
-    want = writers.RowBlocks(0, 2, 4) if writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS else writers.BALANCED
-    assert choose(2, fixed=True) == want
+    assert choose(2, fixed=True) == writers.RowBlocks(0, 2, 4)  # (claims by turns, ``fills.turns``)
 
 
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
@@ -99,9 +97,6 @@ def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_e
     assert sum(f for _, f in batches) == starts
 
 
-@pytest.mark.skipif(
-    not writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS, reason="fixed row blocks of unknown lengths across processes are off"
-)
 @pytest.mark.slow
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
 def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(
@@ -134,9 +129,6 @@ FIXED_BLOCKS = [  # recorded configurations of unknown lengths, run again on fix
 ]
 
 
-@pytest.mark.skipif(
-    not writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS, reason="fixed row blocks of unknown lengths across processes are off"
-)
 @pytest.mark.slow
 @pytest.mark.parametrize(("source", "loader"), FIXED_BLOCKS, ids=[s for s, _ in FIXED_BLOCKS])
 def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
@@ -156,9 +148,6 @@ def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
     assert got == {k: want[k] for k in got}
 
 
-@pytest.mark.skipif(
-    not writers.FIXED_BLOCKS_OF_UNKNOWN_LENGTHS, reason="fixed row blocks of unknown lengths across processes are off"
-)
 @pytest.mark.slow
 def test_a_source_that_raises_on_fixed_row_blocks_stops_the_loader_and_leaves_nothing(no_leaks: None) -> None:
     # The loader raises the source's error; a worker waiting for its turn on a row the other reads ends its wait
@@ -172,3 +161,47 @@ def test_a_source_that_raises_on_fixed_row_blocks_stops_the_loader_and_leaves_no
         with StreamLoader(source, 3, 4, num_workers=2, balance=False, timeout=60) as loader:
             for _ in loader:
                 pass
+
+
+@pytest.mark.slow
+def test_a_turn_is_read_in_one_pass_so_a_key_published_meanwhile_cannot_let_a_claim_jump_the_queue(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    # A waiting claim once read the earliest row (argmin), then that row's key again: when its owner published a
+    # later key between the two reads, the wait saw the later key as the minimum and took a ticket while another
+    # row still waited below it (1 run in 30-80). Both reads are slowed here, so that such a publish lands inside
+    # them in every run: the turn must be the minimum of one pass, which keys that only grow keep safe however
+    # long the pass takes.
+    import time
+
+    from _golden import UnknownRaisingSource
+
+    from streamcli.shared.control.rows import RowOwners
+
+    def slow_argmin_then_reread(self: RowOwners) -> tuple[int, int]:
+        claim = self._rows.claim
+        b = int(np.argmin(claim))
+        time.sleep(2e-4)
+        return b, int(claim[b])
+
+    def slow_pass(self: RowOwners) -> int:
+        keys = []
+        for key in self._rows.claim:
+            keys.append(int(key))
+            time.sleep(1e-4)
+        return min(keys)
+
+    def epochs(workers: int) -> list[dict[str, np.ndarray]]:
+        source = UnknownRaisingSource(LENGTHS, bad=6, at=11)
+        kw: dict[str, Any] = {"on_error": "skip", "boundary": "pack", "balance": False, "seed": 1}
+        with StreamLoader(source, 3, 4, num_workers=workers, mp_context="fork", **kw) as loader:
+            return collect(loader) + collect(loader)
+
+    want = epochs(0)
+    monkeypatch.setattr(RowOwners, "next_claim", slow_argmin_then_reread)  # (forked workers inherit both)
+    monkeypatch.setattr(RowOwners, "earliest_claim", slow_pass)
+    for _ in range(3):
+        got = epochs(2)
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

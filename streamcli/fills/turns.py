@@ -31,7 +31,7 @@ class Turns:
     def wait(self, b: int, key: int) -> None:
         """Until row ``b``'s claim at ``key`` is the earliest any row may make."""
         control, spins = self.control, 0
-        while control.next_claim()[1] < key:
+        while control.earliest_claim() < key:
             if control.generation != self.gen:
                 raise Aborted
             self.mark[0] = -1  # reading nothing meanwhile: a timeout or a death now is not this source's

@@ -88,9 +88,6 @@ class Balanced:
 
 Planned = WholeBatches | RowBlocks | Balanced
 BALANCED: Final = None  # rows claimed and moved at run time (``fills.claimed``)
-# Fixed row blocks of unknown lengths across processes (their claims by turns, ``fills.turns``) misorder a claim
-# now and then (benchmarks/ENGINE.md, "Open"): until that is found, such epochs are claimed at run time.
-FIXED_BLOCKS_OF_UNKNOWN_LENGTHS: Final = False
 
 
 def choose(
@@ -101,7 +98,6 @@ def choose(
     ``scheduled.open_rows``), ``balanced`` when the loader balances the epoch's rows, ``fixed`` when it was told
     not to (``balance=False``: rows of unknown length are balanced unless so). One producer has no one to balance
     with, and the batches are the same either way."""
-    fixed = fixed and FIXED_BLOCKS_OF_UNKNOWN_LENGTHS
     if not known and (by_batch or (W > 1 and (not fixed or balanced))):
         return BALANCED
     if balanced and not by_batch and W > 1:

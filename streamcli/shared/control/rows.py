@@ -22,6 +22,12 @@ class RowOwners(Arrays):
         b = int(np.argmin(claim))
         return b, int(claim[b])
 
+    def earliest_claim(self) -> int:
+        """The smallest key any row may still claim at, read in one pass. Keys only grow within an epoch, so the
+        minimum of one pass never exceeds the true one; ``next_claim``'s (argmin, then a second read of that row)
+        may: the row can publish a later key between the two reads while another row still waits below it."""
+        return int(self._rows.claim.min())
+
     def waiting(self, b: int) -> bool:
         return int(self._rows.owner[b]) == NO_OWNER
 
