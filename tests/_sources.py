@@ -52,7 +52,7 @@ class RaisingSource(CountingSource):
         return self._steps(item, start)
 
     def _steps(self, item: int, start: int) -> Iterator[dict[str, np.ndarray]]:
-        for p, step in enumerate(super().open(item, start)):
+        for p, step in enumerate(super().open(item, start), start):  # (at position ``at``, however opened)
             if item == self.bad and p == self.at:
                 raise RuntimeError(f"corrupt frame in stream {item}")
             yield step
