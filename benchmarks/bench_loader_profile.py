@@ -67,7 +67,12 @@ def main() -> int:
         it = iter(loader)
         for _ in range(30):
             next(it)
-        kids = [p for p in psutil.Process().children() if "resource_tracker" not in " ".join(p.cmdline())]
+        # The workers: children of the loader, or of its fork server (whose own child it is, as the tracker is).
+        kids = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if "resource_tracker" not in " ".join(p.cmdline()) and not p.children()
+        ]
         targets = {"main": os.getpid(), **({"worker 0": kids[0].pid} if kids else {})}
         procs = [
             subprocess.Popen(
