@@ -77,15 +77,19 @@ class SyntheticFrames(BaseSource):
         return [Field("frame", FRAME_SHAPE, "uint8")]
 
     def length(self, item: Any) -> int:
+        return self.steps_of(item)
+
+    def steps_of(self, item: Any) -> int:
+        """The item's steps (what ``length`` tells the loader; a subclass may keep it to itself)."""
         span = self.max_len - self.min_len + 1
         return self.min_len + _mix(int(item) * 1_000_003 + self.seed) % span
 
     def total_steps(self) -> int:
-        return sum(self.length(i) for i in range(self.n_items))
+        return sum(self.steps_of(i) for i in range(self.n_items))
 
     def open(self, item: Any, start: int = 0) -> Iterator[dict[str, npt.NDArray[np.uint8]]]:
         item = int(item)
-        n = self.length(item)
+        n = self.steps_of(item)
         spin(self.open_cost_s)
         cost = self.frame_cost_s
         for pos in range(start, n):
