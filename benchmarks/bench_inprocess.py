@@ -31,7 +31,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.workloads import BlockFrames, ChunkedFrames, SyntheticFrames
+from benchmarks.workloads import BlockFrames, ChunkedFrames, SyntheticFrames, fill_by_hand
 from streamcli import StreamLoader
 
 B, T, N = 16, 8, 300
@@ -89,14 +89,7 @@ def plain(src: SyntheticFrames, slots: int = 0) -> float:
 def _plain_loop(src: SyntheticFrames, its: list[Any], queue: Iterator[Any], outs: list[np.ndarray]) -> float:
     t0 = time.perf_counter()
     for i in range(N):
-        out = outs[i % len(outs)]
-        for b in range(B):
-            for t in range(T):
-                step = next(its[b], None)
-                if step is None:
-                    its[b] = iter(src.open(next(queue)))
-                    step = next(its[b])
-                out[t, b] = step["frame"]
+        fill_by_hand(src, its, queue, outs[i % len(outs)])
     return N / (time.perf_counter() - t0)
 
 

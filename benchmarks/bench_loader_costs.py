@@ -40,7 +40,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._peers import PlannedBatches, item_order, plan_rows
-from benchmarks.workloads import ChunkedFrames
+from benchmarks.workloads import ChunkedFrames, fill_by_hand
 
 B, T = 16, 8
 WARMUP = 20
@@ -53,13 +53,7 @@ def bare(src: ChunkedFrames, n: int) -> float:
     out = np.zeros((T, B, 3, 64, 64), np.uint8)
     c0 = time.thread_time()
     for _ in range(n):
-        for b in range(B):
-            for t in range(T):
-                step = next(its[b], None)
-                if step is None:
-                    its[b] = iter(src.open(next(queue)))
-                    step = next(its[b])
-                out[t, b] = step["frame"]
+        fill_by_hand(src, its, queue, out)
     return time.thread_time() - c0
 
 

@@ -105,6 +105,19 @@ class SyntheticFrames(BaseSource):
         return f"synthetic#{item}"
 
 
+def fill_by_hand(src: SyntheticFrames, its: list[Any], queue: Iterator[Any], out: np.ndarray) -> None:
+    """One batch ``out`` (T, B, ...) of frames the way a hand-written loop reads them: row ``b`` from ``its[b]``,
+    which opens the next item of ``queue`` when its stream ends (the bare loop the loader is measured against)."""
+    T, B = out.shape[:2]
+    for b in range(B):
+        for t in range(T):
+            step = next(its[b], None)
+            if step is None:
+                its[b] = iter(src.open(next(queue)))
+                step = next(its[b])
+            out[t, b] = step["frame"]
+
+
 class SkewedFrames(SyntheticFrames):
     """SyntheticFrames whose first ``heavy`` items cost ``heavy_factor`` times more per frame: a few expensive
     streams among cheap ones, as one slow-to-decode clip in a folder (``bench_balance.py``)."""

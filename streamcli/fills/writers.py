@@ -23,8 +23,8 @@ from streamcli.shared.tensors import split_rows
 
 
 @dataclass(frozen=True)
-class WholeBatches:
-    """Producer ``w`` of ``W`` fills batches ``w, w + W, ...`` whole."""
+class _Policy:
+    """Producer ``w`` of ``W``, batches of ``B`` rows: by default it plans every row and writes in every batch."""
 
     w: int
     W: int
@@ -33,6 +33,14 @@ class WholeBatches:
     @property
     def rows(self) -> tuple[int, int]:
         return 0, self.B
+
+    def writes(self, k: int) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class WholeBatches(_Policy):
+    """Producer ``w`` of ``W`` fills batches ``w, w + W, ...`` whole."""
 
     def writes(self, k: int) -> bool:
         return k % self.W == self.w
@@ -42,19 +50,12 @@ class WholeBatches:
 
 
 @dataclass(frozen=True)
-class RowBlocks:
+class RowBlocks(_Policy):
     """Producer ``w`` of ``W`` writes rows ``lo .. hi-1`` of every batch (all of them when it is the only one)."""
-
-    w: int
-    W: int
-    B: int
 
     @property
     def rows(self) -> tuple[int, int]:
         return split_rows(self.B, self.W)[self.w] if self.W > 1 else (0, self.B)
-
-    def writes(self, k: int) -> bool:
-        return True
 
     def done(self, control: Control, k: int) -> None:
         if self.W > 1:
@@ -64,23 +65,12 @@ class RowBlocks:
 
 
 @dataclass(frozen=True)
-class Balanced:
+class Balanced(_Policy):
     """Producer ``w`` of ``W`` plans every row and writes those it owns (``fills.balanced``), at first its block."""
-
-    w: int
-    W: int
-    B: int
-
-    @property
-    def rows(self) -> tuple[int, int]:
-        return 0, self.B
 
     @property
     def block(self) -> tuple[int, int]:
         return split_rows(self.B, self.W)[self.w]
-
-    def writes(self, k: int) -> bool:
-        return True
 
     def done(self, control: Control, k: int) -> None:  # pragma: no cover - rows are counted done one by one
         raise AssertionError("a balanced producer counts its rows done itself (fills.balanced)")
