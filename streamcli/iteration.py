@@ -60,7 +60,7 @@ class Iteration:
         adaptive: bool = False,
     ) -> None:
         self.config, self.epochs, self.ring, self.handout = config, epochs, ring, handout
-        self.balanced = config.balance is True and config.world_size == 1  # rows claimed at run time (one rank)
+        self.balanced = config.balance is True and config.world_size == 1  # rows move to idle workers (one rank)
         self.adaptive = adaptive  # a measure may turn ``balanced`` on (``_costly_and_uneven``)
         self._measure_from: tuple[int, np.ndarray, int] | None = None  # (batch, workers' busy seconds, steps)
         self._epoch_first = 0
@@ -211,7 +211,7 @@ class Iteration:
             return False
         last = self._measure_from
         if last is None and None in self.epochs.lengths():
-            self.adaptive = False  # streams of unknown length are claimed at run time already
+            self.adaptive = False  # rows of unknown length are balanced from the start already
             return False
         if last is not None and k - last[0] < BALANCE_BATCHES:
             return False

@@ -97,7 +97,7 @@ LENGTHS = [9, 0, 23, 4, 17, 1, 30, 12, 0, 7, 26, 5, 14]
 
 
 class UnknownRaisingSource(RaisingSource):
-    """``RaisingSource`` whose lengths are unknown: its streams are claimed at run time."""
+    """``RaisingSource`` whose lengths are unknown: its streams' ends are found as they are read."""
 
     def length(self, item: int) -> int | None:
         return None
@@ -271,7 +271,7 @@ CASES: list[Case] = [
     _c("counting", 2, 1, epoch_end="drop", segment=5, balance=True),
     _c("counting", 0, 1, boundary="pack", layout="BT", shuffle=False, cut=4),
     _c("counting", 0, 1, batches_per_epoch=7, epoch_end="restream", rank=1, world_size=2),
-    # Streams of unknown length: claimed at run time (always balanced with workers).
+    # Streams of unknown length: planned as they are read (balanced with workers unless balance=False).
     _c("unknown", 0, 2, seed=3),
     _c("unknown", 1, 0, seed=3),
     _c("unknown", 2, 1, seed=3, start="spawn"),

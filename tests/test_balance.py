@@ -195,8 +195,8 @@ def test_a_restreaming_epoch_ends_where_planned_when_a_stream_runs_out_at_a_batc
 ) -> None:
     # Stream 0 promises 31 steps and has 30: with T=3 it runs out exactly at batch 9's end. Rows planned from the
     # lengths find that out when batch 10 reads it, so a first stream is still read after batch 9 and the epoch,
-    # which restreams until every first stream is over, goes on; a row claimed at run time looks a step ahead and
-    # knew it in batch 9, and used to end the epoch one batch early.
+    # which restreams until every first stream is over, goes on; the engine that claimed rows at run time looked a
+    # step ahead and knew it in batch 9, and used to end the epoch one batch early.
     runs = []
     for workers in (0, 2):
         src = BrokenPromises([30, 21], slow=-1, promised={0: 31}, fails=-1, at=0)
@@ -219,7 +219,7 @@ def test_a_restreaming_epoch_ends_where_planned_when_a_stream_runs_out_at_a_batc
     ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
 )  # fmt: skip
 def test_balance_changes_no_batch_and_no_state(kw: dict[str, Any], no_leaks: None) -> None:
-    # Rows claimed at run time (balance=True, 2 workers) get the batches, and the states after every batch, of
+    # Balanced rows (balance=True, 2 workers) get the batches, and the states after every batch, of
     # rows planned from the lengths, broken promises included: a short or failed stream pads its row until its
     # promise either way, and a stream that runs past it is cut there.
     runs, first_epoch = [], 0

@@ -21,16 +21,17 @@ def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
 
 def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
     assert arrays(16, 6, 2, 64) == (
-        ("ctl", (13,), "<i8"),
+        ("ctl", (16,), "<i8"),
         ("slot_of", (6,), "<i8"),
         ("rows", (16, 3), "<i8"),
         ("held", (16, cursor.WIDTH), "<i8"),
-        ("wstat", (2, 7), "<f8"),
+        ("wstat", (2, 6), "<f8"),
         ("order", (64, 4), "<i8"),
         ("start", (16, cursor.WIDTH), "<i8"),
         ("mark", (2, 2), "<i8"),
         ("done", (6,), "<i8"),
         ("wdone", (2,), "<i8"),
+        ("waits", (2,), "<i8"),
     )
 
 
@@ -46,7 +47,7 @@ def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
     c.publish(5, slot=1)
     assert c.take_ticket() == 2
     c.give_row(0, 1, (0, 0, 0, 0))
-    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1, 2, 0]  # ..., start_rows, row_offset
+    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1, 2, 0, -1, 0, 0]  # ..., row_offset, move_row, to, at
     assert (c.generation, c.tickets, c.first_batch, c.num_streams, c.handed) == (3, 3, 5, 4, 6)
     assert (c.epoch, c.balanced, c.given, c.moved, c.tables_ready(3)) == (7, True, 1, 1, True)
     positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
@@ -62,9 +63,8 @@ def test_the_named_columns_of_rows_and_wstat_are_the_old_columns() -> None:
     c.report(1, busy=0.5, steps=6, stream=3, pos=2)
     c.set_idle(1, True)
     c.count_sent(1)
-    c.set_load(1, 0.25)
-    assert wstat[1].tolist() == [0.5, 6, 3, 2, 1, 1, 0.25]  # busy, steps, stream, pos, idle, sent, load
-    assert wstat[0].tolist() == [0, 0, -1, 0, 0, 0, 0]
+    assert wstat[1].tolist() == [0.5, 6, 3, 2, 1, 1]  # busy, steps, stream, pos, idle, sent
+    assert wstat[0].tolist() == [0, 0, -1, 0, 0, 0]
     assert rows.shape[1] == RowTable.WIDTH and wstat.shape[1] == WorkerStats.WIDTH
 
 
@@ -77,10 +77,10 @@ def test_a_value_written_through_one_view_is_read_through_another_of_the_same_me
 
 
 def test_values_refuse_an_array_of_the_wrong_shape_or_dtype() -> None:
-    with pytest.raises(ValueError, match=r"int64\[13\]"):
-        ControlValues(np.zeros(12, np.int64))
-    with pytest.raises(ValueError, match=r"int64\[13\]"):
-        ControlValues(np.zeros(13, np.float64))
+    with pytest.raises(ValueError, match=r"int64\[16\]"):
+        ControlValues(np.zeros(15, np.int64))
+    with pytest.raises(ValueError, match=r"int64\[16\]"):
+        ControlValues(np.zeros(16, np.float64))
 
 
 def test_released_control_holds_no_view_of_the_segment() -> None:

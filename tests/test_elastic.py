@@ -98,7 +98,7 @@ def test_streams_of_unknown_length_keep_a_per_rank_deal() -> None:
 @pytest.mark.slow
 def test_a_per_rank_deal_is_the_same_on_every_engine_and_worker_count() -> None:
     """The schedule a rank of a per-rank deal plans is its own B rows, not the global batch's: in process and on
-    fixed row blocks (the schedule, reading lengths as it goes) as with rows claimed at run time."""
+    fixed row blocks (the schedule, reading lengths as it goes) as with balanced rows."""
     source = CountingSource([5, 9, 3, 12, 7, 4, 10, 6], report_length=False)
 
     def run(**kw: Any) -> list[dict[str, np.ndarray]]:
@@ -108,7 +108,7 @@ def test_a_per_rank_deal_is_the_same_on_every_engine_and_worker_count() -> None:
     want = run()
     assert any(b["valid"].any() for b in want)
     assert_same(want, run(num_workers=2, balance=False), "fixed row blocks")
-    assert_same(want, run(num_workers=2, balance=True), "rows claimed at run time")
+    assert_same(want, run(num_workers=2, balance=True), "balanced rows")
 
 
 # ------------------------------------------------------------------------------------ resume at the same G

@@ -121,14 +121,11 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.stream(1) == (1, 5, True, -1) and c.stream(2) == (3, 0, False, 9)  # tickets wrap (replays)
         # rows: row 0 is owned by producer 0, row 1 waits for a claim at key 25
         c.set_rows(np.array([0, -1]), np.array([30, 25]), np.array([4, 4]), cursor.fresh(2))
-        assert c.next_claim() == (1, 25) and c.waiting(1) and not c.waiting(0)
-        assert c.take_row(1, 1, 24) is None  # not its key
-        assert c.take_row(1, 1, 25) is not None and not c.waiting(1)
-        assert c.take_row(1, 0, 25) is None  # taken already
-        c.release_row(1, claim=33, written=5, cursor=(1, 7, RowState.IDLE, 0))
-        assert c.waiting(1) and c.next_claim() == (0, 30) and c.written_min() == 4
-        assert c.take_row(1, 0, 33) is None  # row 0's claim at 30 comes first
+        assert c.earliest_claim() == 25 and c.written_min() == 4
+        c.set_claim(1, 33)
+        assert c.earliest_claim() == 30
         c.set_written(0, 5)
+        c.set_written(1, 5)
         assert c.written_min() == 5
         c.open_epoch(7, first_batch=4)
         assert c.tables_ready(7) and c.handed == 4
@@ -139,14 +136,6 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.mark_of(1)[:] = (1, 7)  # what producer 1 is reading now (written before each read)
         assert c.steps() == (6, 4) and c.reading(1) == (1, 7)
         assert c.busy().tolist() == [0.5, 0.25]
-        c.set_load(0, 0.2)
-        c.set_load(1, 0.1)
-        assert c.lighter_elsewhere(0) and not c.lighter_elsewhere(1)  # producer 1 carries less
-        c.set_idle(0, True)
-        assert c.lighter_elsewhere(1)  # producer 0 is idle
-        c.set_idle(0, False)
-        c.set_load(1, 0.2)
-        assert not c.lighter_elsewhere(0) and not c.lighter_elsewhere(1)  # a tie: either may claim
         c.count_sent(1)
         assert c.sent(1) == 1 and c.sent(0) == 0
         # a live row given up mid-stream: it keeps its claim key, takes no ticket, and goes to whoever asks first
@@ -155,18 +144,34 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
         c.set_written(0, 6)
         c.give_row(0, 0, cursor=(3, 11, RowState.LIVE, 0))
-        assert c.given == 1 and c.moved == 1 and not c.waiting(0) and c.next_claim() == (0, 30)
-        assert c.take_row(0, 1, 30) is None  # not a claim
+        assert c.given == 1 and c.moved == 1
         assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
         assert c.take_given(0, top=7, own=False) is None  # the giver takes it back only when it has nothing to do
         got = c.take_given(1, top=7, own=False)
         assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, RowState.LIVE, 0]
-        assert c.given == 0 and c.moved == 1 and not c.waiting(0) and c.written_of(0) == 6
+        assert c.given == 0 and c.moved == 1
         assert c.take_given(0, top=7, own=True) is None  # taken
         c.set_written(0, 7)
         c.give_row(0, 1, cursor=(3, 15, RowState.LIVE, 0))
         got = c.take_given(1, top=8, own=True)
         assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
+        # a hand-over at a boundary the taker chooses (``fills.handover``): producer 1 waits at batch 9
+        assert c.taker(0, 8) is None and not c.waiting_elsewhere(0)
+        c.wait_at(1, 9)
+        assert c.waits_at(1) == 9 and c.waiting_elsewhere(0) and not c.waiting_elsewhere(1)
+        assert c.taker(0, 9) is None and c.taker(0, 8) == (1, 9)  # only a taker past the giver's batch
+        assert not c.commit(1, 1, 10)  # it waits at 9, not 10
+        assert c.commit(1, 1, 9) and c.moving == (1, 1, 9)
+        assert c.taker(0, 8) is None and not c.commit(0, 1, 9)  # one hand-over at a time
+        assert not c.stop_waiting(1)  # a row is coming: it waits for it
+        assert c.arrived(1, 9) is None  # not handed over yet
+        c.hand_over((5, 2, RowState.LIVE, 0))
+        assert c.arrived(0, 9) is None and c.arrived(1, 8) is None
+        got2 = c.arrived(1, 9)
+        assert got2 is not None and got2[0] == 1 and got2[1].tolist() == [5, 2, RowState.LIVE, 0]
+        assert c.moving[0] == -1 and c.moved == 3 and c.waits_at(1) == -1
+        c.wait_at(0, 4)
+        assert c.stop_waiting(0) and c.waits_at(0) == -1
         assert c.promised_length(3) == 9 and c.promised_length(1) == -1 and c.promised_length(2) == -1
         c.set_generation(3)
         assert c.generation == 3
@@ -200,7 +205,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
     src = CountingSource([4, 2])
     ring = Ring.create(spec_args(workers=1, B=2, T=3))
     plan = FillSpec(plugin="counting", fields=FIELDS, config=LoaderConfig(2, 3, num_workers=1))
-    spec = WorkerSpec(w=0, lo=0, hi=2, fill_spec=plan, ring=ring.spec, source=src, items=src.items())
+    spec = WorkerSpec(w=0, fill_spec=plan, ring=ring.spec, source=src, items=src.items())
     pool = WorkerPool([spec], ring, "spawn", str)
     try:
         ring.control.stage(cursor.fresh(2), 0)
@@ -228,17 +233,17 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
 # ---------------------------------------------------------------------------------------- slot writes
 
 
-@pytest.mark.parametrize(("pad", "T"), [(0, 4), (0, 600), (3, 4), (3, 300)])  # T=4: views; else the column
-@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
-def test_steps_land_where_their_flags_say_in_small_and_large_slots(pad: int, T: int, workers: int,
-                                                                   no_leaks: None) -> None:  # fmt: skip
-    """Producers write a step through a view of its own when the slot is small (``slots._CELLS``) and by
-    indexing the row's column otherwise, for one field or several; every field of every step must land where
-    the flags say."""
+@pytest.mark.parametrize(("pad", "T"), [(0, 4), (0, 600), (3, 4), (3, 300)])
+@pytest.mark.parametrize(
+    "workers", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
+)
+def test_steps_land_where_their_flags_say_in_small_and_large_slots(
+    pad: int, T: int, workers: int, no_leaks: None
+) -> None:
+    """In short and long batches, for one field or several, in process and by one or two workers, every field of
+    every step must land where the flags say."""
     from streamcli import StreamLoader
-    from streamcli.fills.claimed import notes as slots
 
-    assert 4 * 4 * 2 <= slots._CELLS < min(4 * 600 * 1, 4 * 300 * 2)  # B x T x fields: views, then the column
     source = CountingSource([37, 1250, 5, 630, 64, 9], pad=pad)
     seen = 0
     with StreamLoader(source, 4, T, num_workers=workers, boundary="pack") as loader:

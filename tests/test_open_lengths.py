@@ -72,23 +72,17 @@ def test_unknown_lengths_are_planned_on_the_schedule_unless_rows_are_balanced() 
         return writers.choose(by_batch=False, w=0, W=W, B=4, known=False, balanced=False, fixed=fixed)
 
     assert choose(1) == writers.RowBlocks(0, 1, 4)
-    assert choose(2) is writers.BALANCED  # (rows move to an idle worker unless balance=False)
+    assert choose(2) == writers.Balanced(0, 2, 4, known=False)  # (rows move to an idle worker unless balance=False)
     assert choose(2, fixed=True) == writers.RowBlocks(0, 2, 4)  # (claims by turns, ``fills.turns``)
 
 
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
 @pytest.mark.parametrize("segment", [0, 3])
 def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_each_step_once(
-    boundary: str, segment: int, monkeypatch: pytest.MonkeyPatch
+    boundary: str, segment: int
 ) -> None:
     # Every next() is one step written: the look-ahead step is held, never read twice or dropped. Segments of an
     # item of unknown length follow on its row, each one's first step marked.
-    from streamcli.fills import engine
-
-    def claimed(*args: Any) -> None:
-        raise AssertionError("the epoch ran on the claimed engine")
-
-    monkeypatch.setattr(engine, "fill", claimed)
     source = CountingSource(LENGTHS, report_length=False)
     with StreamLoader(source, 3, 4, seed=2, boundary=boundary, segment=segment or None) as loader:
         batches = [(int(b.valid.sum()), int(b.is_first.sum())) for b in loader]
@@ -99,16 +93,9 @@ def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_e
 
 @pytest.mark.slow
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
-def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(
-    boundary: str, monkeypatch: pytest.MonkeyPatch, no_leaks: None
-) -> None:
+def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(boundary: str, no_leaks: None) -> None:
     # balance=False: each worker reads its block of rows, planning them on the schedule; the claims of streams
     # whose ends only the other worker learns go by the keys published in the control block (``fills.turns``).
-    from streamcli.fills import engine
-
-    def claimed(*args: Any) -> bool:
-        raise AssertionError("the epoch ran on the claimed engine")
-
     def epoch(workers: int) -> tuple[list[dict[str, np.ndarray]], Any]:
         source = CountingSource(LENGTHS, report_length=False)
         kw: dict[str, Any] = {"boundary": boundary, "segment": 3, "balance": False, "seed": 4}
@@ -116,7 +103,6 @@ def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(
             return collect(loader), loader.state_dict()
 
     want, want_state = epoch(0)
-    monkeypatch.setattr(engine, "work", claimed)  # (forked workers inherit it)
     got, got_state = epoch(2)
     assert len(got) == len(want) and got_state == want_state
     for a, b in zip(got, want, strict=True):
@@ -134,7 +120,8 @@ FIXED_BLOCKS = [  # recorded configurations of unknown lengths, run again on fix
 def test_fixed_row_blocks_give_the_recorded_hashes_of_unknown_lengths(
     source: str, loader: dict[str, Any], tmp_path: Path, no_leaks: None
 ) -> None:
-    # The golden recording holds these configurations as claimed at run time (balanced with workers): with
+    # The golden recording holds these configurations balanced with workers (recorded when their rows were
+    # claimed at run time, before the one schedule): with
     # balance=False they run on the schedule by turns, resumed across worker counts, and give the same hashes.
     import dataclasses
 
@@ -169,20 +156,14 @@ def test_a_turn_is_read_in_one_pass_so_a_key_published_meanwhile_cannot_let_a_cl
 ) -> None:
     # A waiting claim once read the earliest row (argmin), then that row's key again: when its owner published a
     # later key between the two reads, the wait saw the later key as the minimum and took a ticket while another
-    # row still waited below it (1 run in 30-80). Both reads are slowed here, so that such a publish lands inside
-    # them in every run: the turn must be the minimum of one pass, which keys that only grow keep safe however
-    # long the pass takes.
+    # row still waited below it (1 run in 30-80; every run with 0.2 ms between the reads). The turn is now the
+    # minimum of one pass, which keys that only grow keep safe however long the pass takes: the pass is slowed
+    # here so that publishes land inside it in every run.
     import time
 
     from _golden import UnknownRaisingSource
 
     from streamcli.shared.control.rows import RowOwners
-
-    def slow_argmin_then_reread(self: RowOwners) -> tuple[int, int]:
-        claim = self._rows.claim
-        b = int(np.argmin(claim))
-        time.sleep(2e-4)
-        return b, int(claim[b])
 
     def slow_pass(self: RowOwners) -> int:
         keys = []
@@ -198,8 +179,7 @@ def test_a_turn_is_read_in_one_pass_so_a_key_published_meanwhile_cannot_let_a_cl
             return collect(loader) + collect(loader)
 
     want = epochs(0)
-    monkeypatch.setattr(RowOwners, "next_claim", slow_argmin_then_reread)  # (forked workers inherit both)
-    monkeypatch.setattr(RowOwners, "earliest_claim", slow_pass)
+    monkeypatch.setattr(RowOwners, "earliest_claim", slow_pass)  # (forked workers inherit it)
     for _ in range(3):
         got = epochs(2)
         assert len(got) == len(want)

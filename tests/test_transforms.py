@@ -35,8 +35,8 @@ SOURCES: dict[str, Callable[[], StreamSource]] = {
     "steps, lengths (planned rows)": lambda: CountingSource(LENGTHS),
     "window (planned batches)": lambda: WindowSource(LENGTHS),
     "blocks, lengths (planned rows)": lambda: BlockSource(LENGTHS),
-    "steps, no lengths (claimed)": lambda: CountingSource(LENGTHS, report_length=False),
-    "blocks, no lengths (claimed)": lambda: BlockSource(LENGTHS, report_length=False),
+    "steps, no lengths (read as planned)": lambda: CountingSource(LENGTHS, report_length=False),
+    "blocks, no lengths (read as planned)": lambda: BlockSource(LENGTHS, report_length=False),
 }
 
 
@@ -82,7 +82,7 @@ def test_the_draw_does_not_depend_on_the_chunking_of_blocks() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["steps, lengths (planned rows)", "window (planned batches)", "blocks, no lengths (claimed)"]
+    "name", ["steps, lengths (planned rows)", "window (planned batches)", "blocks, no lengths (read as planned)"]
 )
 def test_batches_with_a_transform_are_identical_for_zero_and_two_workers(name: str) -> None:
     make = SOURCES[name]
@@ -93,8 +93,11 @@ def test_batches_with_a_transform_are_identical_for_zero_and_two_workers(name: s
     assert_same(runs[0], runs[1], "2 workers against in-process")
 
 
-@pytest.mark.parametrize("make", [SOURCES["steps, lengths (planned rows)"], SOURCES["steps, no lengths (claimed)"]],
-                         ids=["planned", "claimed"])  # fmt: skip
+@pytest.mark.parametrize(
+    "make",
+    [SOURCES["steps, lengths (planned rows)"], SOURCES["steps, no lengths (read as planned)"]],
+    ids=["lengths", "no lengths"],
+)
 def test_resume_mid_epoch_with_a_transform_is_exact(make: Callable[[], StreamSource]) -> None:
     check_resume(make, 3, 2, cuts=[2, 5], transform=DrawTransform())
 

@@ -3,13 +3,10 @@
 ``engine.Engine`` is the one producer the worker loop and the in-process path drive; ``writers`` is the epoch's
 writer policy (whole batches round-robin, fixed row blocks, or balanced), chosen once per epoch.
 
-The planned policies (whole batches, fixed row blocks): ``planned.Filler`` follows the ``scheduled.schedule``;
-``windows`` fills whole batches from random-access sources, ``iterators`` fills rows from step and block sources,
-``open_streams`` reads streams of unknown length as the schedule plans them, ``turns`` shares the claims of
-such streams between producers, ``flags`` writes the flags and summaries, ``faults`` reports a source that
-fails or breaks its promise, ``opened`` opens a row's stream. ``checks``: each step or block against the
-declared fields (the plugin contract).
-
-``claimed``: the balanced policy (rows claimed and moved between producers at run time, in canonical key order;
-``benchmarks/ENGINE.md``: how it folds into the schedule).
+Every policy runs on the schedule: ``planned.Filler`` follows the ``scheduled.schedule``; ``windows`` fills whole
+batches from random-access sources, ``iterators`` fills rows from step and block sources, ``open_streams`` reads
+streams of unknown length as the schedule plans them, ``turns`` shares the claims of such streams between
+producers, ``balanced`` and ``handover`` move rows to an idle producer (lengths known, or not all known),
+``flags`` writes the flags and summaries, ``faults`` reports a source that fails or breaks its promise,
+``opened`` opens a row's stream. ``checks``: each step or block against the declared fields (the plugin contract).
 """

@@ -91,6 +91,10 @@ class OpenStreams:
             col[t] = a
         r.pos += 1
 
+    def drop(self, b: int) -> None:
+        """Row ``b`` goes to another producer (``fills.handover``), which reopens its stream where its cursor says."""
+        self._drop(b)
+
     def _drop(self, b: int) -> None:
         r = self.readers.pop(b, None)
         self.held.pop(b, None)

@@ -22,11 +22,13 @@ from streamcli.fills import iterators, windows, writers
 from streamcli.fills.balanced import Balancer
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.handover import Handover
 from streamcli.fills.open_streams import OpenStreams
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.fills.turns import Turns
 from streamcli.scheduled.claims import ClaimOrder
+from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.scheduled.steady import Steady
 from streamcli.shared.control import Aborted
@@ -58,103 +60,96 @@ class Filler:
             windows.Windows(source, raw_fields(fill_spec), self.faults, self.mark, tf) if self.by_batch else None
         )
         fields, blocks = fill_spec.fields, uses_blocks(source)
-        self.rows = None if self.by_batch else iterators.Rows(source, fields, blocks, self.faults, self.mark, tf)
-        self.open = None if self.rows is None else OpenStreams(self.rows)  # streams of unknown length
+        # (a random-access source is read through ``open`` too, where its lengths are not all known)
+        self.rows = iterators.Rows(source, fields, blocks, self.faults, self.mark, tf)
+        self.open = OpenStreams(self.rows)  # streams of unknown length
         self.opens = False  # this epoch has streams of unknown length: planning a batch reads them (``open``)
         self.names = [f.name for f in fill_spec.fields]
         self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
         self.gen = -1
         self.sched: Steady | None = None  # the schedule, its steady batches planned cheaply
-        self.planned: bool | None = None  # decided when the epoch's tables are read
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
         self.policy: writers.Planned | None = None  # who writes which rows of which batch, chosen per epoch
-        self.balancer: Balancer | None = None  # the rows this producer owns, under the balanced policy
+        self.owner: Balancer | Handover | None = None  # the rows this producer owns, under the balanced policy
         self.busy: Callable[[], None] = lambda: None  # tells the other producers this one is not idle
         self.steps = 0  # valid steps written
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
-        self.gen, self.sched, self.planned, self.policy, self._pending = gen, None, None, None, None
-        self.balancer = None
+        self.gen, self.sched, self.policy, self._pending, self.owner = gen, None, None, None, None
         self._views.clear()
         self.close()
 
     def close(self) -> None:
-        if self.rows is not None and self.open is not None:
-            self.rows.close()
-            self.open.close()
+        self.rows.close()
+        self.open.close()
 
-    def is_planned(self) -> bool:
-        """Whether this epoch's claims follow from lengths and its writer policy is a planned one (then this filler
-        produces it); decided once per epoch, when its tables are read."""
-        if self.planned is None:
-            control = self.ring.control
-            c = self.config
-            # Ranks may share one schedule of G rows (the global batch); this rank writes its own from ``off``.
-            G, off = control.schedule_rows
-            order, start = control.order_table(), control.cursors(0, G).copy()
-            known = ClaimOrder.applies(order, start)
-            self.policy = writers.choose(
-                by_batch=self.by_batch,
-                w=self.w,
-                W=self.W,
-                B=c.batch_size,
-                known=known,
-                balanced=control.balanced,
-                fixed=c.balance is False,
-            )
-            self.opens = not known
-            self.planned = self.policy is not None
-            if self.policy is not None:
-                self.first = control.first_batch
-                sched = Schedule(
-                    order,
-                    start,
-                    self.first,
-                    control.tickets,
-                    T=c.time_steps,
-                    pack=c.boundary == "pack",
-                    segment=c.segment,
-                    restream=c.epoch_end == "restream",
-                    rows=(self.policy.rows[0] + off, self.policy.rows[1] + off),
-                    turns=Turns(control, self.lock, self.gen, self.mark) if self.opens and self.W > 1 else None,
-                )
-                self.sched = Steady(sched)
-                if isinstance(self.policy, writers.Balanced):
-                    assert self.rows is not None
-                    self.balancer = Balancer(  # (it plans every row itself: no steady stretch, it moves rows)
-                        control,
-                        sched,
-                        self.rows,
-                        self.faults,
-                        self._slot,
-                        w=self.w,
-                        block=self.policy.block,
-                        lock=self.lock,
-                        busy=self.busy,
-                    )
-        return self.planned
+    def _set_up(self) -> writers.Planned:
+        """Read the epoch's tables at its first piece of work (a worker acknowledges an epoch before the loader
+        writes them) and choose its writer policy."""
+        control, c = self.ring.control, self.config
+        # Ranks may share one schedule of G rows (the global batch); this rank writes its own from ``off``.
+        G, off = control.schedule_rows
+        order, start = control.order_table(), control.cursors(0, G).copy()
+        known = ClaimOrder.applies(order, start)
+        policy = self.policy = writers.choose(
+            by_batch=self.by_batch,
+            w=self.w,
+            W=self.W,
+            B=c.batch_size,
+            known=known,
+            balanced=control.balanced,
+            fixed=c.balance is False,
+        )
+        self.opens, self.first = not known, control.first_batch
+        turns = None
+        if self.opens and self.W > 1:
+            turns = Turns(control, self.lock, self.gen, self.mark, self._turn_wait, lambda: self.busy())
+        kw: dict[str, Any] = {"T": c.time_steps, "pack": c.boundary == "pack", "segment": c.segment}
+        kw.update(restream=c.epoch_end == "restream", turns=turns)
+        own: dict[str, Any] = {"w": self.w, "lock": self.lock, "busy": self.busy}  # (a balanced policy's)
+        if isinstance(policy, writers.Balanced) and not known:  # each producer plans the rows it owns
+            assert c.batch_size == G, "ranks share a schedule only where every length is known"
+            lo, hi = policy.block
+            owned = np.zeros(G, bool)
+            owned[lo:hi] = True
+            handed = HandedSchedule(order, start, self.first, control.tickets, owned=owned, **kw)
+            args = (control, handed, self.rows, self.open, self.faults, self._slot)
+            self.owner = Handover(*args, block=policy.block, **own)
+            return policy
+        lo, hi = policy.rows
+        sched = Schedule(order, start, self.first, control.tickets, rows=(lo + off, hi + off), **kw)
+        self.sched = Steady(sched)
+        if isinstance(policy, writers.Balanced):  # (it plans every row itself: no steady stretch, it moves rows)
+            self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, block=policy.block, **own)
+        return policy
+
+    def _turn_wait(self, key: int) -> None:
+        """This producer waits for its turn to claim at ``key``: it is idle meanwhile (another may hand it a row)."""
+        self.ring.control.set_idle(self.w, True)
+        if isinstance(self.owner, Handover):
+            self.owner.wait_past(key)
 
     def step(self) -> bool:
         """Fill the next batch this producer writes, if it is handed out; False when there is nothing to do yet."""
         control = self.ring.control
         if control.generation != self.gen:
             raise Aborted
-        sched, policy = self.sched, self.policy
-        assert sched is not None and policy is not None
-        if self.balancer is not None:
-            steps = self.balancer.steps
-            did = self.balancer.step()
-            self.steps += self.balancer.steps - steps
+        policy = self.policy or self._set_up()
+        if self.owner is not None:
+            steps = self.owner.steps
+            did = self.owner.step()
+            self.steps += self.owner.steps - steps
             return did
+        sched = self.sched
+        assert sched is not None
         while True:
             plan = self._pending
             if plan is None and self.opens:  # planning reads streams into the batch: only once it is handed out
                 if sched.k >= control.handed:
                     return False
-                assert self.open is not None
                 self.open.v, self.faults.k = self._slot(sched.k), sched.k
                 plan = self._pending = sched.next_plan(self.open.probe)
             elif plan is None:
@@ -171,6 +166,8 @@ class Filler:
     def fill_until(self, k: int) -> None:
         """The in-process path: produce until batch ``k`` is whole. This producer is the only one and writes every
         batch whole, so batch ``k`` is whole once the schedule has planned and filled it (no shared mark to read)."""
+        if self.policy is None:
+            self._set_up()
         control, sched = self.ring.control, self.sched
         assert sched is not None and self.W == 1
         t0, steps = time.perf_counter(), self.steps
@@ -196,10 +193,9 @@ class Filler:
         self.faults.k = plan.k
         # The rows of ``v``: the whole batch (windows, or in-process), or this producer's block of it.
         write_flags(v, plan, self.steps_t)
-        if self.windows is not None:
+        if self.windows is not None and isinstance(self.policy, writers.WholeBatches):
             short = windows.fill(v, plan, self.windows, self.faults, self.first)
         else:
-            assert self.rows is not None and self.open is not None
             short = self.rows.fill(v, plan, self.open.read)
             self.open.read.clear()
         write_summary(v, plan, short)

@@ -12,6 +12,7 @@ the batch (and publishes their bounds past it) before it waits for any claim of 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -23,20 +24,35 @@ _NAP_S = 1e-4  # the longest nap of a producer waiting for its turn: how late it
 
 
 class Turns:
-    """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait)."""
+    """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait). While it waits
+    it has nothing to do: ``idle(key)`` says so to the other producers (its key: the claim it waits to make), and
+    ``busy()`` when its turn has come."""
 
-    def __init__(self, control: Control, lock: AbstractContextManager[Any], gen: int, mark: np.ndarray) -> None:
+    def __init__(
+        self,
+        control: Control,
+        lock: AbstractContextManager[Any],
+        gen: int,
+        mark: np.ndarray,
+        idle: Callable[[int], None] = lambda key: None,
+        busy: Callable[[], None] = lambda: None,
+    ) -> None:
         self.control, self.lock, self.gen, self.mark = control, lock, gen, mark
+        self.idle, self.busy = idle, busy
 
     def wait(self, b: int, key: int) -> None:
         """Until row ``b``'s claim at ``key`` is the earliest any row may make."""
         control, spins = self.control, 0
+        if control.earliest_claim() >= key:
+            return
+        self.idle(key)
         while control.earliest_claim() < key:
             if control.generation != self.gen:
                 raise Aborted
             self.mark[0] = -1  # reading nothing meanwhile: a timeout or a death now is not this source's
             spins += 1
             time.sleep(min(_NAP_S, 2e-6 * spins))
+        self.busy()
 
     def ticket(self) -> int:
         with self.lock:  # the lock orders the ticket counter between processes

@@ -7,16 +7,17 @@ which producer writes which part of which batch, and how it marks that part done
   with ``k % W == w`` whole, and marks the batch done.
 - ``RowBlocks``: iterator sources, whose streams stay in the process that reads them. Producer ``w`` writes the
   rows of its block (``split_rows``) of every batch, plans those rows only, and marks its part done.
-- ``Balanced``: iterator sources with ``balance``, workers and every length known: every producer plans every
-  row and writes those it owns; a row moves to an idle producer at a batch boundary (``fills.balanced``).
-- ``BALANCED``: the same with lengths not all known (with workers, unless ``balance=False``): rows are claimed
-  and moved at run time (``fills.claimed``, until the schedule's open bounds follow rows that change hands).
+- ``Balanced``: iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths
+  are not all known): each producer writes the rows it owns, and a row moves to an idle producer at a batch
+  boundary. With every length known every producer plans every row (``fills.balanced``); otherwise each plans
+  its own, and a row is handed over where its taker's schedule stands (``fills.handover``).
+
+A random-access source whose lengths are not all known is read through ``open`` like an iterator source.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from streamcli.shared.control import Control
 from streamcli.shared.tensors import split_rows
@@ -66,8 +67,10 @@ class RowBlocks(_Policy):
 
 @dataclass(frozen=True)
 class Balanced(_Policy):
-    """Producer ``w`` of ``W`` plans every row and writes those it owns (``fills.balanced``), at first its block."""
+    """Producer ``w`` of ``W`` writes the rows it owns, at first its block: planning every row where every length
+    is ``known`` (``fills.balanced``), else its own (``fills.handover``)."""
 
+    known: bool = True
     @property
     def block(self) -> tuple[int, int]:
         return split_rows(self.B, self.W)[self.w]
@@ -77,19 +80,16 @@ class Balanced(_Policy):
 
 
 Planned = WholeBatches | RowBlocks | Balanced
-BALANCED: Final = None  # rows claimed and moved at run time (``fills.claimed``)
 
 
-def choose(
-    *, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool, fixed: bool = False
-) -> Planned | None:
+def choose(*, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool, fixed: bool = False) -> Planned:
     """The policy of an epoch: ``by_batch`` for random-access sources, ``known`` when every stream's length is
-    (``ClaimOrder.applies``; iterator streams of unknown length are planned as they are read,
-    ``scheduled.open_rows``), ``balanced`` when the loader balances the epoch's rows, ``fixed`` when it was told
-    not to (``balance=False``: rows of unknown length are balanced unless so). One producer has no one to balance
-    with, and the batches are the same either way."""
-    if not known and (by_batch or (W > 1 and (not fixed or balanced))):
-        return BALANCED
-    if balanced and not by_batch and W > 1:
-        return Balanced(w, W, B)
-    return WholeBatches(w, W, B) if by_batch else RowBlocks(w, W, B)
+    (``ClaimOrder.applies``; streams of unknown length are planned as they are read, ``scheduled.open_rows``),
+    ``balanced`` when the loader balances the epoch's rows, ``fixed`` when it was told not to (``balance=False``:
+    rows of unknown length are balanced unless so). One producer has no one to balance with, and the batches are
+    the same either way."""
+    if by_batch and known:
+        return WholeBatches(w, W, B)
+    if W > 1 and (balanced or not (known or fixed)):
+        return Balanced(w, W, B, known)
+    return RowBlocks(w, W, B)

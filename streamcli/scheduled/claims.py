@@ -113,10 +113,11 @@ class ClaimOrder:
         segment: int,
         restream: bool,
         turns: Turns | None = None,
-        rows: tuple[int, int] | None = None,
+        owned: np.ndarray | None = None,
     ) -> ClaimOrder:
         """The order from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
-        and the row cursors ``start`` at batch ``first``; with ``turns``, of the ``rows`` this producer plans."""
+        and the row cursors ``start`` at batch ``first``; with ``turns``, of the rows this producer plans
+        (``owned``, a mask; None: all)."""
         B, q0 = len(start), first * T
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
         item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
@@ -132,8 +133,7 @@ class ClaimOrder:
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
         steps = np.where(length < 0, -1, np.maximum(end - begin, 0))
         if turns is not None:
-            lo, hi = rows or (0, B)
-            due = [(key, b) for key, b in due if lo <= b < hi]
+            due = [(key, b) for key, b in due if owned is None or owned[b]]
             for key, b in due:
                 turns.publish(b, key)  # (exact: the control block holds a lower bound until now)
         claims = cls(steps, due, tickets, B=B, T=T, pack=pack, restream=restream, turns=turns)
@@ -157,6 +157,11 @@ class ClaimOrder:
         heapq.heappush(self._heap, (claim_step * self.B + b, b))
         if self.turns is not None:
             self.turns.publish(b, claim_step * self.B + b)
+
+    def drop(self, b: int) -> None:
+        """Row ``b`` goes to another producer (``fills.handover``): its next claim is no longer this order's."""
+        self._heap = [(key, r) for key, r in self._heap if r != b]
+        heapq.heapify(self._heap)
 
     def read_through(self, b: int, step: int) -> None:
         """Row ``b``'s stream of unknown length goes on past the batch that holds epoch step ``step`` (the step

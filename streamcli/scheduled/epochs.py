@@ -69,7 +69,7 @@ class Epochs:
         return self.replan if self.replan is not None and self.replan.epoch == epoch else None
 
     def balanceable(self, epoch: int) -> bool:
-        """Whether rows may be claimed at run time in ``epoch`` (``balance``): only on one rank's own schedule of the
+        """Whether rows may move between producers in ``epoch`` (``balance``): only on one rank's own schedule of the
         streams as planned at the epoch's start (a shared or re-planned one is followed as planned)."""
         return self.config.world_size == 1 and self.replanned(epoch) is None
 

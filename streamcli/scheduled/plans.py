@@ -4,6 +4,7 @@ batch, as arrays, and the rest as runs of a stream's steps and padding; fillers 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,3 +54,8 @@ class BatchRuns:
             claims=self.claims,
             dry=self.dry,
         )
+
+
+def rows_of(rows: np.ndarray, *cols: np.ndarray) -> Iterator[tuple[int, ...]]:
+    """Each of ``rows`` with its values in ``cols``, as ints."""
+    return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)

@@ -12,8 +12,6 @@ settings, the epoch and k: the same for any number of workers and any timing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
@@ -22,6 +20,7 @@ from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Run as Run
+from streamcli.scheduled.plans import rows_of
 
 # From this many crossing rows in a batch, those of the usual shapes are planned with array operations
 # (``Schedule._cross_simply``); fewer cost less one by one.
@@ -34,6 +33,7 @@ _MANY_CROSSINGS = 32
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY, RowState.FOLLOW)
 )  # ints: quicker
+FOREIGN = -1  # a row another producer plans (``owned``): no claim, no run, no cursor of it here
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
 
 
@@ -45,7 +45,8 @@ class Schedule:
     A producer that writes only the rows ``lo .. hi-1`` of each batch (``rows``: a worker reading iterator
     streams, which stay in its process) plans only those: the claims are made for every row, in the one order
     all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
-    others."""
+    others. A producer that owns a changing set of rows (``owned``, a mask over every row) plans those only
+    (``scheduled.handed``)."""
 
     def __init__(
         self,
@@ -60,12 +61,16 @@ class Schedule:
         restream: bool,
         rows: tuple[int, int] | None = None,
         turns: Turns | None = None,
+        owned: np.ndarray | None = None,
     ) -> None:
         self.lo, hi = rows or (0, len(start))
         self.T, self.B, self.B_all, self.pack, self.segment = T, hi - self.lo, len(start), pack, segment
         self.order = order
+        if owned is None and rows is not None:  # (the claims are made for every row, planned for these)
+            owned = np.zeros(len(start), bool)
+            owned[self.lo : hi] = True
         self.claim_order = ClaimOrder.of_ring(
-            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream, turns=turns, rows=rows
+            order, start, first, tickets, T=T, pack=pack, segment=segment, restream=restream, turns=turns, owned=owned
         )
         self.k = first
         B, q0 = self.B, first * T
@@ -76,24 +81,28 @@ class Schedule:
         (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
             table[:, i] for i in range(len(_COLUMNS))
         )
-        self.item[:] = start[:, _cursor.ITEM]
-        self.pos[:] = start[:, _cursor.POS]
-        self.replay[:] = (start[:, _cursor.FLAGS] & _cursor.REPLAYED) != 0
-        self.expect[:] = np.where(start[:, _cursor.FLAGS] & _cursor.OPEN_ENDED, -1, 0)  # (-1: not known)
-        self.claim_q[:] = q0
-        self.state[:] = IDLE
-        for b, (item, pos, state, _) in enumerate(start.tolist()):
-            if state == DRY:
-                self.state[b] = DRY
-            elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
-                self.state[b], self.stop[b], self.seg_end[b] = FOLLOW, pos + OPEN, pos
-            elif state in (LIVE, SHORT):
-                length = self.claim_order.item_length(item)
-                end = stream_end(pos, length, segment) if length >= 0 else pos + OPEN  # (unknown: open)
-                self.stop[b], self.expect[b] = end, length
-                self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
-                self.claim_q[b] = next_claim_step(q0, end - pos, T, pack)
-                self.state[b] = state
+        self.foreign = 0  # rows planned elsewhere (``owned``)
+        for b, cursor in enumerate(start.tolist()):
+            self._set_row(b, cursor, q0)
+            if owned is not None and rows is None and not owned[b]:
+                self.state[b], self.foreign = FOREIGN, self.foreign + 1
+
+    def _set_row(self, b: int, cursor: list[int], q0: int) -> None:
+        """Row ``b``'s state from its cursor at epoch step ``q0`` (an epoch's start, a resume, a row adopted)."""
+        item, pos, state, flags = cursor
+        segment = self.segment
+        self.table[b] = (IDLE, pos, 0, item, (flags & _cursor.REPLAYED) != 0, -(flags & _cursor.OPEN_ENDED != 0), 0, q0)
+        if state == DRY:
+            self.state[b] = DRY
+        elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
+            self.state[b], self.stop[b], self.seg_end[b] = FOLLOW, pos + OPEN, pos
+        elif state in (LIVE, SHORT):
+            length = self.claim_order.item_length(item)
+            end = stream_end(pos, length, segment) if length >= 0 else pos + OPEN  # (unknown: open)
+            self.stop[b], self.expect[b] = end, length
+            self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
+            self.claim_q[b] = next_claim_step(q0, end - pos, self.T, self.pack)
+            self.state[b] = state
 
     def next_plan(self, probe: Probe | None = None) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it. ``probe`` reads streams of unknown length."""
@@ -121,6 +130,8 @@ class Schedule:
         wait_all = (state == SHORT) & (self.claim_q >= q1)
         dry_all = state == DRY
         crossing = ~(whole_mask | wait_all | dry_all)
+        if self.foreign:
+            crossing &= state != FOREIGN
         claimed = np.array(got, np.int64).reshape(-1, 6)
         crossing[claimed[:, 0]] = True
         whole = np.flatnonzero(whole_mask)
@@ -196,13 +207,13 @@ class Schedule:
         runs, pads = out.runs, out.pads
         cols = (self.item, pos, self.replay, stop, self.expect, self.seg_end)
         # The end of each stream, in row order; then the stream each row takes.
-        for b, t_end, item, p, rp, st, ex, se in self._rows_of(padding, e, *cols):
+        for b, t_end, item, p, rp, st, ex, se in rows_of(padding, e, *cols):
             runs.append((b, 0, t_end, item, p, rp != 0, False, st, ex, se))
             pads.append((b, t_end, T))
         pos[padding] = stop[padding]
         state[padding] = IDLE
         head = rows[e[rows] > 0]
-        for b, t_end, item, p, rp, st, ex, se in self._rows_of(head, e, *cols):
+        for b, t_end, item, p, rp, st, ex, se in rows_of(head, e, *cols):
             runs.append((b, 0, t_end, item, p, rp != 0, False, st, ex, se))
         item, start, _, length = self.order[tk].T
         t0 = e[rows]
@@ -232,11 +243,6 @@ class Schedule:
         claim_q[rows] = step + steps if self.pack else ((step + steps - 1) // T + 1) * T
         state[rows] = np.where(pos[rows] == new_stop, SHORT, LIVE)
         return np.flatnonzero(crossing & ~simple)
-
-    @staticmethod
-    def _rows_of(rows: np.ndarray, *cols: np.ndarray) -> Iterator[tuple[int, ...]]:
-        """Each of ``rows`` with its values in ``cols``, as ints."""
-        return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)
 
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is

@@ -38,7 +38,6 @@ class InProcess:
             ring,
             w=0,
             W=1,
-            rows=(0, spec.batch_size),
             lock=contextlib.nullcontext(),
             on_skip=on_skip,
         )
@@ -88,8 +87,8 @@ class Workers:
             ) from exc
         env = dict(os.environ)
         specs = [
-            WorkerSpec(w=w, lo=lo, hi=hi, fill_spec=spec, ring=ring.spec, source=source, items=list(items), env=env)
-            for w, (lo, hi) in enumerate(bounds)
+            WorkerSpec(w=w, fill_spec=spec, ring=ring.spec, source=source, items=list(items), env=env)
+            for w in range(len(bounds))
         ]
         self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
         self.pool.on_skip = on_skip

@@ -40,8 +40,6 @@ class WorkerSpec:
     """Everything a worker needs, pickled once at spawn."""
 
     w: int
-    lo: int  # first row of its block: the live rows it reopens when an epoch starts
-    hi: int  # one past the last
     fill_spec: FillSpec
     ring: RingSpec
     source: StreamSource
@@ -91,10 +89,8 @@ def worker_main(
         ring,
         w=spec.w,
         W=spec.ring.num_workers,
-        rows=(spec.lo, spec.hi),
         lock=lock,
         on_skip=lambda s: send(("skip", engine.gen, s)),
-        parent_pid=parent_pid,
     )
 
     def send(msg: tuple[Any, ...]) -> None:

@@ -3,7 +3,7 @@
 A batch is whole by one of three marks, one per writer policy (``fills.writers``), and ``batch_done`` reads all
 three so that the loader need not know which policy the epoch runs: ``done`` (``WholeBatches``, and
 ``RowBlocks`` with one producer: that producer filled it whole), ``wdone`` (``RowBlocks`` with several: every
-producer has written its block of rows) and the rows' ``written`` (``Balanced`` and ``BALANCED``: every row has
+producer has written its block of rows) and the rows' ``written`` (``Balanced``: every row has
 completed it).
 """
 

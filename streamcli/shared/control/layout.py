@@ -5,8 +5,8 @@ classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s al
 - ``ctl`` int64[11]: the single values, by name (``ControlValues``);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its owner, next claim and batches completed, by column (``RowTable``);
-- ``held`` int64[B, 4]: the cursor of a row without a producer;
-- ``wstat`` float64[W, 7]: per producer, its counters, by column (``WorkerStats``);
+- ``held`` int64[B, 4]: the cursor of a row between producers;
+- ``wstat`` float64[W, 6]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[G, 4]: the row cursors an epoch starts from, fresh or those of a resumed state: the global
@@ -15,6 +15,8 @@ classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s al
   producers (``fills.planned``);
 - ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
   (``fills.planned``);
+- ``waits`` int64[W]: per producer, the batch at which it waits idle for a row to be handed over to it (-1: it
+  does not), under the balanced policy of lengths not all known (``fills.handover``);
 - ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
   into the source that can block (an open, each step or block): what a dead worker was doing, and the progress
   that ``timeout=`` measures.
@@ -36,7 +38,7 @@ class ControlValues(Values):
     """``ctl``: the control block's single values, each an int64 by name (its index is its place in ``ctl``)."""
 
     __slots__ = ()
-    SIZE = 13
+    SIZE = 16
     generation = Int64(0)  # a new epoch, or closing (``CLOSING``): producers drop the work of an older one
     tickets = Int64(1)  # tickets taken this epoch (``take_ticket``)
     first_batch = Int64(2)  # the batch the epoch starts at
@@ -47,15 +49,18 @@ class ControlValues(Values):
     given = Int64(7)  # rows given up mid-stream and not yet taken
     moved = Int64(8)  # rows moved mid-stream since the loader started
     epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
-    balanced = Int64(10)  # 1 when the epoch's rows are claimed at run time by whichever producer is free
+    balanced = Int64(10)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
     start_rows = Int64(11)  # the schedule's rows: the global batch where ranks share one schedule, else B
     row_offset = Int64(12)  # this rank's first row in that schedule
+    move_row = Int64(13)  # the row being handed over between producers (-1: none; ``Moves``)
+    move_to = Int64(14)  # the producer it goes to
+    move_at = Int64(15)  # the batch from which that producer writes it
 
 
 class WorkerStats:
     """``wstat``'s columns by name, one entry per producer (float64 views of the shared table)."""
 
-    WIDTH = 7
+    WIDTH = 6
 
     def __init__(self, wstat: np.ndarray) -> None:
         self.busy = wstat[:, 0]  # seconds spent producing
@@ -64,7 +69,6 @@ class WorkerStats:
         self.pos = wstat[:, 3]  # and its position in that stream
         self.idle = wstat[:, 4]  # 1 while it has nothing to do
         self.sent = wstat[:, 5]  # messages it has sent over its pipe
-        self.load = wstat[:, 6]  # the seconds per batch its rows cost it
 
 
 class RowTable:
@@ -96,6 +100,7 @@ def arrays(
         ("mark", (num_workers, 2), "<i8"),
         ("done", (num_slots,), "<i8"),
         ("wdone", (num_workers,), "<i8"),
+        ("waits", (num_workers,), "<i8"),
     )
 
 
@@ -117,3 +122,4 @@ class Arrays:
     _mark: np.ndarray
     _done: np.ndarray
     _wdone: np.ndarray
+    _waits: np.ndarray

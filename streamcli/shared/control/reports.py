@@ -1,4 +1,4 @@
-"""The control block's producer reports: each producer's counters (busy seconds, steps, messages sent, load), its
+"""The control block's producer reports: each producer's counters (busy seconds, steps, messages sent), its
 idle flag, and its mark (the stream and step it is reading right now, written before every call into the source
 that can block): what a dead worker was doing, and the progress that ``timeout=`` measures.
 """
@@ -23,19 +23,10 @@ class Reports(Arrays):
     def set_idle(self, w: int, idle: bool) -> None:
         self._wstat.idle[w] = idle
 
-    def set_load(self, w: int, load: float) -> None:
-        """Producer ``w``'s load: the seconds per batch its rows cost it."""
-        self._wstat.load[w] = load
-
     def idle_elsewhere(self, w: int) -> bool:
         """Whether a producer other than ``w`` has nothing to do."""
         idle = self._wstat.idle
         return bool(idle.sum() - idle[w] > 0)
-
-    def lighter_elsewhere(self, w: int) -> bool:
-        """Whether another producer is idle or carries less load than ``w`` (then claims are left to it)."""
-        idle, loads = self._wstat.idle, self._wstat.load
-        return bool(idle.sum() - idle[w] > 0 or loads.min() < loads[w])
 
     def sent(self, w: int) -> int:
         """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""

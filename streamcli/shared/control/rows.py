@@ -14,40 +14,13 @@ from streamcli.shared.control.layout import NEVER, NO_OWNER, Arrays, given_by
 
 
 class RowOwners(Arrays):
-    """Rows taken, released and given between producers, in canonical claim order (see ``Control``)."""
-
-    def next_claim(self) -> tuple[int, int]:
-        """(row, key) of the earliest undecided claim of all rows; the row may be owned or waiting."""
-        claim = self._rows.claim
-        b = int(np.argmin(claim))
-        return b, int(claim[b])
+    """Rows given between producers, and every row's next claim key (see ``Control``)."""
 
     def earliest_claim(self) -> int:
         """The smallest key any row may still claim at, read in one pass. Keys only grow within an epoch, so the
-        minimum of one pass never exceeds the true one; ``next_claim``'s (argmin, then a second read of that row)
-        may: the row can publish a later key between the two reads while another row still waits below it."""
+        minimum of one pass never exceeds the true one. (An argmin, then a second read of that row, may: the row can
+        publish a later key between the two reads while another row still waits below it.)"""
         return int(self._rows.claim.min())
-
-    def waiting(self, b: int) -> bool:
-        return int(self._rows.owner[b]) == NO_OWNER
-
-    def take_row(self, b: int, w: int, key: int) -> np.ndarray | None:
-        """Make producer ``w`` the owner of waiting row ``b`` if its claim at ``key`` is still the earliest of
-        all (hold the lock); returns the row's held cursor, or None if another producer was first."""
-        owner, claim = self._rows.owner, self._rows.claim
-        if int(owner[b]) != NO_OWNER or int(claim[b]) != key or int(claim.min()) != key:
-            return None
-        owner[b] = w
-        held: np.ndarray = self._held[b].copy()
-        return held
-
-    def release_row(self, b: int, claim: int, written: int, cursor: tuple[int, int, int, int]) -> None:
-        """Give row ``b`` up until its next claim at key ``claim`` (the owner calls this)."""
-        rows = self._rows
-        self._held[b] = cursor
-        rows.written[b] = written
-        rows.claim[b] = claim
-        rows.owner[b] = NO_OWNER  # last: a producer that sees the row free sees its cursor and claim
 
     def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
         """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary (its completed batches say which),
@@ -94,9 +67,6 @@ class RowOwners(Arrays):
     def owned_by(self, w: int) -> tuple[np.ndarray, np.ndarray]:
         """The rows producer ``w`` owns (a mask), and the batches each row has completed (a copy)."""
         return self._rows.owner == w, self._rows.written.copy()
-
-    def written_of(self, b: int) -> int:
-        return int(self._rows.written[b])
 
     def set_claim(self, b: int, key: int) -> None:
         self._rows.claim[b] = key

@@ -24,8 +24,8 @@ class EpochTables(Arrays):
         self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False, offset: int = 0
     ) -> None:
         """The row cursors the next epoch starts from (the global batch's rows where ranks share one schedule, this
-        rank's from ``offset``), the batch it starts at, its number, and whether its iterator streams are claimed at
-        run time by whichever producer is free (``fills.claimed``) even where every length is known."""
+        rank's from ``offset``), the batch it starts at, its number, and whether its rows are balanced between producers
+        (``fills.writers.Balanced``) even where every length is known."""
         self._start[: len(cursors)] = cursors
         ctl = self._ctl
         ctl.first_batch, ctl.epoch, ctl.balanced = first_batch, epoch, balanced
@@ -52,6 +52,8 @@ class EpochTables(Arrays):
         self._ctl.given = 0
         self._done[:] = 0
         self._wdone[:] = 0
+        self._waits[:] = -1
+        self._ctl.move_row = -1
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
