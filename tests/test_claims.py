@@ -250,8 +250,8 @@ def test_crossings_planned_with_arrays_match_those_planned_row_by_row(
         by_row = _schedule(lengths, B=6, T=4, pack=pack, start=start)
         by_arrays = _schedule(lengths, B=6, T=4, pack=pack, start=start)
         for _ in range(40):
-            monkeypatch.setattr(schedule, "_MANY_CROSSINGS", 10**9)  # one by one
+            monkeypatch.setattr(schedule, "MANY_CROSSINGS", 10**9)  # one by one
             want = _rows_of(by_row.next_plan(), 0)
-            monkeypatch.setattr(schedule, "_MANY_CROSSINGS", 0)  # the usual crossings as arrays
+            monkeypatch.setattr(schedule, "MANY_CROSSINGS", 0)  # the usual crossings as arrays
             assert _rows_of(by_arrays.next_plan(), 0) == want
         assert np.array_equal(by_row.table, by_arrays.table)

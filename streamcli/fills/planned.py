@@ -30,7 +30,6 @@ from streamcli.fills.turns import Turns
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.schedule import BatchRuns, Schedule
-from streamcli.scheduled.steady import Steady
 from streamcli.shared.control import Aborted
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, has_window, uses_blocks
@@ -67,7 +66,7 @@ class Filler:
         self.names = [f.name for f in fill_spec.fields]
         self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
         self.gen = -1
-        self.sched: Steady | None = None  # the schedule, its steady batches planned cheaply
+        self.sched: Schedule | None = None  # the schedule (its steady batches planned cheaply)
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
@@ -121,16 +120,14 @@ class Filler:
             return policy
         lo, hi = policy.rows
         sched = Schedule(order, start, self.first, control.tickets, rows=(lo + off, hi + off), **kw)
-        self.sched = Steady(sched)
-        if isinstance(policy, writers.Balanced):  # (it plans every row itself: no steady stretch, it moves rows)
+        self.sched = sched
+        if isinstance(policy, writers.Balanced):  # (it plans every row itself and moves rows)
             self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, block=policy.block, **own)
         return policy
 
     def _turn_wait(self, key: int) -> None:
-        """This producer waits for its turn to claim at ``key``: it is idle meanwhile (another may hand it a row)."""
+        """This producer waits for its turn to claim at ``key`` (fixed row blocks): it is idle meanwhile."""
         self.ring.control.set_idle(self.w, True)
-        if isinstance(self.owner, Handover):
-            self.owner.wait_past(key)
 
     def step(self) -> bool:
         """Fill the next batch this producer writes, if it is handed out; False when there is nothing to do yet."""

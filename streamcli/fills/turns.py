@@ -40,6 +40,10 @@ class Turns:
         self.control, self.lock, self.gen, self.mark = control, lock, gen, mark
         self.idle, self.busy = idle, busy
 
+    def ready(self, key: int) -> bool:
+        """Whether a claim at ``key`` is the earliest any row may make."""
+        return self.control.earliest_claim() >= key
+
     def wait(self, b: int, key: int) -> None:
         """Until row ``b``'s claim at ``key`` is the earliest any row may make."""
         control, spins = self.control, 0

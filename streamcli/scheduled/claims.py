@@ -38,6 +38,8 @@ class Turns(Protocol):
     (its key is the smallest that any row may claim at), takes the epoch's shared tickets, and publishes the
     row's next key (None: it claims no more), or a lower bound of it while its stream's length is not known."""
 
+    def ready(self, key: int) -> bool: ...
+
     def wait(self, b: int, key: int) -> None: ...
 
     def ticket(self) -> int: ...
@@ -173,6 +175,10 @@ class ClaimOrder:
     def steps_of(self, ticket: int) -> int:
         """The promised steps of the stream that ``ticket`` names."""
         return int(self._steps[ticket % self.n])
+
+    def ready(self, key: int) -> bool:
+        """Whether a claim at ``key`` may be made now (its turn has come; always, without other producers)."""
+        return self.turns is None or self.turns.ready(key)
 
     def pending(self) -> bool:
         """Whether any row will claim again."""

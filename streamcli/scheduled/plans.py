@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,3 +60,15 @@ class BatchRuns:
 def rows_of(rows: np.ndarray, *cols: np.ndarray) -> Iterator[tuple[int, ...]]:
     """Each of ``rows`` with its values in ``cols``, as ints."""
     return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)
+
+
+@dataclass
+class Opening:
+    """A batch whose plan has begun (``Schedule.open_batch``): the claims made so far (row, step, first ticket,
+    count, dry, steps), the rows whose reads it plans from, the opener of its claims' streams, and the key that
+    ends it."""
+
+    got: list[tuple[int, ...]]
+    opened: list[int]
+    opener: Any
+    limit: int

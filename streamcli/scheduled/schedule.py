@@ -16,15 +16,15 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
+from streamcli.scheduled.crossings import MANY_CROSSINGS, SimpleCrossings
 from streamcli.scheduled.cursor import RowState
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
+from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
-from streamcli.scheduled.plans import rows_of
+from streamcli.scheduled.steady import FOREIGN as FOREIGN
+from streamcli.scheduled.steady import SteadyStretch
 
-# From this many crossing rows in a batch, those of the usual shapes are planned with array operations
-# (``Schedule._cross_simply``); fewer cost less one by one.
-_MANY_CROSSINGS = 32
 # A row's state is its cursor's (``RowState``): the schedule keeps the very value the cursor after a batch holds.
 # ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
 # (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
@@ -33,11 +33,10 @@ _MANY_CROSSINGS = 32
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY, RowState.FOLLOW)
 )  # ints: quicker
-FOREIGN = -1  # a row another producer plans (``owned``): no claim, no run, no cursor of it here
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
 
 
-class Schedule:
+class Schedule(SimpleCrossings, SteadyStretch):
     """Every row's state as arrays, advanced one batch at a time (``next_plan``), from an epoch's start or a
     resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
     stream) and ``start`` (the row cursors at batch ``first``).
@@ -77,15 +76,18 @@ class Schedule:
         start = start[self.lo : hi]
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
-        self.table = table = np.zeros((B, len(_COLUMNS)), np.int64)
-        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
-            table[:, i] for i in range(len(_COLUMNS))
-        )
+        self._bind(np.zeros((B, len(_COLUMNS)), np.int64))
         self.foreign = 0  # rows planned elsewhere (``owned``)
         for b, cursor in enumerate(start.tolist()):
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
                 self.state[b], self.foreign = FOREIGN, self.foreign + 1
+
+    def _bind(self, table: np.ndarray) -> None:
+        self.table = table
+        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
+            table[:, i] for i in range(len(_COLUMNS))
+        )
 
     def _set_row(self, b: int, cursor: list[int], q0: int) -> None:
         """Row ``b``'s state from its cursor at epoch step ``q0`` (an epoch's start, a resume, a row adopted)."""
@@ -106,22 +108,46 @@ class Schedule:
 
     def next_plan(self, probe: Probe | None = None) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it. ``probe`` reads streams of unknown length."""
-        T, B, k = self.T, self.B, self.k
-        q0, q1 = k * T, (k + 1) * T
-        order_of_claims = self.claim_order
-        claims = np.zeros(B, np.int64)
-        dry = np.zeros(B, np.int64)
-        got: list[tuple[int, ...]] = []  # this batch's claims of these rows: (row, step, first, n, dry, steps)
-        heap, B_all, lo = order_of_claims._heap, self.B_all, self.lo
-        limit = q1 * B_all
-        reads = self._reads = None if probe is None else Reads(probe, q0, T, self.pack, self.segment)
+        opening = self.open_batch(probe)
+        self.make_claims(opening)
+        return self.close_batch(opening)
+
+    def open_batch(self, probe: Probe | None = None) -> Opening:
+        """Begin the next batch's plan: its open rows are read through it (``open_rows``)."""
+        q0 = self.k * self.T
+        reads = self._reads = None if probe is None else Reads(probe, q0, self.T, self.pack, self.segment)
         cols = (self.state, self.pos, self.stop, self.item, self.seg_end, self.claim_q)
-        opened = [] if reads is None else reads.extend(order_of_claims, lo, cols)
-        opener = None if reads is None else reads.opener(self.order, lo)
-        while heap and heap[0][0] < limit:
-            key, b, c = order_of_claims.advance(opener)
+        opened = [] if reads is None else reads.extend(self.claim_order, self.lo, cols)
+        opener = None if reads is None else reads.opener(self.order, self.lo)
+        return Opening([], opened, opener, (self.k + 1) * self.T * self.B_all)
+
+    def make_claims(self, opening: Opening, wait: bool = True) -> bool:
+        """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
+        call again)."""
+        order_of_claims, got, lo, B, B_all = self.claim_order, opening.got, self.lo, self.B, self.B_all
+        heap = order_of_claims._heap
+        while heap and heap[0][0] < opening.limit:
+            if not wait and not order_of_claims.ready(heap[0][0]):
+                return False
+            key, b, c = order_of_claims.advance(opening.opener)
             if lo <= b < lo + B:
                 got.append((b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
+        return True
+
+    def close_batch(self, opening: Opening) -> BatchRuns:
+        """The batch's plan once its claims are made; the rows' state moves past it."""
+        if self.left > 0 and not opening.got and not opening.opened:
+            return self._steady()  # (``scheduled.steady``)
+        plan = self._close(opening)
+        self._measure()
+        return plan
+
+    def _close(self, opening: Opening) -> BatchRuns:
+        T, B, k = self.T, self.B, self.k
+        q0, q1 = k * T, (k + 1) * T
+        claims = np.zeros(B, np.int64)
+        dry = np.zeros(B, np.int64)
+        got, opened = opening.got, opening.opened
         state, pos = self.state, self.pos
         live = state == LIVE
         whole_mask = live & (self.stop - pos >= T)
@@ -158,7 +184,7 @@ class Schedule:
         ended = whole[self.stop[whole] == pos[whole]]
         state[ended] = SHORT
         rest = np.flatnonzero(crossing)
-        if len(rest) >= _MANY_CROSSINGS:
+        if len(rest) >= MANY_CROSSINGS:
             rest = self._cross_simply(crossing, claimed, q0, out)
         if len(rest):
             by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
@@ -177,72 +203,6 @@ class Schedule:
             cur[:, _cursor.FLAGS] += (self.expect < 0) * _cursor.OPEN_ENDED
         self.k = k + 1
         return out
-
-    def _cross_simply(self, crossing: np.ndarray, claimed: np.ndarray, q0: int, out: BatchRuns) -> np.ndarray:
-        """The crossing rows of the usual shapes, all at once: a row whose stream ends in the batch, then pads to
-        the batch's end (``boundary="pad"``) or takes the next stream right there, and a row that takes a stream
-        at the batch's start; either way the stream taken covers the rest of the batch. Returns the other
-        crossing rows (``_cross`` plans them one by one)."""
-        T, B, n_streams = self.T, self.B, self.claim_order.n
-        state, pos, stop, claim_q = self.state, self.pos, self.stop, self.claim_q
-        e = np.where(state == LIVE, stop - pos, 0)  # the steps left of a row's stream
-        heads = crossing & (state == LIVE) & (e < T)
-        n_claims = np.bincount(claimed[:, 0], minlength=B)
-        # Pads to the batch's end: its next claim is at the next batch.
-        padding = np.flatnonzero(heads & (n_claims == 0) & (claim_q == q0 + T))
-        # One claim, where the row's stream ends (or at the batch's start), of a stream that covers the rest.
-        row_of = np.full(B, -1, np.int64)
-        row_of[claimed[:, 0]] = np.arange(len(claimed))
-        one = crossing & (n_claims == 1) & ((heads & (claim_q == q0 + e)) | ((state == IDLE) & (e == 0)))
-        rows = np.flatnonzero(one)
-        c = claimed[row_of[rows]]
-        taken = c[:, 2] + c[:, 3] - 1
-        ok = (c[:, 1] == q0 + e[rows]) & (c[:, 4] == 0) & (n_streams > 0)
-        tk = taken % max(n_streams, 1)
-        steps = self.claim_order._steps[tk]
-        ok &= steps >= T - e[rows]
-        rows, c, taken, tk, steps = rows[ok], c[ok], taken[ok], tk[ok], steps[ok]
-        simple = np.zeros(B, bool)
-        simple[padding] = simple[rows] = True
-        runs, pads = out.runs, out.pads
-        cols = (self.item, pos, self.replay, stop, self.expect, self.seg_end)
-        # The end of each stream, in row order; then the stream each row takes.
-        for b, t_end, item, p, rp, st, ex, se in rows_of(padding, e, *cols):
-            runs.append((b, 0, t_end, item, p, rp != 0, False, st, ex, se))
-            pads.append((b, t_end, T))
-        pos[padding] = stop[padding]
-        state[padding] = IDLE
-        head = rows[e[rows] > 0]
-        for b, t_end, item, p, rp, st, ex, se in rows_of(head, e, *cols):
-            runs.append((b, 0, t_end, item, p, rp != 0, False, st, ex, se))
-        item, start, _, length = self.order[tk].T
-        t0 = e[rows]
-        replay = taken >= n_streams
-        new_stop = start + steps
-        seg_end = (start // self.segment + 1) * self.segment if self.segment else np.full(len(rows), -1, np.int64)
-        runs.extend(
-            zip(
-                rows.tolist(),
-                t0.tolist(),
-                (T - t0).tolist(),
-                item.tolist(),
-                start.tolist(),
-                replay.tolist(),
-                [True] * len(rows),
-                new_stop.tolist(),
-                length.tolist(),
-                seg_end.tolist(),
-                strict=True,
-            )
-        )
-        out.claims[rows] += c[:, 3]
-        step = c[:, 1]
-        pos[rows] = start + T - t0
-        stop[rows], self.item[rows], self.expect[rows], self.seg_end[rows] = new_stop, item, length, seg_end
-        self.replay[rows] = replay
-        claim_q[rows] = step + steps if self.pack else ((step + steps - 1) // T + 1) * T
-        state[rows] = np.where(pos[rows] == new_stop, SHORT, LIVE)
-        return np.flatnonzero(crossing & ~simple)
 
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
