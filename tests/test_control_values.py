@@ -25,7 +25,7 @@ def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
         ("slot_of", (6,), "<i8"),
         ("rows", (16, 3), "<i8"),
         ("held", (16, cursor.WIDTH), "<i8"),
-        ("wstat", (2, 6), "<f8"),
+        ("wstat", (2, 7), "<f8"),
         ("order", (64, 4), "<i8"),
         ("start", (16, cursor.WIDTH), "<i8"),
         ("mark", (2, 2), "<i8"),
@@ -63,9 +63,11 @@ def test_the_named_columns_of_rows_and_wstat_are_the_old_columns() -> None:
     c.report(1, busy=0.5, steps=6, stream=3, pos=2)
     c.set_idle(1, True)
     c.count_sent(1)
-    assert wstat[1].tolist() == [0.5, 6, 3, 2, 1, 1]  # busy, steps, stream, pos, idle, sent
-    assert wstat[0].tolist() == [0, 0, -1, 0, 0, 0]
+    c.set_load(1, 0.25)
+    assert wstat[1].tolist() == [0.5, 6, 3, 2, 1, 1, 0.25]  # busy, steps, stream, pos, idle, sent, load
+    assert wstat[0].tolist() == [0, 0, -1, 0, 0, 0, 0]
     assert rows.shape[1] == RowTable.WIDTH and wstat.shape[1] == WorkerStats.WIDTH
+    assert c.load_of(1) == 0.25 and c.load_of(0) == 0
 
 
 def test_a_value_written_through_one_view_is_read_through_another_of_the_same_memory() -> None:

@@ -1,14 +1,16 @@
-"""The balanced policy when lengths are not all known (``fills.writers.Balanced``, ``known=False``): rows move from
-the producer everything waits for to an idle one, at a batch boundary the idle one can plan from.
+"""The balanced policy when lengths are not all known (``fills.writers.Balanced``, ``known=False``): each producer
+plans the rows it owns, in groups that stand at different batches, and rows move from the producer everything waits
+for to an idle one.
 
 A stream of unknown length is read as its batch is planned, by the one producer that owns its row, so a producer
-plans only its own rows (``scheduled.handed``), its claims by turns with the others' (``fills.turns``). Its schedule
-stands at one batch, so it can take a row only there: an idle producer says where it waits (``Control.wait_at``);
-the producer that holds the batch every row waits for commits its cheapest row to it (measured: the seconds the row
-took in its last batch, reading included), goes on writing that row up to the boundary, then releases it with its
-cursor there; the idle producer adopts the row as a resumed one (``open(item, start=pos)``) and writes it from the
-boundary on. The giver never waits for the taker (every key the taker holds lies at or past the boundary), so the
-hand-over cannot deadlock the turns, and who writes a row never changes a byte.
+plans only its own rows, its claims by turns with the others' (``fills.turns``). A claim whose turn has not come
+does not hold the producer: the rows whose claims wait split off into a group of their own (``scheduled.handed``),
+resumed once their turn comes, while the other rows go on to later batches; groups merge again where they meet. An
+idle producer says so (``Control.wait_at``); the producer that holds the batch every row waits for commits its
+cheapest row to it (measured: the seconds the row took in its last batch, reading included), writes it through the
+batch it is planning, and hands it over with its cursor at that boundary; the idle producer adopts it there as a
+resumed row (``open(item, start=pos)``), in a group of its own. No producer ever waits for another, so the turns
+cannot deadlock, and who writes a row, in which group, never changes a byte.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from streamcli.shared.control import Control
 
 
 class Handover:
-    """Producer ``w``'s side of such an epoch, planned by ``sched``; ``block``: the rows it owns at the start."""
+    """Producer ``w``'s side of such an epoch, planned from ``sched``; ``block``: the rows it owns at the start."""
 
     def __init__(
         self,
@@ -46,64 +48,83 @@ class Handover:
         lock: AbstractContextManager[Any],
         busy: Callable[[], None],
     ) -> None:
-        self.control, self.sched, self.rows, self.streams = control, sched, rows, streams
+        self.control, self.template, self.rows, self.streams = control, sched, rows, streams
+        self.groups = [sched]  # the schedules of this producer's rows, each at its own batch
         self.faults, self.slot = faults, slot
         self.w, self.block, self.lock, self.busy = w, block, lock, busy
-        self.mine = np.zeros(sched.B, bool)
-        self.mine[block[0] : block[1]] = True
         self.steps_t = np.arange(sched.T, dtype=np.int64)
         self.cost: dict[int, float] = {}  # seconds the row's last batch took here, reading included
         self.steps = 0  # valid steps written, for the busy statistics
-        self.waiting = False  # this producer has said where it waits (``Control.wait_at``)
-        self.last: dict[int, float] = {}  # ``cost`` after the last batch written
-        self.giving = -1  # the row committed to another producer, written here until ``give_at``
-        self.give_at = -1
-        self.give_cursor = (0, 0, 0, 0)  # its cursor at ``give_at``, as that batch's summary holds it
+        self.waiting = False  # this producer has said it is idle (``Control.wait_at``)
         self.set_up = False
+        self.changed = False  # a group moved on, or a row came: groups may merge
 
     def step(self) -> bool:
-        """Write this producer's rows of its next batch if it is handed out; False when there is nothing to do."""
-        control, sched, w = self.control, self.sched, self.w
+        """Write the rows of one group's next batch, if one can go on; False when there is nothing to do."""
+        control, w = self.control, self.w
         if not self.set_up:
             with self.lock:
                 control.take_waiting(w, *self.block)  # (the owner column says who holds a row, for a hand-over)
             self.set_up = True
-        k = sched.k
-        b, to, at = control.moving
-        if b >= 0 and to == w and at == k and not self._adopt():
-            return False  # a row comes here at this batch: it is planned with it
-        if k >= control.handed:
-            if not self.waiting:
-                control.wait_at(w, k)
-                self.waiting = True
-            return False
-        if self.waiting:
-            with self.lock:
-                if not control.stop_waiting(w):
-                    return False
-            self.waiting = False
-        self.busy()
-        behind = control.written_min() == k  # this producer holds the batch every row waits for
-        plan = self._plan(k)
-        if self.giving < 0 and behind:
-            self._offer(k)
-        self._write(plan)
-        if self.giving >= 0 and self.give_at == k + 1:
-            self._release()
-        return True
-
-    def wait_past(self, key: int) -> None:
-        """This producer waits for its turn to claim at ``key``: a row may be handed to it from the next batch on."""
-        sched = self.sched
+        b, to, _ = control.moving
+        if b >= 0 and to == w:
+            self._adopt()
+        if self.changed:
+            self._merge()
+        handed = control.handed
+        for g in sorted(self.groups, key=lambda g: g.k):
+            if g.k >= handed:
+                break
+            if g.stalled and not g.claim_order.ready(g.claim_order._heap[0][0]):
+                continue  # every row of it still waits for its turn
+            plan = self._plan(g)
+            if plan is None:
+                waiting = g.waiting()
+                if len(waiting) == int(g.owned.sum()):
+                    g.stalled = True  # every row of it waits for its turn
+                    continue
+                self.groups.append(g.split(waiting))  # the others go on without them
+                plan = self._plan(g)
+                assert plan is not None, "a group planned on with a claim still waiting"
+            if self.waiting:
+                with self.lock:
+                    control.stop_waiting(w)
+                self.waiting = False
+            self.busy()
+            g.stalled, self.changed = False, True
+            giving = self._offer(g, plan.k) if control.written_min() == plan.k else -1
+            self._write(g, plan)
+            if giving >= 0:
+                self._release(g, giving, plan.k)
+            return True
         if not self.waiting:
-            self.control.wait_at(self.w, key // (sched.T * sched.B) + 1)
+            control.wait_at(w, min(g.k for g in self.groups))
             self.waiting = True
+        return False
 
-    def _plan(self, k: int) -> BatchRuns:
+    def _merge(self) -> None:
+        """Groups at the same batch boundary become one; groups left without rows go."""
+        by_k: dict[int, HandedSchedule] = {}
+        kept = []
+        for g in self.groups:
+            if g.opening is None and not g.owned.any():
+                continue
+            into = by_k.get(g.k) if g.opening is None else None
+            if into is not None:
+                into.merge(g)
+                continue
+            if g.opening is None:
+                by_k[g.k] = g
+            kept.append(g)
+        self.groups = kept or [self.template.alone(self.template.k)]
+        self.changed = False
+
+    def _plan(self, g: HandedSchedule) -> BatchRuns | None:
         streams, cost = self.streams, self.cost
-        streams.v, self.faults.k = self.slot(k), k
-        for b in cost:
-            cost[b] = 0.0
+        streams.v, self.faults.k = self.slot(g.k), g.k
+        if g.opening is None:
+            for b in np.flatnonzero(g.owned).tolist():
+                cost[b] = 0.0
 
         def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
             t = time.perf_counter()
@@ -111,77 +132,72 @@ class Handover:
             cost[b] = cost.get(b, 0.0) + time.perf_counter() - t
             return got
 
-        return self.sched.next_plan(probe)
+        return g.try_plan(probe)
 
-    def _write(self, plan: BatchRuns) -> None:
-        """This producer's rows of batch ``plan.k``: data, flags and summary, then their completion. While another
-        producer waits for a row (only then may one move) the rows are filled one by one, each timed."""
-        v, mine, read = self.slot(plan.k), self.mine, self.streams.read
+    def _write(self, g: HandedSchedule, plan: BatchRuns) -> None:
+        """The group's rows of batch ``plan.k``: data, flags and summary, then their completion. While another
+        producer is idle (only then may a row move) the rows are filled one by one, each timed."""
+        v, mine, read = self.slot(plan.k), g.owned, self.streams.read
         cols = np.flatnonzero(mine).tolist()
         part = plan.only(mine)
         write_flags(v, part, self.steps_t, cols)
-        steps = self.rows.steps
-        if len(cols) > 1 and self.control.waiting_elsewhere(self.w):
-            one = np.zeros(len(mine), bool)
-            short: set[int] = set()
-            for b in cols:
-                one[b] = True
-                t0 = time.perf_counter()
-                short |= self.rows.fill(v, plan.only(one), read)
-                self.cost[b] = self.cost.get(b, 0.0) + time.perf_counter() - t0
-                one[b] = False
-        else:
-            short = self.rows.fill(v, part, read)
-        read.clear()
+        steps, t0 = self.rows.steps, time.perf_counter()
+        short = self.rows.fill(v, part, read)
+        share = (time.perf_counter() - t0) / max(len(cols), 1)  # (the rows read here, not by the plan's probe)
+        cost = self.cost
+        for b in cols:
+            cost[b] = cost.get(b, 0.0) + share
+        self.control.set_load(self.w, sum(cost.values()))
+        self.streams.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
         write_summary(v, part, short, cols)
         self.steps += self.rows.steps - steps
-        self.last = dict(self.cost)
-        if self.giving >= 0 and self.give_at == plan.k + 1:  # (read before the batch can be taken and recycled)
-            item, pos, state, flags = v.cursor[self.giving].tolist()
-            self.give_cursor = (item, pos, state, flags)
         self.control.set_written(cols, plan.k + 1)
 
-    def _offer(self, k: int) -> None:
-        """Commit this producer's cheapest row (by its last batch) to a producer that waits past batch ``k``, if one
-        does; never the last row, nor one whose stream broke its promise (the taker would reopen it past its end)."""
-        taker = self.control.taker(self.w, k)
-        if taker is None or self.mine.sum() < 2:
-            return
-        readers, last = self.rows.readers, self.last
+    def _offer(self, g: HandedSchedule, k: int) -> int:
+        """Commit the group's cheapest row (by its last batch) to an idle producer from batch ``k + 1`` on, if one
+        is idle and the move evens the two producers' loads out: never this producer's last row, nor one whose
+        stream broke its promise (the taker would reopen it past its end). Returns the row, or -1."""
+        control, cost = self.control, self.cost
+        taker = control.taker(self.w)
+        if taker is None or len(cost) < 2:
+            return -1
+        readers = self.rows.readers
         movable = [
             b
-            for b in np.flatnonzero(self.mine).tolist()
-            if last.get(b, 0.0) > 0 and not (b in readers and readers[b].dead)
+            for b in np.flatnonzero(g.owned).tolist()
+            if cost.get(b, 0.0) > 0 and not (b in readers and readers[b].dead)
         ]
-        if len(movable) < 2:  # a row of unknown cost never moves, and the costliest stays
-            return
-        b = min(movable, key=lambda r: (last[r], r))
-        to, at = taker
+        if not movable:
+            return -1
+        b = min(movable, key=lambda r: (cost[r], r))
+        if 2 * cost[b] >= sum(cost.values()) - control.load_of(taker):
+            return -1  # the taker would be the busier one: rows would only go back and forth
         with self.lock:
-            if not self.control.commit(b, to, at):
-                return
-        self.giving, self.give_at = b, at
+            if not control.commit(b, taker, k + 1):
+                return -1
+        return b
 
-    def _release(self) -> None:
-        """Hand the committed row over at ``give_at``, with its cursor there."""
-        b = self.giving
-        self.sched.drop(b)
+    def _release(self, g: HandedSchedule, b: int, k: int) -> None:
+        """Hand row ``b`` over after batch ``k``, with its cursor there (as that batch's summary holds it)."""
+        item, pos, state, flags = self.slot(k).cursor[b].tolist()
+        g.drop(b)
         self.rows.drop(b)
         self.streams.drop(b)
-        self.mine[b] = False
         self.cost.pop(b, None)
         with self.lock:
-            self.control.hand_over(self.give_cursor)
-        self.giving = self.give_at = -1
+            self.control.hand_over((item, pos, state, flags))
 
-    def _adopt(self) -> bool:
-        """Take the row released to this producer, if it has been: planned here from the next batch on."""
+    def _adopt(self) -> None:
+        """Take the row released to this producer, if it has been, into a group at its boundary."""
         with self.lock:
-            got = self.control.arrived(self.w, self.sched.k)
+            got = self.control.arrived(self.w)
         if got is None:
-            return False
-        b, cursor = got
-        self.sched.adopt(b, cursor.tolist())
-        self.mine[b] = True
+            return
+        b, at, cursor = got
+        into = next((g for g in self.groups if g.k == at and g.opening is None), None)
+        if into is None:
+            into = self.template.alone(at)
+            self.groups.append(into)
+        into.adopt(b, cursor.tolist())
+        self.changed = True
         self.waiting = False
-        return True

@@ -10,7 +10,8 @@ which producer writes which part of which batch, and how it marks that part done
 - ``Balanced``: iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths
   are not all known): each producer writes the rows it owns, and a row moves to an idle producer at a batch
   boundary. With every length known every producer plans every row (``fills.balanced``); otherwise each plans
-  its own, and a row is handed over where its taker's schedule stands (``fills.handover``).
+  its own, in groups that may stand at different batches, and a row is handed over at a boundary its giver
+  chooses (``fills.handover``).
 
 A random-access source whose lengths are not all known is read through ``open`` like an iterator source.
 """
@@ -71,6 +72,7 @@ class Balanced(_Policy):
     is ``known`` (``fills.balanced``), else its own (``fills.handover``)."""
 
     known: bool = True
+
     @property
     def block(self) -> tuple[int, int]:
         return split_rows(self.B, self.W)[self.w]

@@ -1,33 +1,131 @@
-"""A schedule of rows that change hands: a producer plans the rows it owns, and adopts or drops one at a batch
-boundary (the balanced policy of lengths not all known, ``fills.handover``).
+"""Schedules of rows that change hands and stand at different batches: a producer plans the rows it owns, in groups.
 
-The claims stay in the one order every producer shares (its turns, ``scheduled.claims.Turns``): a row's key in the
-control block is a valid lower bound while the row moves, because its giver has read it through the batch before
-the boundary, and its taker publishes the exact key again as soon as it knows it. A row adopted at a boundary is
-set from its cursor there, exactly as a resumed row is, so who plans a row never changes its plan.
+Under the balanced policy of lengths not all known (``fills.handover``) each producer plans its own rows, its claims
+by turns with the others' (``scheduled.claims.Turns``). A claim whose turn has not come must not hold the
+producer's other rows: the rows whose claims wait split off into a schedule of their own (``split``), which goes on
+from where the plan stood once their turn comes, while the rest go on to later batches. Groups that stand at the
+same batch boundary merge again (``merge``). A row taken from another producer starts a group of its own at the
+boundary it was handed over at (``adopt``), set from its cursor there as a resumed row is; one given away leaves its
+group (``drop``). So who plans a row, and in which group, never changes its plan.
+
+The claims stay in the one order every producer shares: a row's key in the control block is a valid lower bound
+while the row waits in another group or moves, because whoever held it read it through the batch before.
 """
 
 from __future__ import annotations
 
+import copy
+import heapq
+
+import numpy as np
+
 from streamcli.scheduled.claims import OPEN
+from streamcli.scheduled.open_rows import Probe, Reads
+from streamcli.scheduled.plans import BatchRuns, Opening
 from streamcli.scheduled.schedule import FOREIGN, IDLE, LIVE, SHORT, Schedule
 
 
 class HandedSchedule(Schedule):
-    """A ``Schedule`` over every row of the batch, of which it plans those it owns (``owned``)."""
+    """A ``Schedule`` over every row of the batch, of which it plans those it owns (the rows not ``FOREIGN``)."""
+
+    opening: Opening | None = None  # the batch whose plan waits for a claim's turn
+    stalled = False  # every row waits for its claim's turn (the producer looks again once the earliest may go)
+
+    @property
+    def owned(self) -> np.ndarray:
+        owned: np.ndarray = self.state != FOREIGN
+        return owned
+
+    def try_plan(self, probe: Probe) -> BatchRuns | None:
+        """The next batch's plan, or None if a claim of it waits for its turn (call again: the plan goes on from
+        there)."""
+        if self.opening is None:
+            self.opening = self.open_batch(probe)
+        elif self._reads is not None:
+            self._reads.probe = probe
+        if not self.make_claims(self.opening, wait=False):
+            return None
+        opening, self.opening = self.opening, None
+        return self.close_batch(opening)
+
+    def waiting(self) -> list[int]:
+        """The rows whose claims in the batch being planned have not been made (their turn has not come)."""
+        assert self.opening is not None
+        limit = self.opening.limit
+        return sorted({b for key, b in self.claim_order._heap if key < limit})
+
+    def split(self, rows: list[int]) -> HandedSchedule:
+        """Rows ``rows`` leave this schedule, where its plan stands, for a new one of their own (what was read and
+        claimed of them in this batch goes with them)."""
+        other = copy.copy(self)
+        other._bind(self.table.copy())
+        self.left = other.left = 0  # (mid-batch: no stretch until a full pass measures one)
+        self._same = other._same = None
+        mine = np.zeros(self.B, bool)
+        mine[rows] = True
+        other.state[~mine & other.owned] = FOREIGN
+        self.state[mine] = FOREIGN
+        other.foreign, self.foreign = self.B - len(rows), self.foreign + len(rows)
+        other.claim_order = copy.copy(self.claim_order)
+        heap = self.claim_order._heap
+        other.claim_order._heap = [e for e in heap if mine[e[1]]]
+        self.claim_order._heap = [e for e in heap if not mine[e[1]]]
+        heapq.heapify(other.claim_order._heap)
+        heapq.heapify(self.claim_order._heap)
+        if self.opening is not None:
+            op = self.opening
+            reads = self._reads
+            other._reads = None
+            opener = None
+            if reads is not None:
+                other._reads = Reads(reads.probe, reads.q0, reads.T, reads.pack, reads.segment)
+                other._reads.found = {key: f for key, f in reads.found.items() if mine[key[0]]}
+                reads.found = {key: f for key, f in reads.found.items() if not mine[key[0]]}
+                opener = other._reads.opener(self.order, self.lo)
+            other.opening = Opening(
+                [g for g in op.got if mine[g[0]]], [b for b in op.opened if mine[b]], opener, op.limit
+            )
+            op.got[:] = [g for g in op.got if not mine[g[0]]]
+            op.opened[:] = [b for b in op.opened if not mine[b]]
+        return other
+
+    def merge(self, other: HandedSchedule) -> None:
+        """Take over the rows of ``other``, which stands at the same batch boundary."""
+        assert self.k == other.k and self.opening is None and other.opening is None
+        rows = np.flatnonzero(other.owned)
+        self.table[rows] = other.table[rows]
+        self._measure()
+        self.foreign -= len(rows)
+        heap = self.claim_order._heap
+        for entry in other.claim_order._heap:
+            heapq.heappush(heap, entry)
+
+    def alone(self, k: int) -> HandedSchedule:
+        """A new schedule that owns no row yet, at batch ``k`` (a row handed over there is ``adopt``-ed into it)."""
+        other = copy.copy(self)
+        other._bind(self.table.copy())
+        other.state[:] = FOREIGN
+        other.foreign, other.k, other.opening, other.stalled = self.B, k, None, False
+        other.claim_order = copy.copy(self.claim_order)
+        other.claim_order._heap = []
+        other._measure()
+        return other
 
     def adopt(self, b: int, cursor: list[int]) -> None:
-        """Row ``b`` is this producer's from the next batch on, at ``cursor``: its next claim enters the order where
-        it is known (an open row's bound stays as its last owner published it)."""
-        assert self.state[b] == FOREIGN, f"row {b} is planned here already"
+        """Row ``b`` is this schedule's from its batch on, at ``cursor``: its next claim enters the order where it is
+        known (an open row's bound stays as its last owner published it)."""
+        assert self.state[b] == FOREIGN and self.opening is None, f"row {b} is planned here already"
         self._set_row(b, cursor, self.k * self.T)
         self.foreign -= 1
+        self._measure()
         state = self.state[b]
         if state == IDLE or (state in (LIVE, SHORT) and self.stop[b] < OPEN):
             self.claim_order.close(b, int(self.claim_q[b]))
 
     def drop(self, b: int) -> None:
-        """Row ``b`` goes to another producer from the next batch on."""
+        """Row ``b`` goes to another producer from this schedule's batch on."""
+        assert self.opening is None
         self.claim_order.drop(b)
         self.state[b] = FOREIGN
         self.foreign += 1
+        self._measure()

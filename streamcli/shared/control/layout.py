@@ -60,7 +60,7 @@ class ControlValues(Values):
 class WorkerStats:
     """``wstat``'s columns by name, one entry per producer (float64 views of the shared table)."""
 
-    WIDTH = 6
+    WIDTH = 7
 
     def __init__(self, wstat: np.ndarray) -> None:
         self.busy = wstat[:, 0]  # seconds spent producing
@@ -69,6 +69,7 @@ class WorkerStats:
         self.pos = wstat[:, 3]  # and its position in that stream
         self.idle = wstat[:, 4]  # 1 while it has nothing to do
         self.sent = wstat[:, 5]  # messages it has sent over its pipe
+        self.load = wstat[:, 6]  # seconds its rows took in their last batch (the balanced policy's, ``fills.handover``)
 
 
 class RowTable:

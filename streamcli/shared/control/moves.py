@@ -1,11 +1,11 @@
 """The control block's hand-overs: a live row moving from a busy producer to an idle one, under the balanced policy
 of lengths not all known (``fills.handover``).
 
-A producer plans only the rows it owns, one batch after another, so it can take a row only at the batch its own
-schedule stands at. An idle producer says which batch that is (``wait_at``); a busy one commits to give it a row
-there (``commit``), writes the row until then, and hands it over with its cursor at that boundary (``hand_over``); the
-idle producer adopts it (``arrived``). One hand-over is in flight at a time. Every mutator holds the lock; the
-readers (``incoming``, ``moving``) read single values, and a stale read only makes a producer look again.
+An idle producer says so (``wait_at``); the producer every batch waits for commits to give it a row from the
+boundary after the batch it is about to write (``commit``), writes the row until then, and hands it over with its
+cursor there (``hand_over``); the idle producer adopts it at that boundary (``arrived``), in a schedule of its own
+(``scheduled.handed``). One hand-over is in flight at a time. Every mutator holds the lock; the readers
+(``moving``, ``waiting_elsewhere``) read single values, and a stale read only makes a producer look again.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from streamcli.shared.control.layout import Arrays
 
 
 class Moves(Arrays):
-    """Hand-overs of live rows between producers, at a batch boundary the taker chooses."""
+    """Hand-overs of live rows between producers, at a batch boundary the giver chooses."""
 
     def reset_moves(self) -> None:
         """No producer waits and no row moves (an epoch starts)."""
@@ -24,7 +24,7 @@ class Moves(Arrays):
         self._ctl.move_row = -1
 
     def wait_at(self, w: int, k: int) -> None:
-        """Producer ``w`` is idle, its schedule at batch ``k``: a row may be handed to it there."""
+        """Producer ``w`` is idle since its batch ``k``: a row may be handed to it."""
         self._waits[w] = k
 
     def waits_at(self, w: int) -> int:
@@ -37,17 +37,14 @@ class Moves(Arrays):
         self._waits[w] = -1
         return True
 
-    def taker(self, w: int, after: int) -> tuple[int, int] | None:
-        """(producer, batch) of the idle producer other than ``w`` that waits at the earliest batch past ``after``,
-        if no hand-over is in flight (hold the lock)."""
+    def taker(self, w: int) -> int | None:
+        """An idle producer other than ``w``, if no hand-over is in flight (hold the lock)."""
         if self._ctl.move_row >= 0:
             return None
         waits = self._waits.copy()
         waits[w] = -1
-        waits[waits <= after] = np.iinfo(np.int64).max
-        p = int(np.argmin(waits))
-        k = int(waits[p])
-        return None if k == np.iinfo(np.int64).max else (p, k)
+        idle = np.flatnonzero(waits >= 0)
+        return int(idle[0]) if len(idle) else None
 
     def waiting_elsewhere(self, w: int) -> bool:
         """Whether a producer other than ``w`` waits for a row."""
@@ -56,10 +53,10 @@ class Moves(Arrays):
         return bool((waits >= 0).any())
 
     def commit(self, b: int, to: int, k: int) -> bool:
-        """Row ``b`` goes to producer ``to`` from batch ``k`` on, if ``to`` still waits there and no other row is
-        moving (hold the lock)."""
+        """Row ``b`` goes to producer ``to`` from batch ``k`` on, if ``to`` is still idle and no other row is moving
+        (hold the lock)."""
         ctl = self._ctl
-        if ctl.move_row >= 0 or int(self._waits[to]) != k:
+        if ctl.move_row >= 0 or int(self._waits[to]) < 0:
             return False
         ctl.move_row, ctl.move_to, ctl.move_at = b, to, k
         return True
@@ -77,15 +74,15 @@ class Moves(Arrays):
         self._held[b] = cursor
         self._rows.owner[b] = ctl.move_to  # last: a taker that sees itself the owner sees the cursor
 
-    def arrived(self, w: int, k: int) -> tuple[int, np.ndarray] | None:
-        """(row, its cursor) if the row coming to producer ``w`` at batch ``k`` has been released (hold the lock);
-        the hand-over is over then."""
+    def arrived(self, w: int) -> tuple[int, int, np.ndarray] | None:
+        """(row, batch, its cursor there) if a row coming to producer ``w`` has been released (hold the lock); the
+        hand-over is over then."""
         ctl = self._ctl
         b = ctl.move_row
-        if b < 0 or ctl.move_to != w or ctl.move_at != k or int(self._rows.owner[b]) != w:
+        if b < 0 or ctl.move_to != w or int(self._rows.owner[b]) != w:
             return None
         ctl.move_row = -1
         ctl.moved += 1
         self._waits[w] = -1
         held: np.ndarray = self._held[b].copy()
-        return b, held
+        return b, int(ctl.move_at), held

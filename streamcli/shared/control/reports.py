@@ -28,6 +28,13 @@ class Reports(Arrays):
         idle = self._wstat.idle
         return bool(idle.sum() - idle[w] > 0)
 
+    def set_load(self, w: int, seconds: float) -> None:
+        self._wstat.load[w] = seconds
+
+    def load_of(self, w: int) -> float:
+        """Seconds producer ``w``'s rows took in their last batch, as it said last (``fills.handover``)."""
+        return float(self._wstat.load[w])
+
     def sent(self, w: int) -> int:
         """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
         return int(self._wstat.sent[w])
