@@ -8,7 +8,7 @@ where a stream broke its promise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -77,8 +77,8 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] 
     rows in a few array operations, then runs and padding."""
     B = v.valid.shape[1]
     whole = plan.whole
-    if cols is None and len(whole) == B:  # every row whole (``whole`` holds each row once)
-        write_whole(v, slice(None), plan.item, plan.pos, plan.replay, steps_t)
+    if len(whole) == (B if cols is None else len(cols)):  # every row whole (``whole`` holds each row once, in order)
+        write_whole(v, slice(None) if cols is None else cols, plan.item, plan.pos, plan.replay, steps_t)
         return
     item = np.full(B, -1, np.int64)
     pos = np.zeros(B, np.int64)
@@ -165,19 +165,24 @@ def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
 def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
     """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
     before its promise (their cursor says so)."""
-    if cols is not None:  # every row's into a scratch copy, then those of ``cols``: the others are not this writer's
-        cursor, summary = np.empty_like(v.cursor), np.empty_like(v.summary)
-        write_summary(replace(v, cursor=cursor, summary=summary), plan, short)
-        v.cursor[cols], v.summary[cols] = cursor[cols], summary[cols]
-        return
-    cur = plan.cursors
-    if short:
-        cur = cur.copy()  # the plan is kept as planned
-        cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
-    v.cursor[...] = cur
-    s = v.summary
-    s[:, _CLAIMS] = plan.claims
-    s[:, _DRY] = plan.dry
+    cur, claims, dry = plan.cursors, plan.claims, plan.dry
+    if cols is not None:  # only these rows: the others are not this writer's
+        cur, claims, dry = cur[cols], claims[cols], dry[cols]  # (copies: the plan is kept as planned)
+        if short:
+            at = [i for i, b in enumerate(cols) if b in short and cur[i, _cursor.STATE] == _LIVE]
+            cur[at, _cursor.STATE] = _SHORT
+        s = np.empty((len(cols), v.summary.shape[1]), v.summary.dtype)
+    else:
+        if short:
+            cur = cur.copy()  # the plan is kept as planned
+            cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
+        s = v.summary
+    s[:, _CLAIMS] = claims
+    s[:, _DRY] = dry
     state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
     s[:, _ALIVE] = ((state == _LIVE) | (state == _FOLLOW)) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
     s[:, _VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
+    if cols is not None:
+        v.cursor[cols], v.summary[cols] = cur, s
+    else:
+        v.cursor[...] = cur

@@ -69,7 +69,7 @@ class Handover:
         b, to, _ = control.moving
         if b >= 0 and to == w:
             self._adopt()
-        if self.changed:
+        if self.changed and len(self.groups) > 1:
             self._merge()
         handed = control.handed
         for g in sorted(self.groups, key=lambda g: g.k):
@@ -139,7 +139,7 @@ class Handover:
         producer is idle (only then may a row move) the rows are filled one by one, each timed."""
         v, mine, read = self.slot(plan.k), g.owned, self.streams.read
         cols = np.flatnonzero(mine).tolist()
-        part = plan.only(mine)
+        part = plan  # (a group plans its own rows only: the others are FOREIGN to it)
         write_flags(v, part, self.steps_t, cols)
         steps, t0 = self.rows.steps, time.perf_counter()
         short = self.rows.fill(v, part, read)
