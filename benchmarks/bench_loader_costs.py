@@ -90,9 +90,10 @@ class Stages:
         from streamcli.fills import iterators, planned
 
         planner: Any
-        try:  # the steady path wraps the schedule (since 2026-11-28); before it, the schedule alone
-            planner = importlib.import_module("streamcli.scheduled.steady").Steady
-        except ImportError:
+        # The schedule plans its steady batches itself (since session 5); from 2026-11-28 until then a ``Steady``
+        # wrapper did, and before it the schedule alone.
+        planner = getattr(importlib.import_module("streamcli.scheduled.steady"), "Steady", None)
+        if planner is None:
             planner = importlib.import_module("streamcli.scheduled.schedule").Schedule
 
         self.targets: list[tuple[Any, str, str]] = [
