@@ -12,30 +12,19 @@ import numpy as np
 
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.cursor import RowState
-from streamcli.scheduled.plans import BatchRuns, rows_of
+from streamcli.scheduled.plans import BatchRuns, RowColumns, rows_of
 
 MANY_CROSSINGS = 32
 """From this many crossing rows in a batch, those of the usual shapes are planned here; fewer cost less one by one."""
 LIVE, SHORT, IDLE = int(RowState.LIVE), int(RowState.SHORT), int(RowState.IDLE)
 
 
-class SimpleCrossings:
-    """The schedule's columns this part reads and writes (``scheduled.schedule.Schedule`` holds them)."""
+class SimpleCrossings(RowColumns):
+    """What this part reads besides the row columns (``scheduled.schedule.Schedule`` holds it all)."""
 
-    T: int
-    B: int
     pack: bool
-    segment: int
     order: np.ndarray
     claim_order: ClaimOrder
-    state: np.ndarray
-    pos: np.ndarray
-    stop: np.ndarray
-    item: np.ndarray
-    replay: np.ndarray
-    expect: np.ndarray
-    seg_end: np.ndarray
-    claim_q: np.ndarray
 
     def _cross_simply(self, crossing: np.ndarray, claimed: np.ndarray, q0: int, out: BatchRuns) -> np.ndarray:
         """The crossing rows of the usual shapes, all at once: a row whose stream ends in the batch, then pads to

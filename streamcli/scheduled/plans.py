@@ -72,3 +72,20 @@ class Opening:
     opened: list[int]
     opener: Any
     limit: int
+
+
+class RowColumns:
+    """A schedule's table of row states, column by column, as the parts of ``scheduled.schedule.Schedule`` see it
+    (``scheduled.crossings``, ``scheduled.steady``): the batch's shape, and one array per column, one entry a row."""
+
+    T: int
+    B: int
+    segment: int
+    state: np.ndarray
+    pos: np.ndarray
+    stop: np.ndarray
+    item: np.ndarray
+    replay: np.ndarray
+    expect: np.ndarray
+    seg_end: np.ndarray
+    claim_q: np.ndarray

@@ -15,27 +15,17 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
-from streamcli.scheduled.plans import BatchRuns
+from streamcli.scheduled.plans import BatchRuns, RowColumns
 
 LIVE = int(RowState.LIVE)
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
 
 
-class SteadyStretch:
-    """The stretch's state and the schedule's columns it reads (``scheduled.schedule.Schedule`` holds them)."""
+class SteadyStretch(RowColumns):
+    """The stretch's state (the row columns are ``scheduled.schedule.Schedule``'s)."""
 
     STRETCHES = True  # (tests turn it off to compare the steady plans with the full pass)
-    T: int
-    B: int
     k: int
-    segment: int
-    state: np.ndarray
-    pos: np.ndarray
-    stop: np.ndarray
-    item: np.ndarray
-    replay: np.ndarray
-    expect: np.ndarray
-    seg_end: np.ndarray
     left = 0  # batches from the next one on in which every row goes on reading its stream
     _same: BatchRuns | None = None  # the stretch's unchanging parts (its ``pos`` and ``k`` unused)
 
