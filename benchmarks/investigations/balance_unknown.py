@@ -7,8 +7,9 @@
 24 streams of 100-400 steps, the 3 heavy ones 20 times costlier (``workloads.SkewedFrames``), B=6, T=8, "pack".
 Per seed, one epoch on 1 worker and one on 2 (each loader warmed by its first batch), interleaved; the table gives
 the median over seeds and repeats of the 2-worker / 1-worker ratio, with its range. Which engine fills a balanced
-epoch of hidden lengths depends on the commit (the claimed engine; the hand-over policy of b685386, reverted), so
-run the script on each to compare them. ``--cheap`` measures what a balanced epoch of hidden lengths costs where
+epoch of hidden lengths depends on the commit (the claimed engine up to 4b646bd; the hand-over policy of b685386,
+reverted; groups on the schedule since session 5), so run the script on each to compare them (a worktree, with
+``PYTHONPATH`` set to it and ``STREAMCLI_DATA`` where the data lies). ``--cheap`` measures what a balanced epoch of hidden lengths costs where
 steps cost nothing (variant A's frames, B=16, T=8, 2 workers): batches/s over 600 batches after 20, per epoch.
 """
 
