@@ -9,8 +9,9 @@ Per seed, one epoch on 1 worker and one on 2 (each loader warmed by its first ba
 the median over seeds and repeats of the 2-worker / 1-worker ratio, with its range. Which engine fills a balanced
 epoch of hidden lengths depends on the commit (the claimed engine up to 4b646bd; the hand-over policy of b685386,
 reverted; groups on the schedule since session 5), so run the script on each to compare them (a worktree, with
-``PYTHONPATH`` set to it and ``STREAMCLI_DATA`` where the data lies). ``--cheap`` measures what a balanced epoch of hidden lengths costs where
-steps cost nothing (variant A's frames, B=16, T=8, 2 workers): batches/s over 600 batches after 20, per epoch.
+``PYTHONPATH`` set to it and ``STREAMCLI_DATA`` where the data lies). ``--cheap`` measures what a balanced epoch
+of hidden lengths costs where steps cost nothing (variant A's frames, B=16, T=8, 2 workers): batches/s over 600
+batches after 20, per epoch.
 """
 
 from __future__ import annotations
