@@ -78,7 +78,10 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] 
     B = v.valid.shape[1]
     whole = plan.whole
     if len(whole) == (B if cols is None else len(cols)):  # every row whole (``whole`` holds each row once, in order)
-        write_whole(v, slice(None) if cols is None else cols, plan.item, plan.pos, plan.replay, steps_t)
+        at: slice | list[int] = slice(None) if cols is None else cols
+        if cols and cols[-1] - cols[0] == len(cols) - 1:  # adjacent rows: a slice, not a gather
+            at = slice(cols[0], cols[-1] + 1)
+        write_whole(v, at, plan.item, plan.pos, plan.replay, steps_t)
         return
     item = np.full(B, -1, np.int64)
     pos = np.zeros(B, np.int64)

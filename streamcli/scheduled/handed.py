@@ -85,6 +85,7 @@ class HandedSchedule(Schedule):
             other.opening = Opening(
                 [g for g in op.got if mine[g[0]]], [b for b in op.opened if mine[b]], opener, op.limit
             )
+            other.stalled = True  # (its rows wait for their turn: looked at again once the earliest may go)
             op.got[:] = [g for g in op.got if not mine[g[0]]]
             op.opened[:] = [b for b in op.opened if not mine[b]]
         return other
