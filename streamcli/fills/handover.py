@@ -135,8 +135,8 @@ class Handover:
         return g.try_plan(probe)
 
     def _write(self, g: HandedSchedule, plan: BatchRuns) -> None:
-        """The group's rows of batch ``plan.k``: data, flags and summary, then their completion. While another
-        producer is idle (only then may a row move) the rows are filled one by one, each timed."""
+        """The group's rows of batch ``plan.k``: data, flags and summary, then their completion. A row's cost is what
+        the plan's probe spent reading it and an equal share of the fill (rows of known length are read there)."""
         v, mine, read = self.slot(plan.k), g.owned, self.streams.read
         cols = np.flatnonzero(mine).tolist()
         part = plan  # (a group plans its own rows only: the others are FOREIGN to it)
