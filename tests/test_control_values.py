@@ -31,7 +31,6 @@ def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
         ("mark", (2, 2), "<i8"),
         ("done", (6,), "<i8"),
         ("wdone", (2,), "<i8"),
-        ("waits", (2,), "<i8"),
     )
 
 

@@ -155,23 +155,20 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.give_row(0, 1, cursor=(3, 15, RowState.LIVE, 0))
         got = c.take_given(1, top=8, own=True)
         assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
-        # a hand-over at the boundary the giver chooses (``fills.handover``): producer 1 is idle since batch 9
-        assert c.taker(0) is None and not c.waiting_elsewhere(0)
-        c.wait_at(1, 9)
-        assert c.waits_at(1) == 9 and c.waiting_elsewhere(0) and not c.waiting_elsewhere(1)
+        # a hand-over at the boundary the giver chooses (``fills.handover``): producer 1 is idle
+        c.set_idle(0, False)
+        assert c.taker(0) is None
+        c.set_idle(1, True)
         assert c.taker(1) is None and c.taker(0) == 1  # never itself
         assert not c.commit(1, 0, 5)  # producer 0 is not idle
         assert c.commit(1, 1, 5) and c.moving == (1, 1, 5)
         assert c.taker(0) is None and not c.commit(0, 1, 6)  # one hand-over at a time
-        assert not c.stop_waiting(1)  # a row is coming: it waits for it
         assert c.arrived(1) is None  # not handed over yet
         c.hand_over((5, 2, RowState.LIVE, 0))
         assert c.arrived(0) is None
         got2 = c.arrived(1)
         assert got2 is not None and got2[:2] == (1, 5) and got2[2].tolist() == [5, 2, RowState.LIVE, 0]
-        assert c.moving[0] == -1 and c.moved == 3 and c.waits_at(1) == -1
-        c.wait_at(0, 4)
-        assert c.stop_waiting(0) and c.waits_at(0) == -1
+        assert c.moving[0] == -1 and c.moved == 3
         assert c.promised_length(3) == 9 and c.promised_length(1) == -1 and c.promised_length(2) == -1
         c.set_generation(3)
         assert c.generation == 3

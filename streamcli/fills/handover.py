@@ -6,7 +6,7 @@ A stream of unknown length is read as its batch is planned, by the one producer 
 plans only its own rows, its claims by turns with the others' (``fills.turns``). A claim whose turn has not come
 does not hold the producer: the rows whose claims wait split off into a group of their own (``scheduled.handed``),
 resumed once their turn comes, while the other rows go on to later batches; groups merge again where they meet. An
-idle producer says so (``Control.wait_at``); the producer that holds the batch every row waits for commits its
+idle producer says so (``Control.set_idle``); the producer that holds the batch every row waits for commits its
 cheapest row to it (measured: the seconds the row took in its last batch, reading included), writes it through the
 batch it is planning, and hands it over with its cursor at that boundary; the idle producer adopts it there as a
 resumed row (``open(item, start=pos)``), in a group of its own. No producer ever waits for another, so the turns
@@ -55,7 +55,6 @@ class Handover:
         self.steps_t = np.arange(sched.T, dtype=np.int64)
         self.cost: dict[int, float] = {}  # seconds the row's last batch took here, reading included
         self.steps = 0  # valid steps written, for the busy statistics
-        self.waiting = False  # this producer has said it is idle (``Control.wait_at``)
         self.set_up = False
         self.changed = False  # a group moved on, or a row came: groups may merge
 
@@ -86,10 +85,6 @@ class Handover:
                 self.groups.append(g.split(waiting))  # the others go on without them
                 plan = self._plan(g)
                 assert plan is not None, "a group planned on with a claim still waiting"
-            if self.waiting:
-                with self.lock:
-                    control.stop_waiting(w)
-                self.waiting = False
             self.busy()
             g.stalled, self.changed = False, True
             giving = self._offer(g, plan.k) if control.written_min() == plan.k else -1
@@ -97,10 +92,7 @@ class Handover:
             if giving >= 0:
                 self._release(g, giving, plan.k)
             return True
-        if not self.waiting:
-            control.wait_at(w, min(g.k for g in self.groups))
-            self.waiting = True
-        return False
+        return False  # (the worker loop says so: ``Reports.set_idle``, read by ``Control.taker``)
 
     def _merge(self) -> None:
         """Groups at the same batch boundary become one; groups left without rows go."""
@@ -200,4 +192,3 @@ class Handover:
             self.groups.append(into)
         into.adopt(b, cursor.tolist())
         self.changed = True
-        self.waiting = False

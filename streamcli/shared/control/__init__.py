@@ -51,12 +51,11 @@ class Control(EpochTables, RowOwners, Moves, Completion, Reports):
         mark: np.ndarray,
         done: np.ndarray,
         wdone: np.ndarray,
-        waits: np.ndarray,
     ):
         self._ctl, self._rows, self._wstat = ControlValues(ctl), RowTable(rows), WorkerStats(wstat)
         self._slot_of, self._held, self._order, self._start, self._mark = slot_of, held, order, start, mark
-        self._done, self._wdone, self._waits = done, wdone, waits
-        # What ``clear`` zeroes: every array but ``wdone`` and ``waits``, which ``set_rows`` sets with ``done``.
+        self._done, self._wdone = done, wdone
+        # What ``clear`` zeroes: every array but ``wdone``, which ``set_rows`` sets with ``done``.
         self._cleared: tuple[np.ndarray, ...] = (ctl, slot_of, rows, held, wstat, order, start, mark, done)
 
     def clear(self) -> None:
@@ -74,7 +73,5 @@ class Control(EpochTables, RowOwners, Moves, Completion, Reports):
         self._ctl = ControlValues(np.zeros(ControlValues.SIZE, np.int64))
         self._rows = RowTable(np.zeros((0, RowTable.WIDTH), np.int64))
         self._wstat = WorkerStats(np.zeros((0, WorkerStats.WIDTH)))
-        self._slot_of = self._held = self._order = self._start = self._mark = self._done = self._wdone = self._waits = (
-            empty
-        )
+        self._slot_of = self._held = self._order = self._start = self._mark = self._done = self._wdone = empty
         self._cleared = ()

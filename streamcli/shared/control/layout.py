@@ -15,8 +15,6 @@ classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s al
   producers (``fills.planned``);
 - ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
   (``fills.planned``);
-- ``waits`` int64[W]: per producer, the batch at which it waits idle for a row to be handed over to it (-1: it
-  does not), under the balanced policy of lengths not all known (``fills.handover``);
 - ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
   into the source that can block (an open, each step or block): what a dead worker was doing, and the progress
   that ``timeout=`` measures.
@@ -101,7 +99,6 @@ def arrays(
         ("mark", (num_workers, 2), "<i8"),
         ("done", (num_slots,), "<i8"),
         ("wdone", (num_workers,), "<i8"),
-        ("waits", (num_workers,), "<i8"),
     )
 
 
@@ -123,4 +120,3 @@ class Arrays:
     _mark: np.ndarray
     _done: np.ndarray
     _wdone: np.ndarray
-    _waits: np.ndarray

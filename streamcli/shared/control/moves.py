@@ -1,11 +1,11 @@
 """The control block's hand-overs: a live row moving from a busy producer to an idle one, under the balanced policy
 of lengths not all known (``fills.handover``).
 
-An idle producer says so (``wait_at``); the producer every batch waits for commits to give it a row from the
+An idle producer says so (``Reports.set_idle``); the producer every batch waits for commits to give it a row from the
 boundary after the batch it is about to write (``commit``), writes the row until then, and hands it over with its
 cursor there (``hand_over``); the idle producer adopts it at that boundary (``arrived``), in a schedule of its own
 (``scheduled.handed``). One hand-over is in flight at a time. Every mutator holds the lock; the readers
-(``moving``, ``waiting_elsewhere``) read single values, and a stale read only makes a producer look again.
+(``moving``) read single values, and a stale read only makes a producer look again.
 """
 
 from __future__ import annotations
@@ -19,44 +19,23 @@ class Moves(Arrays):
     """Hand-overs of live rows between producers, at a batch boundary the giver chooses."""
 
     def reset_moves(self) -> None:
-        """No producer waits and no row moves (an epoch starts)."""
-        self._waits[:] = -1
+        """No row moves (an epoch starts)."""
         self._ctl.move_row = -1
 
-    def wait_at(self, w: int, k: int) -> None:
-        """Producer ``w`` is idle since its batch ``k``: a row may be handed to it."""
-        self._waits[w] = k
-
-    def waits_at(self, w: int) -> int:
-        return int(self._waits[w])
-
-    def stop_waiting(self, w: int) -> bool:
-        """Producer ``w`` goes on with its batch (hold the lock): False if a row is coming to it (it waits for it)."""
-        if self._ctl.move_row >= 0 and self._ctl.move_to == w:
-            return False
-        self._waits[w] = -1
-        return True
-
     def taker(self, w: int) -> int | None:
-        """An idle producer other than ``w``, if no hand-over is in flight (hold the lock)."""
+        """An idle producer other than ``w`` (its flag in the reports), if no hand-over is in flight (hold the lock)."""
         if self._ctl.move_row >= 0:
             return None
-        waits = self._waits.copy()
-        waits[w] = -1
-        idle = np.flatnonzero(waits >= 0)
-        return int(idle[0]) if len(idle) else None
-
-    def waiting_elsewhere(self, w: int) -> bool:
-        """Whether a producer other than ``w`` waits for a row."""
-        waits = self._waits.copy()
-        waits[w] = -1
-        return bool((waits >= 0).any())
+        idle = self._wstat.idle.copy()
+        idle[w] = 0
+        found = np.flatnonzero(idle)
+        return int(found[0]) if len(found) else None
 
     def commit(self, b: int, to: int, k: int) -> bool:
         """Row ``b`` goes to producer ``to`` from batch ``k`` on, if ``to`` is still idle and no other row is moving
         (hold the lock)."""
         ctl = self._ctl
-        if ctl.move_row >= 0 or int(self._waits[to]) < 0:
+        if ctl.move_row >= 0 or not self._wstat.idle[to]:
             return False
         ctl.move_row, ctl.move_to, ctl.move_at = b, to, k
         return True
@@ -83,6 +62,5 @@ class Moves(Arrays):
             return None
         ctl.move_row = -1
         ctl.moved += 1
-        self._waits[w] = -1
         held: np.ndarray = self._held[b].copy()
         return b, int(ctl.move_at), held

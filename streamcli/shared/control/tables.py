@@ -52,7 +52,6 @@ class EpochTables(Arrays):
         self._ctl.given = 0
         self._done[:] = 0
         self._wdone[:] = 0
-        self._waits[:] = -1
         self._ctl.move_row = -1
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
