@@ -125,8 +125,8 @@ class Filler:
             self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, block=policy.block, **own)
         return policy
 
-    def _turn_wait(self, key: int) -> None:
-        """This producer waits for its turn to claim at ``key`` (fixed row blocks): it is idle meanwhile."""
+    def _turn_wait(self) -> None:
+        """This producer waits for its turn to claim (fixed row blocks): it is idle meanwhile."""
         self.ring.control.set_idle(self.w, True)
 
     def step(self) -> bool:

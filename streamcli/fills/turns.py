@@ -25,8 +25,7 @@ _NAP_S = 1e-4  # the longest nap of a producer waiting for its turn: how late it
 
 class Turns:
     """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait). While it waits
-    it has nothing to do: ``idle(key)`` says so to the other producers (its key: the claim it waits to make), and
-    ``busy()`` when its turn has come."""
+    it has nothing to do: ``idle()`` says so to the other producers, and ``busy()`` when its turn has come."""
 
     def __init__(
         self,
@@ -34,7 +33,7 @@ class Turns:
         lock: AbstractContextManager[Any],
         gen: int,
         mark: np.ndarray,
-        idle: Callable[[int], None] = lambda key: None,
+        idle: Callable[[], None] = lambda: None,
         busy: Callable[[], None] = lambda: None,
     ) -> None:
         self.control, self.lock, self.gen, self.mark = control, lock, gen, mark
@@ -47,9 +46,9 @@ class Turns:
     def wait(self, b: int, key: int) -> None:
         """Until row ``b``'s claim at ``key`` is the earliest any row may make."""
         control, spins = self.control, 0
-        if control.earliest_claim() >= key:
+        if self.ready(key):
             return
-        self.idle(key)
+        self.idle()
         while control.earliest_claim() < key:
             if control.generation != self.gen:
                 raise Aborted
