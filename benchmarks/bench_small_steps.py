@@ -175,7 +175,7 @@ class PluginLoop:
         self.rng = np.random.default_rng(seed)
         self.order = self.rng.permutation(len(self.items)).tolist()
         self.next = 0
-        self.its: list[Iterator[dict[str, Any]] | None] = [None] * B
+        self.its: list[Iterator[Any] | None] = [None] * B
         self.blocks: list[np.ndarray | None] = [None] * B
         self.j = [0] * B
         field = source.fields()[0]

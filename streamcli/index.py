@@ -124,10 +124,17 @@ def info_of(source: StreamSource) -> dict[str, Any]:
     return dict(fn()) if callable(fn) else {}
 
 
-def build(source: StreamSource, progress: Callable[[int, int], None] | None = None) -> tuple[list[str], np.ndarray]:
+def build(
+    source: StreamSource,
+    progress: Callable[[int, int], None] | None = None,
+    skip: Callable[[str, Exception], None] | None = None,
+) -> tuple[list[str], np.ndarray]:
     """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names) or the source's
     ``index_key(item)`` must say which string stands for one (``use_index`` turns them back), and the source must
-    say which of its settings decide them (``index_settings()``), or a stale index could not be told."""
+    say which of its settings decide them (``index_settings()``), or a stale index could not be told.
+
+    An item whose ``length()`` fails stops the build with its error; with ``skip``, it is left out of the index
+    and ``skip(name, error)`` is told (a loader over the index never sees it, as ``on_error="skip"`` would)."""
     if not callable(getattr(source, "index_settings", None)):
         raise IndexFileError(
             f"the {plugin_name(source)} source cannot be indexed: it has no index_settings() saying which of its "
@@ -143,11 +150,22 @@ def build(source: StreamSource, progress: Callable[[int, int], None] | None = No
             "whose items are strings (paths, URLs) can be indexed"
         )
     lengths = np.empty(len(items), np.int64)
+    kept = np.ones(len(items), bool)
     for k, item in enumerate(found):
-        n = source.length(item)
-        lengths[k] = -1 if n is None else int(n)
+        try:
+            n = source.length(item)
+        except Exception as exc:
+            if skip is None:
+                raise
+            skip(items[k], exc)
+            kept[k] = False
+        else:
+            lengths[k] = -1 if n is None else int(n)
         if progress is not None and (k % 1024 == 0 or k + 1 == len(items)):
             progress(k + 1, len(items))
+    if not kept.all():
+        items = [i for i, keep in zip(items, kept.tolist(), strict=True) if keep]
+        lengths = lengths[kept]
     return items, lengths
 
 

@@ -159,6 +159,34 @@ def test_events_with_an_index_list_and_scan_nothing_and_give_the_same_batches(
         EventsSource(folder, cache_dir=kw["cache_dir"])
 
 
+def test_a_damaged_recording_stops_the_index_or_is_left_out_of_it_with_on_error_skip(tmp_path: Path) -> None:
+    """A truncated recording among whole ones: without ``--on-error`` the command names it and writes no index;
+    with ``--on-error skip`` the index holds the others, names it, and a loader over the index reads what a loader
+    over the folder without it reads."""
+    folder, kw = events_folder(tmp_path)
+    whole = EventsSource(folder, index="none", **kw)
+    want = epoch(whole)
+    good = sorted(folder.iterdir())[0]
+    damaged = folder / f"zz_damaged{good.suffix}"
+    damaged.write_bytes(good.read_bytes()[:100])
+    args = ["index", "events", str(folder), "-s", "window_us=20000", "-s", f"cache_dir={kw['cache_dir']}"]
+
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1
+    assert damaged.name in r.output and "--on-error skip" in r.output
+    assert not (folder / sindex.INDEX_NAME).exists()
+
+    r = CliRunner().invoke(app, [*args, "--on-error", "skip", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["items"] == 3
+    assert [Path(s["item"]).name for s in result["skipped"]] == [damaged.name]
+    assert "not a whole" in result["skipped"][0]["error"]
+    index = sindex.read(str(folder / sindex.INDEX_NAME))
+    assert damaged.name not in [Path(i).name for i in index.items]
+    assert same(epoch(EventsSource(folder, **kw)), want)
+
+
 @pytest.mark.slow  # a worker process
 def test_a_worker_lists_nothing_with_an_index(tmp_path: Path) -> None:
     """A recording added after the index, with an event off the sensor: a process that listed the folder would

@@ -11,9 +11,10 @@ import typer
 
 from streamcli.cli._common import StreamcliCommand, UsageFailure, count
 from streamcli.cli._inputs import url_argument
-from streamcli.cli._options import flag_names
+from streamcli.cli._options import choice_option, flag_names
 from streamcli.cli._source_options import option_signature
 from streamcli.cli._sources import SourceOpts, resolve_source
+from streamcli.config import MODES
 from streamcli.errors import IndexFileError, PluginNotFoundError
 from streamcli.storage import urls
 
@@ -33,6 +34,15 @@ def index(
             metavar="PATH_OR_URL",
         ),
     ] = None,
+    on_error: Annotated[
+        str,
+        choice_option(
+            "--on-error",
+            MODES["on_error"],
+            "An item whose length cannot be read (a damaged file): raise (no index is written), or leave it out of "
+            "the index and name it on stderr.",
+        ),
+    ] = MODES["on_error"][0],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary: only errors.")] = False,
 ) -> None:
@@ -73,8 +83,20 @@ def index(
         disable=quiet or as_json,
     ) as bar:
         task = bar.add_task("index", total=None)
+        skipped: list[dict[str, str]] = []
+
+        def skip(name: str, exc: Exception) -> None:
+            skipped.append({"item": name, "error": f"{type(exc).__name__}: {exc}"})
+            console.print(
+                f"skipped {name!r}, left out of the index: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True
+            )
+
         try:
-            items, lengths = _index.build(spec.source, lambda d, t: bar.update(task, completed=d, total=t))
+            items, lengths = _index.build(
+                spec.source,
+                lambda d, t: bar.update(task, completed=d, total=t),
+                skip if on_error == "skip" else None,
+            )
         except IndexFileError as exc:
             raise UsageFailure(str(exc)) from None
     settings, info = _index.settings_of(spec.source), _index.info_of(spec.source)
@@ -84,12 +106,13 @@ def index(
     unknown = int((lengths < 0).sum())
     if as_json:
         result: dict[str, Any] = {"index": where, "plugin": spec.plugin, "items": len(items)}
-        result |= {"unknown_lengths": unknown, "bytes": len(data), "seconds": round(seconds, 3)}
+        result |= {"unknown_lengths": unknown, "skipped": skipped, "bytes": len(data), "seconds": round(seconds, 3)}
         typer.echo(json.dumps(result, indent=1))
     elif not quiet:
         console.print(
             f"wrote {where}: {count(len(items), 'item')}, {int(lengths[lengths > 0].sum())} steps"
             + (f", {unknown} of unknown length" if unknown else "")
+            + (f", {count(len(skipped), 'damaged item')} left out" if skipped else "")
             + f", {len(data)} bytes in {seconds:.1f} s",
             highlight=False,
         )
@@ -99,5 +122,6 @@ def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
         epilog="Examples: streamcli index text samples/text  |  "
-        "streamcli index text s3://bucket/books --out s3://bucket/books.index.npz --json",
+        "streamcli index text s3://bucket/books --out s3://bucket/books.index.npz --json  |  "
+        "streamcli index events events-out/ --on-error skip",
     )(index)
