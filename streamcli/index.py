@@ -8,7 +8,9 @@ The file is an ``.npz`` (``numpy.load``, no pickle): ``names`` is the items' UTF
 holds no NUL; one blob loads in one read and one split, where a fixed-width string array would pad every name
 to the longest), ``lengths`` int64 (-1: unknown) and ``meta`` the JSON header: format, plugin, settings, count,
 digest, creation time and ``info``, what the source's scan settled that it needs back without one (the audio
-source's sample rate, the events source's sensor size).
+source's sample rate, the events source's sensor size). Where every item lies under the indexed folder, the names
+are relative to it and ``meta`` holds the folder's ``root`` as it was: a source puts its own folder before each
+name (``find``), so the data and its index move together.
 
 When is an index stale? Listing the data again to compare would cost what the index saves, so the check uses
 cheap facts only: the plugin and the source's ``index_settings()`` (the options that decide which items there
@@ -47,9 +49,14 @@ class Names(Sequence[str]):
     """The items as read: one UTF-8 blob and the offset of each name, decoded when asked. A list of a million
     ``str`` objects would take several times the memory, and pickles to each worker at that size."""
 
-    def __init__(self, blob: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(self, blob: np.ndarray, ends: np.ndarray, prefix: str = "") -> None:
         self._blob = blob  # uint8
         self._ends = ends  # int64: where each name ends (its NUL, or the blob's end)
+        self._prefix = prefix  # put before each name: the data's folder, where the names are relative to it
+
+    def under(self, prefix: str) -> Names:
+        """The same names, each after ``prefix`` (the folder or URL they are relative to, with its separator)."""
+        return Names(self._blob, self._ends, prefix)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -67,10 +74,12 @@ class Names(Sequence[str]):
         if not 0 <= k < n:
             raise IndexError(k)
         start = int(self._ends[k - 1]) + 1 if k else 0
-        return self._blob[start : int(self._ends[k])].tobytes().decode("utf-8", "surrogatepass")
+        return self._prefix + self._blob[start : int(self._ends[k])].tobytes().decode("utf-8", "surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._blob.tobytes().decode("utf-8", "surrogatepass").split("\0") if len(self) else [])
+        names = self._blob.tobytes().decode("utf-8", "surrogatepass").split("\0") if len(self) else []
+        p = self._prefix
+        return iter([p + n for n in names] if p else names)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,14 @@ class Index:
     lengths: np.ndarray  # int64, -1 where the source could not tell
     created: float
     info: dict[str, Any] = field(default_factory=dict)  # the source's ``index_info()``: what its scan settled
+    relative: bool = False  # the names are relative to the indexed folder (``under``)
+
+    def under(self, path: str | os.PathLike[str]) -> Index:
+        """The index with its items under the data's folder or URL ``path`` as the source is given it now (the
+        folder may have moved, or be named from another working directory since the index was written)."""
+        if not self.relative or not isinstance(self.items, Names):
+            return self
+        return replace(self, items=self.items.under(_folder_prefix(str(path))))
 
     def length_list(self) -> list[int | None]:
         return [None if n < 0 else n for n in self.lengths.tolist()]
@@ -169,6 +186,25 @@ def build(
     return items, lengths
 
 
+def _folder_prefix(path: str) -> str:
+    """``path`` (a folder or its URL) as the start of the names under it: with one trailing separator."""
+    return path.rstrip("/") + "/" if urls.is_remote(path) else os.path.join(path, "")
+
+
+def relative_names(items: Sequence[str], root: str) -> list[str] | None:
+    """``items`` relative to the folder or URL ``root`` they were listed under, or None if one is not under it (a
+    source may list items elsewhere: those are written as they are). Local items are matched as the source wrote
+    them, from ``root`` as given, normalized, or made absolute."""
+    if urls.is_remote(root):
+        prefixes = [_folder_prefix(root)]
+    else:
+        prefixes = list(dict.fromkeys(_folder_prefix(r) for r in (root, os.path.normpath(root), os.path.abspath(root))))
+    for prefix in prefixes:
+        if all(i.startswith(prefix) and len(i) > len(prefix) for i in items):
+            return [i[len(prefix) :] for i in items]
+    return None
+
+
 def _digest(blob: bytes | np.ndarray) -> str:
     data = blob if isinstance(blob, bytes) else blob.data  # an array's buffer, not a copy
     return hashlib.sha256(data).hexdigest()[:32]
@@ -180,9 +216,13 @@ def encode(
     items: Sequence[str],
     lengths: np.ndarray,
     info: Mapping[str, Any] | None = None,
+    root: str | None = None,
 ) -> bytes:
-    """The index file's bytes; ``info``: the source's ``index_info()`` (JSON)."""
-    blob = "\0".join(items).encode("utf-8", "surrogatepass")
+    """The index file's bytes; ``info``: the source's ``index_info()`` (JSON). With ``root``, the folder or URL
+    the items were listed under, the names are written relative to it where every item is under it, so that the
+    data and its index can move together (the source puts its own folder back before each name, ``find``)."""
+    names = None if root is None or not items else relative_names(items, root)
+    blob = "\0".join(items if names is None else names).encode("utf-8", "surrogatepass")
     meta = {
         "format": FORMAT,
         "plugin": plugin,
@@ -192,6 +232,9 @@ def encode(
         "created": time.time(),
         "info": json.loads(json.dumps(dict(info or {}), default=str)),
     }
+    if names is not None:  # where they were: the items of a loader given the index but not the folder
+        assert root is not None
+        meta["root"] = root if urls.is_remote(root) else os.path.abspath(root)
     buf = io.BytesIO()
     np.savez_compressed(
         buf,
@@ -260,11 +303,13 @@ def _read(where: str, *, missing_ok: bool) -> Index | None:
     ends = np.flatnonzero(names == 0) if meta["count"] else np.zeros(0, np.int64)
     if meta["count"]:
         ends = np.append(ends, len(names)).astype(np.int64)
-    items = Names(names, ends)
+    root = meta.get("root")  # absent where the names are whole paths (and from indexes written before 2026-11-29)
+    items = Names(names, ends, "" if root is None else _folder_prefix(str(root)))
     if _digest(names) != meta["digest"] or len(items) != meta["count"] or len(lengths) != meta["count"]:
         raise IndexFileError(f"{where} is damaged (its names or lengths disagree with its header); rebuild it")
     info = dict(meta.get("info") or {})  # absent from indexes written before sources had index_info()
-    return Index(where, str(meta["plugin"]), dict(meta["settings"]), items, lengths, float(meta["created"]), info)
+    plugin, settings, created = str(meta["plugin"]), dict(meta["settings"]), float(meta["created"])
+    return Index(where, plugin, settings, items, lengths, created, info, relative=root is not None)
 
 
 def _s3_object_exists(fs: Any, path: str) -> bool:
@@ -281,12 +326,11 @@ def _s3_object_exists(fs: Any, path: str) -> bool:
 
 def find(path: str | os.PathLike[str], index: str | None) -> Index | None:
     """The index a source at ``path`` uses: ``index="auto"`` (or None) the default one if it is there, ``"none"``
-    none, anything else the index at that path or URL (which must exist)."""
+    none, anything else the index at that path or URL (which must exist); its items under ``path``."""
     if index == "none":
         return None
-    if index is None or index == "auto":
-        return _read(default_location(path), missing_ok=True)
-    return read(index)
+    found = _read(default_location(path), missing_ok=True) if index is None or index == "auto" else read(index)
+    return None if found is None else found.under(path)
 
 
 def for_loader(source: StreamSource, index: str | os.PathLike[str] | None) -> Index | None:

@@ -127,6 +127,34 @@ def test_cli_writes_the_index_next_to_the_data_and_the_text_source_uses_it(tmp_p
     assert len(TextSource(folder).items()) == 3
 
 
+def test_the_index_moves_with_its_folder_and_serves_any_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The names are written relative to the indexed folder: an index made with a relative PATH still serves a
+    loader run from another directory, and after the folder (with its index) moved; a loader given the index but
+    not the folder reads the items where they were indexed."""
+    folder = books(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["index", "text", folder.name + "/", "-s", "width=8", "--quiet"])
+    assert r.exit_code == 0, r.output
+    listed = TextSource(folder, width=8, index="none")
+    with StreamLoader(listed, 2, 4, seed=1) as loader:
+        want = [b["text"].numpy().copy() for b in loader]
+    there = sindex.read(str(folder / sindex.INDEX_NAME))  # read without the folder: the items where they were
+    assert there.relative and list(there.items) == [str(folder / Path(i).name) for i in listed.items()]
+
+    moved = tmp_path / "elsewhere" / "books"
+    moved.parent.mkdir()
+    folder.rename(moved)
+    monkeypatch.chdir(moved.parent)
+    source = TextSource("books", width=8)
+    assert source.streamcli_index is not None
+    assert list(source.items()) == list(TextSource("books", width=8, index="none").items())
+    with StreamLoader(source, 2, 4, seed=1) as loader:
+        got = [b["text"].numpy().copy() for b in loader]
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
 def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     folder = books(tmp_path)
     for args in (

@@ -100,7 +100,7 @@ def index(
         except IndexFileError as exc:
             raise UsageFailure(str(exc)) from None
     settings, info = _index.settings_of(spec.source), _index.info_of(spec.source)
-    data = _index.encode(spec.plugin, settings, items, lengths, info)
+    data = _index.encode(spec.plugin, settings, items, lengths, info, root=url_argument(path))
     _index.write(where, data)
     seconds = time.monotonic() - start
     unknown = int((lengths < 0).sum())
