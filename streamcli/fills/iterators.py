@@ -110,8 +110,8 @@ class Rows:
                     r.j, r.pos = j + T, p + T
                     steps += T
                     continue
-            # The usual whole row of a step source: its open stream goes on past the batch.
-            if not blocks and r is not None and r.pos == p and r.item == item and p + T < stop and not r.dead:
+            # The usual whole row: its open stream goes on past the batch (a block source's next block included).
+            if r is not None and r.pos == p and r.item == item and p + T < stop and not r.dead:
                 got = self._read(cols_of[b], r, 0, T, expect)
                 if got < T:
                     pad(v, b, got, T)
