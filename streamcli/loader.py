@@ -9,10 +9,12 @@ and keeps what ``state_dict`` saves (``scheduled.resume``); ``wiring`` builds an
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
+from streamcli.caller import user_stacklevel
 from streamcli.config import DEFAULT_START_METHOD, LoaderConfig
 from streamcli.errors import LoaderClosedError
 from streamcli.source import StreamSource, call_default_segment, check_source, has_costly_steps, item_name
@@ -76,6 +78,8 @@ class StreamLoader:
             costly (``costly_steps``, see ``streamcli.source.BaseSource``), else once the workers are measured
             to read costly steps unevenly (``streamcli.iteration``): the epoch then goes on balanced from the
             batch you are at. Batches are the same either way. Sources of unknown length balance unless told not to.
+            On several ranks (``world_size > 1``) each worker keeps a fixed block of its rank's rows: an explicit
+            ``balance=True`` there warns once (``RuntimeWarning``) and has no effect.
         transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
             producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
             stream and epoch, so a draw from it is the same on every step of a stream. Its optional
@@ -146,6 +150,13 @@ class StreamLoader:
         self.segment, self.batches_per_epoch = config.segment, config.batches_per_epoch
         assert config.rank is not None and config.world_size is not None
         self.rank, self.world_size = config.rank, config.world_size
+        if balance is True and config.world_size > 1:
+            warnings.warn(
+                f"balance=True has no effect with world_size={config.world_size}: each worker keeps a fixed block of "
+                "this rank's rows; leave balance unset (or False) on several ranks",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
         parts = build(self, self.source, config, transform, index)
         self.plugin, self.fields, self.items = parts.plugin, parts.fields, parts.items
         self.prefetch, self.epochs, self.fill_spec, self.ring = (

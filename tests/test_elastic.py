@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -78,6 +79,16 @@ def test_every_rank_reports_the_global_schedules_length() -> None:
             lens.add(len(loader))
     with StreamLoader(CountingSource(LENGTHS), 8, T, seed=5) as one:
         assert lens == {len(one)}
+
+
+def test_balance_true_on_several_ranks_warns_that_it_has_no_effect() -> None:
+    with pytest.warns(RuntimeWarning, match=r"balance=True has no effect with world_size=2") as caught:
+        StreamLoader(CountingSource(LENGTHS), 2, T, rank=1, world_size=2, balance=True).close()
+    assert caught[0].filename == __file__  # at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default (None) and one rank say nothing
+        StreamLoader(CountingSource(LENGTHS), 2, T, rank=1, world_size=2).close()
+        StreamLoader(CountingSource(LENGTHS), 2, T, balance=True).close()
 
 
 @pytest.mark.slow
