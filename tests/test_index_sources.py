@@ -176,6 +176,10 @@ def test_a_damaged_recording_stops_the_index_or_is_left_out_of_it_with_on_error_
     assert damaged.name in r.output and "--on-error skip" in r.output
     assert not (folder / sindex.INDEX_NAME).exists()
 
+    r = CliRunner().invoke(app, [*args, "--on-error", "skip", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "" and f"skipped {str(damaged)!r}, left out of the index" in r.stderr  # said even then
+
     r = CliRunner().invoke(app, [*args, "--on-error", "skip", "--json"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)

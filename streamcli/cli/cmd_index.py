@@ -87,9 +87,11 @@ def index(
 
         def skip(name: str, exc: Exception) -> None:
             skipped.append({"item": name, "error": f"{type(exc).__name__}: {exc}"})
-            console.print(
-                f"skipped {name!r}, left out of the index: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True
-            )
+            line = f"skipped {name!r}, left out of the index: {type(exc).__name__}: {exc}"
+            if quiet:  # an item left out is said even then (the console, and its progress bar, are off)
+                typer.echo(line, err=True)
+            else:
+                console.print(line, highlight=False, soft_wrap=True)
 
         try:
             items, lengths = _index.build(
