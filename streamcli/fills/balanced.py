@@ -25,11 +25,12 @@ import numpy as np
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.iterators import Rows
+from streamcli.fills.owned import OwnedRows
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import NEVER, Control
 
 
-class Balancer:
+class Balancer(OwnedRows):
     """Producer ``w``'s side of a balanced epoch planned by ``sched``; ``block``: the rows it owns at the start."""
 
     def __init__(
@@ -45,22 +46,14 @@ class Balancer:
         lock: AbstractContextManager[Any],
         busy: Callable[[], None],
     ) -> None:
-        self.control, self.sched, self.rows, self.faults, self.slot = control, sched, rows, faults, slot
-        self.w, self.block, self.lock, self.busy = w, block, lock, busy
-        self.B, self.T = sched.B, sched.T
-        self.steps_t = np.arange(self.T, dtype=np.int64)
+        super().__init__(control, rows, faults, slot, T=sched.T, w=w, block=block, lock=lock, busy=busy)
+        self.sched, self.B = sched, sched.B
         self.plans: dict[int, BatchRuns] = {}  # batches not yet whole: a row taken over is written from them
-        self.cost: dict[int, float] = {}  # seconds the row's last batch took here
-        self.steps = 0  # valid steps written, for the busy statistics
-        self.set_up = False
 
     def step(self) -> bool:
         """Write this producer's rows of its earliest batch that is handed out; False when there is none."""
         control, lock, w = self.control, self.lock, self.w
-        if not self.set_up:
-            with lock:  # the lock orders owners between processes
-                control.take_waiting(w, *self.block)
-            self.set_up = True
+        self.take_block()
         top = control.handed
         if control.given:
             with lock:
@@ -99,15 +92,9 @@ class Balancer:
     def _give_one(self, plan: BatchRuns, mine: np.ndarray) -> np.ndarray:
         """Give up the cheapest of this producer's rows of batch ``plan.k`` to an idle producer; returns the rows
         left to write."""
-        readers = self.rows.readers
-        movable = [
-            b
-            for b in np.flatnonzero(mine).tolist()
-            if self.cost.get(b, 0.0) > 0 and not (b in readers and readers[b].dead)
-        ]
-        if len(movable) < 2:  # a row of unknown cost never moves, and the costliest stays
+        b = self.cheapest(mine, least=2)  # (the costliest stays)
+        if b < 0:
             return mine
-        b = min(movable, key=lambda r: (self.cost[r], r))
         self.rows.drop(b)
         del self.cost[b]
         before = self.plans.get(plan.k - 1)  # (the cursor it is given up at: the taker follows the plan, not it)

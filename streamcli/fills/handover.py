@@ -26,12 +26,13 @@ from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.iterators import Rows
 from streamcli.fills.open_streams import OpenStreams
+from streamcli.fills.owned import OwnedRows
 from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.plans import BatchRuns
 from streamcli.shared.control import Control
 
 
-class Handover:
+class Handover(OwnedRows):
     """Producer ``w``'s side of such an epoch, planned from ``sched``; ``block``: the rows it owns at the start."""
 
     def __init__(
@@ -48,23 +49,15 @@ class Handover:
         lock: AbstractContextManager[Any],
         busy: Callable[[], None],
     ) -> None:
-        self.control, self.template, self.rows, self.streams = control, sched, rows, streams
+        super().__init__(control, rows, faults, slot, T=sched.T, w=w, block=block, lock=lock, busy=busy)
+        self.template, self.streams = sched, streams
         self.groups = [sched]  # the schedules of this producer's rows, each at its own batch
-        self.faults, self.slot = faults, slot
-        self.w, self.block, self.lock, self.busy = w, block, lock, busy
-        self.steps_t = np.arange(sched.T, dtype=np.int64)
-        self.cost: dict[int, float] = {}  # seconds the row's last batch took here, reading included
-        self.steps = 0  # valid steps written, for the busy statistics
-        self.set_up = False
         self.changed = False  # a group moved on, or a row came: groups may merge
 
     def step(self) -> bool:
         """Write the rows of one group's next batch, if one can go on; False when there is nothing to do."""
         control, w = self.control, self.w
-        if not self.set_up:
-            with self.lock:
-                control.take_waiting(w, *self.block)  # (the owner column says who holds a row, for a hand-over)
-            self.set_up = True
+        self.take_block()  # (the owner column says who holds a row, for a hand-over)
         b, to, _ = control.moving
         if b >= 0 and to == w:
             self._adopt()
@@ -153,15 +146,9 @@ class Handover:
         taker = control.taker(self.w)
         if taker is None or len(cost) < 2:
             return -1
-        readers = self.rows.readers
-        movable = [
-            b
-            for b in np.flatnonzero(g.owned).tolist()
-            if cost.get(b, 0.0) > 0 and not (b in readers and readers[b].dead)
-        ]
-        if not movable:
+        b = self.cheapest(g.owned)
+        if b < 0:
             return -1
-        b = min(movable, key=lambda r: (cost[r], r))
         if 2 * cost[b] >= sum(cost.values()) - control.load_of(taker):
             return -1  # the taker would be the busier one: rows would only go back and forth
         with self.lock:

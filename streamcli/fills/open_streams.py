@@ -45,10 +45,10 @@ class OpenStreams:
         assert v is not None
         r = self.readers.get(b)
         if fresh or r is None:  # a claim, or a resumed row that reopens its stream at ``pos``
-            self._drop(b)
+            self.drop(b)
             r = self.readers[b] = rows._open(item, pos)
             if r.dead or not self._look(b, r):
-                self._drop(b)
+                self.drop(b)
                 return 0
         cols = [a[:, b] for a in v.data]
         if rows.blocks:
@@ -60,7 +60,7 @@ class OpenStreams:
         rows.steps += got
         if got == n and not r.dead and self._look(b, r):
             return OPEN
-        self._drop(b)
+        self.drop(b)
         return got
 
     def _look(self, b: int, r: Reader) -> bool:
@@ -92,10 +92,8 @@ class OpenStreams:
         r.pos += 1
 
     def drop(self, b: int) -> None:
-        """Row ``b`` goes to another producer (``fills.handover``), which reopens its stream where its cursor says."""
-        self._drop(b)
-
-    def _drop(self, b: int) -> None:
+        """Forget row ``b``'s stream (it ended, or the row goes to another producer, ``fills.handover``, which reopens
+        it where its cursor says)."""
         r = self.readers.pop(b, None)
         self.held.pop(b, None)
         if r is not None:

@@ -109,7 +109,7 @@ class Filler:
         kw: dict[str, Any] = {"T": c.time_steps, "pack": c.boundary == "pack", "segment": c.segment}
         kw.update(restream=c.epoch_end == "restream", turns=turns)
         own: dict[str, Any] = {"w": self.w, "lock": self.lock, "busy": self.busy}  # (a balanced policy's)
-        if isinstance(policy, writers.Balanced) and not known:  # each producer plans the rows it owns
+        if isinstance(policy, writers.Balanced) and not policy.known:  # each producer plans the rows it owns
             assert c.batch_size == G, "ranks share a schedule only where every length is known"
             lo, hi = policy.block
             owned = np.zeros(G, bool)

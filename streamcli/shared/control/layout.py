@@ -6,7 +6,7 @@ classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s al
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its owner, next claim and batches completed, by column (``RowTable``);
 - ``held`` int64[B, 4]: the cursor of a row between producers;
-- ``wstat`` float64[W, 6]: per producer, its counters, by column (``WorkerStats``);
+- ``wstat`` float64[W, 7]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[G, 4]: the row cursors an epoch starts from, fresh or those of a resumed state: the global
