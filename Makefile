@@ -4,17 +4,23 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -c constraints.txt
 STAMP  := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
 
 .PHONY: demo test quick wheel-check lint typecheck bench install clean docs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when the project's metadata or the pins change.
-$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
+# Reinstall only when the project's metadata or the pins change. The demo needs the runtime and its video
+# backends only; the test, lint and engine extras (ray, lightning, moto, mypy) come with `make test`.
+$(RUNTIME): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-sine/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,lint,ray,events,zstd,s3,pyav]"
+	$(PIP) -e ".[pyav]"
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	$(PIP) -e ".[test,lint,ray,events,zstd,s3,pyav,tables,tokenize,tui]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 
@@ -23,9 +29,10 @@ install: $(STAMP)
 # `make demo` previews a video folder: CLIPS=path/to/videos, or clips rendered once by the camera source.
 SAMPLES ?= samples
 CLIPS ?=
-demo: $(STAMP)
+demo: $(RUNTIME)
 	@if [ -n "$(CLIPS)" ]; then dir="$(CLIPS)"; else $(VENV)/bin/streamcli samples $(SAMPLES) && dir="$(SAMPLES)/clips"; fi; \
 	$(VENV)/bin/streamcli preview video "$$dir" -b 6 -t 16 -w 2
+	@echo "streamcli is installed in .venv: 'source .venv/bin/activate' puts it on PATH (or run .venv/bin/streamcli)"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check streamcli plugins tests benchmarks examples
