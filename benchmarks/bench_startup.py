@@ -2,6 +2,7 @@
 
     python benchmarks/bench_startup.py                  # 2 workers, 7 rounds, spawn against forkserver
     python benchmarks/bench_startup.py --workers 4 --repeats 9
+    python benchmarks/bench_startup.py --torch          # a training script's case: a .py file importing torch
 
 Each round builds a ``StreamLoader`` over the shipped text (``tests/data/text``), takes its first batch and
 closes it, then does the same with a second loader in the same process (a fork server is running by then),
@@ -11,6 +12,10 @@ starting the workers and their imports, not the caller's own. Reported: medians 
 time to the first batch and of the CPU seconds that the loader's processes used until then (the caller
 and every descendant: the workers, the fork server with its imports, the resource tracker), and the ratio of
 spawn to forkserver.
+
+``--torch`` runs the measured program as a script file (``python train.py``), not ``python -c``: workers then
+have a main module to import, and it imports torch, as every training script does. That is the case the fork
+server exists for: the main module is imported once, by the server, and never by a worker (``workers.server_main``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,9 +57,10 @@ if __name__ == "__main__":
 """
 
 
-def one(method: str, workers: int) -> dict[str, float]:
+def one(method: str, workers: int, script: Path | None) -> dict[str, float]:
+    program = [str(script)] if script is not None else ["-c", _ONE]
     out = subprocess.run(
-        [sys.executable, "-c", _ONE, str(ROOT / "tests" / "data" / "text"), str(workers), method],
+        [sys.executable, *program, str(ROOT / "tests" / "data" / "text"), str(workers), method],
         capture_output=True,
         text=True,
         check=True,
@@ -67,15 +74,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--torch", action="store_true", help="run the program as a script file that imports torch")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "train.py"
+        script.write_text(_ONE)
+        report(args, script if args.torch else None)
+
+
+def report(args: argparse.Namespace, script: Path | None) -> None:
     methods = ["spawn", "forkserver"]
     runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
     for r in range(args.repeats):
         for m in methods if r % 2 == 0 else reversed(methods):
-            runs[m].append(one(m, args.workers))
+            runs[m].append(one(m, args.workers, script))
     keys = ("first_s", "first_cpu_s", "next_s", "next_cpu_s")
     med = {m: {k: statistics.median(x[k] for x in runs[m]) for k in keys} for m in methods}
-    print(f"{args.workers} workers, medians of {args.repeats} rounds")
+    case = "a script file importing torch" if script is not None else "python -c"
+    print(f"{args.workers} workers, {case}, medians of {args.repeats} rounds")
     print("| start method | first loader: first batch (s) | CPU (s) | next loader: first batch (s) | CPU (s) |")
     print("|---|---|---|---|---|")
     for m in methods:

@@ -59,3 +59,49 @@ def test_workers_start_where_tmpdir_is_too_long_a_path_for_the_fork_servers_sock
     run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["10"]
+
+
+_IMPORTS_ONCE = """
+import os, sys
+from pathlib import Path
+import numpy as np
+from streamcli import BaseSource, Field, StreamLoader
+
+with open(sys.argv[1], "a") as log:  # one line each time this module is imported, in any process
+    log.write(f"{os.getpid()} {__name__}\\n")
+VALUE = 1  # the test rewrites this line between the loaders
+
+
+class Constant(BaseSource):
+    def items(self): return [0, 1]
+    def fields(self): return [Field("x", (), "int64")]
+    def length(self, item): return 4
+    def open(self, item, start=0):
+        for _ in range(start, 4):
+            yield {"x": np.int64(VALUE)}
+
+
+if __name__ == "__main__":
+    script = Path(__file__)
+    for n in range(3):
+        with StreamLoader(Constant(), 2, 2, num_workers=2) as loader:
+            values = {int(v) for b in loader for v in b["x"][b.valid]}
+        print(sorted(values), flush=True)
+        # The script is edited while it runs: workers started later must not run code the main process never ran.
+        script.write_text(script.read_text().replace("VALUE = 1  #", "VALUE = 2  #"))
+"""
+
+
+@pytest.mark.slow
+def test_the_fork_server_imports_the_main_module_once_for_every_loader_and_worker(tmp_path: Path) -> None:
+    """Issue 46 (2, 13): each worker imported the main script again (a training script's torch, 2-3 s for every
+    loader), and a script edited while it ran gave later workers code the main process never ran."""
+    script, log = tmp_path / "train.py", tmp_path / "imports.log"
+    script.write_text(_IMPORTS_ONCE)
+    run = subprocess.run(
+        [sys.executable, str(script), str(log)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split("\n")[:3] == ["[1]", "[1]", "[1]"]
+    names = [line.split()[1] for line in log.read_text().splitlines()]
+    assert names == ["__main__", "__mp_main__"]  # the script, then the fork server: no worker imports it again

@@ -9,14 +9,21 @@ This is also CPython's default from 3.14 on Linux. macOS keeps spawn, as CPython
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import multiprocessing.forkserver
 import os
-from multiprocessing import util
+from multiprocessing import spawn, util
 from multiprocessing.context import BaseContext
 
-# Imported once by the fork server, so that a worker forked from it has them already.
-_PRELOAD = ["__main__", "streamcli.workers.worker"]
+from streamcli.workers import server_main
 
+# Imported once by the fork server, so that a worker forked from it has them already: the caller's main module
+# (``server_main``; CPython's own ``__main__`` preload is kept for the versions where it works), then the worker.
+_PRELOAD = ["__main__", "streamcli.workers.server_main", "streamcli.workers.worker"]
+
+# What the server needs of ``spawn.get_preparation_data`` to import the main module as a spawned child would.
+_PREPARED = ("sys_path", "sys_argv", "dir", "orig_dir", "init_main_from_name", "init_main_from_path")
 
 # The fork server listens on a Unix socket under multiprocessing's temporary folder (in $TMPDIR); a socket's
 # path holds at most 107 bytes on Linux, and the file's own name takes about 20 of them.
@@ -34,4 +41,19 @@ def start_context(method: str) -> BaseContext:
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)
+        _start_server()
     return ctx
+
+
+def _start_server() -> None:
+    """Start the process's fork server now, if it is not running, with the main module for ``server_main``.
+
+    The variable is set only while the server starts: the server reads it and removes it, and nothing started
+    later by this process sees it."""
+    data = spawn.get_preparation_data("streamcli")
+    keep = {k: data[k] for k in _PREPARED if k in data}
+    os.environ[server_main.ENV] = json.dumps(keep)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.environ.pop(server_main.ENV, None)
