@@ -239,3 +239,19 @@ def test_plugins_json_describes_every_option() -> None:
     assert set(options) >= {"eot", "dtype", "width", "index"}
     for name in ("eot", "dtype", "width", "index"):
         assert len(options[name].get("description") or "") > 20, (name, options[name])
+
+
+def test_the_preview_shows_each_rows_recent_token_ids(corpus: dict[str, tuple[Docs, int]], tmp_path: Path) -> None:
+    from streamcli.cli.preview import frame_from_batch
+
+    docs, eot = corpus["bpe"]
+    src = TokensSource(write_nanogpt(tmp_path / "train.bin", docs, eot), eot=eot)
+    with StreamLoader(src, 3, 20, seed=0) as loader:
+        batch = next(iter(loader))
+        frame = frame_from_batch(batch, displays={f.name: f.display for f in loader.fields})
+        stream, position = batch.stream.numpy(), batch.position.numpy()
+    for row in frame.rows:
+        assert row.kinds["tokens"] == "text"
+        s, p = int(stream[-1, row.row]), int(position[-1, row.row])
+        want = " ".join(map(str, docs[s][max(0, p + 1 - 20) : p + 1].tolist()))
+        assert row.text["tokens"].decode() == want
