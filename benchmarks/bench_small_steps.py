@@ -18,6 +18,8 @@ Sections (all of them when none is named):
   plugin is what a user writes over it (``PluginLoop``: ``open`` each item, copy out of its blocks).
 - ``--large`` (d): the same block plugin over ``(3, 224, 224)`` frames, ``B=16``, ``T=8``, against the bare slice
   copies: large frames, where the copy itself sets the pace.
+- ``--tokens`` (e): the ``tokens`` source over a flat file of 20M uint16 ids against a hand loop over the same
+  memory map (``benchmarks/bench_tokens.py``).
 - ``--null`` (c): the engine's own cost, with a block source whose blocks are already in memory (one
   preallocated array, a 1-byte step): µs per row per batch at ``B=256`` and ``1,024``, in-process and with
   2 workers, beside a loop doing only the same slice copies.
@@ -522,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--clips", action="store_true", help="(b) block plugin over memory-mapped clips")
     ap.add_argument("--null", action="store_true", help="(c) engine cost with a null block source")
     ap.add_argument("--large", action="store_true", help="(d) large frames (3, 224, 224) against the copy limit")
+    ap.add_argument("--tokens", action="store_true", help="(e) a flat token file (issue 47)")
     ap.add_argument("--quick", action="store_true", help="2 rounds of fewer batches (a few seconds a section)")
     ap.add_argument("--rounds", type=int, help="rounds (default 5, quick 2)")
     ap.add_argument("--batches", type=int, help="timed batches per run (default 200, quick 40)")
@@ -538,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for folder in args.folder or []:
         if not folder.is_dir():
             ap.error(f"--folder {str(folder)!r} is not a folder; pass a folder of *.txt files")
-    everything = not (args.text or args.clips or args.null or args.large)
+    everything = not (args.text or args.clips or args.null or args.large or args.tokens)
 
     def log(msg: str) -> None:
         if args.verbose:
@@ -554,6 +557,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(section_null(plan, log), flush=True)
     if everything or args.large:
         print(section_large(plan, log), flush=True)
+    if everything or args.tokens:
+        from benchmarks.bench_tokens import section_tokens
+
+        print(section_tokens(plan, log), flush=True)
 
 
 if __name__ == "__main__":
