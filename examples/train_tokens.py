@@ -32,11 +32,11 @@ BYTE_EOT = 256  # the end-of-text id of the byte-level corpus: one past the byte
 
 def write_byte_corpus(path: Path, text: Path = TEXT) -> Path:
     """A nanoGPT-style token file of the paragraphs of the books under ``text``: bytes as ids, 256 after each."""
-    ids = []
+    ids: list[np.ndarray] = []
     for book in sorted(text.glob("*.txt")):
         for paragraph in book.read_bytes().replace(b"\r\n", b"\n").split(b"\n\n"):
             if paragraph.strip():
-                ids += [np.frombuffer(paragraph.strip(), np.uint8), [BYTE_EOT]]
+                ids += [np.frombuffer(paragraph.strip(), np.uint8), np.array([BYTE_EOT])]
     path.parent.mkdir(parents=True, exist_ok=True)
     np.concatenate(ids).astype(np.uint16).tofile(path)
     return path

@@ -51,6 +51,7 @@ def bpe_ids(docs: Sequence[str], folder: Path, vocab: int = 1200) -> tuple[list[
     )
     tok.train_from_iterator([(folder / n).read_text("utf-8", "ignore") for n in BOOKS], trainer)
     eot = tok.token_to_id(EOT_TEXT)
+    assert eot is not None
     ids = [np.asarray(e.ids, np.int64) for e in tok.encode_batch(list(docs), add_special_tokens=False)]
     assert tok.get_vocab_size() < 65536 and all(eot not in d for d in ids)
     return ids, int(eot)
@@ -58,9 +59,9 @@ def bpe_ids(docs: Sequence[str], folder: Path, vocab: int = 1200) -> tuple[list[
 
 def write_nanogpt(path: Path, docs: Sequence[np.ndarray], eot: int) -> Path:
     """nanoGPT: one flat uint16 file, the end-of-text id after each document (twice after one: an empty run)."""
-    parts = []
+    parts: list[np.ndarray] = []
     for k, d in enumerate(docs):
-        parts += [d, [eot, eot] if k == 1 else [eot]]
+        parts += [d, np.array([eot, eot] if k == 1 else [eot])]
     np.concatenate(parts).astype(np.uint16).tofile(path)
     return path
 

@@ -162,10 +162,10 @@ class TokensSource(BaseSource):
         for k, name in enumerate(index.items):
             path, _, span = name.rpartition("@")
             first, _, count = span.partition("+")
-            f = mine.get(os.path.basename(path))
-            if f is None:
+            at = mine.get(os.path.basename(path))
+            if at is None:
                 raise StaleIndexError(f"index {index.where} lists {path}, which is not in {self.root}; rebuild it")
-            files[k], starts[k], lens[k] = f, int(first), int(count)
+            files[k], starts[k], lens[k] = at, int(first), int(count)
         self._set_documents(files, starts, lens)
         self._adopted = index
         assert self._items is not None
