@@ -255,3 +255,44 @@ def test_the_preview_shows_each_rows_recent_token_ids(corpus: dict[str, tuple[Do
         s, p = int(stream[-1, row.row]), int(position[-1, row.row])
         want = " ".join(map(str, docs[s][max(0, p + 1 - 20) : p + 1].tolist()))
         assert row.text["tokens"].decode() == want
+
+
+def shift_ids(block: dict[str, np.ndarray], ctx: object) -> dict[str, np.ndarray]:
+    """A transform (module level: picklable) that sees the declared int64 ids, not the file's uint16."""
+    assert block["tokens"].dtype == np.int64
+    return {"tokens": block["tokens"] + 1}
+
+
+def test_a_transform_is_given_the_declared_int64_ids(corpus: dict[str, tuple[Docs, int]], tmp_path: Path) -> None:
+    docs, eot = corpus["bytes"]
+    src = TokensSource(write_nanogpt(tmp_path / "train.bin", docs, eot), eot=eot)
+    with StreamLoader(src, B, T, seed=2, transform=shift_ids) as loader:
+        batches = run_epochs(loader, 1)
+    got = streams_of(batches)
+    assert all(np.array_equal(got[s], d + 1) for s, d in enumerate(docs))
+
+
+def test_a_binidx_pair_with_an_eot_at_each_documents_end_reads_as_neox_appends_it(
+    corpus: dict[str, tuple[Docs, int]], tmp_path: Path
+) -> None:
+    docs, eot = corpus["bpe"]
+    with_eod = [np.append(d, eot) for d in docs]  # GPT-NeoX's --append-eod
+    path = write_binidx(tmp_path / "neox", with_eod)
+    assert [TokensSource(path).length(i) for i in range(3)] == [len(d) + 1 for d in docs[:3]]
+    src = TokensSource(path, eot=eot)
+    assert len(src.items()) == len(docs)
+    assert all(np.array_equal(np.asarray(src.window(i)["tokens"])[:, 0], d) for i, d in enumerate(docs))
+
+
+class _FloatWindow(TokensSource):
+    def window(self, item: int) -> dict[str, np.ndarray]:
+        return {"tokens": np.asarray(super().window(item)["tokens"], np.float32)}
+
+
+def test_a_window_of_another_kind_than_its_field_is_still_refused(tmp_path: Path) -> None:
+    from streamcli.errors import StepSpecError
+
+    path = tmp_path / "t.bin"
+    np.arange(1, 400, dtype=np.uint16).tofile(path)
+    with StreamLoader(_FloatWindow(path), 1, 8) as loader, pytest.raises(StepSpecError, match="float32"):
+        next(iter(loader))
