@@ -2,6 +2,7 @@
 
     python benchmarks/bench_small_steps.py --tokens            # this section, 5 rounds
     python benchmarks/bench_tokens.py --quick                  # the same, alone, 2 short rounds
+    python benchmarks/bench_tokens.py --batch-size 512         # where the fixed cost a batch weighs less
 
 A nanoGPT-style file of about 20M uint16 ids (random ids below 50256, an end-of-text id 50256 after each
 document of 700-2100 ids, about 1,400 on average) is written to a temporary folder. ``B=32``, ``T=256``, one id a
@@ -16,6 +17,7 @@ step, ``boundary="pack"``. The rows:
 
 from __future__ import annotations
 
+import argparse
 import functools
 import statistics
 import sys
@@ -114,8 +116,8 @@ def bare_rate(path: str, B: int, T: int, plan: Plan) -> float:
 HAND, BARE = "hand loop", "bare slice copies"
 
 
-def section_tokens(plan: Plan, log: Callable[[str], None]) -> str:
-    B, T = TOKENS_B, TOKENS_T
+def section_tokens(plan: Plan, log: Callable[[str], None], B: int = TOKENS_B) -> str:
+    T = TOKENS_T
     with tempfile.TemporaryDirectory(prefix="bench_tokens_") as tmp:
         path = str(Path(tmp) / "train.bin")
         docs = write_corpus(Path(path))
@@ -151,7 +153,29 @@ def section_tokens(plan: Plan, log: Callable[[str], None]) -> str:
     )
 
 
-if __name__ == "__main__":
-    from benchmarks import bench_small_steps
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--batch-size", "-b", type=int, default=TOKENS_B, help=f"rows B (default {TOKENS_B})")
+    ap.add_argument("--quick", action="store_true", help="2 rounds of 40 batches")
+    ap.add_argument("--rounds", type=int, help="rounds (default 5, quick 2)")
+    ap.add_argument("--batches", type=int, help="timed batches per run (default 200, quick 40)")
+    ap.add_argument("--max-workers", type=int, default=2, help="skip worker counts above this (default 2)")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print each round's rates")
+    args = ap.parse_args(argv)
+    plan = Plan(args.rounds or (2 if args.quick else 5), args.batches or (40 if args.quick else 200), 24,
+                args.max_workers)  # fmt: skip
+    if plan.rounds < 1 or plan.batches < 1 or args.batch_size < 1:
+        ap.error("--rounds, --batches and --batch-size must be at least 1")
 
-    bench_small_steps.main(["--tokens", *sys.argv[1:]])
+    def log(msg: str) -> None:
+        if args.verbose:
+            print(msg, file=sys.stderr, flush=True)
+
+    print(section_tokens(plan, log, args.batch_size), flush=True)
+
+
+if __name__ == "__main__":
+    # Through the package, so that spawned workers unpickle what they need by its module name.
+    from benchmarks import bench_tokens
+
+    bench_tokens.main()
