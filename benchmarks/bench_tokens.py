@@ -12,7 +12,9 @@ step, ``boundary="pack"``. The rows:
   one ``np.flatnonzero``, shuffle them, and per batch slice-copy each row's next T ids into one int64 ``(T, B)``
   array, taking the row's next document as soon as its own ends, with ``valid`` and ``is_first``;
 - its bare slice copies: the same copies replayed from a trace, without the bookkeeping;
-- streamcli with 0, 1 and 2 workers, and the best of them per round.
+- streamcli with 0, 1 and 2 workers, and the best of them per round;
+- streamcli over ``UserTokens``, the window plugin a user would write over the same file, in process: what the
+  built-in source costs beyond it.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from collections.abc import Sequence
+from typing import Any
+
 from benchmarks import report
 from benchmarks.bench_small_steps import Plan, Rates, rounds, streamcli_rate, timed, vs
-from streamcli import load_source
+from streamcli import BaseSource, Field, load_source
 
 TOKENS_B, TOKENS_T, TOKENS_IDS, EOT = 32, 256, 20_000_000, 50256
 Copy = tuple[int, int, int, int]  # (position in the file, t, n, row): one slice copy of the hand loop
@@ -93,6 +98,41 @@ class TokenHandLoop:
         return out
 
 
+class UserTokens(BaseSource):
+    """A user's window plugin over the file: the documents from one ``flatnonzero``, a memmap view per document."""
+
+    block_steps = True
+
+    def __init__(self, path: str) -> None:
+        ids = np.memmap(path, np.uint16, mode="r")
+        eots = np.flatnonzero(ids == EOT)
+        starts, ends = np.concatenate([[0], eots + 1]), np.concatenate([eots, [len(ids)]])
+        keep = ends > starts
+        self.path, self.starts, self.lens = path, starts[keep], (ends - starts)[keep]
+        self._ids: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_ids": None}  # each process maps the file itself
+
+    def items(self) -> Sequence[int]:
+        return range(len(self.lens))
+
+    def fields(self) -> Sequence[Field]:
+        return [Field("tokens", (1,), "int64")]
+
+    def length(self, item: Any) -> int:
+        return int(self.lens[item])
+
+    def window(self, item: Any) -> dict[str, np.ndarray]:
+        if self._ids is None:
+            self._ids = np.asarray(np.memmap(self.path, np.uint16, mode="r"))
+        a = int(self.starts[item])
+        return {"tokens": self._ids[a : a + int(self.lens[item])].reshape(-1, 1)}
+
+    def open(self, item: Any, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        yield {"tokens": self.window(item)["tokens"][start:].astype(np.int64)}
+
+
 def hand_rate(path: str, B: int, T: int, plan: Plan) -> float:
     return 1.0 / timed(TokenHandLoop(path, B, T), plan.warmup, plan.batches)
 
@@ -135,8 +175,11 @@ def section_tokens(plan: Plan, log: Callable[[str], None], B: int = TOKENS_B) ->
                 rows[f"streamcli, {w} workers"] = functools.partial(
                     streamcli_rate, source, plan, w, batch_size=B, time_steps=T
                 )
+        rows["streamcli over a user's window plugin, 0 workers"] = functools.partial(
+            streamcli_rate, UserTokens(path), plan, 0, batch_size=B, time_steps=T
+        )
         got: Rates = rounds(rows, plan.rounds, log)
-    ours = [k for k in got if k.startswith("streamcli")]
+    ours = [k for k in got if k.startswith("streamcli,")]
     got["streamcli, best worker count"] = [max(got[k][r] for k in ours) for r in range(plan.rounds)]
     table = []
     for name, rates in got.items():
