@@ -296,3 +296,18 @@ def test_a_window_of_another_kind_than_its_field_is_still_refused(tmp_path: Path
     np.arange(1, 400, dtype=np.uint16).tofile(path)
     with StreamLoader(_FloatWindow(path), 1, 8) as loader, pytest.raises(StepSpecError, match="float32"):
         next(iter(loader))
+
+
+def test_an_export_of_a_token_file_replays_each_documents_ids(
+    corpus: dict[str, tuple[Docs, int]], tmp_path: Path
+) -> None:
+    docs, eot = corpus["bpe"]
+    path = write_nanogpt(tmp_path / "train.bin", docs, eot)
+    args = ["export", "tokens", str(path), str(tmp_path / "out"), "-s", f"eot={eot}", "-b", "3", "-t", "40"]
+    got = CliRunner().invoke(app, [*args, "--batches", "4", "-w", "0"])
+    assert got.exit_code == 0, got.output
+    shards = load_source("shards", str(tmp_path / "out"))
+    assert len(shards.items()) >= 3
+    for s in shards.items():
+        ids = np.concatenate([np.asarray(step["tokens"]) for step in iter_steps(shards, s)])
+        assert ids.dtype == np.int64 and len(ids) > 0 and np.array_equal(ids, docs[int(s)][: len(ids)])
