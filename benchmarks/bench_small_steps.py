@@ -37,7 +37,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,14 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import report
-from streamcli import BaseSource, Field, StreamLoader, load_source
+from benchmarks.bench_tokens import section_tokens
+from benchmarks.rounds import Plan as Plan  # the rounds and their timing, shared with bench_tokens
+from benchmarks.rounds import Rates as Rates
+from benchmarks.rounds import rounds as rounds
+from benchmarks.rounds import streamcli_rate as streamcli_rate
+from benchmarks.rounds import timed as timed
+from benchmarks.rounds import vs as vs
+from streamcli import BaseSource, Field, load_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_FOLDERS = (ROOT / "tests" / "data" / "text", Path("/work/shared/data/text"))
@@ -58,58 +64,6 @@ LARGE_B, LARGE_T, LARGE_SHAPE = 16, 8, (3, 224, 224)
 NULL_BS, NULL_T = (256, 1024), 64
 WARMUP = 24  # untimed batches per run: more than a loader's ring holds (prefetch 16 and its extra slots)
 _BOM = b"\xef\xbb\xbf"
-
-Rates = dict[str, list[float]]  # row name -> its rate in each round
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How long a section runs: ``rounds`` rounds of ``batches`` timed batches after ``warmup``."""
-
-    rounds: int
-    batches: int
-    warmup: int
-    max_workers: int
-
-
-# --- timing ------------------------------------------------------------------------------------------------
-
-
-def timed(batches: Iterator[Any], warmup: int, n: int) -> float:
-    """Seconds per batch over ``n`` batches of ``batches``, after ``warmup`` untimed ones (each dropped at once)."""
-    for _ in range(warmup):
-        next(batches)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        next(batches)
-    return (time.perf_counter() - t0) / n
-
-
-def streamcli_rate(source: Any, plan: Plan, workers: int, **kw: Any) -> float:
-    """Batches/s of a fresh ``StreamLoader`` over ``source``; worker start-up is outside the timed window."""
-    with StreamLoader(source, num_workers=workers, seed=0, boundary="pack", **kw) as loader:
-        return 1.0 / timed(iter(loader), plan.warmup, plan.batches)
-
-
-def rounds(rows: dict[str, Callable[[], float]], n: int, log: Callable[[str], None]) -> Rates:
-    """Each row run once per round, rows interleaved and their order reversed every other round."""
-    got: Rates = {name: [] for name in rows}
-    for r in range(n):
-        for name in list(rows)[:: -1 if r % 2 else 1]:
-            got[name].append(rows[name]())
-        log(f"  round {r + 1}/{n}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in got.items()))
-    return got
-
-
-def vs(rates: Rates, mine: str, other: str) -> str:
-    """``mine``'s rate over ``other``'s, the median of the rounds' ratios with their range."""
-    value, spread = report.ratio(_runs(rates[mine]), _runs(rates[other]))
-    return f"{value:.2f}x ({spread})"
-
-
-def _runs(rates: list[float]) -> dict[str, Any]:
-    return {"rate": statistics.median(rates), "rates": rates}
-
 
 # --- the hand loop (a, b) ----------------------------------------------------------------------------------
 
@@ -558,8 +512,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     if everything or args.large:
         print(section_large(plan, log), flush=True)
     if everything or args.tokens:
-        from benchmarks.bench_tokens import section_tokens
-
         print(section_tokens(plan, log), flush=True)
 
 

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import report
-from benchmarks.bench_small_steps import Plan, Rates, rounds, streamcli_rate, timed, vs
+from benchmarks.rounds import Plan, Rates, rounds, streamcli_rate, timed, vs
 from streamcli import BaseSource, Field, load_source
 
 TOKENS_B, TOKENS_T, TOKENS_IDS, EOT = 32, 256, 20_000_000, 50256
@@ -219,6 +219,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     # Through the package, so that spawned workers unpickle what they need by its module name.
-    from benchmarks import bench_tokens
+    from benchmarks import bench_tokens as this
 
-    bench_tokens.main()
+    this.main()
