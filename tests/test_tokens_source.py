@@ -311,3 +311,22 @@ def test_an_export_of_a_token_file_replays_each_documents_ids(
     for s in shards.items():
         ids = np.concatenate([np.asarray(step["tokens"]) for step in iter_steps(shards, s)])
         assert ids.dtype == np.int64 and len(ids) > 0 and np.array_equal(ids, docs[int(s)][: len(ids)])
+
+
+@pytest.mark.slow
+def test_the_token_example_trains_with_two_workers_and_stops_after_its_steps(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_tokens.py"
+    run = subprocess.run(
+        [sys.executable, str(example), "--steps", "4", "--workers", "2", "--progress", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().startswith("4 batches, loss over the last 1: ")
+    loss = float(run.stdout.split(":")[-1].split()[0])
+    assert 1.0 < loss < 6.0  # about ln(257) = 5.55 at the start, lower once it learns
