@@ -23,7 +23,7 @@ from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
 from streamcli_sources import _indexed
 from streamcli_sources._token_documents import eot_positions, split_documents
-from streamcli_sources._token_formats import TokenFile, binidx_documents, read_format
+from streamcli_sources._token_formats import TokenFile, binidx_documents, id_dtype, read_format
 
 _BLOCK = 4096  # steps per block that ``open`` yields
 _PATTERNS = ("*.bin", "*.npy")
@@ -75,7 +75,7 @@ class TokensSource(BaseSource):
             raise ValueError(f"tokens source: width={width} must be at least 1 id per step")
         self.root = str(urls.local_path(arg))
         self.eot = None if eot is None else int(eot)
-        self.dtype = None if dtype is None else str(dtype)
+        self.dtype = None if dtype is None else id_dtype(str(dtype), self.root).name  # "u2" is "uint16"
         self.width = int(width)
         self.files = [read_format(p, self.dtype) for p in _find_files(Path(self.root))]
         for tf in self.files:
