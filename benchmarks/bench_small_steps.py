@@ -18,6 +18,8 @@ Sections (all of them when none is named):
   plugin is what a user writes over it (``PluginLoop``: ``open`` each item, copy out of its blocks).
 - ``--large`` (d): the same block plugin over ``(3, 224, 224)`` frames, ``B=16``, ``T=8``, against the bare slice
   copies: large frames, where the copy itself sets the pace.
+- ``--tokens`` (e): the ``tokens`` source over a flat file of 20M uint16 ids against a hand loop over the same
+  memory map (``benchmarks/bench_tokens.py``).
 - ``--null`` (c): the engine's own cost, with a block source whose blocks are already in memory (one
   preallocated array, a 1-byte step): µs per row per batch at ``B=256`` and ``1,024``, in-process and with
   2 workers, beside a loop doing only the same slice copies.
@@ -35,7 +37,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,14 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import report
-from streamcli import BaseSource, Field, StreamLoader, load_source
+from benchmarks.bench_tokens import section_tokens
+from benchmarks.rounds import Plan as Plan  # the rounds and their timing, shared with bench_tokens
+from benchmarks.rounds import Rates as Rates
+from benchmarks.rounds import rounds as rounds
+from benchmarks.rounds import streamcli_rate as streamcli_rate
+from benchmarks.rounds import timed as timed
+from benchmarks.rounds import vs as vs
+from streamcli import BaseSource, Field, load_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_FOLDERS = (ROOT / "tests" / "data" / "text", Path("/work/shared/data/text"))
@@ -56,58 +64,6 @@ LARGE_B, LARGE_T, LARGE_SHAPE = 16, 8, (3, 224, 224)
 NULL_BS, NULL_T = (256, 1024), 64
 WARMUP = 24  # untimed batches per run: more than a loader's ring holds (prefetch 16 and its extra slots)
 _BOM = b"\xef\xbb\xbf"
-
-Rates = dict[str, list[float]]  # row name -> its rate in each round
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How long a section runs: ``rounds`` rounds of ``batches`` timed batches after ``warmup``."""
-
-    rounds: int
-    batches: int
-    warmup: int
-    max_workers: int
-
-
-# --- timing ------------------------------------------------------------------------------------------------
-
-
-def timed(batches: Iterator[Any], warmup: int, n: int) -> float:
-    """Seconds per batch over ``n`` batches of ``batches``, after ``warmup`` untimed ones (each dropped at once)."""
-    for _ in range(warmup):
-        next(batches)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        next(batches)
-    return (time.perf_counter() - t0) / n
-
-
-def streamcli_rate(source: Any, plan: Plan, workers: int, **kw: Any) -> float:
-    """Batches/s of a fresh ``StreamLoader`` over ``source``; worker start-up is outside the timed window."""
-    with StreamLoader(source, num_workers=workers, seed=0, boundary="pack", **kw) as loader:
-        return 1.0 / timed(iter(loader), plan.warmup, plan.batches)
-
-
-def rounds(rows: dict[str, Callable[[], float]], n: int, log: Callable[[str], None]) -> Rates:
-    """Each row run once per round, rows interleaved and their order reversed every other round."""
-    got: Rates = {name: [] for name in rows}
-    for r in range(n):
-        for name in list(rows)[:: -1 if r % 2 else 1]:
-            got[name].append(rows[name]())
-        log(f"  round {r + 1}/{n}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in got.items()))
-    return got
-
-
-def vs(rates: Rates, mine: str, other: str) -> str:
-    """``mine``'s rate over ``other``'s, the median of the rounds' ratios with their range."""
-    value, spread = report.ratio(_runs(rates[mine]), _runs(rates[other]))
-    return f"{value:.2f}x ({spread})"
-
-
-def _runs(rates: list[float]) -> dict[str, Any]:
-    return {"rate": statistics.median(rates), "rates": rates}
-
 
 # --- the hand loop (a, b) ----------------------------------------------------------------------------------
 
@@ -522,6 +478,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--clips", action="store_true", help="(b) block plugin over memory-mapped clips")
     ap.add_argument("--null", action="store_true", help="(c) engine cost with a null block source")
     ap.add_argument("--large", action="store_true", help="(d) large frames (3, 224, 224) against the copy limit")
+    ap.add_argument("--tokens", action="store_true", help="(e) a flat token file (issue 47)")
     ap.add_argument("--quick", action="store_true", help="2 rounds of fewer batches (a few seconds a section)")
     ap.add_argument("--rounds", type=int, help="rounds (default 5, quick 2)")
     ap.add_argument("--batches", type=int, help="timed batches per run (default 200, quick 40)")
@@ -538,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for folder in args.folder or []:
         if not folder.is_dir():
             ap.error(f"--folder {str(folder)!r} is not a folder; pass a folder of *.txt files")
-    everything = not (args.text or args.clips or args.null or args.large)
+    everything = not (args.text or args.clips or args.null or args.large or args.tokens)
 
     def log(msg: str) -> None:
         if args.verbose:
@@ -554,6 +511,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(section_null(plan, log), flush=True)
     if everything or args.large:
         print(section_large(plan, log), flush=True)
+    if everything or args.tokens:
+        print(section_tokens(plan, log), flush=True)
 
 
 if __name__ == "__main__":

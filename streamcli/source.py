@@ -83,11 +83,12 @@ class BaseSource:
       depend on it.
     - ``window(item)``: random access. Return a mapping from field name to an array-like of all the item's
       steps, shape ``(length, *field.shape)`` (an ``np.memmap``, an ``ndarray``, or any object with ``len()``
-      and slicing ``a[pos:pos + n]``). With known lengths the loader then reads any ``(position, n)`` window
-      directly: any worker fills any batch, and resume and segments open nothing. ``open`` is still required
-      (``export``, ``iter_steps``, and sources of unknown length use it). Not defined on ``BaseSource``: define
-      it only when every item supports it, or set ``self.window = None`` on an instance whose items do not
-      (e.g. objects read by byte ranges).
+      and slicing ``a[pos:pos + n]``), of the field's dtype or of integers that cast to it safely (uint16 token
+      ids for an int64 field: the copy into the batch casts them). With known lengths the loader then reads any
+      ``(position, n)`` window directly: any worker fills any batch, and resume and segments open nothing.
+      ``open`` is still required (``export``, ``iter_steps``, and sources of unknown length use it). Not defined on
+      ``BaseSource``: define it only when every item supports it, or set ``self.window = None`` on an instance
+      whose items do not (e.g. objects read by byte ranges).
     - ``prepare(progress)``: slow one-time work before ``items()`` (e.g. a length scan), reporting
       ``progress(done, total)`` so the CLI can show it.
     - ``stream_order(items, steps, seed, epoch, shuffle)``: the source orders each epoch's streams itself, in

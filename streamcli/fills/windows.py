@@ -90,15 +90,34 @@ class Windows:
                 probe = a
             else:
                 probe = np.asarray(a[0:1])
-            if probe.shape[1:] != f.shape or probe.dtype != f.np_dtype or (out and len(a) != len(out[0])):
+            if probe.shape[1:] != f.shape or not _casts(probe.dtype, f.np_dtype) or (out and len(a) != len(out[0])):
                 raise StepSpecError(
                     f"{self.faults.where(item, 0, 'window')}: field {f.name!r} is {probe.dtype.name}"
                     f"{['n', *probe.shape[1:]]} of {len(a)} steps but the source declared {f.np_dtype.name}"
                     f"{['n', *f.shape]} (every field of one window has the same number of steps); make window() "
                     "match fields()"
                 )
-            out.append(a)
+            out.append(a if probe.dtype == f.np_dtype or self.tf is None else _Cast(a, f.np_dtype))
         return out
+
+
+def _casts(have: np.dtype[Any], want: np.dtype[Any]) -> bool:
+    """A window's array may hold narrower integers than its field (token ids stored as uint16 for an int64 field):
+    the slice copy into the batch casts them, at no extra cost."""
+    return have == want or (have.kind in "iu" and want.kind in "iu" and np.can_cast(have, want, "safe"))
+
+
+class _Cast:
+    """A window's array read as its field's dtype, for the transform (which is given the declared dtypes)."""
+
+    def __init__(self, a: Any, dtype: np.dtype[Any]) -> None:
+        self.a, self.dtype = a, dtype
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        return np.asarray(self.a[s], self.dtype)
 
 
 def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int) -> set[int]:

@@ -128,6 +128,19 @@ def field_kinds(step: Mapping[str, np.ndarray], displays: Mapping[str, str]) -> 
     return kinds
 
 
+def is_ids(step: np.ndarray, display: str) -> bool:
+    """A step of token ids (``int64[width]``, as the tokens source gives): shown as the row's recent ids, which a
+    min..max summary would hide. Only where the field gives no display hint of its own."""
+    return not display and step.ndim == 1 and step.dtype.kind in "iu" and step.dtype.itemsize >= 4
+
+
+def id_text(steps: np.ndarray, keep: int = 48) -> bytes:
+    """A row's ids over its valid steps, the last ``keep`` of them, as text ("… 464 2068 11")."""
+    ids = steps.reshape(-1)
+    shown = " ".join(map(str, ids[-keep:].tolist()))
+    return (("… " if len(ids) > keep else "") + shown).encode("ascii")
+
+
 def text_bytes(chunks: np.ndarray, lengths: np.ndarray | None) -> bytes:
     """A text field's bytes over several steps: each step's first ``length`` bytes, else up to its first NUL."""
     if lengths is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.cells import cell_len, set_cell_size
 
-from streamcli.cli.preview.fields import field_kinds, shown_step, text_bytes
+from streamcli.cli.preview.fields import field_kinds, id_text, is_ids, shown_step, text_bytes
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -86,6 +86,8 @@ def frame_from_batch(
     displays = dict(displays or {})
     first = {k: np.asarray(v[0, 0]) for k, v in data.items()}  # one step, in either layout
     kinds = field_kinds(first, displays)
+    ids = {k for k, kind in kinds.items() if kind == "other" and is_ids(first[k], displays.get(k, ""))}
+    kinds |= dict.fromkeys(ids, "text")  # shown as text: the row's recent ids
     lengths_of = {k: displays[k].partition(":")[2] for k, kind in kinds.items() if kind == "text" and k in displays}
     rows = []
     for b in range(batch.batch_size):
@@ -104,6 +106,9 @@ def frame_from_batch(
         text: dict[str, bytes] = {}
         for name, kind in kinds.items():
             if kind != "text":
+                continue
+            if name in ids:
+                text[name] = id_text(over_batch(data[name])[col])
                 continue
             companion = lengths_of.get(name)
             lengths = over_batch(data[companion])[col] if companion and companion in data else None
