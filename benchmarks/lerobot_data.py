@@ -88,6 +88,16 @@ def make_episodes(clip: Path, lengths: Sequence[int], hw: tuple[int, int], marke
     return out
 
 
+def state_episodes(lengths: Sequence[int]) -> list[Episode]:
+    """Episodes with a state and action but no camera frames (write them with ``with_video=False``)."""
+    rng = np.random.default_rng(1)
+    out = []
+    for e, n in enumerate(lengths):
+        state = rng.standard_normal((n, 6)).astype(np.float32)
+        out.append(Episode(np.zeros((n, 1, 1, 3), np.uint8), state, np.roll(state, -1, axis=0), e % 2))
+    return out
+
+
 def encode(path: Path, frames: npt.NDArray[np.uint8], fps: int, codec: str = "libx264") -> None:
     """Frames to an MP4 at ``fps``, near lossless with libx264 (LeRobot writes AV1 with ``codec="libsvtav1"``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,15 +113,18 @@ def encode(path: Path, frames: npt.NDArray[np.uint8], fps: int, codec: str = "li
         c.mux(s.encode(None))
 
 
-def _features(hw: tuple[int, int], fps: int) -> dict[str, Any]:
+def _features(hw: tuple[int, int], fps: int, video: bool) -> dict[str, Any]:
     scalar = {"shape": [1], "names": None}
-    return {
+    camera = {
         CAMERA: {
             "dtype": "video",
             "shape": [hw[0], hw[1], 3],
             "names": ["height", "width", "channels"],
             "info": {"video.fps": fps, "video.codec": "h264", "video.pix_fmt": "yuv420p"},
-        },
+        }
+    }
+    return {
+        **(camera if video else {}),
         "observation.state": {"dtype": "float32", "shape": [6], "names": [f"j{i}" for i in range(6)]},
         "action": {"dtype": "float32", "shape": [6], "names": [f"j{i}" for i in range(6)]},
         "timestamp": {"dtype": "float32", **scalar},
@@ -138,7 +151,7 @@ def _table(e: int, ep: Episode, first: int, fps: int, fixed: bool) -> pa.Table:
     )
 
 
-def _info(version: str, episodes: list[Episode], fps: int, data: str, video: str) -> dict[str, Any]:
+def _info(version: str, episodes: list[Episode], fps: int, data: str, video: str | None) -> dict[str, Any]:
     hw = (int(episodes[0].frames.shape[1]), int(episodes[0].frames.shape[2]))
     total = sum(len(ep.state) for ep in episodes)
     return {
@@ -152,41 +165,50 @@ def _info(version: str, episodes: list[Episode], fps: int, data: str, video: str
         "splits": {"train": f"0:{len(episodes)}"},
         "data_path": data,
         "video_path": video,
-        "features": _features(hw, fps),
+        "features": _features(hw, fps, video is not None),
     }
 
 
 TASKS = ("pick the cube", "push the cube")
 
 
-def write_v21(root: Path, episodes: list[Episode], fps: int, codec: str = "libx264") -> Path:
-    """The episodes as a LeRobot v2.1 dataset at ``root``."""
+def write_v21(root: Path, episodes: list[Episode], fps: int, codec: str = "libx264", with_video: bool = True) -> Path:
+    """The episodes as a LeRobot v2.1 dataset at ``root`` (without its camera where ``video`` is False)."""
     data = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
     video = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
     meta = root / "meta"
     meta.mkdir(parents=True, exist_ok=True)
-    (meta / "info.json").write_text(json.dumps(_info("v2.1", episodes, fps, data, video), indent=2))
+    info = _info("v2.1", episodes, fps, data, video if with_video else None)
+    (meta / "info.json").write_text(json.dumps(info, indent=2))
     lines = [{"episode_index": e, "tasks": [TASKS[ep.task]], "length": len(ep.state)} for e, ep in enumerate(episodes)]
     (meta / "episodes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    (meta / "tasks.jsonl").write_text("".join(json.dumps({"task_index": i, "task": t}) + "\n" for i, t in enumerate(TASKS)))
+    (meta / "tasks.jsonl").write_text(
+        "".join(json.dumps({"task_index": i, "task": t}) + "\n" for i, t in enumerate(TASKS))
+    )
     first = 0
     for e, ep in enumerate(episodes):
         path = root / data.format(episode_chunk=0, episode_index=e)
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(_table(e, ep, first, fps, fixed=False), path)
-        encode(root / video.format(episode_chunk=0, video_key=CAMERA, episode_index=e), ep.frames, fps, codec)
+        if with_video:
+            encode(root / video.format(episode_chunk=0, video_key=CAMERA, episode_index=e), ep.frames, fps, codec)
         first += len(ep.state)
     return root
 
 
-def write_v30(root: Path, episodes: list[Episode], fps: int, per_file: int = 2, codec: str = "libx264") -> Path:
+def write_v30(
+    root: Path, episodes: list[Episode], fps: int, per_file: int = 2, codec: str = "libx264", with_video: bool = True
+) -> Path:
     """The episodes as a LeRobot v3.0 dataset at ``root``: ``per_file`` episodes per data file and per video file."""
     data = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
     video = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
     meta = root / "meta"
     (meta / "episodes/chunk-000").mkdir(parents=True, exist_ok=True)
-    (meta / "info.json").write_text(json.dumps(_info("v3.0", episodes, fps, data, video), indent=2))
-    pq.write_table(pa.table({"task_index": pa.array([0, 1], pa.int64()), "task": pa.array(TASKS)}), meta / "tasks.parquet")
+    info = _info("v3.0", episodes, fps, data, video if with_video else None)
+    (meta / "info.json").write_text(json.dumps(info, indent=2))
+    pq.write_table(
+        pa.table({"task_index": pa.array([0, 1], pa.int64()), "task": pa.array(TASKS)}), meta / "tasks.parquet"
+    )
     rows: list[dict[str, Any]] = []
     first = 0
     for f0 in range(0, len(episodes), per_file):
@@ -199,6 +221,12 @@ def write_v30(root: Path, episodes: list[Episode], fps: int, per_file: int = 2, 
             for e in group:
                 ep, n = episodes[e], len(episodes[e].state)
                 w.write_table(_table(e, ep, first, fps, fixed=True), row_group_size=n)  # one row group per episode
+                cam = {
+                    f"videos/{CAMERA}/chunk_index": 0,
+                    f"videos/{CAMERA}/file_index": file,
+                    f"videos/{CAMERA}/from_timestamp": t,
+                    f"videos/{CAMERA}/to_timestamp": t + n / fps,
+                }
                 rows.append(
                     {
                         "episode_index": e,
@@ -208,15 +236,14 @@ def write_v30(root: Path, episodes: list[Episode], fps: int, per_file: int = 2, 
                         "data/file_index": file,
                         "dataset_from_index": first,
                         "dataset_to_index": first + n,
-                        f"videos/{CAMERA}/chunk_index": 0,
-                        f"videos/{CAMERA}/file_index": file,
-                        f"videos/{CAMERA}/from_timestamp": t,
-                        f"videos/{CAMERA}/to_timestamp": t + n / fps,
+                        **(cam if with_video else {}),
                         "meta/episodes/chunk_index": 0,
                         "meta/episodes/file_index": 0,
                     }
                 )
                 first, t = first + n, t + n / fps
+        if not with_video:
+            continue
         frames = np.concatenate([episodes[e].frames for e in group])
         encode(root / video.format(video_key=CAMERA, chunk_index=0, file_index=file), frames, fps, codec)
     pq.write_table(pa.Table.from_pylist(rows), meta / "episodes/chunk-000/file-000.parquet")

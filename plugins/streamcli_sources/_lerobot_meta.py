@@ -84,7 +84,9 @@ def read(root: Path, cameras: tuple[str, ...] | None) -> Dataset:
         raise ValueError(f"{str(info_path)!r} holds no JSON object; the dataset's metadata is damaged")
     missing = [k for k in _REQUIRED if k not in info]
     if missing:
-        raise ValueError(f"{str(info_path)!r} has no {', '.join(map(repr, missing))}: not a LeRobot v2.x/v3.x info.json")
+        raise ValueError(
+            f"{str(info_path)!r} has no {', '.join(map(repr, missing))}: not a LeRobot v2.x/v3.x info.json"
+        )
     version = str(info["codebase_version"])
     major = version.lstrip("v").split(".")[0]
     if major not in ("2", "3"):
@@ -103,12 +105,12 @@ def read(root: Path, cameras: tuple[str, ...] | None) -> Dataset:
         )
     features = tuple(f for f in features if f.kind != "video" or f.name in chosen)
     if chosen and "video_path" not in info:
-        raise ValueError(f"{str(info_path)!r} has video features but no 'video_path': the dataset's metadata is damaged")
+        raise ValueError(
+            f"{str(info_path)!r} has video features but no 'video_path': the dataset's metadata is damaged"
+        )
     templates = (str(info["data_path"]), str(info.get("video_path", "")))
-    if major == "2":
-        episodes = _episodes_v2(root, info, templates, chosen)
-    else:
-        episodes = _episodes_v3(root, templates, chosen)
+    v2 = major == "2"
+    episodes = _episodes_v2(root, info, templates, chosen) if v2 else _episodes_v3(root, templates, chosen)
     return Dataset(version, fps, features, skipped, episodes)
 
 
@@ -143,7 +145,9 @@ def _image_hw(name: str, shape: tuple[int, ...], names: Any, where: Path) -> tup
     return (shape[1], shape[2]) if shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4) else (shape[0], shape[1])
 
 
-def _episodes_v2(root: Path, info: dict[str, Any], templates: tuple[str, str], cameras: list[str]) -> tuple[Episode, ...]:
+def _episodes_v2(
+    root: Path, info: dict[str, Any], templates: tuple[str, str], cameras: list[str]
+) -> tuple[Episode, ...]:
     path = root / EPISODES_V2
     if not path.is_file():
         raise ValueError(f"{str(path)!r} does not exist: a LeRobot v2.x dataset lists its episodes there")
@@ -177,7 +181,9 @@ def _episodes_v3(root: Path, templates: tuple[str, str], cameras: list[str]) -> 
         names = pq.read_schema(f).names
         missing = [c for c in columns if c not in names]
         if missing:
-            raise ValueError(f"{str(f)!r} has no column {', '.join(map(repr, missing))}: not a LeRobot v3.x episodes file")
+            raise ValueError(
+                f"{str(f)!r} has no column {', '.join(map(repr, missing))}: not a LeRobot v3.x episodes file"
+            )
         rows += pq.read_table(f, columns=columns).to_pylist()
     rows.sort(key=lambda r: int(r["episode_index"]))
     starts: dict[str, int] = {}  # each data file's first global row: where its first episode starts
