@@ -10,6 +10,7 @@ reads it back), so a test can tell which frame it was given.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -101,6 +102,7 @@ def state_episodes(lengths: Sequence[int]) -> list[Episode]:
 def encode(path: Path, frames: npt.NDArray[np.uint8], fps: int, codec: str = "libx264") -> None:
     """Frames to an MP4 at ``fps``, near lossless with libx264 (LeRobot writes AV1 with ``codec="libsvtav1"``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its configuration to stdout unless told errors only
     with av.open(str(path), "w") as c:
         s = c.add_stream(codec, rate=fps)
         s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
