@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -103,7 +104,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ds"
         frames = build(root, args.episodes, args.codec)
-        sides = {"plain PyAV loop": lambda: plain_loop(root), "lerobot, in-process": lambda: loader_epoch(root, 0)}
+        sides: dict[str, Callable[[], int]] = {
+            "plain PyAV loop": lambda: plain_loop(root),
+            "lerobot, in-process": lambda: loader_epoch(root, 0),
+        }
         if not args.no_workers:
             sides["lerobot, 2 workers"] = lambda: loader_epoch(root, 2)
         for run in sides.values():

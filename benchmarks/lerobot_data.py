@@ -47,7 +47,7 @@ def clip_frames(path: Path, n: int, hw: tuple[int, int], skip: int = 0) -> npt.N
             for i, frame in enumerate(c.decode(video=0)):
                 if i >= skip:
                     rgb = frame.to_ndarray(format="rgb24")
-                    out.append(cv2.resize(rgb, (hw[1], hw[0]), interpolation=cv2.INTER_AREA))
+                    out.append(np.asarray(cv2.resize(rgb, (hw[1], hw[0]), interpolation=cv2.INTER_AREA), np.uint8))
                 if len(out) == n:
                     break
         skip = 0
@@ -105,6 +105,7 @@ def encode(path: Path, frames: npt.NDArray[np.uint8], fps: int, codec: str = "li
     os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its configuration to stdout unless told errors only
     with av.open(str(path), "w") as c:
         s = c.add_stream(codec, rate=fps)
+        assert isinstance(s, av.VideoStream)
         s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
         s.options = {"qp": "0", "g": "2", "bf": "0"} if codec == "libx264" else {"g": "2", "crf": "30"}
         s.codec_context.time_base = Fraction(1, fps)

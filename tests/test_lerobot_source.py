@@ -10,11 +10,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _invariants import to_numpy
 from _resume import assert_same, check_resume, run_epochs
 from conftest import require_shared
+from typer.testing import CliRunner
 
 from benchmarks.lerobot_data import (
     CAMERA,
@@ -26,7 +30,8 @@ from benchmarks.lerobot_data import (
     write_v21,
     write_v30,
 )
-from streamcli import Field, StreamLoader, load_source
+from streamcli import Field, ShardReader, StreamLoader, export, load_source
+from streamcli.cli import app
 from streamcli.source import has_costly_steps, iter_steps
 
 LENGTHS = [7, 12, 5, 9]
@@ -246,8 +251,6 @@ def test_rows_that_hold_another_episode_are_refused(states: dict[str, Path]) -> 
     table = pq.read_table(meta).to_pylist()
     table[0]["dataset_from_index"], table[0]["dataset_to_index"] = 3, 9  # into episode 1's rows
     table[1]["dataset_from_index"], table[1]["dataset_to_index"] = 0, 3
-    import pyarrow as pa
-
     pq.write_table(pa.Table.from_pylist(table), meta)
     one_line_error(states["v3.0"], r"file-000.parquet': rows 3 to 9 hold episode \[0, 1\], not episode 0")
 
@@ -257,3 +260,54 @@ def test_field_names_may_be_dotted_but_not_begin_with_flag() -> None:
     for bad in ("flag.valid", "a..b", ".a", "a.", "a-b", "observation.1"):
         with pytest.raises(ValueError, match="dotted identifiers"):
             Field(bad, (), "float32")
+
+
+def test_dotted_field_names_go_through_export_and_replay(states: dict[str, Path], tmp_path: Path) -> None:
+    source = load_source("lerobot", str(states["v3.0"]))
+    with StreamLoader(source, B, T, seed=2) as ld:
+        want = run_epochs(ld, 1)
+    with StreamLoader(load_source("lerobot", str(states["v3.0"])), B, T, seed=2) as ld:
+        export(ld, tmp_path / "out")
+    got = [to_numpy(b) for b in ShardReader(tmp_path / "out")]
+    assert_same(want, got, "export of dotted names")
+    assert {f.name for f in ShardReader(tmp_path / "out").fields} == set(FIELDS)
+
+
+def test_an_image_feature_is_decoded_from_its_png_bytes(states: dict[str, Path]) -> None:
+    root = states["v2.1"]
+    info_path = root / "meta/info.json"
+    info = json.loads(info_path.read_text())
+    info["features"]["observation.image"] = {"dtype": "image", "shape": [8, 10, 3], "names": ["height", "width", "c"]}
+    info_path.write_text(json.dumps(info))
+    rng = np.random.default_rng(4)
+    pictures = {}
+    for e in range(3):
+        path = root / f"data/chunk-000/episode_{e:06d}.parquet"
+        table = pq.read_table(path)
+        pictures[e] = rng.integers(0, 256, (table.num_rows, 8, 10, 3), dtype=np.uint8)
+        png = [{"bytes": cv2.imencode(".png", p[..., ::-1])[1].tobytes(), "path": None} for p in pictures[e]]
+        pq.write_table(table.append_column("observation.image", pa.array(png)), path)
+    source = load_source("lerobot", str(root), size=(4, 5))
+    assert Field("observation.image", (3, 4, 5), "uint8", display="image") in source.fields()
+    assert has_costly_steps(source)
+    for e, steps in enumerate(steps_of(root)):
+        assert len(steps) == len(pictures[e])
+        for s, p in zip(steps, pictures[e], strict=True):
+            np.testing.assert_array_equal(s["observation.image"], p.transpose(2, 0, 1))
+
+
+def test_the_cli_lists_previews_and_exports_a_lerobot_dataset(states: dict[str, Path], tmp_path: Path) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(app, ["plugins", "lerobot", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert {o["name"] for o in json.loads(listed.output)["options"]} >= {"size", "cameras", "backend", "index"}
+    root = str(states["v2.1"])
+    shown = runner.invoke(app, ["preview", root, "-b", "2", "-t", "4", "-w", "0", "--batches", "1"])
+    assert shown.exit_code == 0, shown.output
+    assert "episode_000000" in shown.output and "observation.state" in shown.output
+    out = tmp_path / "exported"
+    done = runner.invoke(app, ["export", "lerobot", root, str(out), "-b", "2", "-t", "4", "-w", "0"])
+    assert done.exit_code == 0, done.output
+    assert sum(int(b.valid.sum()) for b in ShardReader(out)) == 13
+    bad = runner.invoke(app, ["preview", "lerobot", str(tmp_path), "-w", "0", "--batches", "1"])
+    assert bad.exit_code != 0 and "info.json' does not exist" in bad.output

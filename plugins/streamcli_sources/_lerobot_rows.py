@@ -95,7 +95,7 @@ def _images(column: pa.ChunkedArray, path: Path, f: Feature) -> list[bytes]:
     """An image column (a struct of ``bytes`` and ``path``, as Hugging Face datasets write it) as encoded images."""
     if not pa.types.is_struct(column.type) or column.type.get_field_index("bytes") < 0:
         raise ValueError(f"{str(path)!r}: column {f.name!r} is {column.type}, not images (a struct with 'bytes')")
-    out = column.combine_chunks().field("bytes").to_pylist()
+    out: list[bytes] = column.combine_chunks().field("bytes").to_pylist()
     if any(b is None for b in out):
         raise ValueError(f"{str(path)!r}: column {f.name!r} has images by path only; embedded images are read")
     return out
