@@ -9,7 +9,9 @@ four episodes per data file and per video file. Both sides decode every frame of
 with PyAV (one decoder thread) and read the episode's rows with pyarrow:
 
 - the plain loop, per episode: ``read_row_group``, ``av.open``, seek to the episode's ``from_timestamp``, decode
-  forward, ``to_ndarray("rgb24")`` and HWC->CHW for each frame of the episode (what a hand-written reader does);
+  forward, RGB and HWC->CHW for each frame of the episode (what a hand-written reader does), converting with one
+  ``VideoReformatter`` per file as the source does (the baseline of the ratios), and, as a second row, with
+  ``frame.to_ndarray("rgb24")``, which makes a converter per frame;
 - ``StreamLoader(load_source("lerobot", ...), B=8, T=32)`` in-process (``num_workers=0``), and with 2 workers.
 
 Each round runs the loop and then each loader once (one epoch); rounds alternate the order. Reported: each side's
@@ -29,6 +31,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pyarrow.parquet as pq
+from av.video.reformatter import VideoReformatter
 
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,6 +44,7 @@ FPS = 30
 HW = (96, 128)
 CLIPS = ("bikes.mp4", "cockatoo.mp4", "carphone_pristine.mp4", "balle-jbart.mp4")
 B, T = 8, 32
+LOOP = "plain PyAV loop (one reformatter per file)"
 
 
 def build(root: Path, episodes: int, codec: str) -> int:
@@ -56,8 +60,9 @@ def build(root: Path, episodes: int, codec: str) -> int:
     return int(sum(lengths))
 
 
-def plain_loop(root: Path) -> int:
-    """Every episode's rows and frames, decoded along the episode with PyAV: the frames decoded."""
+def plain_loop(root: Path, reuse: bool = True) -> int:
+    """Every episode's rows and frames, decoded along the episode with PyAV: the frames decoded. ``reuse`` converts
+    frames with one ``VideoReformatter`` per file (as the source does); else ``to_ndarray`` makes one per frame."""
     episodes = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
     done = 0
     files: dict[int, pq.ParquetFile] = {}
@@ -72,6 +77,7 @@ def plain_loop(root: Path) -> int:
         times = rows.column("timestamp").to_numpy().astype(np.float64) + ep[f"videos/{CAMERA}/from_timestamp"]
         state = rows.column("observation.state").combine_chunks().flatten().to_numpy().reshape(len(times), 6)
         path = root / f"videos/{CAMERA}/chunk-000/file-{int(ep[f'videos/{CAMERA}/file_index']):03d}.mp4"
+        reformatter = VideoReformatter()
         with av.open(str(path)) as c:
             s = c.streams.video[0]
             s.codec_context.thread_count = 1
@@ -80,7 +86,8 @@ def plain_loop(root: Path) -> int:
             for frame in c.decode(s):
                 if frame.time < times[k] - 0.5 / FPS:
                     continue
-                chw = np.ascontiguousarray(frame.to_ndarray(format="rgb24").transpose(2, 0, 1))
+                rgb = reformatter.reformat(frame, format="rgb24") if reuse else frame
+                chw = np.ascontiguousarray(rgb.to_ndarray(format="rgb24").transpose(2, 0, 1))
                 assert chw.shape == (3, *HW) and state[k].shape == (6,)
                 k += 1
                 done += 1
@@ -121,7 +128,7 @@ def main() -> None:
                 rates[name].append(got / (time.perf_counter() - t0))
                 if got != frames:
                     sys.exit(f"{name} delivered {got} frames of {frames}")
-        base = rates["plain PyAV loop"]
+        base = rates[LOOP]
         print(f"{args.episodes} episodes, {frames} frames {HW[0]}x{HW[1]} ({args.codec}), {args.rounds} rounds\n")
         print("| side | frames/s (median) | ratio to the loop (median of rounds) |")
         print("|---|---:|---:|")
