@@ -112,7 +112,8 @@ def main() -> None:
         root = Path(tmp) / "ds"
         frames = build(root, args.episodes, args.codec)
         sides: dict[str, Callable[[], int]] = {
-            "plain PyAV loop": lambda: plain_loop(root),
+            LOOP: lambda: plain_loop(root),
+            "plain PyAV loop, to_ndarray per frame": lambda: plain_loop(root, reuse=False),
             "lerobot, in-process": lambda: loader_epoch(root, 0),
         }
         if not args.no_workers:

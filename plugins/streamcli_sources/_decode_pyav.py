@@ -217,6 +217,15 @@ class PyAVVideo:
             return None
         return np.ascontiguousarray(out, dtype=np.uint8)
 
+    def rgb(self, frame: VideoFrame) -> npt.NDArray[np.uint8] | None:
+        """The frame as RGB uint8 (H, W, 3), converted as ``bgr`` converts (one conversion where ``bgr`` and
+        ``cv2.cvtColor`` make two); ``None`` where FFmpeg cannot convert it."""
+        try:
+            out = self._reformatter.reformat(frame, format="rgb24", interpolation="BICUBIC").to_ndarray()
+        except (av.FFmpegError, ValueError):
+            return None
+        return np.ascontiguousarray(out, dtype=np.uint8)
+
     def close(self) -> None:
         self.container.close()
 

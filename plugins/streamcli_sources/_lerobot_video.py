@@ -12,35 +12,50 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
+import cv2
 import numpy as np
 import numpy.typing as npt
 
 from streamcli_sources import _video_backends
-from streamcli_sources._convert import convert
+from streamcli_sources._convert import INTERPOLATION, convert
 
-Bgr = Callable[[], "npt.NDArray[np.uint8] | None"]
-"""A decoded frame's pixels, converted only when asked (BGR, ``None`` where FFmpeg cannot convert them)."""
+Pixels = Callable[[], "npt.NDArray[np.uint8] | None"]
+"""A decoded frame as the step's uint8 RGB ``(3, H, W)``, converted only when asked; ``None`` where FFmpeg cannot."""
 
 
-def _pyav(path: str, from_ms: float, threads: int, max_failed: int) -> Iterator[tuple[float, Bgr]]:
+def _pyav(
+    path: str, from_ms: float, threads: int, max_failed: int, size: tuple[int, int], interpolation: str
+) -> Iterator[tuple[float, Pixels]]:
     from streamcli_sources._decode_pyav import open_video  # PyAV is an optional extra
 
     video = open_video(path, threads, max_failed)
     if video is None:
         raise ValueError(f"{path!r}: PyAV cannot open it as a video")
+
+    def chw(frame: Any) -> npt.NDArray[np.uint8] | None:
+        rgb = video.rgb(frame)  # RGB straight from FFmpeg's converter: LeRobot's own pixels, one conversion
+        if rgb is None:
+            return None
+        if rgb.shape[:2] != size:
+            rgb = np.asarray(cv2.resize(rgb, (size[1], size[0]), interpolation=INTERPOLATION[interpolation]))
+        return np.ascontiguousarray(rgb.transpose(2, 0, 1))
+
     with video:
         for frame in video.from_ms(from_ms):
-            yield video.ms(frame), lambda frame=frame: video.bgr(frame)  # type: ignore[misc]
+            yield video.ms(frame), lambda frame=frame: chw(frame)  # type: ignore[misc]
 
 
-def _opencv(path: str, threads: int, max_failed: int) -> Iterator[tuple[float, Bgr]]:
+def _opencv(
+    path: str, threads: int, max_failed: int, size: tuple[int, int], interpolation: str
+) -> Iterator[tuple[float, Pixels]]:
     frames = _video_backends.load("opencv").read(
         path, 0, math.inf, stride=1, threads=threads, max_failed=max_failed, scan=lambda: None
     )
     try:
         for bgr, ms in frames:
-            yield ms, lambda bgr=bgr: bgr  # type: ignore[misc]
+            yield ms, lambda bgr=bgr: convert(bgr, size, False, interpolation)  # type: ignore[misc]
     finally:
         frames.close()
 
@@ -66,10 +81,10 @@ def frames_at(
     tol = 500.0 / fps
     wants = np.asarray(times_s, np.float64) * 1000.0
     if backend == "pyav":
-        decoded = _pyav(path, float(wants[0]) - tol, threads, max_failed)
+        decoded = _pyav(path, float(wants[0]) - tol, threads, max_failed, size, interpolation)
     else:
-        decoded = _opencv(path, threads, max_failed)
-    pending: tuple[float, Bgr] | None = None
+        decoded = _opencv(path, threads, max_failed, size, interpolation)
+    pending: tuple[float, Pixels] | None = None
     try:
         for row, want in enumerate(wants.tolist()):
             while pending is None or pending[0] < want - tol:  # frames before this row's window: not its frame
@@ -84,11 +99,11 @@ def frames_at(
                 why = f"the next frame is at {pending[0] / 1000:.4f} s"
                 _missing(where, path, first + row, first + len(wants), want, why)
                 return
-            bgr = pending[1]()
-            if bgr is None:
+            pixels = pending[1]()
+            if pixels is None:
                 _missing(where, path, first + row, first + len(wants), want, "FFmpeg cannot convert its frame")
                 return
-            yield convert(bgr, size, False, interpolation)
+            yield pixels
     finally:
         decoded.close()  # type: ignore[attr-defined]
 
