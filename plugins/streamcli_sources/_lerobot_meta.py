@@ -104,11 +104,11 @@ def read(root: Path, cameras: tuple[str, ...] | None) -> Dataset:
             f"{str(info_path)!r}; its video features are {', '.join(videos) or 'none'}"
         )
     features = tuple(f for f in features if f.kind != "video" or f.name in chosen)
-    if chosen and "video_path" not in info:
+    if chosen and not info.get("video_path"):  # LeRobot writes null where a dataset has no camera
         raise ValueError(
             f"{str(info_path)!r} has video features but no 'video_path': the dataset's metadata is damaged"
         )
-    templates = (str(info["data_path"]), str(info.get("video_path", "")))
+    templates = (str(info["data_path"]), str(info.get("video_path") or ""))
     v2 = major == "2"
     episodes = _episodes_v2(root, info, templates, chosen) if v2 else _episodes_v3(root, templates, chosen)
     return Dataset(version, fps, features, skipped, episodes)

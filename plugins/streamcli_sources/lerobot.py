@@ -159,6 +159,10 @@ class LeRobotSource(BaseSource):
 
     def _camera(self, episode: _lerobot_meta.Episode, key: str, rows: _lerobot_rows.Rows, start: int) -> Any:
         path, from_s = episode.video(key)
+        if not (self.root / path).is_file():
+            raise ValueError(
+                f"{str(self.root / path)!r} does not exist: episode {episode.index}'s {key} should be there"
+            )
         times = from_s + np.asarray(rows["timestamp"], np.float64).reshape(len(rows["timestamp"]), -1)[:, 0]
         return frames_at(
             str(self.root / path),
