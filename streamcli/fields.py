@@ -15,6 +15,16 @@ DISPLAY_KINDS = ("image", "text", "audio", "other")
 """How a field may ask to be shown (``Field.display``); ``""`` lets the viewer infer it."""
 
 
+RESERVED_PREFIX = "flag."
+"""Field names never begin with it: an export names its flags ``flag.<name>`` beside ``data.<field>``."""
+
+
+def valid_name(name: str) -> bool:
+    """A field name is one identifier or several joined by dots (LeRobot's ``observation.state``), so it reads as
+    ``batch[name]`` and names a shard member ``data.<name>`` unambiguously; the ``flag.`` prefix is reserved."""
+    return all(part.isidentifier() for part in name.split(".")) and not name.startswith(RESERVED_PREFIX)
+
+
 @dataclass(frozen=True)
 class Field:
     """The name, per-step shape and dtype of one field of a step, and how a viewer should show it.
@@ -39,8 +49,11 @@ class Field:
     display: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name.isidentifier():
-            raise ValueError(f"field name {self.name!r} must be a Python identifier, e.g. 'frame'")
+        if not valid_name(self.name):
+            raise ValueError(
+                f"field name {self.name!r} must be a Python identifier or dotted identifiers, e.g. 'frame' or "
+                f"'observation.state', and not begin with {RESERVED_PREFIX!r}"
+            )
         kind, sep, companion = self.display.partition(":")
         if kind not in ("", *DISPLAY_KINDS) or (sep and (kind != "text" or not companion.isidentifier())):
             raise ValueError(

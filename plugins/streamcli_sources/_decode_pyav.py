@@ -172,6 +172,31 @@ class PyAVVideo:
             self._open()
         yield from self._counted(self.frames(), 0)
 
+    def from_ms(self, ms: float) -> Iterator[VideoFrame]:
+        """The frames from the keyframe at or before time ``ms`` (as ``self.ms`` reckons it) on, to the end.
+
+        For readers that find frames by time (LeRobot's episodes, back to back in one file). The first frame is
+        decoded before the seek, as in ``seek``. Where the seek lands past ``ms`` (an inexact container), the file
+        is decoded from the start instead, so every frame at or after ``ms`` is among those yielded.
+        """
+        offset = round(Fraction(ms) / 1000 / self._base) + self._start
+        if offset > self._start:
+            primer = self.frames()
+            next(primer, None)
+            primer.close()
+            self.container.seek(offset, stream=self.stream, backward=True, any_frame=False)
+            self.stream.codec_context.flush_buffers()
+            frames = self.frames()
+            first = next(frames, None)
+            if first is not None and self.ms(first) <= ms:
+                yield first
+                yield from frames
+                return
+            frames.close()
+            self.close()
+            self._open()
+        yield from self.frames()
+
     def _counted(self, frames: Iterator[VideoFrame], first: int) -> Iterator[tuple[int, VideoFrame]]:
         """``enumerate(frames, first)``, then ``check_end`` once the frames run out (not when the caller stops)."""
         n = first
@@ -188,6 +213,15 @@ class PyAVVideo:
         """
         try:
             out = self._reformatter.reformat(frame, format="bgr24", interpolation="BICUBIC").to_ndarray()
+        except (av.FFmpegError, ValueError):
+            return None
+        return np.ascontiguousarray(out, dtype=np.uint8)
+
+    def rgb(self, frame: VideoFrame) -> npt.NDArray[np.uint8] | None:
+        """The frame as RGB uint8 (H, W, 3), converted as ``bgr`` converts (one conversion where ``bgr`` and
+        ``cv2.cvtColor`` make two); ``None`` where FFmpeg cannot convert it."""
+        try:
+            out = self._reformatter.reformat(frame, format="rgb24", interpolation="BICUBIC").to_ndarray()
         except (av.FFmpegError, ValueError):
             return None
         return np.ascontiguousarray(out, dtype=np.uint8)
