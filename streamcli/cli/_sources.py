@@ -133,22 +133,26 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         with quiet(STATE.debug, native=hush):
             try:
                 return fn()
+            # Chained (``from exc``), so that --debug shows the plugin's traceback under the one-line message.
             except PluginArgumentError as exc:
-                raise UsageFailure(argument_message(plugin, exc)) from None
+                raise UsageFailure(argument_message(plugin, exc)) from exc
             except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-                raise bad_input(exc) from None
+                raise bad_input(exc) from exc
             except PermissionError as exc:
-                raise UsageFailure(unreadable(exc)) from None
-            except (ValueError, TypeError, SourceError) as exc:
-                raise bad_input(exc) from None
+                raise UsageFailure(unreadable(exc)) from exc
+            except (ValueError, SourceError) as exc:  # how the contract says a source refuses its input
+                raise bad_input(exc) from exc
             except ShardError as exc:
-                raise not_an_export(exc) from None
+                raise not_an_export(exc) from exc
             except ImportError as exc:  # an optional extra the input needs (h5py, faery): the user installs it
-                raise bad_input(exc) from None
+                raise bad_input(exc) from exc
             except StreamcliError:
                 raise
-            except Exception as exc:
-                raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
+            except Exception as exc:  # a TypeError, KeyError...: arguments were checked, so the plugin's own bug
+                raise PluginLoadError(
+                    f"the {plugin} source failed to start: {type(exc).__name__}: {exc} (an error in the plugin's "
+                    "code, not in your input; rerun with --debug for the traceback)"
+                ) from exc
 
     source = attempt(
         lambda: load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)
