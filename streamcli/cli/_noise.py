@@ -97,6 +97,9 @@ class NativeStderr:
         self._saved: int | None = None
         self._file: IO[bytes] | None = None
         self.text = ""
+        self._read = 0  # bytes of the file parsed by ``warnings_so_far``
+        self._partial = b""
+        self._seen: list[str] = []
 
     def __enter__(self) -> NativeStderr:
         try:
@@ -121,6 +124,23 @@ class NativeStderr:
             self.text = self._file.read().decode(errors="replace")
             self._file.close()
             self._file = None
+
+    def warnings_so_far(self) -> list[str]:
+        """The Python warnings that processes (workers) wrote to fd 2 since the block began, while it runs: for
+        a live view to show them as they happen. Reads only what was appended since the last call."""
+        if self._file is None:
+            return list(self._seen)
+        try:
+            data = os.pread(self._file.fileno(), 1 << 20, self._read)
+        except OSError:
+            return list(self._seen)
+        self._read += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            m = _PY_WARNING.match(line.decode(errors="replace").strip())
+            if m and m.group(1) not in self._seen:
+                self._seen.append(m.group(1))
+        return list(self._seen)
 
     def report(self) -> None:
         if not self.text:
