@@ -60,13 +60,16 @@ def _call(ref: ClassRef, args: tuple[Any, ...]) -> Any:
     return ref.load()(*args)
 
 
+_NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009  (what object.__reduce_ex__ returns; not in the stubs)
+
+
 def _reducer(ref: ClassRef) -> Any:
     def reduce(obj: Any) -> Any:
         rv = obj.__reduce_ex__(4)
         if not isinstance(rv, tuple):
             return rv
         fn, args, *rest = rv
-        if fn is copyreg.__newobj__ and args and args[0] is type(obj):
+        if fn is _NEWOBJ and args and args[0] is type(obj):
             return (_rebuild, (ref, tuple(args[1:])), *rest)
         if fn is type(obj):
             return (_call, (ref, tuple(args)), *rest)

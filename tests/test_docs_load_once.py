@@ -45,7 +45,12 @@ def test_the_table_example_loads_its_tables_once_per_process_and_pickles_only_na
         np.save(tmp_path / f"table{i}.npy", t)
     loads: list[str] = []
     real_load = np.load
-    monkeypatch.setattr(np, "load", lambda p, *a, **k: loads.append(str(p)) or real_load(p, *a, **k))
+
+    def counted_load(path: Any, *args: Any, **kwargs: Any) -> Any:
+        loads.append(str(path))
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(np, "load", counted_load)
     source: Any = docs.TableSource(str(tmp_path))
     assert loads == []  # constructing reads nothing
     assert source.length(2) == 50_002 and len(loads) == 3  # first use loads every table, once

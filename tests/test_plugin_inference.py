@@ -43,7 +43,7 @@ def test_a_folder_of_books_with_a_readme_is_still_text(tmp_path: Path) -> None:
     (books / "README.md").write_text("# my corpus\n")
     (books / "LICENSE.txt").write_text("public domain\n")
     chosen, why = infer_plugin(str(books), NAMES)
-    assert chosen == "text"
+    assert chosen == "text" and why is not None
     assert "(2 text files;" in why and "README.md" in why and "LICENSE.txt" in why
 
 
