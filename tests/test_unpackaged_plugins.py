@@ -64,10 +64,11 @@ def plugin_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def delivered(source: object, workers: int) -> dict[int, list[int]]:
+def delivered(source: object, workers: int, method: str | None = None) -> dict[int, list[int]]:
     """Each stream's steps in delivery order: stream id -> tok values."""
     out: dict[int, list[int]] = {}
-    with StreamLoader(source, batch_size=2, time_steps=3, num_workers=workers) as loader:  # type: ignore[arg-type]
+    how = {"mp_context": method} if method else {}
+    with StreamLoader(source, batch_size=2, time_steps=3, num_workers=workers, **how) as loader:  # type: ignore[arg-type]
         for batch in loader:
             tok, valid, ids = batch["tok"].numpy(), batch.valid.numpy(), batch.stream.numpy()
             for t in range(tok.shape[0]):
@@ -81,10 +82,19 @@ EXPECTED = {i: [i * 100 + k for k in range(5)] for i in range(3)}
 
 
 @pytest.mark.slow
-def test_a_class_in_a_file_named_by_path_runs_in_two_workers(plugin_dir: Path) -> None:
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_class_in_a_file_named_by_path_runs_in_two_workers(plugin_dir: Path, method: str) -> None:
     source = load_source(f"{plugin_dir / 'my_counts.py'}:Counts", 3)
     assert delivered(source, 0) == EXPECTED
-    assert delivered(source, 2) == EXPECTED  # the workers unpickled a class no installed module holds
+    assert delivered(source, 2, method) == EXPECTED  # the workers unpickled a class no installed module holds
+
+
+@pytest.mark.slow
+def test_a_file_whose_name_is_taken_by_another_module_loads_under_a_private_name(tmp_path: Path) -> None:
+    (tmp_path / "json.py").write_text(PLUGIN)  # "json" is the standard library's
+    source = load_source(f"{tmp_path / 'json.py'}:Counts", 3)
+    assert type(source).__module__.startswith("streamcli_user_") and type(source).__module__.endswith("_json")
+    assert delivered(source, 2, "spawn") == EXPECTED
 
 
 @pytest.mark.slow
