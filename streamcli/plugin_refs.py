@@ -27,9 +27,10 @@ from streamcli.errors import PluginLoadError, PluginNotFoundError
 def is_reference(name: str) -> bool:
     """``module:attr`` or ``file.py:attr`` (``attr`` may be dotted); never a URL or a plain plugin name."""
     target, sep, attr = name.rpartition(":")
-    if not sep or not target or "://" in name:
+    if not sep or not target or "://" in name or not all(part.isidentifier() for part in attr.split(".")):
         return False
-    return all(part.isidentifier() for part in attr.split("."))
+    is_file = target.endswith(".py") or "/" in target or os.sep in target
+    return is_file or all(part.isidentifier() for part in target.split("."))
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,15 @@ def test_a_module_in_the_current_folder_runs_in_two_workers(plugin_dir: Path, mo
     assert delivered(source, 2) == EXPECTED
 
 
+def test_only_a_module_or_a_python_file_then_a_class_reads_as_a_reference() -> None:
+    from streamcli.plugin_refs import is_reference
+
+    for name in ("my_counts:Counts", "pkg.sub:Source", "a/b.py:Counts", "b.py:Outer.Inner", "./src/x.py:X"):
+        assert is_reference(name), name
+    for name in ("video", "s3://bucket/x.py:X", "books=1:text", "my_counts:", ":Counts", "a:b-c", "C:x y"):
+        assert not is_reference(name), name
+
+
 def test_errors_name_the_module_the_file_or_the_class_with_the_fix(plugin_dir: Path) -> None:
     with pytest.raises(PluginNotFoundError, match=r"no module named 'no_such_mod_q'.*file\.py:Class"):
         load_factory("no_such_mod_q:Counts")
