@@ -164,7 +164,9 @@ def load_reference(name: str) -> Any:
     obj: Any = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
-            names = [n for n, v in vars(obj).items() if isinstance(v, type) and not n.startswith("_")]
+            classes = {n: v for n, v in vars(obj).items() if isinstance(v, type) and not n.startswith("_")}
+            own = [n for n, v in classes.items() if v.__module__ == getattr(obj, "__name__", None)]
+            names = own or list(classes)  # the module's own classes, not those it imported
             close = difflib.get_close_matches(part, names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise PluginNotFoundError(
