@@ -249,7 +249,8 @@ class Iteration:
                 continue
             tally.skipped += 1
             skipped.append([skip.item, skip.step])
-            log.warning("skipped item %r (stream %d) at step %d: %s", skip.name, skip.item, skip.step, skip.error)
+            tally.skips.append(skip.describe())
+            log.warning("skipped item %s", skip.describe())
         tally.streams_done = max(0, min(rec.tickets, self.n_streams) - rec.n_live)
         if rec.last:
             self.position = Position.start_of(epoch + 1, self.epochs.rows)
@@ -278,6 +279,7 @@ class Iteration:
             streams_done=tally.streams_done,
             streams_total=self.n_streams,
             skipped=tally.skipped,
+            skips=tuple(tally.skips),
             copies=handout.copies,
             steps_per_batch=c.batch_size * c.time_steps,
             length_mismatches=tally.mismatches,

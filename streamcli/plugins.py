@@ -17,6 +17,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from streamcli.errors import PluginArgumentError, PluginLoadError, PluginNotFoundError
+from streamcli.plugin_refs import is_reference, load_reference
 from streamcli.source import PLUGIN_ATTR, StreamSource, check_source
 
 GROUP = "streamcli.plugins"
@@ -63,8 +64,15 @@ def list_plugins() -> list[PluginInfo]:
 
 
 def load_factory(name: str) -> Any:
-    """Import the callable registered under ``name``; errors name the plugin and the cause."""
-    for ep in _entry_points():
+    """Import the callable registered under ``name``; errors name the plugin and the cause.
+
+    A name that no plugin is registered under may be a reference to an uninstalled one, ``module:Class``
+    (imported with the current folder on ``sys.path``) or ``path/to/file.py:Class`` (``streamcli.plugin_refs``).
+    """
+    eps = _entry_points()
+    if is_reference(name) and not any(ep.name == name for ep in eps):
+        return load_reference(name)
+    for ep in eps:
         if ep.name == name:
             try:
                 return ep.load()

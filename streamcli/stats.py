@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+SKIPS_KEPT = 100  # descriptions of skipped items kept for ``LoaderStats.skips``; the count goes on
+
 
 @dataclass(frozen=True)
 class LoaderStats:
@@ -47,6 +49,8 @@ class LoaderStats:
     balanced: bool = False  # ``balance`` is on: given, the source's ``costly_steps``, or measured (``iteration``)
     longest_stream: int | None = None  # steps of this epoch's longest stream (None: lengths unknown)
     epoch_steps: int | None = None  # steps of all of this epoch's streams (None: lengths unknown)
+    # What the latest skipped items were, oldest first (at most ``SKIPS_KEPT``): name, stream, file, step, why.
+    skips: tuple[str, ...] = ()
 
     @property
     def useful_share(self) -> float:
@@ -122,6 +126,7 @@ class Tally:
         self.first_batch_s: float | None = None
         self.waits: deque[float] = deque(maxlen=1000)
         self.batches = self.steps = self.bytes = self.skipped = self.mismatches = self.streams_done = 0
+        self.skips: deque[str] = deque(maxlen=SKIPS_KEPT)
         self.longest: int | None = None  # this epoch's longest stream, and all its streams' steps (None: unknown)
         self.epoch_steps: int | None = None
         self.batch_bytes = batch_bytes

@@ -5,6 +5,7 @@ Prose for people, so it lives with the command; the library's ``streamcli.bench`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,13 +43,44 @@ def imbalance(r: BenchResult) -> str | None:
     return text + " (the work is not spread evenly over the workers)"
 
 
-def bottleneck(r: BenchResult) -> str:
-    """One line naming what limits this configuration."""
+def workers_verdict(results: Sequence[BenchResult]) -> str | None:
+    """Whether workers beat the in-process loader, by the figures of this sweep: the best worker count against
+    ``workers=0`` (of the same loader name); None unless both were measured.
+
+    Workers pay a hand-off per batch (the step is written to shared memory, then the consumer is told), so with
+    cheap steps they lose: that is said, with the ratio and why, never contradicted by a general rule.
+    """
+    ours = [r for r in results if r.name == results[0].name] if results else []
+    inproc = next((r for r in ours if r.workers == 0), None)
+    pooled = [r for r in ours if r.workers > 0]
+    if inproc is None or not pooled or inproc.steps_per_s <= 0:
+        return None
+    best = max(pooled, key=lambda r: r.steps_per_s)
+    n = f"{best.workers} worker{'s' if best.workers != 1 else ''}"
+    if best.steps_per_s >= inproc.steps_per_s:
+        gain = best.steps_per_s / inproc.steps_per_s
+        figures = f"{best.steps_per_s:,.0f} vs {inproc.steps_per_s:,.0f} steps/s"
+        return f"workers help: {n} give {gain:.1f}x in-process ({figures})"
+    slower = inproc.steps_per_s / max(best.steps_per_s, 1e-9)
+    return (
+        f"workers lose: in-process gives {inproc.steps_per_s:,.0f} steps/s, the best of the workers ({n}) "
+        f"{best.steps_per_s:,.0f}, {slower:.1f}x slower; the steps are cheaper than the hand-off (each batch a "
+        "worker writes to shared memory and passes to this process): use -w 0 (num_workers=0), or give each "
+        "worker more work per hand-off (a window() member, block_steps, a larger -b/-t)"
+    )
+
+
+def bottleneck(r: BenchResult, results: Sequence[BenchResult] = ()) -> str:
+    """One line naming what limits this configuration; ``results`` (the whole sweep) lets the in-process line say
+    what the workers measured instead of guessing."""
     if r.workers == 0:
-        return (
-            f"decode-bound, in-process: the consumer's own thread produces every step ({r.steps_per_s:.0f} steps/s, "
-            f"waits {r.wait_p50_ms:.0f} ms p50); workers help when cores are free"
+        line = (
+            f"in-process: the consumer's own thread produces every step ({r.steps_per_s:.0f} steps/s, "
+            f"waits {r.wait_p50_ms:.0f} ms p50)"
         )
+        if workers_verdict(results) is not None:
+            return line + "; the workers measured were slower (see the verdict)"
+        return line + "; measure workers beside it (-w 0 -w 2) to see whether they help"
     uneven = imbalance(r)
     if uneven is not None:
         return uneven

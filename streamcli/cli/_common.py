@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, no streams, bad option, a URL
 without its fsspec backend);
-1 failure at run time (one red line); 130 interrupted. ``--debug`` shows tracebacks instead.
+1 failure at run time (one red line), a plugin's own error included; 130 interrupted. ``--debug`` shows tracebacks
+instead.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import inspect
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +22,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from streamcli.errors import StreamcliError, UnsupportedURLError
+from streamcli.errors import SourceError, StreamcliError, UnsupportedURLError
 
 
 class _State:
@@ -52,6 +54,12 @@ def err_line(message: str) -> None:
     """Print one red line to stderr (newlines folded so it stays one line)."""
     msg = " ".join(str(message).split())
     Console(stderr=True, soft_wrap=True, highlight=False).print(Text("error: ", "bold red") + Text(msg, "red"))
+
+
+def source_failure(message: str) -> str:
+    """A source's failure in the CLI's words: the library's ``on_error='skip'`` as the flag, and where the
+    traceback is."""
+    return message.replace("on_error='skip'", "--on-error skip") + "; rerun with --debug for the traceback"
 
 
 def unreadable(exc: PermissionError) -> str:
@@ -153,6 +161,8 @@ class StreamcliGroup(TyperGroup):
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
         except UsageFailure as exc:
+            if STATE.debug and exc.__cause__ is not None:  # what the source raised, where
+                traceback.print_exception(exc.__cause__)
             err_line(str(exc))
             code = 2
         except typer.TyperException as exc:  # Typer's parsing errors (its click exceptions derive from it)
@@ -175,6 +185,9 @@ class StreamcliGroup(TyperGroup):
             elif isinstance(exc, UnsupportedURLError):  # a URL the user gave that cannot be served: theirs to fix
                 err_line(str(exc))
                 code = 2
+            elif isinstance(exc, SourceError):  # a source failed reading an item: the library names the item
+                err_line(source_failure(str(exc)))
+                code = 1
             elif isinstance(exc, StreamcliError):
                 err_line(str(exc))
                 code = 1

@@ -1,4 +1,5 @@
-"""The user's input before a source is built: a PATH or URL that exists and can be read, or the plugin it implies.
+"""The user's input before a source is built: a PATH or URL that exists and can be read (its plugin, when not
+named, is inferred in ``_inference``).
 
 Every problem raises ``UsageFailure`` (exit 2) naming the path and the fix.
 """
@@ -12,9 +13,6 @@ from pathlib import Path
 
 from streamcli.cli._common import UsageFailure, unreadable
 from streamcli.cli._mix import check_mix_input, is_mix
-from streamcli.cli._spec import did_you_mean
-from streamcli.plugins import load_factory
-from streamcli.source import can_open
 from streamcli.storage import urls
 
 
@@ -66,21 +64,3 @@ def url_argument(arg: str) -> str:
 
 def looks_like_path(arg: str) -> bool:
     return os.sep in arg or arg.startswith(".") or Path(arg).suffix != ""
-
-
-def infer_plugin(path: str, names: Sequence[str]) -> str:
-    """The first plugin (by name) whose ``can_open(path)`` says yes; broken plugins are skipped."""
-    if urls.is_remote(path):
-        urls.check(path)
-        raise UsageFailure(f"name the source of a URL, e.g. streamcli preview shards {path} (or text, audio)")
-    path = str(urls.local_path(path))
-    if not Path(path).exists():
-        msg = f"{path!r} is neither an installed plugin nor an existing path; plugins: {', '.join(names)}"
-        raise UsageFailure(did_you_mean(msg, path, names))
-    for name in names:
-        try:
-            if can_open(load_factory(name), path):
-                return name
-        except Exception:  # a broken plugin must not stop inference with the others
-            continue
-    raise UsageFailure(f"no plugin can open {path!r}; name one, e.g. streamcli preview video {path}")

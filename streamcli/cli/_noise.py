@@ -10,6 +10,7 @@ them, and the native messages replayed at the end.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -32,12 +33,14 @@ def warning_line(message: str) -> None:
 
 
 class CollectedWarnings:
-    """Python warnings raised inside the block, shown afterwards as one line each (repeats once)."""
+    """Python warnings raised inside the block, and the library's log warnings (an item skipped under
+    ``--on-error skip``), shown afterwards as one line each (repeats once)."""
 
     def __init__(self, debug: bool) -> None:
         self.debug = debug
         self.messages: list[str] = []
         self._ctx: Any = None
+        self._handler: logging.Handler | None = None
 
     def __enter__(self) -> CollectedWarnings:
         if not self.debug:
@@ -45,6 +48,8 @@ class CollectedWarnings:
             self._ctx.__enter__()
             warnings.simplefilter("always")
             warnings.showwarning = self._show
+            self._handler = _Collect(self)
+            logging.getLogger("streamcli").addHandler(self._handler)
         return self
 
     def _show(self, message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
@@ -53,6 +58,9 @@ class CollectedWarnings:
             self.messages.append(text)
 
     def __exit__(self, *exc: object) -> None:
+        if self._handler is not None:
+            logging.getLogger("streamcli").removeHandler(self._handler)
+            self._handler = None
         if self._ctx is not None:
             self._ctx.__exit__(None, None, None)
             self._ctx = None
@@ -61,6 +69,20 @@ class CollectedWarnings:
         for m in self.messages:
             warning_line(m)
         self.messages.clear()
+
+
+class _Collect(logging.Handler):
+    """The ``streamcli`` logger's warnings into a ``CollectedWarnings``, in place of Python's last-resort print
+    to fd 2 (hidden during the live preview)."""
+
+    def __init__(self, into: CollectedWarnings) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text not in self.into.messages:
+            self.into.messages.append(text)
 
 
 class NativeStderr:
@@ -75,6 +97,9 @@ class NativeStderr:
         self._saved: int | None = None
         self._file: IO[bytes] | None = None
         self.text = ""
+        self._read = 0  # bytes of the file parsed by ``warnings_so_far``
+        self._partial = b""
+        self._seen: list[str] = []
 
     def __enter__(self) -> NativeStderr:
         try:
@@ -99,6 +124,23 @@ class NativeStderr:
             self.text = self._file.read().decode(errors="replace")
             self._file.close()
             self._file = None
+
+    def warnings_so_far(self) -> list[str]:
+        """The Python warnings that processes (workers) wrote to fd 2 since the block began, while it runs: for
+        a live view to show them as they happen. Reads only what was appended since the last call."""
+        if self._file is None:
+            return list(self._seen)
+        try:
+            data = os.pread(self._file.fileno(), 1 << 20, self._read)
+        except OSError:
+            return list(self._seen)
+        self._read += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            m = _PY_WARNING.match(line.decode(errors="replace").strip())
+            if m and m.group(1) not in self._seen:
+                self._seen.append(m.group(1))
+        return list(self._seen)
 
     def report(self) -> None:
         if not self.text:

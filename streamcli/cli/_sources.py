@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from streamcli.cli._common import STATE, UsageFailure, unreadable
-from streamcli.cli._inputs import check_readable, infer_plugin, looks_like_path, url_argument
+from streamcli.cli._inference import infer_plugin
+from streamcli.cli._inputs import check_readable, looks_like_path, url_argument
 from streamcli.cli._mix import is_mix, resolve_mix
 from streamcli.cli._noise import quiet
 from streamcli.cli._options import flag_names, source_flag_names
@@ -27,6 +28,7 @@ from streamcli.errors import (
     SourceError,
     StreamcliError,
 )
+from streamcli.plugin_refs import is_reference
 from streamcli.plugins import list_plugins, load_factory, load_source
 from streamcli.source import call_prepare
 from streamcli.storage import urls
@@ -48,7 +50,8 @@ SourceArgs = Annotated[
     list[str] | None,
     typer.Argument(
         autocompletion=complete_source,
-        help="[SOURCE] [PATH]: a plugin name and its argument, or a path whose plugin is inferred; or "
+        help="[SOURCE] [PATH]: a plugin name (or module:Class, path/to/file.py:Class) and its argument, or a "
+        "path whose plugin is inferred; or "
         "mix NAME=WEIGHT:SOURCE[:PATH] ... to mix sources by weight (-s until=restream, -s NAME.key=value).",
         show_default=False,
         metavar="[SOURCE] [PATH]",
@@ -82,13 +85,17 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         raise UsageFailure(f"expected [SOURCE] [PATH], got {len(args)} arguments: {' '.join(args)}")
     if not args:
         plugin, arg = DEFAULT_SOURCE, None
-    elif args[0] in names:
+    elif args[0] in names or is_reference(args[0]):  # an installed plugin, or module:Class / file.py:Class
         plugin, arg = args[0], (args[1] if len(args) > 1 else None)
     elif len(args) == 2:
         msg = f"no plugin named {args[0]!r}; installed plugins: {', '.join(names) or 'none'}"
         raise UsageFailure(did_you_mean(msg, args[0], names))
     else:
-        plugin, arg = infer_plugin(args[0], names), args[0]
+        (plugin, why), arg = infer_plugin(args[0], names), args[0]
+        if why is not None:  # a folder: say what it was taken for, and what in it does not count
+            from rich.console import Console
+
+            Console(stderr=True, highlight=False, soft_wrap=True).print(why, markup=False)
     remote = arg is not None and urls.is_remote(arg)
     if arg is not None:
         arg = url_argument(arg)
@@ -126,22 +133,26 @@ def resolve_source(args: Sequence[str] | None, raw_options: Sequence[str] | None
         with quiet(STATE.debug, native=hush):
             try:
                 return fn()
+            # Chained (``from exc``), so that --debug shows the plugin's traceback under the one-line message.
             except PluginArgumentError as exc:
-                raise UsageFailure(argument_message(plugin, exc)) from None
+                raise UsageFailure(argument_message(plugin, exc)) from exc
             except (PluginNotFoundError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-                raise bad_input(exc) from None
+                raise bad_input(exc) from exc
             except PermissionError as exc:
-                raise UsageFailure(unreadable(exc)) from None
-            except (ValueError, TypeError, SourceError) as exc:
-                raise bad_input(exc) from None
+                raise UsageFailure(unreadable(exc)) from exc
+            except (ValueError, SourceError) as exc:  # how the contract says a source refuses its input
+                raise bad_input(exc) from exc
             except ShardError as exc:
-                raise not_an_export(exc) from None
+                raise not_an_export(exc) from exc
             except ImportError as exc:  # an optional extra the input needs (h5py, faery): the user installs it
-                raise bad_input(exc) from None
+                raise bad_input(exc) from exc
             except StreamcliError:
                 raise
-            except Exception as exc:
-                raise PluginLoadError(f"the {plugin} source failed to start: {type(exc).__name__}: {exc}") from exc
+            except Exception as exc:  # a TypeError, KeyError...: arguments were checked, so the plugin's own bug
+                raise PluginLoadError(
+                    f"the {plugin} source failed to start: {type(exc).__name__}: {exc} (an error in the plugin's "
+                    "code, not in your input; rerun with --debug for the traceback)"
+                ) from exc
 
     source = attempt(
         lambda: load_source(plugin, value, **options) if arg is not None else load_source(plugin, **options)

@@ -160,7 +160,7 @@ def bench(
     runs done and an estimate of the time left. --quick measures briefly, for a first look.
     """
     from streamcli.bench import run_benchmark
-    from streamcli.cli._bench_verdict import bottleneck, scheduling
+    from streamcli.cli._bench_verdict import bottleneck, scheduling, workers_verdict
 
     defaults = QUICK if quick else FULL
     batches = defaults[0] if batches is None else batches
@@ -189,6 +189,7 @@ def bench(
         progress.close()
     caught.report()
     best = max(results, key=lambda r: r.steps_per_s)
+    limit, verdict = bottleneck(best, results), workers_verdict(results)
     title = f"{spec.label()}  B={batch_size} T={time_steps}  {batches} batches x {repeats} runs (medians)"
     if as_json:
         out: dict[str, Any] = {
@@ -196,7 +197,8 @@ def bench(
             "batch_size": batch_size,
             "time_steps": time_steps,
             "results": [r.to_json() for r in results],
-            "bottleneck": bottleneck(best),
+            "bottleneck": limit,
+            "workers_verdict": verdict,
             "scheduling": scheduling(best),
             "best_workers": best.workers,
             "useful_share": None if best.useful_share != best.useful_share else best.useful_share,
@@ -206,10 +208,14 @@ def bench(
         console = Console()
         if console.is_terminal:
             console.print(results_table(results, title))
-            console.print(f"[bold]bottleneck[/] (workers={best.workers}): {bottleneck(best)}", highlight=False)
+            console.print(f"[bold]bottleneck[/] (workers={best.workers}): {limit}", highlight=False)
+            if verdict:
+                console.print(f"[bold]verdict:[/] {verdict}", highlight=False)
         else:
             typer.echo(results_text(results, title))
-            typer.echo(f"bottleneck (workers={best.workers}): {bottleneck(best)}")
+            typer.echo(f"bottleneck (workers={best.workers}): {limit}")
+            if verdict:
+                typer.echo(f"verdict: {verdict}")
         sched = scheduling(best)
         if sched and console.is_terminal:
             console.print(f"[bold]scheduling[/] (workers={best.workers}): {sched}", highlight=False)

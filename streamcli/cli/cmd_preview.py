@@ -201,6 +201,7 @@ def preview(
                                 notice=notice,
                                 skipped=spec.skipped,
                                 skipped_names=skips.names(loader),
+                                warnings=[*caught.messages, *native.warnings_so_far()],
                             ),
                             refresh=True,
                         )

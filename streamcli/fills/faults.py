@@ -8,6 +8,7 @@ breaks the declared fields (``StepSpecError``) is the plugin's bug: it is never 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,18 @@ from streamcli.fills.spec import Skip
 from streamcli.source import StreamSource, item_name
 
 SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
+
+
+def item_file(item: Any) -> str | None:
+    """The file behind an item, to name in a message: the item itself when it is a path, or a tuple's first
+    member (``(path, first, count)``); None for an item that names no file (a count, a text)."""
+    first = item[0] if isinstance(item, (tuple, list)) and item else item
+    if not isinstance(first, (str, os.PathLike)):
+        return None
+    path = os.fspath(first)
+    if not isinstance(path, str) or len(path) > 4096 or "\n" in path:
+        return None
+    return path if "://" in path or os.path.exists(path) else None
 
 
 @dataclass
@@ -37,13 +50,15 @@ class Faults:
         """The source raised ``exc`` while ``doing`` item ``item`` at step ``pos``: skip it, or raise."""
         if isinstance(exc, StepSpecError):
             raise exc
-        name = self.name(item)
+        name, file = self.name(item), item_file(self.items[item])
         if self.on_error == "skip":
-            self.on_skip(Skip(batch=self.k, item=item, name=name, step=pos, error=f"{type(exc).__name__}: {exc}"))
+            error = f"{type(exc).__name__}: {exc}"
+            self.on_skip(Skip(batch=self.k, item=item, name=name, step=pos, error=error, file=file or ""))
             return
+        where = f"stream {item}, file {file}" if file and file != name else f"stream {item}"
         raise SourceError(
-            f"plugin {self.plugin!r} failed {doing} item {name!r} (stream {item}) at step {pos}: "
-            f"{type(exc).__name__}: {exc}"
+            f"plugin {self.plugin!r} failed {doing} item {name!r} ({where}) at step {pos}: "
+            f"{type(exc).__name__}: {exc}; on_error='skip' skips an item that fails"
         ) from exc
 
     def mismatch(self, item: int, pos: int, expect: int, what: str) -> None:

@@ -58,3 +58,11 @@ class Skip:
     step: int
     error: str
     kind: str = "skip"
+    file: str = ""  # the item's file, when it names one (``faults.item_file``)
+
+    def describe(self) -> str:
+        """``'name' (stream 3, file /data/x.mp4) at step 5: ValueError: ...``: what was skipped, where, why."""
+        where = (
+            f"stream {self.item}, file {self.file}" if self.file and self.file != self.name else f"stream {self.item}"
+        )
+        return f"{self.name!r} ({where}) at step {self.step}: {self.error}"

@@ -179,7 +179,27 @@ def wave_lines(arr: np.ndarray, width: int) -> list[str]:
     return lines
 
 
-def summary_line(name: str, arr: np.ndarray) -> str:
+def recent_line(name: str, values: np.ndarray, width: int | None = None, shown: int = 8) -> str:
+    """A scalar field as the row's recent steps, oldest first, the current one last: ``tok … 112 113 114 115``.
+
+    ``values`` may hold one more than ``shown``, which only says that earlier steps came before ("…"); fitted to
+    ``width`` cells by dropping the oldest, so that the current value always shows."""
+    floats = np.issubdtype(values.dtype, np.floating)
+    words = [f"{v:.4g}" if floats else str(v) for v in values.reshape(-1).tolist()]
+    more = len(words) > shown
+    words = words[-shown:]
+    while True:
+        line = f"{name} {'… ' if more else ''}{' '.join(words)}"
+        if width is None or len(line) <= width or len(words) == 1:
+            return line
+        words, more = words[1:], True
+
+
+def summary_line(name: str, arr: np.ndarray, recent: np.ndarray | None = None, width: int | None = None) -> str:
+    """One field of a step as a line: a scalar as ``recent_line`` when its recent values are given, else
+    ``name=value``; an array as its dtype, shape and range."""
+    if recent is not None and recent.size > 1 and arr.size == 1:
+        return recent_line(name, recent, width)
     if arr.size == 1:
         v = arr.reshape(-1)[0]
         return f"{name}={v:.4g}" if np.issubdtype(arr.dtype, np.floating) else f"{name}={v}"

@@ -26,6 +26,9 @@ def elide(name: str, width: int) -> str:
     return set_cell_size(name, head) + "…" + (name[-tail:] if tail else "")
 
 
+RECENT = 8  # a scalar field (a token id, a reward) shows the row's last this many steps of the batch
+
+
 @dataclass
 class RowView:
     """What the grid shows for one batch row: its current step and labels (numpy copies, no tensors)."""
@@ -39,6 +42,9 @@ class RowView:
     step: dict[str, np.ndarray]
     text: dict[str, bytes] = field(default_factory=dict)  # text fields: the row's bytes over the batch
     kinds: dict[str, str] = field(default_factory=dict)  # field -> image/text/audio/other/hidden
+    # scalar fields: the row's valid values over this batch, oldest first (up to ``RECENT`` + 1: one more says
+    # that there were earlier ones)
+    recent: dict[str, np.ndarray] = field(default_factory=dict)
 
     def label(self, width: int | None = None) -> str:
         """``" 3 clip.mp4 12/193"``: the row, its stream and the step's position (of the stream's length, when
@@ -113,6 +119,11 @@ def frame_from_batch(
             companion = lengths_of.get(name)
             lengths = over_batch(data[companion])[col] if companion and companion in data else None
             text[name] = text_bytes(over_batch(data[name])[col], lengths)
+        recent = {
+            name: over_batch(data[name])[col].reshape(-1)[-(RECENT + 1) :].copy()
+            for name, kind in kinds.items()
+            if kind == "other" and first[name].size == 1
+        }
         rows.append(
             RowView(
                 row=b,
@@ -124,6 +135,7 @@ def frame_from_batch(
                 step={k: shown_step(np.array(at(v)), displays.get(k, "")) for k, v in data.items()},
                 text=text,
                 kinds=kinds,
+                recent=recent,
             )
         )
     return Frame(rows, batch.index, batch.epoch, batch.time_steps)

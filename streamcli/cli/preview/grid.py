@@ -56,7 +56,7 @@ def cell_lines(row: RowView, lay: CellLayout, color_system: str) -> list[str]:
         elif kind == "audio":
             lines += [(DIM if dim else "") + fit_width(s, w) + RESET for s in wave_lines(a, w)]
         else:
-            lines.append(DIM + fit_width(summary_line(k, a), w) + RESET)
+            lines.append(DIM + fit_width(summary_line(k, a, row.recent.get(k), w), w) + RESET)
     return [ln if ln.endswith(RESET) else ln + RESET for ln in lines]
 
 

@@ -41,6 +41,13 @@ def skipped_line(names: Sequence[str], width: int) -> str:
     return out
 
 
+def latest_warning(warnings: Sequence[str], width: int) -> str:
+    """The latest warning in ``width`` cells, after how many there are (all of them are printed after q)."""
+    head = f"({len(warnings)} warnings; all after q) " if len(warnings) > 1 else ""
+    text = head + " ".join(warnings[-1].split())
+    return text if cell_len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
 def stats_panel(
     stats: LoaderStats,
     *,
@@ -49,11 +56,13 @@ def stats_panel(
     skipped: int = 0,
     skipped_names: Sequence[str] = (),
     width: int = 100,
+    warnings: Sequence[str] = (),
 ) -> Panel:
     """Throughput, consumer waits (with a sparkline), worker utilisation, slots, streams and epoch.
 
     ``skipped`` counts the files the source skipped when it was built; ``stats.skipped`` adds the streams
     skipped while running. ``skipped_names`` names them (as many as fit in ``width``), while the run goes on.
+    ``warnings`` (a damaged clip, a skipped item) show as they come: the latest, and how many so far.
     """
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -79,6 +88,8 @@ def stats_panel(
     )
     if skipped_names:
         t.add_row("[yellow]skipped[/]", Text(skipped_line(skipped_names, max(width - 22, 20)), "yellow"))
+    if warnings:
+        t.add_row("[yellow]warning[/]", Text(latest_warning(warnings, max(width - 22, 20)), "yellow"))
     share = stats.useful_share
     if share == share:  # NaN before the first batch
         t.add_row("real data", f"{share:.0%} of the steps (the rest is padding)")
@@ -101,6 +112,7 @@ def dashboard(
     notice: str | None = None,
     skipped: int = 0,
     skipped_names: Sequence[str] = (),
+    warnings: Sequence[str] = (),
 ) -> Group:
     """The whole preview: notice line, grid, statistics panel and key help.
 
@@ -112,7 +124,7 @@ def dashboard(
         notice = None
     if notice:
         parts.append(Text(notice, "bold yellow"))
-    stats_h = 6 + (len(stats.worker_busy) if stats else 0) + bool(skipped_names)
+    stats_h = 6 + (len(stats.worker_busy) if stats else 0) + bool(skipped_names) + bool(warnings)
     notice_h = math.ceil(len(notice) / max(width, 1)) if notice else 0
     if frame is not None:
         avail = max(height - stats_h - notice_h - 2, 4)  # the statistics always stay on screen
@@ -122,7 +134,15 @@ def dashboard(
         parts.append(AnsiLines(grid_lines(frame, cols, lay, color_system)[:avail]))
     if stats is not None:
         parts.append(
-            stats_panel(stats, title=title, paused=paused, skipped=skipped, skipped_names=skipped_names, width=width)
+            stats_panel(
+                stats,
+                title=title,
+                paused=paused,
+                skipped=skipped,
+                skipped_names=skipped_names,
+                width=width,
+                warnings=warnings,
+            )
         )
     parts.append(Text("q quit   space pause   n next batch (paused)", "dim"))
     return Group(*parts)
@@ -150,7 +170,7 @@ def text_summary(
                     img = as_rgb(a)
                     bits.append(f"{k} {img.shape[1]}x{img.shape[0]}" if img is not None else k)
                 elif kind != "hidden":
-                    bits.append(summary_line(k, a))
+                    bits.append(summary_line(k, a, r.recent.get(k)))
             parts.append(Text(("↺ " if r.reset else "  ") + r.label() + "  " + "  ".join(bits)))
     if stats is not None:
         parts.append(stats_panel(stats, title=title, skipped=skipped, skipped_names=skipped_names))
