@@ -1,0 +1,181 @@
+"""``.npy`` and ``.npz`` files as named arrays of rows, read without loading them: headers, maps and lazy loads.
+
+A ``.npy`` file and a stored (uncompressed, ``np.savez``) member of an ``.npz`` are memory-mapped where their data
+begins, so a slice of rows is a view of the page cache. A deflated member (``np.savez_compressed``) cannot be mapped:
+it is loaded whole on its first slice into a per-process cache bounded in bytes (``Loaded``), and read from there.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zipfile
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO, ClassVar
+
+import numpy as np
+
+_CACHE_BYTES = 512 * 2**20  # deflated members kept loaded per process
+
+
+@dataclass(frozen=True)
+class Member:
+    """One array of a recording: its name there, its rows (first axis), the shape of a row and its dtype."""
+
+    name: str
+    rows: int
+    row_shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+
+@dataclass(frozen=True)
+class _Header:
+    shape: tuple[int, ...]
+    fortran: bool
+    dtype: np.dtype[Any]
+    offset: int  # where the data begins in the file
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def _read_header(f: BinaryIO, where: str) -> _Header:
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version not in ((1, 0), (2, 0)):  # 3.0 only differs for structured dtypes, which a batch cannot hold
+            raise ValueError(f"format version {version} holds a structured dtype")
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, fortran, dtype = read(f)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{where} is not a .npy array of numbers ({exc}); write it with numpy.save") from None
+    return _Header(tuple(int(d) for d in shape), bool(fortran), np.dtype(dtype), f.tell())
+
+
+def member_of(name: str, head: _Header, where: str) -> Member:
+    """The header as a member; ``ValueError`` naming ``where`` for a scalar or a dtype a batch cannot hold."""
+    if not head.shape:
+        raise ValueError(f"{where} holds a scalar, not rows; save arrays whose first axis is time")
+    if not usable(head.dtype):
+        raise ValueError(f"{where} has dtype {head.dtype}, not a number or bool; a batch holds numeric arrays only")
+    return Member(name, head.shape[0], head.shape[1:], head.dtype)
+
+
+def usable(dtype: np.dtype[Any]) -> bool:
+    """A dtype a batch can hold: numbers and bools (no objects, strings or records)."""
+    return dtype.kind in "biufc" and dtype.fields is None
+
+
+def npy_members(path: str) -> dict[str, Member]:
+    """The one array of a ``.npy`` file, named ``data``; ``ValueError`` naming the file if it is truncated."""
+    with open(path, "rb") as f:
+        head = _read_header(f, path)
+        size = os.fstat(f.fileno()).st_size
+    if head.offset + head.nbytes > size:
+        raise ValueError(
+            f"{path} is truncated: its header says {head.shape} {head.dtype} ({head.nbytes} bytes) but the file holds "
+            f"{max(0, size - head.offset)} bytes of data; write it again"
+        )
+    return {"data": member_of("data", head, path)}
+
+
+def npy_columns(path: str) -> dict[str, np.ndarray]:
+    """The ``.npy`` file's array memory-mapped (an ndarray view of the map, cheaper to slice than a memmap)."""
+    with open(path, "rb") as f:
+        head = _read_header(f, path)
+    return {"data": _mapped(path, head)}
+
+
+def _mapped(path: str, head: _Header) -> np.ndarray:
+    if head.nbytes == 0:
+        return np.zeros(head.shape, head.dtype)
+    order = "F" if head.fortran else "C"
+    return np.asarray(np.memmap(path, head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order))
+
+
+def _npz_headers(path: str) -> dict[str, tuple[_Header, zipfile.ZipInfo]]:
+    """Each ``NAME.npy`` member's header, with its entry; a stored member's ``offset`` is where its data begins in
+    the ``.npz`` file itself."""
+    out: dict[str, tuple[_Header, zipfile.ZipInfo]] = {}
+    try:
+        with zipfile.ZipFile(path) as z, open(path, "rb") as raw:
+            for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                name = info.filename[: -len(".npy")]
+                where = f"{path} (array {name!r})"
+                if info.compress_type == zipfile.ZIP_STORED:
+                    raw.seek(info.header_offset + 26)
+                    n, m = struct.unpack("<HH", raw.read(4))
+                    raw.seek(info.header_offset + 30 + n + m)
+                    start = raw.tell()
+                    head = _read_header(raw, where)
+                    if head.offset - start + head.nbytes > info.file_size:
+                        raise ValueError(f"{where} is truncated: its header says {head.shape} {head.dtype}")
+                else:
+                    with z.open(info) as f:
+                        head = _read_header(f, where)  # type: ignore[arg-type]
+                out[name] = (head, info)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ValueError(f"{path} is not a whole .npz file ({exc}); write it again with numpy.savez") from None
+    return out
+
+
+def npz_members(path: str) -> dict[str, Member]:
+    """The ``.npz`` file's arrays (those a batch can hold: numeric, at least one axis), by name."""
+    out = {}
+    for name, (head, _) in _npz_headers(path).items():
+        if head.shape and usable(head.dtype):
+            out[name] = Member(name, head.shape[0], head.shape[1:], head.dtype)
+    return out
+
+
+def npz_columns(path: str, names: list[str]) -> dict[str, Any]:
+    """The ``names`` members of an ``.npz``: stored ones mapped, deflated ones loaded lazily (``Loaded``)."""
+    heads = _npz_headers(path)
+    out: dict[str, Any] = {}
+    for name in names:
+        head, info = heads[name]
+        if info.compress_type == zipfile.ZIP_STORED:
+            out[name] = _mapped(path, head)
+        else:
+            out[name] = Loaded((path, name), head.shape[0], lambda p=path, n=name: _load_member(p, n))
+    return out
+
+
+def _load_member(path: str, name: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as z:
+        return np.asarray(z[name])
+
+
+class Loaded:
+    """An array loaded whole on its first slice, kept in a per-process cache bounded in bytes (the oldest loaded
+    go first) and loaded again if it was dropped: a window of it costs no memory until read."""
+
+    _cache: ClassVar[OrderedDict[tuple[str, str], np.ndarray]] = OrderedDict()
+    _bytes: ClassVar[int] = 0
+
+    def __init__(self, key: tuple[str, str], rows: int, load: Callable[[], np.ndarray]) -> None:
+        self.key, self.rows, self.load = key, rows, load
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def array(self) -> np.ndarray:
+        cache = Loaded._cache
+        got = cache.get(self.key)
+        if got is None:
+            got = cache[self.key] = self.load()
+            Loaded._bytes += got.nbytes
+            while Loaded._bytes > _CACHE_BYTES and len(cache) > 1:
+                _, old = cache.popitem(last=False)
+                Loaded._bytes -= old.nbytes
+        else:
+            cache.move_to_end(self.key)
+        return got
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        return self.array()[s]
