@@ -54,11 +54,15 @@ INDEX_NAME = ".streamcli-index.npz"
 
 
 def default_location(path: str | os.PathLike[str]) -> str:
-    """Where ``streamcli index`` writes the index of the data at ``path`` by default: inside the folder."""
+    """Where ``streamcli index`` writes the index of the data at ``path`` by default: inside the folder, or beside
+    a file that holds many items (a table, an HDF5 file) as ``NAME.streamcli-index.npz``."""
     p = str(path)
     if urls.is_remote(p):
         return urls.join(p, INDEX_NAME)
-    return str(Path(urls.local_path(p)) / INDEX_NAME)
+    local = Path(urls.local_path(p))
+    if local.is_file():
+        return str(local.with_name(local.name + INDEX_NAME))
+    return str(local / INDEX_NAME)
 
 
 def settings_of(source: StreamSource) -> dict[str, Any]:

@@ -7,7 +7,9 @@ it is loaded whole on its first slice into a per-process cache bounded in bytes 
 
 from __future__ import annotations
 
+import mmap
 import os
+import re
 import struct
 import zipfile
 from collections import OrderedDict
@@ -42,7 +44,37 @@ class _Header:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
+_MAGIC = b"\x93NUMPY"
+_DESCR = re.compile(r"'descr':\s*'([^']+)'")
+_FORTRAN = re.compile(r"'fortran_order':\s*(True|False)")
+_SHAPE = re.compile(r"'shape':\s*(\([\d\s,]*\))")
+
+
 def _read_header(f: BinaryIO, where: str) -> _Header:
+    """The header at the file's position. A plain header (a dtype string, the common case) is read with three
+    regular expressions: numpy's own reader compiles the header as Python (``literal_eval``), which cost more than
+    mapping the file once per stream."""
+    start = f.tell()
+    head = f.read(12)
+    if head[:6] == _MAGIC and head[6] in (1, 2):
+        size, at = (
+            (struct.unpack("<H", head[8:10])[0], 10) if head[6] == 1 else (struct.unpack("<I", head[8:12])[0], 12)
+        )
+        text = (head[at:] + f.read(size - (12 - at))).decode("latin1")
+        descr, fortran, shape = _DESCR.search(text), _FORTRAN.search(text), _SHAPE.search(text)
+        if descr and fortran and shape:
+            try:
+                dims = [int(d) for d in shape.group(1).strip("()").split(",") if d.strip()]
+                return _Header(
+                    tuple(int(d) for d in dims), fortran.group(1) == "True", np.dtype(descr.group(1)), start + at + size
+                )
+            except (ValueError, TypeError):
+                pass
+    f.seek(start)
+    return _numpy_header(f, where)
+
+
+def _numpy_header(f: BinaryIO, where: str) -> _Header:
     fmt = np.lib.format
     try:
         version = fmt.read_magic(f)
@@ -83,17 +115,22 @@ def npy_members(path: str) -> dict[str, Member]:
 
 
 def npy_columns(path: str) -> dict[str, np.ndarray]:
-    """The ``.npy`` file's array memory-mapped (an ndarray view of the map, cheaper to slice than a memmap)."""
+    """The ``.npy`` file's array memory-mapped (an ndarray over the map, cheaper to slice than a memmap)."""
     with open(path, "rb") as f:
         head = _read_header(f, path)
-    return {"data": _mapped(path, head)}
+        return {"data": _mapped(f, head, path)}
 
 
-def _mapped(path: str, head: _Header) -> np.ndarray:
+def _mapped(f: BinaryIO, head: _Header, where: str) -> np.ndarray:
+    """The array at ``head.offset`` in the open file ``f``, mapped (the map outlives the file object)."""
     if head.nbytes == 0:
         return np.zeros(head.shape, head.dtype)
-    order = "F" if head.fortran else "C"
-    return np.asarray(np.memmap(path, head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order))
+    try:
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        flat = np.frombuffer(buf, head.dtype, count=head.nbytes // head.dtype.itemsize, offset=head.offset)
+    except ValueError as exc:  # the file holds less than its header says
+        raise ValueError(f"{where} is truncated: its header says {head.shape} {head.dtype} ({exc})") from None
+    return flat.reshape(head.shape, order="F" if head.fortran else "C")
 
 
 def _npz_headers(path: str) -> dict[str, tuple[_Header, zipfile.ZipInfo]]:
@@ -140,7 +177,8 @@ def npz_columns(path: str, names: list[str]) -> dict[str, Any]:
     for name in names:
         head, info = heads[name]
         if info.compress_type == zipfile.ZIP_STORED:
-            out[name] = _mapped(path, head)
+            with open(path, "rb") as f:
+                out[name] = _mapped(f, head, f"{path} (array {name!r})")
         else:
             out[name] = Loaded((path, name), head.shape[0], lambda p=path, n=name: _load_member(p, n))
     return out

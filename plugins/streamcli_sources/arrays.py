@@ -42,7 +42,8 @@ class ArraysSource(BaseSource):
         fields: the arrays to read, by name, comma-separated on the command line (``fields=acc,gyro``).
             Default: every array sharing the first recording's most common first axis.
         width: rows per step.
-        glob: select files in a folder by this pattern. Default: *.npy, *.npz, *.h5, *.hdf5 and *.zarr.
+        glob: select files in a folder by this pattern. Default: every file of a known suffix (.npy, .npz, .h5, .hdf5,
+            .hdf, .zarr).
         index: ``auto`` takes the recordings and lengths from the folder's index (``streamcli index arrays PATH``)
             when it is there, ``none`` lists the folder, or the path or URL of an index.
     """
