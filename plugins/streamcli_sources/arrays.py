@@ -21,7 +21,7 @@ from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
 from streamcli_sources import _array_groups, _indexed
 from streamcli_sources._array_scan import Column, describe, find_files, scan, split
-from streamcli_sources._npy_files import npy_columns, npz_columns
+from streamcli_sources._npy_files import npy_columns, npy_members, npz_columns
 
 _BLOCK_BYTES = 2**20  # about this much of a stream per block that ``open`` yields
 
@@ -85,7 +85,8 @@ class ArraysSource(BaseSource):
 
     def index_settings(self) -> dict[str, Any]:
         """The options that decide the recordings and their lengths (an index written with others is stale)."""
-        return {"glob": self.glob, "width": self.width, "fields": self.wanted}
+        fields = ",".join(self.wanted) if self.wanted else None  # as -s fields= takes it (named in a rebuild)
+        return {"glob": self.glob, "width": self.width, "fields": fields}
 
     def index_info(self) -> dict[str, Any]:
         return {"columns": [c.to_json() for c in self._columns]}
@@ -125,14 +126,19 @@ class ArraysSource(BaseSource):
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
+        """A ``.npy`` of numbers (the events source's are structured), an ``.npz``, a ``.zarr`` store, or a folder
+        whose first such file is one; HDF5 files are the events source's to claim."""
         if urls.is_remote(arg):
             return False
         p = Path(arg)
-        if p.is_file():
-            return p.suffix.lower() in (".npy", ".npz")
-        if p.is_dir():  # HDF5 files are the events source's to claim
-            return p.suffix == ".zarr" or any(p.rglob("*.npy")) or any(p.rglob("*.npz"))
-        return False
+        if p.is_dir() and p.suffix != ".zarr":
+            p = next((q for q in sorted(p.rglob("*")) if q.suffix.lower() in (".npy", ".npz") and q.is_file()), p)
+        if p.is_file() and p.suffix.lower() == ".npy":
+            try:
+                return "data" in npy_members(str(p))
+            except (ValueError, OSError):
+                return False
+        return (p.suffix.lower() == ".npz" and p.is_file()) or (p.suffix == ".zarr" and p.is_dir())
 
     def _arrays(self, item: str) -> dict[str, Any]:
         """The recording's arrays of rows, by member name, in the machine's byte order."""

@@ -137,7 +137,8 @@ class TableSource(BaseSource):
     # --- the index ---------------------------------------------------------------------------------------------
 
     def index_settings(self) -> dict[str, Any]:
-        return {"stream_by": self.stream_by, "order_by": self.order_by, "columns": self.wanted}
+        columns = ",".join(self.wanted) if self.wanted else None  # as -s columns= takes it (named in a rebuild)
+        return {"stream_by": self.stream_by, "order_by": self.order_by, "columns": columns}
 
     def index_info(self) -> dict[str, Any]:
         specs = [[s.column, list(s.shape), s.dtype] for s in self._specs]
