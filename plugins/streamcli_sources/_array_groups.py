@@ -9,6 +9,9 @@ once per process (never pickled: the source holds paths only).
 
 from __future__ import annotations
 
+import functools
+import importlib
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
@@ -37,11 +40,9 @@ def _root(path: str) -> Any:
 def _open(path: str) -> Any:
     try:
         if is_zarr(path):
-            import zarr
-
+            zarr: Any = importlib.import_module("zarr")  # optional (extra zarr)
             return zarr.open_group(path, mode="r")
-        import h5py
-
+        h5py: Any = importlib.import_module("h5py")  # optional (extra events), untyped
         return h5py.File(path, "r")
     except ImportError as exc:
         extra = "zarr" if is_zarr(path) else "events"
@@ -58,8 +59,7 @@ def _walk(group: Any, path: str) -> Iterator[tuple[str, Any, list[tuple[str, Any
         arrays = [(k, group[k]) for k in sorted(group.array_keys())]
         groups = [(k, group[k]) for k in sorted(group.group_keys())]
     else:  # h5py
-        import h5py
-
+        h5py: Any = importlib.import_module("h5py")
         for k in sorted(group.keys()):
             obj = group.get(k)
             if isinstance(obj, h5py.Dataset):
@@ -99,11 +99,15 @@ def group_columns(path: str, gpath: str, names: list[str]) -> dict[str, Blocks]:
     out = {}
     for name in names:
         a = group[name]
-        row_bytes = max(1, int(np.prod(a.shape[1:], dtype=np.int64)) * np.dtype(a.dtype).itemsize)
+        row_bytes = max(1, math.prod(a.shape[1:]) * np.dtype(a.dtype).itemsize)
         chunk = int(a.chunks[0]) if getattr(a, "chunks", None) else 1
         rows = chunk * max(1, -(-_BLOCK_BYTES // (chunk * row_bytes)))
-        out[name] = Blocks((path, gpath, name), int(a.shape[0]), rows, lambda s, e, a=a: np.asarray(a[s:e]))
+        out[name] = Blocks((path, gpath, name), int(a.shape[0]), rows, functools.partial(_read, a))
     return out
+
+
+def _read(array: Any, start: int, stop: int) -> np.ndarray:
+    return np.asarray(array[start:stop])
 
 
 class Blocks:

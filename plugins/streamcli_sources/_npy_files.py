@@ -7,6 +7,8 @@ it is loaded whole on its first slice into a per-process cache bounded in bytes 
 
 from __future__ import annotations
 
+import functools
+import math
 import mmap
 import os
 import re
@@ -41,7 +43,7 @@ class _Header:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 _MAGIC = b"\x93NUMPY"
@@ -180,7 +182,7 @@ def npz_columns(path: str, names: list[str]) -> dict[str, Any]:
             with open(path, "rb") as f:
                 out[name] = _mapped(f, head, f"{path} (array {name!r})")
         else:
-            out[name] = Loaded((path, name), head.shape[0], lambda p=path, n=name: _load_member(p, n))
+            out[name] = Loaded((path, name), head.shape[0], functools.partial(_load_member, path, name))
     return out
 
 

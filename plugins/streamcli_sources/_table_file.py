@@ -9,6 +9,7 @@ becomes a numpy array: numbers and bools as they are, timestamps and durations a
 
 from __future__ import annotations
 
+import importlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,10 +32,9 @@ class Spec:
 
 def _pa() -> Any:
     try:
-        import pyarrow
+        return importlib.import_module("pyarrow")  # optional (extra tables), untyped
     except ImportError:
         raise ValueError("the table source needs pyarrow: pip install 'streamcli[tables]'") from None
-    return pyarrow
 
 
 def is_csv(path: str) -> bool:
@@ -44,8 +44,7 @@ def is_csv(path: str) -> bool:
 def read_csv(path: str) -> Any:
     """The whole CSV table (``.tsv``: tab-separated)."""
     _pa()
-    from pyarrow import csv
-
+    csv: Any = importlib.import_module("pyarrow.csv")
     try:
         delimiter = "\t" if Path(path).suffix.lower() == ".tsv" else ","
         return csv.read_csv(path, parse_options=csv.ParseOptions(delimiter=delimiter))
@@ -55,8 +54,7 @@ def read_csv(path: str) -> Any:
 
 def parquet(path: str) -> Any:
     _pa()
-    import pyarrow.parquet as pq
-
+    pq: Any = importlib.import_module("pyarrow.parquet")
     try:
         return pq.ParquetFile(path)
     except (OSError, ValueError) as exc:
