@@ -175,3 +175,35 @@ def test_mismatched_first_axes_and_unknown_fields_are_errors_naming_the_file(tmp
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no file matches"):
         load_source("arrays", tmp_path / "empty")
+
+
+def test_other_byte_orders_and_fortran_order_read_as_the_values(tmp_path: Path) -> None:
+    rec = recordings(count=1)[0]
+    np.save(tmp_path / "big.npy", rec.astype(">f4"))
+    np.save(tmp_path / "fortran.npy", np.asfortranarray(rec))
+    src = load_source("arrays", tmp_path)
+    assert src.fields()[0].np_dtype == np.dtype("float32")  # batches hold the machine's order
+    for item in src.items():
+        np.testing.assert_array_equal(np.concatenate([b["data"] for b in src.open(item)]), rec)
+        np.testing.assert_array_equal(src.window(item)["data"][10:20], rec[10:20])
+
+
+def test_a_bare_path_is_arrays_only_for_arrays_of_numbers(tmp_path: Path) -> None:
+    from streamcli_sources.arrays import ArraysSource
+
+    write_npy(tmp_path / "npy", recordings(count=1))
+    events = np.zeros(10, dtype=[("x", "<u2"), ("y", "<u2"), ("t", "<i8"), ("p", "u1")])  # the events source's
+    (tmp_path / "events").mkdir()
+    np.save(tmp_path / "events" / "rec.npy", events)
+    write_h5(tmp_path / "runs.h5", recordings(count=1))
+    assert ArraysSource.can_open(str(tmp_path / "npy"))
+    assert not ArraysSource.can_open(str(tmp_path / "events"))  # left to the events source
+    assert not ArraysSource.can_open(str(tmp_path / "runs.h5"))  # HDF5: name the source
+
+
+def test_plugins_lists_the_options_with_their_descriptions() -> None:
+    for name, options in (("arrays", {"fields", "width", "glob", "index"}), ("table", {"stream_by", "order_by"})):
+        r = CliRunner().invoke(app, ["plugins", name, "--json"])
+        assert r.exit_code == 0, r.output
+        got = {o["name"]: o["description"] for o in json.loads(r.stdout)["options"]}
+        assert options <= set(got) and all(got[o] for o in options), got

@@ -107,7 +107,8 @@ def group_columns(path: str, gpath: str, names: list[str]) -> dict[str, Blocks]:
 
 
 def _read(array: Any, start: int, stop: int) -> np.ndarray:
-    return np.asarray(array[start:stop])
+    got = np.asarray(array[start:stop])
+    return got if got.dtype.isnative else got.astype(got.dtype.newbyteorder("="))
 
 
 class Blocks:

@@ -32,7 +32,7 @@ class Column:
     field: str
     member: str
     row_shape: tuple[int, ...]
-    dtype: str
+    dtype: str  # in the machine's byte order (recordings stored in the other are converted as they are read)
 
     def to_json(self) -> list[Any]:
         return [self.field, self.member, list(self.row_shape), self.dtype]
@@ -88,7 +88,12 @@ def choose(members: dict[str, Member], wanted: Sequence[str] | None, where: str)
         rows = next(m.rows for m in members.values() if counts[m.rows] == top)
         names = [k for k, m in members.items() if m.rows == rows]
     fields = identifiers(names, where)
-    return [Column(f, k, members[k].row_shape, members[k].dtype.str) for f, k in zip(fields, names, strict=True)]
+    return [Column(f, k, members[k].row_shape, native(members[k].dtype)) for f, k in zip(fields, names, strict=True)]
+
+
+def native(dtype: np.dtype[Any]) -> str:
+    """The dtype in the machine's byte order, as a string."""
+    return dtype.newbyteorder("=").str
 
 
 def rows_of(members: dict[str, Member], columns: Sequence[Column], where: str) -> int:
@@ -102,7 +107,7 @@ def rows_of(members: dict[str, Member], columns: Sequence[Column], where: str) -
                 f"{where} has no array {c.member!r} (the first recording's field {c.field!r}); it has: "
                 f"{', '.join(members) or 'none'}; pick the arrays every recording has with fields="
             )
-        if m.row_shape != c.row_shape or m.dtype.str != c.dtype:
+        if m.row_shape != c.row_shape or native(m.dtype) != c.dtype:
             raise ValueError(
                 f"{where}: array {c.member!r} is {m.dtype.name}{list(m.row_shape)} a row, but the first recording's "
                 f"is {np.dtype(c.dtype).name}{list(c.row_shape)}; every recording's rows must have one shape and dtype"

@@ -188,7 +188,8 @@ def npz_columns(path: str, names: list[str]) -> dict[str, Any]:
 
 def _load_member(path: str, name: str) -> np.ndarray:
     with np.load(path, allow_pickle=False) as z:
-        return np.asarray(z[name])
+        got = np.asarray(z[name])
+    return got if got.dtype.isnative else got.astype(got.dtype.newbyteorder("="))
 
 
 class Loaded:

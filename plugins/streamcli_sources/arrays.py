@@ -108,11 +108,7 @@ class ArraysSource(BaseSource):
 
     def fields(self) -> Sequence[Field]:
         w = self.width
-        return [Field(c.field, c.row_shape if w == 1 else (w, *c.row_shape), c.dtype) for c in self._native()]
-
-    def _native(self) -> list[Column]:
-        """The columns as batches hold them: in the machine's byte order."""
-        return [Column(c.field, c.member, c.row_shape, np.dtype(c.dtype).newbyteorder("=").str) for c in self._columns]
+        return [Field(c.field, c.row_shape if w == 1 else (w, *c.row_shape), c.dtype) for c in self._columns]
 
     def length(self, item: str) -> int:
         rows = self._rows.get(item)
@@ -157,9 +153,9 @@ class ArraysSource(BaseSource):
         lengths = {len(a) for a in got.values()}
         if len(lengths) > 1:
             raise SourceError(f"{describe(item)}: the fields' first axes differ ({sorted(lengths)} rows)")
-        for c in self._columns:
-            if not np.dtype(c.dtype).isnative:
-                got[c.member] = _Converted(got[c.member], np.dtype(c.dtype).newbyteorder("="))
+        for name, a in got.items():  # blocks and loaded members are converted as they are read
+            if isinstance(a, np.ndarray) and not a.dtype.isnative:
+                got[name] = _Converted(a, a.dtype.newbyteorder("="))
         return got
 
     def window(self, item: str) -> dict[str, Any]:
