@@ -207,3 +207,14 @@ def test_plugins_lists_the_options_with_their_descriptions() -> None:
         assert r.exit_code == 0, r.output
         got = {o["name"]: o["description"] for o in json.loads(r.stdout)["options"]}
         assert options <= set(got) and all(got[o] for o in options), got
+
+
+def test_a_file_written_again_is_read_again(tmp_path: Path) -> None:
+    recs = recordings(count=2)
+    for k in range(2):  # the second time, each recording negated: cached blocks and loads must not be served
+        sign = 1 - 2 * k
+        write_h5(tmp_path / "runs.h5", [sign * r for r in recs])
+        np.savez_compressed(tmp_path / "one.npz", mic=sign * recs[0])
+        for path, field in ((tmp_path / "runs.h5", "imu_raw"), (tmp_path / "one.npz", "mic")):
+            src = load_source("arrays", path, index="none")
+            np.testing.assert_array_equal(src.window(src.items()[0])[field][5:9], sign * recs[0][5:9])

@@ -4,7 +4,7 @@ Each group (the root included) whose own arrays hold rows is a candidate recordi
 is the ``arrays`` source's decision. A dataset is read ``Blocks`` at a time: a block is a run of whole chunks (rows
 aligned to the dataset's chunking, about ``_BLOCK_BYTES``), so a slice of ``T`` rows decompresses each chunk once
 however many batches read it. Blocks are kept in one per-process cache bounded in bytes; file handles are opened
-once per process (never pickled: the source holds paths only).
+by each window that reads them and closed with it (never pickled: the source holds paths only).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
@@ -22,19 +23,16 @@ from streamcli_sources._npy_files import Member, usable
 
 _BLOCK_BYTES = 256 * 2**10
 _CACHE_BYTES = 256 * 2**20
-_handles: dict[str, Any] = {}  # path -> open h5py.File or zarr group, in this process
 
 
 def is_zarr(path: str) -> bool:
     return path.rstrip("/").endswith(".zarr")
 
 
-def _root(path: str) -> Any:
-    """The file's root group, opened once per process (where its arrays are read)."""
-    got = _handles.get(path)
-    if got is None:
-        got = _handles[path] = _open(path)
-    return got
+def version(path: str) -> tuple[str, int, int]:
+    """The file as it is now: a file written again since has its blocks read again."""
+    st = os.stat(path)
+    return path, st.st_mtime_ns, st.st_size
 
 
 def _open(path: str) -> Any:
@@ -93,7 +91,8 @@ def groups(path: str) -> list[tuple[str, dict[str, Member]]]:
 
 def group_columns(path: str, gpath: str, names: list[str]) -> dict[str, Blocks]:
     """The ``names`` arrays of group ``gpath``, each read in blocks of whole chunks."""
-    group = _root(path)
+    key = version(path)
+    group = _open(path)  # open while a window of it is (HDF5 refuses to write a file this process holds open)
     if gpath != "/":
         group = group[gpath.lstrip("/")]
     out = {}
@@ -102,7 +101,7 @@ def group_columns(path: str, gpath: str, names: list[str]) -> dict[str, Blocks]:
         row_bytes = max(1, math.prod(a.shape[1:]) * np.dtype(a.dtype).itemsize)
         chunk = int(a.chunks[0]) if getattr(a, "chunks", None) else 1
         rows = chunk * max(1, -(-_BLOCK_BYTES // (chunk * row_bytes)))
-        out[name] = Blocks((path, gpath, name), int(a.shape[0]), rows, functools.partial(_read, a))
+        out[name] = Blocks((*key, gpath, name), int(a.shape[0]), rows, functools.partial(_read, a))
     return out
 
 
@@ -117,7 +116,7 @@ class Blocks:
     _cache: ClassVar[OrderedDict[tuple[Any, ...], np.ndarray]] = OrderedDict()
     _bytes: ClassVar[int] = 0
 
-    def __init__(self, key: tuple[str, str, str], n: int, rows: int, read: Callable[[int, int], np.ndarray]) -> None:
+    def __init__(self, key: tuple[Any, ...], n: int, rows: int, read: Callable[[int, int], np.ndarray]) -> None:
         self.key, self.n, self.rows, self.read = key, n, rows, read
 
     def __len__(self) -> int:

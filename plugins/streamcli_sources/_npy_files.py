@@ -182,7 +182,9 @@ def npz_columns(path: str, names: list[str]) -> dict[str, Any]:
             with open(path, "rb") as f:
                 out[name] = _mapped(f, head, f"{path} (array {name!r})")
         else:
-            out[name] = Loaded((path, name), head.shape[0], functools.partial(_load_member, path, name))
+            st = os.stat(path)  # a file written again since is loaded again
+            key = (path, name, st.st_mtime_ns, st.st_size)
+            out[name] = Loaded(key, head.shape[0], functools.partial(_load_member, path, name))
     return out
 
 
@@ -196,10 +198,10 @@ class Loaded:
     """An array loaded whole on its first slice, kept in a per-process cache bounded in bytes (the oldest loaded
     go first) and loaded again if it was dropped: a window of it costs no memory until read."""
 
-    _cache: ClassVar[OrderedDict[tuple[str, str], np.ndarray]] = OrderedDict()
+    _cache: ClassVar[OrderedDict[tuple[str, str, int, int], np.ndarray]] = OrderedDict()
     _bytes: ClassVar[int] = 0
 
-    def __init__(self, key: tuple[str, str], rows: int, load: Callable[[], np.ndarray]) -> None:
+    def __init__(self, key: tuple[str, str, int, int], rows: int, load: Callable[[], np.ndarray]) -> None:
         self.key, self.rows, self.load = key, rows, load
 
     def __len__(self) -> int:
