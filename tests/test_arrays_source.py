@@ -218,3 +218,13 @@ def test_a_file_written_again_is_read_again(tmp_path: Path) -> None:
         for path, field in ((tmp_path / "runs.h5", "imu_raw"), (tmp_path / "one.npz", "mic")):
             src = load_source("arrays", path, index="none")
             np.testing.assert_array_equal(src.window(src.items()[0])[field][5:9], sign * recs[0][5:9])
+
+
+def test_a_folder_of_npz_files_is_left_to_the_shards_source(tmp_path: Path) -> None:
+    from streamcli_sources.arrays import ArraysSource
+
+    (tmp_path / "out").mkdir()
+    np.savez(tmp_path / "out" / "shard-00000.npz", x=np.zeros((4, 2)))
+    (tmp_path / "out" / "index.json").write_text("{}")
+    assert not ArraysSource.can_open(str(tmp_path / "out"))
+    assert ArraysSource.can_open(str(tmp_path / "out" / "shard-00000.npz"))  # a file named on its own

@@ -122,13 +122,14 @@ class ArraysSource(BaseSource):
 
     @classmethod
     def can_open(cls, arg: str) -> bool:
-        """A ``.npy`` of numbers (the events source's are structured), an ``.npz``, a ``.zarr`` store, or a folder
-        whose first such file is one; HDF5 files are the events source's to claim."""
+        """A ``.npy`` file of numbers (the events source's are structured), an ``.npz`` file, a ``.zarr`` store, or a
+        folder whose first ``.npy`` file is one of numbers. Not a folder of ``.npz`` files (an export's shards are
+        such a folder) nor HDF5 files (the events source reads them too): name the source for those."""
         if urls.is_remote(arg):
             return False
         p = Path(arg)
         if p.is_dir() and p.suffix != ".zarr":
-            p = next((q for q in sorted(p.rglob("*")) if q.suffix.lower() in (".npy", ".npz") and q.is_file()), p)
+            p = next((q for q in sorted(p.rglob("*.npy")) if q.is_file()), p)
         if p.is_file() and p.suffix.lower() == ".npy":
             try:
                 return "data" in npy_members(str(p))
