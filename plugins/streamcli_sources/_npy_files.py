@@ -47,31 +47,38 @@ class _Header:
 
 
 _MAGIC = b"\x93NUMPY"
+_HEAD_BYTES = 4096  # a plain header is shorter (numpy pads it to 64 or 128 bytes)
 _DESCR = re.compile(r"'descr':\s*'([^']+)'")
 _FORTRAN = re.compile(r"'fortran_order':\s*(True|False)")
 _SHAPE = re.compile(r"'shape':\s*(\([\d\s,]*\))")
 
 
+def _parse_header(raw: bytes, start: int) -> _Header | None:
+    """The header at the start of ``raw`` (read at file offset ``start``), if it is a plain one (a dtype string, the
+    common case) and ``raw`` holds all of it: three regular expressions, where numpy's own reader compiles the
+    header as Python (``literal_eval``), which cost more than mapping the file once per stream."""
+    if raw[:6] != _MAGIC or len(raw) < 12 or raw[6] not in (1, 2):
+        return None
+    size, at = (struct.unpack("<H", raw[8:10])[0], 10) if raw[6] == 1 else (struct.unpack("<I", raw[8:12])[0], 12)
+    if len(raw) < at + size:
+        return None
+    text = raw[at : at + size].decode("latin1")
+    descr, fortran, shape = _DESCR.search(text), _FORTRAN.search(text), _SHAPE.search(text)
+    if not (descr and fortran and shape):
+        return None
+    try:
+        dims = tuple(int(d) for d in shape.group(1).strip("()").split(",") if d.strip())
+        return _Header(dims, fortran.group(1) == "True", np.dtype(descr.group(1)), start + at + size)
+    except (ValueError, TypeError):
+        return None
+
+
 def _read_header(f: BinaryIO, where: str) -> _Header:
-    """The header at the file's position. A plain header (a dtype string, the common case) is read with three
-    regular expressions: numpy's own reader compiles the header as Python (``literal_eval``), which cost more than
-    mapping the file once per stream."""
+    """The header at the file's position (numpy's reader for one that is not plain)."""
     start = f.tell()
-    head = f.read(12)
-    if head[:6] == _MAGIC and head[6] in (1, 2):
-        size, at = (
-            (struct.unpack("<H", head[8:10])[0], 10) if head[6] == 1 else (struct.unpack("<I", head[8:12])[0], 12)
-        )
-        text = (head[at:] + f.read(size - (12 - at))).decode("latin1")
-        descr, fortran, shape = _DESCR.search(text), _FORTRAN.search(text), _SHAPE.search(text)
-        if descr and fortran and shape:
-            try:
-                dims = [int(d) for d in shape.group(1).strip("()").split(",") if d.strip()]
-                return _Header(
-                    tuple(int(d) for d in dims), fortran.group(1) == "True", np.dtype(descr.group(1)), start + at + size
-                )
-            except (ValueError, TypeError):
-                pass
+    head = _parse_header(f.read(_HEAD_BYTES), start)
+    if head is not None:
+        return head
     f.seek(start)
     return _numpy_header(f, where)
 
@@ -117,18 +124,25 @@ def npy_members(path: str) -> dict[str, Member]:
 
 
 def npy_columns(path: str) -> dict[str, np.ndarray]:
-    """The ``.npy`` file's array memory-mapped (an ndarray over the map, cheaper to slice than a memmap)."""
-    with open(path, "rb") as f:
-        head = _read_header(f, path)
-        return {"data": _mapped(f, head, path)}
+    """The ``.npy`` file's array memory-mapped (an ndarray over the map, cheaper to slice than a memmap). Read through
+    a raw descriptor: a window is opened once per stream, and a Python file object costs more than the map."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        head = _parse_header(os.pread(fd, _HEAD_BYTES, 0), 0)
+        if head is None:
+            with open(path, "rb") as f:
+                head = _read_header(f, path)
+        return {"data": _mapped(fd, head, path)}
+    finally:
+        os.close(fd)
 
 
-def _mapped(f: BinaryIO, head: _Header, where: str) -> np.ndarray:
-    """The array at ``head.offset`` in the open file ``f``, mapped (the map outlives the file object)."""
+def _mapped(fd: int, head: _Header, where: str) -> np.ndarray:
+    """The array at ``head.offset`` in the open file ``fd``, mapped (the map outlives the descriptor)."""
     if head.nbytes == 0:
         return np.zeros(head.shape, head.dtype)
     try:
-        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         flat = np.frombuffer(buf, head.dtype, count=head.nbytes // head.dtype.itemsize, offset=head.offset)
     except ValueError as exc:  # the file holds less than its header says
         raise ValueError(f"{where} is truncated: its header says {head.shape} {head.dtype} ({exc})") from None
@@ -180,7 +194,7 @@ def npz_columns(path: str, names: list[str]) -> dict[str, Any]:
         head, info = heads[name]
         if info.compress_type == zipfile.ZIP_STORED:
             with open(path, "rb") as f:
-                out[name] = _mapped(f, head, f"{path} (array {name!r})")
+                out[name] = _mapped(f.fileno(), head, f"{path} (array {name!r})")
         else:
             st = os.stat(path)  # a file written again since is loaded again
             key = (path, name, st.st_mtime_ns, st.st_size)
