@@ -9,7 +9,9 @@ becomes a numpy array: numbers and bools as they are, timestamps and durations a
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,8 +43,24 @@ def is_csv(path: str) -> bool:
     return Path(path).suffix.lower() in (".csv", ".tsv") or path.lower().endswith((".csv.gz", ".csv.bz2"))
 
 
+def _version(path: str) -> tuple[str, int, int]:
+    st = os.stat(path)
+    return path, st.st_mtime_ns, st.st_size
+
+
 def read_csv(path: str) -> Any:
-    """The whole CSV table (``.tsv``: tab-separated)."""
+    """The whole CSV table (``.tsv``: tab-separated), parsed once per process and version of the file."""
+    return _read_csv(_version(path))
+
+
+def parquet(path: str) -> Any:
+    """The Parquet file (its footer read once per process and version of the file)."""
+    return _parquet(_version(path))
+
+
+@functools.lru_cache(maxsize=2)
+def _read_csv(version: tuple[str, int, int]) -> Any:
+    path = version[0]
     _pa()
     csv: Any = importlib.import_module("pyarrow.csv")
     try:
@@ -52,7 +70,9 @@ def read_csv(path: str) -> Any:
         raise ValueError(f"{path} is not a CSV table that can be read ({exc})") from None
 
 
-def parquet(path: str) -> Any:
+@functools.lru_cache(maxsize=8)
+def _parquet(version: tuple[str, int, int]) -> Any:
+    path = version[0]
     _pa()
     pq: Any = importlib.import_module("pyarrow.parquet")
     try:
@@ -132,11 +152,12 @@ class Groups:
     """The table's rows by group: where each group starts, and each group read as the fields' arrays (cached per
     process, bounded in bytes; the oldest read go first)."""
 
-    _cache: ClassVar[OrderedDict[tuple[str, int], dict[str, np.ndarray]]] = OrderedDict()
+    _cache: ClassVar[OrderedDict[tuple[str, int, int, int], dict[str, np.ndarray]]] = OrderedDict()
     _bytes: ClassVar[int] = 0
 
     def __init__(self, path: str, specs: Sequence[Spec]) -> None:
         self.path, self.specs = path, list(specs)
+        self.version = _version(path)  # a file written again since has its row groups read again
         if is_csv(path):
             self.starts = np.zeros(1, np.int64)
         else:
@@ -147,7 +168,7 @@ class Groups:
             )
 
     def group(self, k: int) -> dict[str, np.ndarray]:
-        key = (self.path, k)
+        key = (*self.version, k)
         got = Groups._cache.get(key)
         if got is not None:
             Groups._cache.move_to_end(key)
