@@ -11,6 +11,7 @@ streams and their lengths, so a loader starts without reading the table; rows ar
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ class TableSource(BaseSource):
     Fields per step: every other column (or those in ``columns``), by its name with characters other than
     letters, digits and ``_`` made ``_``: numbers and bools with their dtype, timestamps and durations as int64,
     lists of one length as ``(length,)``. Columns of other types (strings, say) are left out and listed in
-    ``skipped``; named in ``columns``, they are an error. A null in a field is an error naming the column.
+    ``skipped``, with a warning; named in ``columns``, they are an error. A null in a field is an error naming
+    the column.
 
     Args:
         path: a Parquet or CSV table.
@@ -111,6 +113,13 @@ class TableSource(BaseSource):
             specs.append(spec)
         if not specs:
             raise ValueError(f"{self.path} has no column that can be a field (numbers, bools, timestamps, lists)")
+        if self.skipped:
+            kinds = ", ".join(f"{n} ({arrow_schema.field(n).type})" for n in self.skipped)
+            warnings.warn(
+                f"table: {self.path}: columns {kinds} cannot be fields and are left out; name the columns to read "
+                "with columns= to leave them out without this warning",
+                stacklevel=3,
+            )
         return specs, identifiers([s.column for s in specs], self.path)
 
     def _list_size(self, name: str) -> int | None:
