@@ -127,7 +127,10 @@ def test_zero_and_two_workers_give_identical_batches(tmp_path: Path) -> None:
     recs = recordings()
     write_npy(tmp_path / "npy", recs)
     write_h5(tmp_path / "runs.h5", recs)
-    for path in (tmp_path / "npy", tmp_path / "runs.h5"):
+    (tmp_path / "npz").mkdir()
+    for i, r in enumerate(recs):  # compressed: loaded once per worker
+        np.savez_compressed(tmp_path / "npz" / f"s{i}.npz", mic=r)
+    for path in (tmp_path / "npy", tmp_path / "runs.h5", tmp_path / "npz"):
         runs = []
         for workers in (0, 2):
             with StreamLoader(load_source("arrays", path), B, T, num_workers=workers, seed=3) as loader:
