@@ -20,7 +20,7 @@ $(RUNTIME): $(VENV)/bin/python pyproject.toml constraints.txt plugins/streamcli-
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(PIP) -e ".[test,lint,ray,events,zstd,s3,pyav,tables,lerobot,tokenize,tui]"
+	$(PIP) -e ".[test,lint,ray,events,zstd,s3,pyav,tables,lerobot,zarr,tokenize,tui]"
 	$(PIP) -e plugins/streamcli-sine
 	touch $(STAMP)
 

@@ -55,7 +55,8 @@ INDEX_NAME = ".streamcli-index.npz"
 
 def default_location(path: str | os.PathLike[str]) -> str:
     """Where ``streamcli index`` writes the index of the data at ``path`` by default: inside the folder, or beside
-    a local file as ``FILE.streamcli-index.npz`` (one token file holds a whole corpus)."""
+    a local file (one token file holds a whole corpus; a table or an HDF5 file holds many items) as
+    ``FILE.streamcli-index.npz``."""
     p = str(path)
     if urls.is_remote(p):
         return urls.join(p, INDEX_NAME)
