@@ -69,7 +69,7 @@ def test_a_step_of_width_rows_drops_the_last_partial_step(tmp_path: Path) -> Non
 def test_npz_arrays_sharing_the_first_axis_are_the_fields(tmp_path: Path, save: object) -> None:
     recs = recordings(count=3)
     for i, r in enumerate(recs):
-        arrays = {"mic.raw": r, "level": np.abs(r).max(axis=1), "calibration": np.ones(5)}  # the last: ignored
+        arrays = {"mic-raw": r, "level": np.abs(r).max(axis=1), "calibration": np.ones(5)}  # the last: ignored
         save(tmp_path / f"s{i}.npz", **arrays)  # type: ignore[operator]
     src = load_source("arrays", tmp_path)
     assert [(f.name, f.shape) for f in src.fields()] == [("mic_raw", (CHANNELS,)), ("level", ())]
@@ -89,17 +89,17 @@ def test_each_hdf5_group_of_datasets_is_a_stream_read_across_chunk_boundaries(tm
     src = load_source("arrays", tmp_path / "runs.h5")
     assert [src.item_name(i) for i in src.items()] == [f"runs.h5:/session/run_{i:02d}" for i in range(len(recs))]
     assert [(f.name, f.shape, f.np_dtype.name) for f in src.fields()] == [
-        ("imu_raw", (CHANNELS,), "float32"),
+        ("imu.raw", (CHANNELS,), "float32"),
         ("row", (), "int64"),
     ]
     got = streams_of(src, B, T)  # T=50 against chunks of 64 and 37 rows: windows cross blocks
     assert sorted(got) == list(range(len(recs)))
     for k, r in enumerate(recs):
-        np.testing.assert_array_equal(got[k]["imu_raw"], r)
+        np.testing.assert_array_equal(got[k]["imu.raw"], r)
         np.testing.assert_array_equal(got[k]["row"], np.arange(len(r)))
-    only = load_source("arrays", tmp_path / "runs.h5", fields=["imu_raw"], width=4)  # by field name
-    assert [(f.name, f.shape) for f in only.fields()] == [("imu_raw", (4, CHANNELS))]
-    win = only.window(only.items()[3])["imu_raw"]
+    only = load_source("arrays", tmp_path / "runs.h5", fields=["imu.raw"], width=4)  # by field name
+    assert [(f.name, f.shape) for f in only.fields()] == [("imu.raw", (4, CHANNELS))]
+    win = only.window(only.items()[3])["imu.raw"]
     np.testing.assert_array_equal(win[100:103], recs[3][400:412].reshape(3, 4, CHANNELS))
 
 
@@ -152,7 +152,7 @@ def test_an_index_keeps_the_recordings_and_their_fields(tmp_path: Path) -> None:
     assert src.streamcli_index is not None and list(src.streamcli_index.lengths) == [len(r) for r in recs]
     got = streams_of(src, B, T)
     for k, rec in enumerate(recs):
-        np.testing.assert_array_equal(got[k]["imu_raw"], rec)
+        np.testing.assert_array_equal(got[k]["imu.raw"], rec)
     with pytest.raises(Exception, match="stale"):
         load_source("arrays", tmp_path / "runs.h5", width=2)
 
@@ -218,7 +218,7 @@ def test_a_file_written_again_is_read_again(tmp_path: Path) -> None:
         sign = 1 - 2 * k
         write_h5(tmp_path / "runs.h5", [sign * r for r in recs])
         np.savez_compressed(tmp_path / "one.npz", mic=sign * recs[0])
-        for path, field in ((tmp_path / "runs.h5", "imu_raw"), (tmp_path / "one.npz", "mic")):
+        for path, field in ((tmp_path / "runs.h5", "imu.raw"), (tmp_path / "one.npz", "mic")):
             src = load_source("arrays", path, index="none")
             np.testing.assert_array_equal(src.window(src.items()[0])[field][5:9], sign * recs[0][5:9])
 

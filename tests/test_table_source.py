@@ -28,7 +28,7 @@ RATE = 4000.0  # rows a second: each row's time stamp is its index / RATE, offse
 
 def sensor_log(recs: list[np.ndarray], shuffle: bool = True) -> pa.Table:
     """One row per (microphone, row): ``mic`` (a string key), ``t`` (seconds), ``channels`` (12 floats, a fixed
-    size list), ``level.db`` (float32), ``frame`` (int64) and ``site`` (a string, no field). Rows in time order
+    size list), ``level-db`` (float32, the field ``level_db``), ``frame`` (int64) and ``site`` (a string, no field). Rows in time order
     across microphones (interleaved), or in a random order."""
     mic = np.concatenate([np.full(len(r), i) for i, r in enumerate(recs)])
     frame = np.concatenate([np.arange(len(r)) for r in recs])
@@ -40,7 +40,7 @@ def sensor_log(recs: list[np.ndarray], shuffle: bool = True) -> pa.Table:
             "mic": pa.array([f"mic-{m}" for m in mic[order]]),
             "t": t[order],
             "channels": pa.FixedSizeListArray.from_arrays(pa.array(rows[order].reshape(-1)), CHANNELS),
-            "level.db": (20 * np.log10(np.abs(rows[order]).max(axis=1) + 1e-6)).astype(np.float32),
+            "level-db": (20 * np.log10(np.abs(rows[order]).max(axis=1) + 1e-6)).astype(np.float32),
             "frame": frame[order],
             "site": pa.array(["lab"] * len(t)),
         }
@@ -99,7 +99,7 @@ def test_a_table_in_stream_order_reads_ranges_of_rows_from_the_row_groups_it_spa
 
 def test_csv_gives_the_streams_parquet_gives(tmp_path: Path, recs: list[np.ndarray]) -> None:
     pacsv.write_csv(sensor_log(recs).drop_columns(["channels"]), tmp_path / "log.csv")
-    src = load_source("table", tmp_path / "log.csv", stream_by="mic", order_by="t", columns="t,frame,level.db")
+    src = load_source("table", tmp_path / "log.csv", stream_by="mic", order_by="t", columns="t,frame,level-db")
     assert [f.name for f in src.fields()] == ["t", "frame", "level_db"]
     check_streams(streams_of(src, B, T), recs, list(src.items()))
 

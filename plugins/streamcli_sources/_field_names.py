@@ -1,8 +1,9 @@
-"""Field names from the names data carries (HDF5 datasets, npz arrays, table columns): Python identifiers.
+"""Field names from the names data carries (HDF5 datasets, npz arrays, table columns): dotted identifiers.
 
-A field name must be a Python identifier (``streamcli.fields``: shard members are named ``flag.<name>``), so every
-other character becomes ``_`` (``observation.state`` -> ``observation_state``, ``acc-x`` -> ``acc_x``) and a name
-starting with a digit gets a leading ``_``. Two names that map to the same field are refused, never merged.
+A field name is Python identifiers joined by dots (``streamcli.fields.valid_name``, as LeRobot names its features:
+``observation.state`` stays itself), so within each dotted part every other character becomes ``_``
+(``acc-x`` -> ``acc_x``), a part starting with a digit gets a leading ``_``, and the prefix ``flag.`` (an export's
+flags) becomes ``flag_``. Two names that map to the same field are refused, never merged.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from streamcli.fields import RESERVED_PREFIX
+
 _OTHER = re.compile(r"\W", re.ASCII)
 
 
 def identifier(name: str) -> str:
-    """``name`` as a field name: each character that cannot be in an identifier replaced by ``_``."""
-    out = _OTHER.sub("_", name) or "_"
-    return f"_{out}" if out[0].isdigit() else out
+    """``name`` as a field name: in each dotted part, each character that cannot be in an identifier replaced by
+    ``_``."""
+    parts = [_OTHER.sub("_", part) or "_" for part in name.split(".")]
+    out = ".".join(f"_{p}" if p[0].isdigit() else p for p in parts)
+    return f"flag_{out[5:]}" if out.startswith(RESERVED_PREFIX) else out
 
 
 def identifiers(names: Sequence[str], where: str) -> list[str]:
@@ -26,7 +31,7 @@ def identifiers(names: Sequence[str], where: str) -> list[str]:
     for name, field in zip(names, out, strict=True):
         if field in seen:
             raise ValueError(
-                f"{where}: {seen[field]!r} and {name!r} would both be the field {field!r} (field names are Python "
+                f"{where}: {seen[field]!r} and {name!r} would both be the field {field!r} (field names are dotted "
                 "identifiers, other characters become '_'); pick one of them with fields="
             )
         seen[field] = name
