@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,6 +177,20 @@ def test_a_bad_tokenizer_file_is_refused_with_the_file_named(corpus: dict[str, P
         load_source("text", str(corpus["parquet"]), tokenizer=str(corpus["jsonl"]))
     with pytest.raises(ValueError, match="no such file"):
         load_source("text", str(corpus["parquet"]), tokenizer=str(tmp_path / "missing.json"))
+
+
+def test_a_missing_package_is_named_with_its_install_command(
+    corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamcli_sources import _tokenize
+
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if pyarrow were not installed
+    with pytest.raises(ImportError, match=r"pip install 'streamcli\[tables\]'"):
+        load_source("text", str(corpus["parquet"]))
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    monkeypatch.setattr(_tokenize, "_LOADED", {})
+    with pytest.raises(ImportError, match=r"pip install 'streamcli\[tokenize\]'"):
+        load_source("text", str(corpus["jsonl"]), tokenizer=str(corpus["tokenizer"]))
 
 
 def make(corpus: dict[str, Path], kind: str) -> Callable[[], object]:

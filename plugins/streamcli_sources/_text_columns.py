@@ -38,6 +38,7 @@ def find_tables(root: Path) -> list[str]:
 
 
 def _parquet() -> Any:
+    """``pyarrow.parquet``, or an ImportError that names the install command."""
     try:
         import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
@@ -58,9 +59,9 @@ def _choose(column: str | None, columns: list[str], file: str) -> str:
 
 def parquet_rows(file: str, column: str | None) -> tuple[str, list[ParquetRow]]:
     """The column (checked to hold strings) and one item per row of ``file``, row group by row group."""
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-
     pf = _parquet().ParquetFile(file)
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]  # there: pyarrow.parquet imported it
+
     schema = pf.schema_arrow
     name = _choose(column, list(schema.names), file)
     kind = schema.field(name).type

@@ -34,7 +34,8 @@ _BLOCK = 256  # steps per block
 
 
 class TextSource(BaseSource):
-    """Text files (a file, a folder searched recursively, or a list of paths) or literal strings.
+    """Text files (a file, a folder searched recursively, or a list of paths), literal strings, or the rows of
+    Parquet and JSON-lines files, as bytes or as token ids.
 
     Fields per step: ``text`` uint8[width], the bytes (zero-padded on a stream's last step), and
     ``nbytes`` int32, how many of them are real. With ``tokenizer=``: ``tokens`` int64[width], the ids
@@ -47,7 +48,7 @@ class TextSource(BaseSource):
     Args:
         arg: a text file, a folder (searched recursively), their URL, a Parquet or JSON-lines file or folder, or a
             list of paths or strings.
-        width: bytes per step.
+        width: bytes (or token ids, with ``tokenizer``) per step.
         glob: select files in a folder by this pattern.
         strings: read the argument as the text itself, not as a path.
         keep_bom: keep a UTF-8 byte-order mark at a file's start (dropped by default).
