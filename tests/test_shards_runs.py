@@ -159,5 +159,5 @@ def test_runs_that_leave_a_step_out_are_refused(tmp_path: Path) -> None:
     arrays = {n: np.array(a) for n, a in arrays.items()}
     arrays["run.length"][0] -= 1  # one step of the first run is covered by no run
     write_npz(path, arrays, Codec.of(full))
-    with pytest.raises(ShardError, match="do not cover each of its steps once"):
+    with pytest.raises(ShardError, match="do not cover each of its steps once, in order"):
         list(ShardReader(tmp_path))

@@ -150,30 +150,27 @@ def step_flags(m: Mapping[str, Any], arrays: Mapping[str, np.ndarray], k: int) -
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ShardError(f"run {i} of the shard lies outside its {k} batches of {T}x{B} steps; it is corrupted")
-    total = int(length.sum())
-    run = np.repeat(np.arange(len(length)), length)
-    offset = np.arange(total) - np.repeat(np.cumsum(length) - length, length)
-    t, b, kk = start[run] + offset, row[run], batch[run]
-    at = (kk * T + t) * B + b if tb else (kk * B + b) * T + t
-    shape = (k, T, B) if tb else (k, B, T)
-    covered = np.zeros(k * T * B, bool)
-    covered[at] = True
-    if total != k * T * B or not covered.all():
-        raise ShardError("the runs of the shard do not cover each of its steps once; it is corrupted")
-    bits = cols["bits"][run]
-    valid = np.empty(k * T * B, bool)
-    valid[at] = (bits & 4) != 0
-    stream = np.empty(k * T * B, np.int64)
-    stream[at] = cols["stream"][run]
-    position = np.empty(k * T * B, np.int64)
-    position[at] = cols["position"][run] + offset * valid[at]
-    first = np.empty(k * T * B, bool)
-    first[at] = ((bits & 1) == 1) & (offset == 0)
-    replayed = np.empty(k * T * B, bool)
-    replayed[at] = (bits & 2) != 0
-    out = {"is_first": first, "valid": valid, "stream": stream, "position": position, "replayed": replayed}
+    # The writer puts the runs in the order of the steps they cover, batch by batch, row by row, in time: each
+    # starts where the one before ends, so every per-step array is its column repeated by the lengths.
+    ends = np.cumsum(length)
+    if len(length) and (ends[-1] != k * T * B or ((batch * B + row) * T + start != ends - length).any()):
+        raise ShardError("the runs of the shard do not cover each of its steps once, in order; it is corrupted")
+    if not len(length) and k * T * B:
+        raise ShardError("the shard has no runs for its steps; it is corrupted")
+    bits = cols["bits"]
+    offset = np.arange(k * T * B) - np.repeat(ends - length, length)
+    valid = np.repeat((bits & 4) != 0, length)
+    first = np.zeros(k * T * B, bool)
+    first[(ends - length)[(bits & 1) == 1]] = True
+    out = {
+        "is_first": first,
+        "valid": valid,
+        "stream": np.repeat(cols["stream"], length),
+        "position": np.repeat(cols["position"], length) + offset * valid,
+        "replayed": np.repeat((bits & 2) != 0, length),
+    }
     if sources:
-        source = np.empty(k * T * B, np.int64)
-        source[at] = cols["source"][run]
-        out["source"] = source
-    return {f"flag.{n}": a.reshape(shape) for n, a in out.items()}
+        out["source"] = np.repeat(cols["source"], length)
+    if not tb:
+        return {f"flag.{n}": a.reshape(k, B, T) for n, a in out.items()}
+    return {f"flag.{n}": np.ascontiguousarray(a.reshape(k, B, T).transpose(0, 2, 1)) for n, a in out.items()}
