@@ -180,17 +180,28 @@ def test_a_bad_tokenizer_file_is_refused_with_the_file_named(corpus: dict[str, P
 
 
 def test_a_missing_package_is_named_with_its_install_command(
-    corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from streamcli_sources import _tokenize
-
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if pyarrow were not installed
     with pytest.raises(ImportError, match=r"pip install 'streamcli\[tables\]'"):
         load_source("text", str(corpus["parquet"]))
     monkeypatch.setitem(sys.modules, "tokenizers", None)
-    monkeypatch.setattr(_tokenize, "_LOADED", {})
+    fresh = tmp_path / "bpe.json"  # a tokenizer this process has not loaded yet
+    fresh.write_bytes(corpus["tokenizer"].read_bytes())
     with pytest.raises(ImportError, match=r"pip install 'streamcli\[tokenize\]'"):
-        load_source("text", str(corpus["jsonl"]), tokenizer=str(corpus["tokenizer"]))
+        load_source("text", str(corpus["jsonl"]), tokenizer=str(fresh))
+
+
+def test_a_row_group_is_read_once_for_the_rows_opened_from_it(
+    corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = load_source("text", str(corpus["parquet"]), width=8)
+    reads: list[int] = []
+    real = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, i, **kw: reads.append(i) or real(self, i, **kw))
+    for k in (0, 1, 2, 15, 16, 17, 3):  # group 0's rows, group 1's, then group 0 again (still kept)
+        list(iter_steps(src, src.items()[k]))
+    assert reads == [0, 1]
 
 
 def make(corpus: dict[str, Path], kind: str) -> Callable[[], object]:
