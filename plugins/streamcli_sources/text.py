@@ -23,6 +23,7 @@ from streamcli.storage import urls
 
 from . import _text_columns as columns
 from . import _tokenize as tokenize
+from ._text_window import ByteCounts, PaddedSteps
 
 if TYPE_CHECKING:
     from streamcli.storage.remote import Remote
@@ -266,7 +267,7 @@ class TextSource(BaseSource):
         n, size = -(-len(data) // w), len(data)
         if size % w == 0:
             return {"text": data.reshape(n, w), "nbytes": np.broadcast_to(np.int32(w), (n,))}
-        return {"text": _Padded(data, n, w), "nbytes": _NBytes(size, n, w)}
+        return {"text": PaddedSteps(data, n, w), "nbytes": ByteCounts(size, n, w)}
 
     @staticmethod
     def _file(item: str) -> BinaryIO:
@@ -308,44 +309,6 @@ class TextSource(BaseSource):
         if p.is_file():
             return p.suffix == ".txt" or columns.is_table(p)
         return p.is_dir() and any(q.suffix in (".txt", *columns.SUFFIXES) for q in p.rglob("*"))
-
-
-class _Padded:
-    """The steps of ``data`` in chunks of ``w`` bytes, the last one zero-padded, read by slices."""
-
-    def __init__(self, data: np.ndarray, n: int, w: int) -> None:
-        self.data, self.n, self.w = data, n, w
-        self.full = len(data) // w  # steps that need no padding
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, s: slice) -> np.ndarray:
-        a, b, _ = s.indices(self.n)
-        w = self.w
-        if b <= self.full:
-            return self.data[a * w : b * w].reshape(b - a, w)
-        out = np.zeros((max(b - a, 0), w), np.uint8)
-        chunk = self.data[a * w : b * w]
-        out.reshape(-1)[: len(chunk)] = chunk
-        return out
-
-
-class _NBytes:
-    """Each step's count of real bytes: ``w`` but on a file's last step."""
-
-    def __init__(self, size: int, n: int, w: int) -> None:
-        self.size, self.n, self.w = size, n, w
-        self._full = np.full(4096, w, np.int32)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, s: slice) -> np.ndarray:
-        a, b, _ = s.indices(self.n)
-        if b < self.n and b - a <= len(self._full):
-            return self._full[: max(b - a, 0)]
-        return np.minimum(self.w, self.size - np.arange(a, b) * self.w).astype(np.int32)
 
 
 def _remote_parts(url: str) -> tuple[Remote, str]:
