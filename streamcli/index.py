@@ -87,8 +87,10 @@ def build(
     ``index_key(item)`` must say which string stands for one (``use_index`` turns them back), and the source must
     say which of its settings decide them (``index_settings()``), or a stale index could not be told.
 
-    An item whose ``length()`` fails stops the build with its error; with ``skip``, it is left out of the index
-    and ``skip(name, error)`` is told (a loader over the index never sees it, as ``on_error="skip"`` would)."""
+    Lengths come from the source's ``index_length(item)`` where it has one (it may read or decode the item to count
+    its steps, which ``length()`` does not), else ``length(item)``. An item whose length fails stops the build
+    with its error; with ``skip``, it is left out of the index and ``skip(name, error)`` is told (a loader over the
+    index never sees it, as ``on_error="skip"`` would)."""
     if not callable(getattr(source, "index_settings", None)):
         raise IndexFileError(
             f"the {plugin_name(source)} source cannot be indexed: it has no index_settings() saying which of its "
@@ -105,9 +107,10 @@ def build(
         )
     lengths = np.empty(len(items), np.int64)
     kept = np.ones(len(items), bool)
+    measure = getattr(source, "index_length", source.length)  # a source may measure what it cannot tell unread
     for k, item in enumerate(found):
         try:
-            n = source.length(item)
+            n = measure(item)
         except Exception as exc:
             if skip is None:
                 raise

@@ -29,6 +29,7 @@ from streamcli.shards import (
     open_shard,
     verify,
 )
+from streamcli.shards.npz import open_folder_shard
 from streamcli.shards.records import read_partial, write_partial
 
 runner = CliRunner()
@@ -228,8 +229,9 @@ def test_mapped_batches_outlive_the_reader_and_never_write_the_file(tmp_path: Pa
 def test_members_are_aligned_for_mapping(tmp_path: Path) -> None:
     export((make_batch(i) for i in range(3)), tmp_path, header())
     m = load_manifest(tmp_path)
+    stored = open_folder_shard(tmp_path, m, m["shards"][0])  # the members as the file holds them (runs, not flags)
+    assert all(a.ctypes.data % 64 == 0 for a in stored.values()) and "run.length" in stored
     arrays = open_shard(tmp_path, m, m["shards"][0])
-    assert all(a.ctypes.data % 64 == 0 for a in arrays.values())
     assert isinstance(arrays["data.frame"].base, __import__("mmap").mmap)
 
 

@@ -200,14 +200,14 @@ def test_a_member_declaring_more_than_the_manifest_is_refused_before_it_is_infla
     tmp_path: Path, inflated: list[int]
 ) -> None:
     make_export(tmp_path, compress=True)
-    _bomb(tmp_path, "flag.valid", (64, 1024, 1024))  # 64 MiB of zeros in about 64 kB
+    _bomb(tmp_path, "run.length", (64, 1024, 1024))  # 64 MiB of zeros in about 64 kB
     assert (tmp_path / "shard-00000.npz").stat().st_size < 1 << 20
     inflated[0] = 0
     problems = verify(tmp_path)
-    assert any("flag.valid is |u1[64, 1024, 1024], the manifest says |b1" in p for p in problems)
-    with pytest.raises(ShardError, match=r"flag.valid is"):
+    assert any("run.length is |u1[64, 1024, 1024], the manifest says <i8" in p for p in problems)
+    with pytest.raises(ShardError, match=r"run.length is"):
         list(ShardReader(tmp_path))
-    with pytest.raises(ShardError, match=r"flag.valid is"):
+    with pytest.raises(ShardError, match=r"run.length is"):
         ShardSource(str(tmp_path))
     assert inflated[0] < 1 << 20  # headers and the small members only, never the 64 MiB
 

@@ -204,11 +204,11 @@ def test_a_frame_whose_header_claims_a_huge_array_is_refused_before_it_is_inflat
     make_export(tmp_path, text_source, "zstd")
     bomb = zstandard.ZstdCompressor(level=1).compress(npy(np.zeros((64, 1024, 1024), np.uint8)))
     assert len(bomb) < 1 << 20  # 64 MiB of zeros in a few kB
-    replace_member(tmp_path, "flag.valid.npy.zst", bomb)
+    replace_member(tmp_path, "run.length.npy.zst", bomb)
     m = load_manifest(tmp_path)
-    assert any("flag.valid is |u1[64, 1024, 1024], the manifest says |b1" in p for p in verify(tmp_path))
+    assert any("run.length is |u1[64, 1024, 1024], the manifest says <i8" in p for p in verify(tmp_path))
     for read in (lambda: list(ShardReader(tmp_path)), lambda: ShardSource(str(tmp_path))):
-        assert refused_peak(read, r"flag.valid is \|u1\[64, 1024, 1024\]") < 8 << 20
+        assert refused_peak(read, r"run.length is \|u1\[64, 1024, 1024\]") < 8 << 20
     assert complete_batches(tmp_path / "shard-00000.npz", m) == -1  # so resume rewrites it
 
 
@@ -216,18 +216,18 @@ def test_a_frame_whose_header_claims_a_huge_array_is_refused_before_it_is_inflat
 def test_a_frame_declaring_more_than_the_manifest_is_refused_before_the_rest_is_inflated(tmp_path: Path) -> None:
     make_export(tmp_path, text_source, "zstd")
     m = load_manifest(tmp_path)
-    real = zstandard.ZstdDecompressor().decompress(members(tmp_path / "shard-00000.npz")["flag.valid.npy.zst"])
+    real = zstandard.ZstdDecompressor().decompress(members(tmp_path / "shard-00000.npz")["flag.reset.npy.zst"])
     lying = zstandard.ZstdCompressor(level=1).compress(real + bytes(64 << 20))  # the right header, 64 MiB more
-    replace_member(tmp_path, "flag.valid.npy.zst", lying)
-    assert refused_peak(lambda: list(ShardReader(tmp_path)), "flag.valid does not fit its zip entry") < 8 << 20
-    assert any("flag.valid does not fit" in p for p in verify(tmp_path))
+    replace_member(tmp_path, "flag.reset.npy.zst", lying)
+    assert refused_peak(lambda: list(ShardReader(tmp_path)), "flag.reset does not fit its zip entry") < 8 << 20
+    assert any("flag.reset does not fit" in p for p in verify(tmp_path))
     assert complete_batches(tmp_path / "shard-00000.npz", m) == -1
 
 
 @pytest.mark.parametrize("how", ["no declared size", "a second frame", "a short frame"])
 def test_a_frame_that_does_not_hold_exactly_its_array_is_refused(tmp_path: Path, how: str) -> None:
     make_export(tmp_path, text_source, "zstd")
-    real = zstandard.ZstdDecompressor().decompress(members(tmp_path / "shard-00000.npz")["flag.valid.npy.zst"])
+    real = zstandard.ZstdDecompressor().decompress(members(tmp_path / "shard-00000.npz")["flag.reset.npy.zst"])
     if how == "no declared size":
         frame, match = zstandard.ZstdCompressor(write_content_size=False).compress(real), "does not declare"
     elif how == "a second frame":
@@ -235,8 +235,8 @@ def test_a_frame_that_does_not_hold_exactly_its_array_is_refused(tmp_path: Path,
         match = "longer than its header says"
     else:
         frame, match = zstandard.ZstdCompressor().compress(real[:-1]), "does not fit its zip entry"
-    replace_member(tmp_path, "flag.valid.npy.zst", frame)
-    with pytest.raises(ShardError, match=rf"shard 'shard-00000.npz'.*flag.valid.*{match}"):
+    replace_member(tmp_path, "flag.reset.npy.zst", frame)
+    with pytest.raises(ShardError, match=rf"shard 'shard-00000.npz'.*flag.reset.*{match}"):
         list(ShardReader(tmp_path))
     assert any(match in p for p in verify(tmp_path))
 

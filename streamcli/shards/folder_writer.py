@@ -26,11 +26,13 @@ from streamcli.shards.format import (
     ShardInfo,
     is_export_file,
     is_temp_name,
+    member_names,
     shard_name,
 )
 from streamcli.shards.lock import FolderLock
 from streamcli.shards.npz_write import complete_batches, sha256_file, write_npz
 from streamcli.shards.records import read_partial, tidy, write_json, write_partial
+from streamcli.shards.runs import shard_arrays
 from streamcli.storage import urls
 
 
@@ -60,7 +62,7 @@ def shard_record(info: ShardInfo, state: Any) -> dict[str, Any]:
 
 def write_shard_file(path: Path, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
     """Write one shard of ``pending`` batches (from ``batch_arrays``) atomically; the same bytes at every place."""
-    arrays = {n: np.stack([b[n] for b in pending]) for n in pending[0]}
+    arrays = shard_arrays(pending, member_names(header))
     write_npz(path, arrays, Codec.of(header))
     return ShardInfo(path.name, len(pending), path.stat().st_size, sha256_file(path))
 

@@ -8,9 +8,13 @@ complete, and a ``.partial.json`` beside it (a kill between the two steps of fin
 that ``tidy`` removes.
 
 A shard holding K batches has, for layout ``"TB"``, each field as ``data.<name>`` of shape
-``(K, T, B, ...)`` (``(K, B, T, ...)`` for ``"BT"``), each flag as ``flag.<name>`` likewise, ``flag.reset``
-``(K, B)`` and ``meta.epoch`` / ``meta.index`` ``(K,)``. An export of a mix (``streamcli.mix``) names its sources in
-the manifest's ``sources`` and adds ``flag.source`` (int64, like the flags: ``batch.source``, -1 on padding).
+``(K, T, B, ...)`` (``(K, B, T, ...)`` for ``"BT"``), ``flag.reset`` ``(K, B)`` and ``meta.epoch`` / ``meta.index``
+``(K,)``. Format 2 (since 2026-12-07) stores the step flags per run, ``run.<column>`` of shape ``(R,)`` for the R
+runs of the shard, and each integer member in the narrowest integer dtype that holds its values (``runs``); format 1
+stored each flag per step as ``flag.<name>`` ``(K, T, B)`` and every member in its manifest dtype, and is still
+read. Readers see both the same way: ``reader.open_shard`` gives per-step flags and the fields' own dtypes. An
+export of a mix (``streamcli.mix``) names its sources in the manifest's ``sources`` and adds ``run.source`` (format
+1: ``flag.source``, int64 per step, -1 on padding).
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from streamcli._version import __version__
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
 from streamcli.shards import codec
+from streamcli.shards.runs import run_columns
 from streamcli.source import Field
 
 FORMAT = "streamcli-npz-shards"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)  # format 1 (per-step flags) is still read
 MANIFEST = "index.json"
 PARTIAL = ".partial.json"
 SHARD_RE = re.compile(r"^shard-(\d{5,})\.npz$")
@@ -67,10 +73,13 @@ def is_export_file(name: str) -> bool:
     return bool(SHARD_RE.match(name)) or name in (MANIFEST, PARTIAL) or is_temp_name(name)
 
 
+_RUN_BYTES = 16  # a run's record, about, once narrowed: what a row of a batch costs beside its fields
+
+
 def batch_nbytes(fields: Sequence[Field], batch_size: int, time_steps: int) -> int:
-    """Bytes one batch takes in a shard (fields, flags, reset and the two meta scalars)."""
-    per_step = sum(f.nbytes for f in fields) + sum(np.dtype(d).itemsize for d in FLAG_DTYPES.values())
-    return per_step * batch_size * time_steps + batch_size + 16
+    """Bytes one batch takes in a shard at most (fields in their own dtypes, a run per row, reset and meta)."""
+    per_step = sum(f.nbytes for f in fields)
+    return per_step * batch_size * time_steps + batch_size * (1 + _RUN_BYTES) + 16
 
 
 def make_header(
@@ -135,9 +144,33 @@ class ShardInfo:
 def member_names(header: Mapping[str, Any]) -> list[str]:
     """The arrays of a shard, in the fixed order they are written."""
     names = [f"data.{f['name']}" for f in header["fields"]]
-    names += [f"flag.{n}" for n in FLAG_DTYPES] + ["flag.reset"]
-    names += ["flag.source"] if header.get("sources") else []
+    if header.get("format_version") == 1:
+        names += [f"flag.{n}" for n in FLAG_DTYPES] + ["flag.reset"]
+        names += ["flag.source"] if header.get("sources") else []
+    else:
+        names += ["flag.reset"] + [f"run.{c}" for c in run_columns(bool(header.get("sources")))]
     return [*names, "meta.epoch", "meta.index"]
+
+
+class Narrow(str):
+    """An expected member dtype under which any integer dtype that casts to it exactly may be stored (format 2)."""
+
+
+class AtMost(int):
+    """An expected member dimension that only the member's header gives, from 0 to this (a shard's runs)."""
+
+
+def accepts(want: tuple[tuple[int, ...], str], shape: tuple[int, ...], dtype: np.dtype[Any]) -> bool:
+    """Whether a member of ``shape`` and ``dtype`` is what ``expected_shapes`` asks for."""
+    shape_want, dtype_want = want
+    if isinstance(dtype_want, Narrow):
+        if dtype.kind not in "iu" or not np.can_cast(dtype, np.dtype(dtype_want), "safe"):
+            return False
+    elif dtype.str != dtype_want:
+        return False
+    if len(shape) != len(shape_want):
+        return False
+    return all(0 <= g <= w if isinstance(w, AtMost) else g == w for g, w in zip(shape, shape_want, strict=True))
 
 
 def manifest_fields(m: Mapping[str, Any]) -> tuple[Field, ...]:
@@ -146,16 +179,23 @@ def manifest_fields(m: Mapping[str, Any]) -> tuple[Field, ...]:
 
 
 def expected_shapes(m: Mapping[str, Any], k: int) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Member name -> (shape, dtype string) of a shard holding ``k`` batches, in the written order."""
+    """Member name -> (shape, dtype string) of a shard holding ``k`` batches, in the written order. In format 2
+    an integer member's dtype is a ``Narrow`` and the runs' length an ``AtMost`` (``accepts`` checks a member)."""
     tb = (m["time_steps"], m["batch_size"]) if m["layout"] == "TB" else (m["batch_size"], m["time_steps"])
+    v1 = m.get("format_version") == 1
     out: dict[str, tuple[tuple[int, ...], str]] = {}
     for f in manifest_fields(m):
-        out[f"data.{f.name}"] = ((k, *tb, *f.shape), f.np_dtype.str)
-    for name, dtype in m["flags"].items():
-        out[f"flag.{name}"] = ((k, *tb), np.dtype(dtype).str)
+        narrow = not v1 and f.np_dtype.kind in "iu" and f.np_dtype.itemsize > 1
+        out[f"data.{f.name}"] = ((k, *tb, *f.shape), Narrow(f.np_dtype.str) if narrow else f.np_dtype.str)
+    if v1:
+        for name, dtype in m["flags"].items():
+            out[f"flag.{name}"] = ((k, *tb), np.dtype(dtype).str)
     out["flag.reset"] = ((k, m["batch_size"]), "|b1")
-    if m.get("sources"):
+    if v1 and m.get("sources"):
         out["flag.source"] = ((k, *tb), "<i8")
+    if not v1:
+        runs = AtMost(k * int(m["time_steps"]) * int(m["batch_size"]))  # a run holds one step at least
+        out |= {f"run.{c}": ((runs,), Narrow("<i8")) for c in run_columns(bool(m.get("sources")))}
     out["meta.epoch"] = ((k,), "<i8")
     out["meta.index"] = ((k,), "<i8")
     return out
@@ -189,10 +229,10 @@ def validate_manifest(m: dict[str, Any], out_dir: str | os.PathLike[str], *, whe
     missing = [k for k in _REQUIRED if k not in m]
     if missing:
         raise ShardError(f"{where} lacks {', '.join(missing)}")
-    if m["format"] != FORMAT or m["format_version"] != FORMAT_VERSION:
+    if m["format"] != FORMAT or m["format_version"] not in READ_VERSIONS or isinstance(m["format_version"], bool):
         raise ShardError(
             f"{where} is format {m['format']!r} v{m['format_version']}; this streamcli reads "
-            f"{FORMAT!r} v{FORMAT_VERSION}"
+            f"{FORMAT!r} v{' and v'.join(map(str, READ_VERSIONS))}"
         )
     if m["layout"] not in ("TB", "BT"):
         raise ShardError(f"{where}: layout {m['layout']!r} must be 'TB' or 'BT'")
@@ -262,11 +302,12 @@ def _check_streams(m: Mapping[str, Any], where: str) -> None:
 
 
 def declared_nbytes(m: Mapping[str, Any], k: int) -> int:
-    """Bytes of the arrays a shard of ``k`` batches holds, by the manifest (exact, in Python integers)."""
+    """Bytes of the arrays a shard of ``k`` batches holds at least, by the manifest (in Python integers): exact in
+    format 1; in format 2 an integer member counts one byte a value and the runs none (they may be narrowed)."""
     total = 0
     for shape, dtype in expected_shapes(m, k).values():
-        n = np.dtype(dtype).itemsize
+        n = 1 if isinstance(dtype, Narrow) else np.dtype(dtype).itemsize
         for d in shape:
-            n *= int(d)
+            n *= 0 if isinstance(d, AtMost) else int(d)
         total += n
     return total

@@ -28,7 +28,7 @@ import numpy as np
 
 from streamcli.errors import ShardError
 from streamcli.shards.codec import Codec, import_zstd, open_frame
-from streamcli.shards.format import expected_shapes, shard_path
+from streamcli.shards.format import accepts, expected_shapes, shard_path
 from streamcli.storage import urls
 
 LOCAL_HEADER = struct.Struct("<4s5HLLLHH")  # a zip local file header (30 bytes)
@@ -106,7 +106,7 @@ def _check_sha(name: str, data: bytes | mmap.mmap, entry: Mapping[str, Any]) -> 
 def _refuse(name: str, key: str, dtype: np.dtype[Any], shape: tuple[int, ...], want: tuple[Any, str]) -> None:
     if dtype.hasobject:
         raise ShardError(f"shard {name!r}: {key} holds pickled Python objects; refusing to load it")
-    if dtype.str != want[1] or tuple(shape) != want[0]:
+    if not accepts(want, tuple(shape), dtype):
         raise ShardError(
             f"shard {name!r}: {key} is {dtype.str}{list(shape)}, the manifest says {want[1]}{list(want[0])}"
         )
@@ -126,6 +126,7 @@ def _map_member(
         raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
     got_shape, fortran, got = header
     _refuse(name, key, got, got_shape, (shape, dtype))
+    shape = got_shape  # what the manifest allows: a narrowed dtype, or as many runs as the header says
     offset = start + head_len
     nbytes = int(np.prod(shape, dtype=np.int64)) * got.itemsize
     if head_len + nbytes != info.file_size or offset + nbytes > len(mm):
@@ -262,7 +263,7 @@ def _read_member(name: str, key: str, member: IO[bytes], size: int, shape: tuple
         raise ShardError(f"shard {name!r}: {key} is not a .npy array of version 1.0 or 2.0")
     got_shape, fortran, got = header
     _refuse(name, key, got, got_shape, (shape, dtype))
-    arr = np.empty(shape, dtype=got, order="F" if fortran else "C")
+    arr = np.empty(got_shape, dtype=got, order="F" if fortran else "C")
     if size != member.tell() + arr.nbytes:  # the zip entry (or zstd frame) must hold exactly the array
         raise ShardError(f"shard {name!r} is truncated or corrupted: {key} does not fit its zip entry")
     view = arr.reshape(-1, order="A").view(np.uint8)  # the array's own bytes, in the order they are stored

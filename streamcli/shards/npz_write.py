@@ -24,7 +24,7 @@ from typing import IO, Any
 import numpy as np
 
 from streamcli.shards.codec import Codec, compress_npy, import_zstd, open_frame
-from streamcli.shards.format import expected_shapes, member_names
+from streamcli.shards.format import accepts, expected_shapes, member_names
 from streamcli.shards.npz import LOCAL_HEADER, read_header
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -97,10 +97,10 @@ def complete_batches(path: Path, header: Mapping[str, Any]) -> int:
             k = _npy_header(zf, infos["meta.index"], codec)[0]
             if len(k) != 1:
                 return -1
-            for key, (shape, dtype) in expected_shapes(header, k[0]).items():
+            for key, want in expected_shapes(header, k[0]).items():
                 got_shape, got, head_len, size = _npy_header(zf, infos[key], codec)
-                nbytes = got.itemsize * int(np.prod(shape, dtype=object))
-                if got_shape != shape or got.str != dtype or size != head_len + nbytes:
+                nbytes = got.itemsize * int(np.prod(got_shape, dtype=object))
+                if not accepts(want, got_shape, got) or size != head_len + nbytes:
                     return -1
             if zf.testzip() is not None:  # for zstd, the CRC of the stored frame
                 return -1

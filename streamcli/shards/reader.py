@@ -23,6 +23,7 @@ from streamcli.shards.npz_write import extra_members
 from streamcli.shards.records import load_folder_manifest
 from streamcli.shards.remote_lock import busy as remote_busy
 from streamcli.shards.remote_reader import load_manifest_url, open_shard_url
+from streamcli.shards.runs import as_steps, stored_members
 from streamcli.source import Field
 from streamcli.storage import urls
 from streamcli.storage.remote import Remote
@@ -55,11 +56,15 @@ def open_shard(
     ``.npy`` header and declared size agree with the manifest). ``check`` also compares
     the file's sha256 with the manifest entry (one more pass over its bytes). Raises ``ShardError`` naming
     the shard if it is missing, truncated, corrupted, pickled or of the wrong shape. At a URL the members are
-    read into memory (nothing to map).
+    read into memory (nothing to map). A shard of format 2 gives the same members as one of format 1: per-step
+    ``flag.*`` arrays made from its runs, and each field in its own dtype (``runs.as_steps``).
     """
+    stored = None if only is None else stored_members(m, only)
     if urls.is_remote(out_dir):
-        return open_shard_url(str(out_dir), m, entry, check=check, only=only)
-    return open_folder_shard(out_dir, m, entry, check=check, only=only)
+        arrays = open_shard_url(str(out_dir), m, entry, check=check, only=stored)
+    else:
+        arrays = open_folder_shard(out_dir, m, entry, check=check, only=stored)
+    return as_steps(m, arrays, int(entry["batches"]), only)
 
 
 class ShardReader:

@@ -22,6 +22,7 @@ from streamcli.shards.folder_writer import FolderPlace, shard_record
 from streamcli.shards.format import MANIFEST, ShardInfo, shard_name
 from streamcli.shards.remote_lock import RemoteLock
 from streamcli.shards.remote_writer import RemotePlace
+from streamcli.shards.runs import batch_runs
 from streamcli.storage import urls
 
 if TYPE_CHECKING:
@@ -29,13 +30,14 @@ if TYPE_CHECKING:
 
 
 def _batch_arrays(batch: Batch) -> dict[str, np.ndarray]:
-    """One batch as numpy copies (copies, so the loader can recycle its shared slot at once)."""
+    """One batch as numpy copies (copies, so the loader can recycle its shared slot at once), its flags as runs
+    (``runs``: format 2)."""
     out = {f"data.{k}": np.array(v.numpy(), copy=True) for k, v in batch.data.items()}
-    for name, dtype in FLAG_DTYPES.items():
-        out[f"flag.{name}"] = np.array(getattr(batch, name).numpy(), dtype=dtype, copy=True)
-    out["flag.reset"] = np.array(batch.reset.numpy(), dtype="|b1", copy=True)
+    flags = {name: getattr(batch, name).numpy() for name in FLAG_DTYPES}
     if batch.source is not None:  # a mix's: kept where the header names the sources
-        out["flag.source"] = np.array(batch.source.numpy(), dtype="<i8", copy=True)
+        flags["source"] = batch.source.numpy()
+    out["flag.reset"] = np.array(batch.reset.numpy(), dtype="|b1", copy=True)
+    out |= batch_runs(flags, batch.layout)
     out["meta.epoch"] = np.array(batch.epoch, dtype="<i8")
     out["meta.index"] = np.array(batch.index, dtype="<i8")
     return out
@@ -169,8 +171,8 @@ class ShardWriter:
             return
         arrays = _batch_arrays(batch)
         if not self.header.get("sources"):
-            arrays.pop("flag.source", None)
-        elif "flag.source" not in arrays:
+            arrays.pop("run.source", None)
+        elif "run.source" not in arrays:
             raise ShardError("the export's header names mixed sources, but a batch has no batch.source")
         self._pending.append(arrays)
         self._pending_state = state
