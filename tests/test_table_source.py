@@ -28,8 +28,8 @@ RATE = 4000.0  # rows a second: each row's time stamp is its index / RATE, offse
 
 def sensor_log(recs: list[np.ndarray], shuffle: bool = True) -> pa.Table:
     """One row per (microphone, row): ``mic`` (a string key), ``t`` (seconds), ``channels`` (12 floats, a fixed
-    size list), ``level-db`` (float32, the field ``level_db``), ``frame`` (int64) and ``site`` (a string, no field). Rows in time order
-    across microphones (interleaved), or in a random order."""
+    size list), ``level-db`` (float32, the field ``level_db``), ``frame`` (int64) and ``site`` (a string, no
+    field). Rows in time order across microphones (interleaved), or in a random order."""
     mic = np.concatenate([np.full(len(r), i) for i, r in enumerate(recs)])
     frame = np.concatenate([np.arange(len(r)) for r in recs])
     t = frame / RATE + mic * 0.01

@@ -35,7 +35,7 @@ def import_main() -> bool:
             spawn.prepare(data)  # what a spawned child does: its path, argv and folder, then the main module
         finally:
             del current._inheriting  # type: ignore[attr-defined]
-    except BaseException:  # noqa: BLE001 - anything the user's module raises stays the workers' to report
+    except BaseException:  # anything the module raises (SystemExit too) stays the workers' to report
         return False
     return True
 
