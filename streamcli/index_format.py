@@ -91,7 +91,8 @@ class Index:
 
     def check(self, plugin: str, settings: Mapping[str, Any], rebuild: str) -> None:
         """Raise ``StaleIndexError`` unless the index was written by ``plugin`` with ``settings``; ``rebuild``
-        is the command that writes a fresh one (named in the message)."""
+        is the command that writes a fresh one (named in the message); a setting it names already (a file whose
+        settings hold its digest, say) is not added again."""
         ours = json.loads(json.dumps(dict(settings), default=str))
         if self.plugin != plugin:
             why = f"it was written by the {self.plugin!r} source, not {plugin!r}"
@@ -99,7 +100,7 @@ class Index:
             keys = sorted(k for k in set(self.settings) | set(ours) if self.settings.get(k) != ours.get(k))
             diff = "; ".join(f"{k}: {self.settings.get(k)!r} there, {ours.get(k)!r} here" for k in keys)
             why = f"it was written with other settings ({diff})"
-            rebuild += "".join(f" -s {k}={ours[k]}" for k in keys if k in ours)
+            rebuild += "".join(f" -s {k}={ours[k]}" for k in keys if k in ours and f" -s {k}=" not in rebuild)
         else:
             return
         raise StaleIndexError(f"index {self.where} is stale: {why}; rebuild it with {rebuild}")

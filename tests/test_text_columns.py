@@ -144,6 +144,11 @@ def test_an_index_records_the_token_count_of_every_row(corpus: dict[str, Path], 
         assert len(loader) == len(run_epochs(loader, 1)) > 0
     with pytest.raises(ValueError, match="stale"):  # another tokenizer's counts are not these
         load_source("text", str(corpus["parquet"]), index=where, width=WIDTH)
+    other = tmp_path / "other.json"
+    other.write_text(corpus["tokenizer"].read_text() + "\n")
+    with pytest.raises(ValueError, match="stale") as stale:  # the rebuild command names the file, not its digest
+        load_source("text", str(corpus["parquet"]), index=where, width=WIDTH, tokenizer=str(other))
+    assert str(stale.value).endswith(f" -s tokenizer={other}")
 
 
 def test_a_text_file_takes_a_tokenizer_too(corpus: dict[str, Path]) -> None:

@@ -107,7 +107,8 @@ class TextSource(BaseSource):
         # An index lists nothing: the items (and the loader's lengths) come from it, checked against the settings.
         self.streamcli_index = _index.find(str(arg), index)
         if self.streamcli_index is not None:
-            self.streamcli_index.check("text", self.index_settings(), f"streamcli index text {arg}")
+            given = f" -s tokenizer={tokenizer}" if tokenizer is not None else ""  # the file, not its digest
+            self.streamcli_index.check("text", self.index_settings(), f"streamcli index text {arg}{given}")
         if tables:
             self.window = None  # type: ignore[method-assign,assignment]
             if self.streamcli_index is not None:
