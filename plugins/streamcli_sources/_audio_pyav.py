@@ -64,19 +64,22 @@ def read_header(path: str) -> Header:
 
 def to_int16(frame: Any) -> npt.NDArray[np.int16]:
     """A decoded ``av.AudioFrame`` as int16 (samples, channels)."""
-    a = frame.to_ndarray()
+    raw: np.ndarray = frame.to_ndarray()
     fmt = frame.format
     channels = len(frame.layout.channels)
-    a = a.T if fmt.is_planar else a.reshape(-1, channels)
+    a = raw.T if fmt.is_planar else raw.reshape(-1, channels)
+    out: npt.NDArray[np.int16]
     if a.dtype == np.int16:
-        return np.ascontiguousarray(a)
-    if a.dtype == np.int32:
-        return (a >> 16).astype(np.int16)  # the top 16 bits, as the WAV reader keeps of 24- and 32-bit samples
-    if a.dtype == np.uint8:
-        return ((a.astype(np.int16) - 128) << 8).astype(np.int16)
-    if a.dtype.kind == "f":
-        return np.clip(np.rint(a.astype(np.float64) * 32768.0), -32768, 32767).astype(np.int16)
-    raise Unreadable(f"its samples are {fmt.name}, which the audio source does not convert")
+        out = np.ascontiguousarray(a)
+    elif a.dtype == np.int32:
+        out = (a >> 16).astype(np.int16)  # the top 16 bits, as the WAV reader keeps of 24- and 32-bit samples
+    elif a.dtype == np.uint8:
+        out = ((a.astype(np.int16) - 128) << 8).astype(np.int16)
+    elif a.dtype.kind == "f":
+        out = np.clip(np.rint(a.astype(np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+    else:
+        raise Unreadable(f"its samples are {fmt.name}, which the audio source does not convert")
+    return out
 
 
 def samples(path: str, skip: int = 0) -> Iterator[npt.NDArray[np.int16]]:

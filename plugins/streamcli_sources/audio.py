@@ -157,7 +157,7 @@ class AudioSource(BaseSource):
                 "warnings); point at audio files of one format"
             )
         self.skipped, self._headers = skipped, headers
-        self._no_window_if_compressed(headers)
+        self._no_window_if_compressed(list(headers))
         return headers
 
     def _no_window_if_compressed(self, files: Sequence[str]) -> None:
