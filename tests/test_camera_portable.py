@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import pytest
 from streamcli_sources import _portable_math as pm
-from streamcli_sources._warp import fixed, to_gray, warp
+from streamcli_sources._warp import Plane, fixed, to_gray, warp
 from streamcli_sources.camera import CameraSource
 
 
@@ -61,7 +61,7 @@ def test_the_integer_warp_equals_a_pixel_by_pixel_reference_in_python_ints(borde
         c, s = math.cos(angle) * zoom, math.sin(angle) * zoom
         # Positions well outside the plane on both sides, and a perspective row, so both borders are crossed.
         h = (c, -s, -40.0 + 17 * k, s, c, 35.0 - 13 * k, 0.002 * k, -0.003, 1.0)
-        got = warp(plane, fixed(h), (9, 13), border)
+        got = warp(Plane(plane), fixed(h), (9, 13), border)
         np.testing.assert_array_equal(got, reference_warp(plane, fixed(h), (9, 13), border))
 
 

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from streamcli.source import BaseSource, Field, Step
 from streamcli_sources import _portable_math as pm
-from streamcli_sources._warp import fixed, to_gray, warp
+from streamcli_sources._warp import Plane, fixed, to_gray, warp
 
 _WAVES = 3  # sinusoids per degree of freedom: smooth, never periodic in practice
 
@@ -79,9 +79,10 @@ class CameraSource(BaseSource):
         self.view, self.speed = float(view), float(speed)
         self._plane: npt.NDArray[np.uint8] | None = None
         self._chw: npt.NDArray[np.uint8] | None = None
+        self._packed: Plane | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_plane": None, "_chw": None}  # workers load the texture themselves
+        return {**self.__dict__, "_plane": None, "_chw": None, "_packed": None}  # workers load the texture themselves
 
     def items(self) -> list[int]:
         return list(range(self.count))
@@ -114,7 +115,9 @@ class CameraSource(BaseSource):
         return plane
 
     def open(self, item: int, start: int = 0) -> Iterator[Step]:
-        plane = self._rgb_plane()
+        if self._packed is None:
+            self._packed = Plane(self._rgb_plane())
+        plane = self._packed
         path = _Trajectory(self.seed, item, self.speed)
         prev = self._pose(path, start - 1) if start > 0 else None
         for t in range(start, self.steps):
