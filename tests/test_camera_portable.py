@@ -130,3 +130,58 @@ def test_camera_frames_are_the_reference_warp_of_the_plane_and_their_hash_is_pin
             np.testing.assert_array_equal(step["frame"], want)
     got = {name: _digest(src, 1) for name, (src, _) in pinned.items()}
     assert got == {name: want for name, (_, want) in pinned.items()}
+
+
+_HASH_SCRIPT = """
+import hashlib, sys
+import cv2
+import numpy as np
+from streamcli_sources.camera import CameraSource
+
+h = hashlib.sha256()
+for size in (8, 13, 64):
+    src = CameraSource(3, steps=11, size=size, seed=2)
+    for item in range(3):
+        for step in src.open(item):
+            h.update(step["frame"].tobytes())
+            h.update(step["homography"].tobytes())
+# What the camera did before: OpenCV's float warp of the same plane through the same poses.
+cv = hashlib.sha256()
+src = CameraSource(3, steps=11, size=13, seed=2)
+for item in range(3):
+    for t in range(11):
+        pose = np.array(src.frame_to_plane(item, t), np.float64).reshape(3, 3) / (1 << 24)
+        flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+        cv.update(cv2.warpPerspective(src.plane(), pose, (13, 13), flags=flags, borderMode=cv2.BORDER_WRAP).tobytes())
+print(h.hexdigest(), cv.hexdigest())
+"""
+# OpenCV's dispatched x86 paths above its SSE baseline, and every path numpy dispatches to (X86_V3: AVX2 and FMA).
+_OPENCV_SIMD = "SSE4_1,SSE4_2,POPCNT,AVX,FP16,AVX2,FMA3,AVX512_SKX,AVX512_CLX,AVX_VNNI"
+
+
+@pytest.mark.slow
+def test_the_camera_gives_the_same_bytes_with_the_cpus_simd_paths_turned_off() -> None:
+    """A host without AVX2 or FMA, made on this one: OpenCV and numpy run their baseline code. The camera's bytes do
+    not move; OpenCV's float warp, which the camera used before, does on a host with FMA (an AMD EPYC's AVX2 path
+    gave other pixels than an Intel's AVX-512 path, which is how this was found)."""
+    import os
+    import subprocess
+    import sys
+
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENCV_CPU_DISABLE", "NPY_DISABLE_CPU_FEATURES")}
+    envs = {
+        "as the CPU allows": base,
+        "OpenCV without SIMD": {**base, "OPENCV_CPU_DISABLE": _OPENCV_SIMD},
+        "numpy without SIMD": {**base, "NPY_DISABLE_CPU_FEATURES": " ".join(__cpu_dispatch__)},
+    }
+    got = {}
+    for name, env in envs.items():
+        run = subprocess.run([sys.executable, "-c", _HASH_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        got[name] = run.stdout.split()
+    ours = {name: h[0] for name, h in got.items()}
+    assert len(set(ours.values())) == 1, ours
+    if __cpu_features__.get("FMA3") and __cpu_features__.get("AVX2"):
+        assert got["as the CPU allows"][1] != got["OpenCV without SIMD"][1]  # the check can see a SIMD dependence
