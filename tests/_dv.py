@@ -1,9 +1,11 @@
-"""The interlaced NTSC DV clip of tests/data, whose frames one host's OpenCV converts and another's does not.
+"""The interlaced NTSC DV clip of tests/data, whose frames one OpenCV wheel converts and another does not.
 
-OpenCV's FFmpeg (swscale) converts the clip's yuv411p frames to BGR on an AMD EPYC host (AVX2), and logs a
-conversion error for each on the Intel host that made the clip (the video source then skips it: ``_decode``).
-The tests that read the clip ask the host which it is, and check the right outcome for each; both outcomes are
-also forced on any host (``test_video_determinism.py``).
+The opencv-python-headless wheel is not pinned, so a fresh clone gets the newest. OpenCV 5.1.0.95 (its FFmpeg's
+libswscale 10.1) converts the clip's yuv411p frames to BGR: three real frames. OpenCV 5.0.0.93 (libswscale 9.5,
+FFmpeg 8.0) logs a conversion error for each and hands out one unwritten buffer, the same bytes three times; the
+video source sees the error and skips the clip (``_decode``). Both were checked on the same AMD EPYC host: the
+CPU does not decide it, the wheel does. The tests that read the clip ask the installed OpenCV which it is, and
+check the right outcome for each; both outcomes are also forced on any host (``test_video_determinism.py``).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ def _frames_pyav(path: Path) -> list[np.ndarray]:
 
 @pytest.mark.slow
 def test_the_dv_clip_is_refused_where_ffmpeg_fails_to_convert_it_and_else_read_as_its_real_pixels() -> None:
-    """On the Intel host FFmpeg logs a conversion error for every frame and ``retrieve`` says no; on an AMD EPYC
-    host it converts them. Either way what is delivered is real: three distinct frames, each within a few levels
+    """With OpenCV 5.0's FFmpeg the converter logs an error for every frame and ``retrieve`` says no; OpenCV 5.1's
+    converts them (tests/_dv.py). Either way what is delivered is real: three distinct frames, each within a few levels
     of PyAV's decode of the same frame (its own FFmpeg), the same bytes on every read."""
     pytest.importorskip("av", reason="the pyav extra is not installed: pip install 'streamcli[pyav]'")
     cap = cv2.VideoCapture(str(DV), cv2.CAP_FFMPEG)
@@ -81,7 +81,7 @@ def _copy_dv_and_a_clip(tmp_path: Path) -> Path:
 def test_a_clip_whose_frames_never_convert_is_skipped_with_a_warning_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan: bool
 ) -> None:
-    # As on the Intel host, on any host: the DV clip's frames (720 wide, the only ones here) fail to convert.
+    # As with OpenCV 5.0, on any OpenCV: the DV clip's frames (720 wide, the only ones here) fail to convert.
     real = _decode.retrieve
 
     def no_dv(cap: Any) -> Any:
@@ -112,8 +112,8 @@ def _one_buffer_for_dv(cap: Any) -> Any:
 def test_the_same_bytes_three_times_where_pyav_decodes_three_frames_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan: bool
 ) -> None:
-    """What the AMD host was reported to do: OpenCV hands out one buffer three times, with no converter error
-    logged. PyAV decodes three different frames, so the buffer was never written: the clip is skipped, named."""
+    """What OpenCV 5.0 does with the clip (one buffer three times), were the converter's error not seen in the
+    log. PyAV decodes three different frames, so the buffer was never written: the clip is skipped, named."""
     pytest.importorskip("av", reason="the pyav extra is not installed: pip install 'streamcli[pyav]'")
     monkeypatch.setattr(_read_opencv, "retrieve", _one_buffer_for_dv)
     monkeypatch.setattr(_scan, "retrieve", _one_buffer_for_dv)

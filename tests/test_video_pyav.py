@@ -27,9 +27,9 @@ from streamcli.cli import app
 
 LOCAL = data_root("video")
 SMALL = (24, 32)
-# On the Intel host OpenCV 5's FFmpeg 8 refuses to convert interlaced NTSC DV (yuv411p) to BGR and the video
+# OpenCV 5.0's FFmpeg 8.0 refuses to convert interlaced NTSC DV (yuv411p) to BGR and the video
 # source skips the clip (tests/data/README.md); PyAV's conversion (the older sws_scale call) converts it, the same
-# bytes every time. So there it is the one clip only PyAV opens; where OpenCV converts it too (an AMD EPYC host),
+# bytes every time. So there it is the one clip only PyAV opens; where OpenCV converts it too (OpenCV 5.1),
 # both read it and are compared like the others (tests/_dv.py).
 ONLY_PYAV = {"tests/data": opencv_skips_dv(), "shared": set[str]()}
 # With the versions in constraints.txt the two give the same pixels on every clip but the Theora ones (a mean
