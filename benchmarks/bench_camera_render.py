@@ -41,7 +41,7 @@ def _opencv(hwc: np.ndarray, pose: np.ndarray, size: tuple[int, int]) -> np.ndar
 
 def measure(size: int, repeats: int) -> dict[str, float]:
     src = CameraSource(2, steps=STEPS, size=size)
-    frames = [s["frame"] for s in src.open(1)]  # warms the texture and the warp
+    frames: list[np.ndarray] = [np.asarray(s["frame"]) for s in src.open(1)]  # warms the texture and the warp
     hwc = np.ascontiguousarray(src.plane()[..., ::-1])  # RGB, (H, W, 3)
     poses = _poses(src)
     pairs = zip(poses, frames, strict=True)
