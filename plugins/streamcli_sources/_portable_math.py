@@ -14,17 +14,24 @@ from collections.abc import Sequence
 Mat3 = tuple[float, float, float, float, float, float, float, float, float]
 """A 3x3 matrix, row by row."""
 
+_PI = 3.141592653589793
 _TWO_PI = 6.283185307179586
 _LN2 = 0.6931471805599453
-_TERMS = 24  # of the Taylor series on [-pi, pi]: the last one is below 1e-17
+_SIN_TERMS = 12  # of sin's Taylor series on [-pi/2, pi/2]: the next would be below 1e-20
+_EXP_TERMS = 16  # of exp's on [-ln2/2, ln2/2]: the next would be below 1e-20
 
 
 def sin(x: float) -> float:
-    """``sin(x)``: reduced to [-pi, pi], then its Taylor series summed from the small terms up."""
+    """``sin(x)``: reduced to [-pi/2, pi/2] (by a period, then ``sin(pi - r) = sin(r)``), then its Taylor series
+    summed from the small terms up."""
     r = x - round(x / _TWO_PI) * _TWO_PI
+    if r > _PI / 2:
+        r = _PI - r
+    elif r < -_PI / 2:
+        r = -_PI - r
     r2 = r * r
     acc = 0.0
-    for n in range(_TERMS, 0, -1):  # Horner: 1 - r^2/(2*3) (1 - r^2/(4*5) (...))
+    for n in range(_SIN_TERMS, 0, -1):  # Horner: 1 - r^2/(2*3) (1 - r^2/(4*5) (...))
         acc = 1.0 - acc * r2 / ((2 * n) * (2 * n + 1))
     return r * acc
 
@@ -38,7 +45,7 @@ def exp(x: float) -> float:
     k = round(x / _LN2)
     r = x - k * _LN2
     acc = 1.0
-    for n in range(_TERMS, 0, -1):
+    for n in range(_EXP_TERMS, 0, -1):
         acc = 1.0 + acc * r / n
     return acc * 2.0**k
 
