@@ -151,14 +151,16 @@ def test_listed_and_loaded_through_discovery() -> None:
 
 
 def test_bad_input_is_a_value_error_naming_the_path_and_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"no file matches glob='\*\.wav' under '.*'; point at a folder"):
+    with pytest.raises(ValueError, match=r"no file matches an audio suffix \(\.wav, \.flac, .*\) under '.*'"):
         AudioSource(tmp_path).items()
+    with pytest.raises(ValueError, match=r"no file matches glob='\*\.wav' under '.*'; point at a folder"):
+        AudioSource(tmp_path, glob="*.wav").items()
     (tmp_path / "zero.wav").write_bytes(b"")
-    with pytest.raises(ValueError, match=r"'.*zero\.wav' is empty \(0 bytes\); give a \.wav file"):
+    with pytest.raises(ValueError, match=r"'.*zero\.wav' is empty \(0 bytes\); give an audio file"):
         AudioSource(tmp_path / "zero.wav")
     (tmp_path / "junk.wav").write_bytes(b"RIFF....not a wave file")
     for strict in (False, True):
         with pytest.raises(ValueError, match=r"'.*junk\.wav' is not a PCM WAV file.*pcm_s16le"):
             AudioSource(tmp_path / "junk.wav", strict=strict).items()
-    with pytest.warns(UserWarning, match="skipping"), pytest.raises(ValueError, match=r"no usable WAV file under"):
+    with pytest.warns(UserWarning, match="skipping"), pytest.raises(ValueError, match=r"no usable audio file under"):
         AudioSource(tmp_path).items()

@@ -228,7 +228,7 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
 
 def test_preview_in_tmux_hides_native_noise(tmux: tuple[list[str], Path]) -> None:
     base, tmp = tmux
-    odd = data_root("video") / "odd"  # FFmpeg complains about every frame of realshort_ntsc.dv
+    odd = data_root("video") / "odd"  # OpenCV 5.0's FFmpeg complains about every frame of realshort_ntsc.dv
     _start(base, tmp, f"preview video {odd} -s size=16x16 -b 2 -t 2 -w 1 --epochs 0")
     assert _wait_for(lambda: "batches/s" in _pane(base, False)), _pane(base, False)
     # Two epochs: every clip, the noisy one included, has been read through at least once before the pane is read.

@@ -212,5 +212,8 @@ def grab_frames(cap: Any, max_failed: int, name: str = "") -> Iterator[float]:
         failed = 0
         yield float(cap.get(cv2.CAP_PROP_POS_MSEC))
     # POS_FRAMES counts from the file's start, also after a seek; a failed grab does not move it.
-    declared = declared_frames(float(cap.get(cv2.CAP_PROP_FRAME_COUNT)))
+    # Where a container counts no frames OpenCV reckons duration x fps, and an absurd fps (60000 for a 3-frame DV
+    # clip) makes an absurd count: not a declaration to hold the decode to (as ``declared_frames``'s fps bound).
+    fps = float(cap.get(cv2.CAP_PROP_FPS))
+    declared = declared_frames(float(cap.get(cv2.CAP_PROP_FRAME_COUNT))) if 0 < fps <= 1000 else 0
     short_clip_warning(name, int(cap.get(cv2.CAP_PROP_POS_FRAMES)), declared)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from streamcli_sources._decode import Clock, grab_frames, open_capture, retrieve
+from streamcli_sources._repeat_check import UNWRITTEN, unwritten
 from streamcli_sources._scan_record import Scan, checksum
 from streamcli_sources._video_problems import NO_CONVERT, NO_FRAME, NO_OPEN, cut_warning, read_problem
 
@@ -26,14 +27,20 @@ _Position = tuple[Any, Clock, float, Iterator[float], "npt.NDArray[np.uint8] | N
 
 
 def probe(path: str, max_failed: int) -> str:
-    """Why the source cannot use ``path`` (judged by its first frame), or "" where it can."""
+    """Why the source cannot use ``path`` (judged by its first two frames), or "" where it can.
+
+    Two identical frames are checked against PyAV (``_repeat_check``): they may be a buffer never written.
+    """
     cap = open_capture(path, threads=1)
     try:
         if not cap.isOpened():
             return read_problem(path) or NO_OPEN.format("OpenCV")
         if next(grab_frames(cap, max_failed), None) is None:
             return NO_FRAME
-        return "" if retrieve(cap) is not None else NO_CONVERT
+        if (first := retrieve(cap)) is None:
+            return NO_CONVERT
+        second = retrieve(cap) if cap.grab() else None  # a clip of one frame, or a failed read: nothing to compare
+        return UNWRITTEN if second is not None and unwritten(path, first, second, max_failed) else ""
     finally:
         cap.release()
 

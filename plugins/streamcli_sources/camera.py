@@ -2,6 +2,10 @@
 
 Each stream is one camera trajectory, seeded by its index: a smooth random path of homographies (drift,
 sway, rotation, zoom and a little perspective tilt), so it comes with exact ground-truth motion.
+
+Every number is computed the same way on every CPU (``_portable_math``, and ``_warp``'s integer warp in place
+of ``cv2.warpPerspective``), so a stream's bytes are the same on an Intel and an AMD host, not only on every
+worker count of one host.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from streamcli.source import BaseSource, Field, Step
+from streamcli_sources import _portable_math as pm
+from streamcli_sources._warp import Plane, fixed, to_gray, warp
 
 _WAVES = 3  # sinusoids per degree of freedom: smooth, never periodic in practice
-Matrix = npt.NDArray[np.float64]
 
 
 class CameraSource(BaseSource):
@@ -27,9 +32,10 @@ class CameraSource(BaseSource):
 
     Fields per step: ``frame`` uint8[3, H, W] in RGB order (uint8[1, H, W] with ``gray=True``) and
     ``homography`` float64[3, 3], which maps pixel coordinates (x, y, 1) of the previous frame to this one
-    (the identity on a stream's first step): the ground truth for motion estimation. Frames are rendered
-    with ``cv2.warpPerspective``; the built-in texture tiles, so the plane wraps around, and a user's image
-    is mirrored at its borders. Stream ``i`` is the same for every run, worker count and resume point.
+    (the identity on a stream's first step): the ground truth for motion estimation. Frames are rendered by a
+    bilinear warp in integer arithmetic (``_warp``), the same bytes on every CPU; the built-in texture tiles, so
+    the plane wraps around, and a user's image is mirrored at its borders. Stream ``i`` is the same for every
+    run, worker count, resume point and host.
 
     Args:
         count: how many streams (trajectories).
@@ -72,9 +78,11 @@ class CameraSource(BaseSource):
         self.gray, self.image, self.seed = bool(gray), str(image), int(seed)
         self.view, self.speed = float(view), float(speed)
         self._plane: npt.NDArray[np.uint8] | None = None
+        self._chw: npt.NDArray[np.uint8] | None = None
+        self._packed: Plane | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_plane": None}  # workers load the texture themselves
+        return {**self.__dict__, "_plane": None, "_chw": None, "_packed": None}  # workers load the texture themselves
 
     def items(self) -> list[int]:
         return list(range(self.count))
@@ -92,9 +100,6 @@ class CameraSource(BaseSource):
     def item_name(self, item: int) -> str:
         return f"camera-{item}"
 
-    def setup_worker(self) -> None:
-        cv2.setNumThreads(1)  # a 128x128 warp gains nothing from threads; W workers would oversubscribe
-
     def plane(self) -> npt.NDArray[np.uint8]:
         """The plane the camera looks at, BGR (loaded once per process)."""
         if self._plane is not None:
@@ -110,44 +115,55 @@ class CameraSource(BaseSource):
         return plane
 
     def open(self, item: int, start: int = 0) -> Iterator[Step]:
-        plane = self.plane()
-        h, w = self.size
+        if self._packed is None:
+            self._packed = Plane(self._rgb_plane())
+        plane = self._packed
         path = _Trajectory(self.seed, item, self.speed)
-        base = self.view * plane.shape[1] / w  # plane pixels per frame pixel at zoom 1
-        border = cv2.BORDER_REFLECT_101 if self.image else cv2.BORDER_WRAP
-        prev = self._pose(path, start - 1, base, plane.shape) if start > 0 else None
+        prev = self._pose(path, start - 1) if start > 0 else None
         for t in range(start, self.steps):
-            pose = self._pose(path, t, base, plane.shape)
-            rel = np.eye(3) if prev is None else np.linalg.solve(pose, prev)
+            pose = self._pose(path, t)
+            rel = pm.mul(pm.inverse(pose), prev) if prev is not None else (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
             prev = pose
-            # Wrapping the translation into the plane changes nothing on screen and keeps the numbers small.
-            shown = pose.copy()
-            if not self.image:
-                shown[:2] -= np.outer(np.floor(shown[:2, 2] / plane.shape[1::-1]) * plane.shape[1::-1], shown[2])
-            bgr: Any = cv2.warpPerspective(
-                plane, shown, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border
-            )
-            yield {"frame": self._convert(bgr), "homography": rel / rel[2, 2]}
+            image = warp(plane, self._shown(pose), self.size, "reflect" if self.image else "wrap")
+            homography = np.array([v / rel[8] for v in rel], np.float64).reshape(3, 3)
+            yield {"frame": image, "homography": homography}
 
-    def _pose(self, path: _Trajectory, t: int, base: float, shape: tuple[int, ...]) -> Matrix:
+    def frame_to_plane(self, item: int, t: int) -> tuple[int, ...]:
+        """Step ``t``'s map from frame pixels to plane pixels, as the warp takes it (``_warp.fixed``): each frame is
+        ``_warp.warp`` of the plane (RGB, or grey by ``_warp.to_gray``) through it."""
+        return self._shown(self._pose(_Trajectory(self.seed, item, self.speed), t))
+
+    def _shown(self, pose: pm.Mat3) -> tuple[int, ...]:
+        if not self.image:
+            # Wrapping the translation into the plane changes nothing on screen and keeps the numbers small.
+            rows, cols = self._rgb_plane().shape[1:]
+            kx, ky = math.floor(pose[2] / cols) * cols, math.floor(pose[5] / rows) * rows
+            g, h, i = pose[6:]
+            pose = (pose[0] - kx * g, pose[1] - kx * h, pose[2] - kx * i,
+                    pose[3] - ky * g, pose[4] - ky * h, pose[5] - ky * i, g, h, i)  # fmt: skip
+        return fixed(pose)
+
+    def _rgb_plane(self) -> npt.NDArray[np.uint8]:
+        """The plane as the frames hold it, (3, H, W) RGB or (1, H, W) grey, contiguous for the warp's gathers."""
+        if self._chw is None:
+            rgb = np.ascontiguousarray(self.plane()[..., ::-1].transpose(2, 0, 1))
+            self._chw = to_gray(rgb) if self.gray else rgb
+        return self._chw
+
+    def _pose(self, path: _Trajectory, t: int) -> pm.Mat3:
         """The homography from frame pixels to plane pixels at step ``t``."""
         h, w = self.size
+        shape = self._rgb_plane().shape[1:]
+        base = self.view * shape[1] / w  # plane pixels per frame pixel at zoom 1
         tx, ty, angle, zoom, px, py = path(t)
         cx, cy = (w - 1) / 2, (h - 1) / 2
-        centre = np.array([[1, 0, -cx], [0, 1, -cy], [0, 0, 1]], np.float64)
-        tilt = np.array([[1, 0, 0], [0, 1, 0], [px / w, py / h, 1]], np.float64)
-        s = base * math.exp(zoom)
-        c, si = math.cos(angle) * s, math.sin(angle) * s
-        rot = np.array([[c, -si, 0], [si, c, 0], [0, 0, 1]], np.float64)
-        move = np.array([[1, 0, shape[1] / 2 + tx * base], [0, 1, shape[0] / 2 + ty * base], [0, 0, 1]])
-        pose: Matrix = move @ rot @ tilt @ centre
-        return pose
-
-    def _convert(self, bgr: Any) -> npt.NDArray[np.uint8]:
-        if self.gray:
-            out: npt.NDArray[np.uint8] = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)[None]
-            return out
-        return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))
+        centre = (1.0, 0.0, -cx, 0.0, 1.0, -cy, 0.0, 0.0, 1.0)
+        tilt = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, px / w, py / h, 1.0)
+        s = base * pm.exp(zoom)
+        c, si = pm.cos(angle) * s, pm.sin(angle) * s
+        rot = (c, -si, 0.0, si, c, 0.0, 0.0, 0.0, 1.0)
+        move = (1.0, 0.0, shape[1] / 2 + tx * base, 0.0, 1.0, shape[0] / 2 + ty * base, 0.0, 0.0, 1.0)
+        return pm.mul(pm.mul(pm.mul(move, rot), tilt), centre)
 
 
 class _Trajectory:
@@ -158,14 +174,18 @@ class _Trajectory:
     """
 
     def __init__(self, seed: int, item: int, speed: float) -> None:
-        rng = np.random.default_rng([seed, item])
-        self.drift = rng.uniform(-1.5, 1.5, 2) * speed
-        self.freq = rng.uniform(0.004, 0.03, (6, _WAVES)) * speed
-        self.phase = rng.uniform(0, 2 * math.pi, (6, _WAVES))
+        rng = np.random.default_rng([seed, item])  # PCG64 and uniform(): integer bits, the same everywhere
+        self.drift: list[float] = (rng.uniform(-1.5, 1.5, 2) * speed).tolist()
+        self.freq: list[list[float]] = (rng.uniform(0.004, 0.03, (6, _WAVES)) * speed).tolist()
+        self.phase: list[list[float]] = rng.uniform(0, 2 * math.pi, (6, _WAVES)).tolist()
         amp = np.array([20.0, 20.0, 0.35, 0.3, 0.25, 0.25])  # px, px, rad, log-zoom, tilt, tilt
-        self.amp = amp[:, None] * rng.uniform(0.3, 1.0, (6, _WAVES)) / _WAVES
+        self.amp: list[list[float]] = (amp[:, None] * rng.uniform(0.3, 1.0, (6, _WAVES)) / _WAVES).tolist()
 
     def __call__(self, t: int) -> list[float]:
-        sway = (self.amp * np.sin(2 * math.pi * self.freq * t + self.phase)).sum(axis=1)
-        sway[:2] += self.drift * t
-        return [float(v) for v in sway]
+        out = []
+        for k in range(6):  # Python floats and _portable_math: the same sums on every CPU
+            v = 0.0
+            for j in range(_WAVES):
+                v += self.amp[k][j] * pm.sin(2 * math.pi * self.freq[k][j] * t + self.phase[k][j])
+            out.append(v + self.drift[k] * t if k < 2 else v)
+        return out

@@ -27,6 +27,7 @@ from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
 from streamcli_sources import _indexed, _video_backends
 from streamcli_sources._convert import INTERPOLATION, convert
+from streamcli_sources._repeat_check import UNWRITTEN, pyav_frames_differ
 from streamcli_sources._scan import Progress, cache_dir, load_scan, scan_files
 from streamcli_sources._scan_record import Scan
 from streamcli_sources._video_backends import BACKENDS as BACKENDS
@@ -208,6 +209,9 @@ class VideoSource(BaseSource):
                 self.scan()
             decoder = BACKENDS[self.backend]
             problems = {p: scan_problem(p, s, decoder) for p, s in self._scans.items() if not s.frames}
+            if self.backend == "opencv":  # two identical first frames: real, or a buffer never written?
+                twins = [p for p, s in self._scans.items() if s.frames > 1 and s.adler[0] == s.adler[1]]
+                problems.update({p: UNWRITTEN for p in twins if pyav_frames_differ(p, self.max_failed_reads)})
             for p, s in self._scans.items():
                 if s.frames and s.cut:
                     warnings.warn(cut_warning(p, s.frames), stacklevel=3)
