@@ -43,7 +43,12 @@ def test_plugins_name_lists_options_with_types_and_defaults() -> None:
     result_ = runner.invoke(app, ["plugins", "text", "--json"])
     assert result_.exit_code == 0, result_.output
     opts = {o["name"]: o for o in json.loads(result_.output)["options"]}
-    assert opts["width"] == {"name": "width", "type": "int", "default": 16, "description": "bytes per step."}
+    assert opts["width"] == {
+        "name": "width",
+        "type": "int",
+        "default": 16,
+        "description": "bytes (or token ids, with ``tokenizer``) per step.",
+    }
     assert "arg" not in opts  # the PATH argument is not a -o option
     out = runner.invoke(app, ["plugins", "camera"], env=WIDE).output
     assert "size" in out and "tuple[int, int]" in out and "128,128" in out and "count" in out
