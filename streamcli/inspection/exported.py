@@ -1,0 +1,48 @@
+"""An export's batch K, read from its shard alone: the same interface as ``LoaderBatches``."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+from streamcli.batch import Batch
+from streamcli.shards.reader import ShardReader
+
+
+class ExportBatches:
+    """Batch K of an export (``streamcli export``): K counts the exported batches, across epochs."""
+
+    seeks = True  # a manifest says which shard holds batch K
+
+    def __init__(self, out_dir: str | os.PathLike[str], *, cache: int = 8) -> None:
+        self.reader = ShardReader(out_dir)
+        self.fields = self.reader.fields
+        self.cache_size = max(1, cache)
+        self._cache: OrderedDict[int, Batch] = OrderedDict()
+        self.opened_at: list[int] = []
+
+    def stream_name(self, stream: int) -> str:
+        return self.reader.stream_name(stream)
+
+    def stream_length(self, stream: int) -> int | None:
+        return self.reader.stream_length(stream)
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def wait(self, k: int) -> float | None:
+        return None  # an export was read from disk: there was no producer to wait for
+
+    def batch(self, k: int) -> Batch:
+        got = self._cache.get(k)
+        if got is None:
+            got = self.reader.batch(k).clone()  # a copy: the shard's map is not kept open
+            self.opened_at.append(k)
+            self._cache[k] = got
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(k)
+        return got
+
+    def close(self) -> None:
+        self._cache.clear()
