@@ -149,3 +149,20 @@ def test_an_exports_batch_k_is_read_from_its_shard_alone(tmp_path: Path) -> None
         assert same(batches.batch(k), want[k]), k
     with pytest.raises(IndexError, match="it has"):
         batches.batch(len(batches))
+
+
+def test_a_streams_strip_lists_every_batch_and_row_it_spans_from_the_flags_alone() -> None:
+    from streamcli.inspection.strip import first_valid, span_around, strip_of
+
+    want = plain_run(CountingSource(LENGTHS), 40, **KW)
+    with StreamLoader(OpenCounting(LENGTHS), 3, 4, **KW) as loader:  # type: ignore[arg-type]
+        batches = LoaderBatches(loader)
+        batch = batches.batch(20)
+        stream, position = first_valid(batch, 1)  # type: ignore[misc]
+        OpenCounting.opens = 0
+        strip = strip_of(batches.scan(*span_around(20, position, LENGTHS[stream], 4)), stream)
+        assert OpenCounting.opens == 0  # the stand-in's flags: no step of the source read
+        batches.close()
+    real = [(k, b) for k, w in enumerate(want) for b in range(3) if (w.stream[:, b][w.valid[:, b]] == stream).any()]
+    assert [(p.batch, p.row) for p in strip] == real
+    assert strip[0].first == 0 and strip[0].starts and strip[-1].last == LENGTHS[stream] - 1

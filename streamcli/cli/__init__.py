@@ -21,6 +21,7 @@ from streamcli.cli import (
     cmd_events,
     cmd_export,
     cmd_index,
+    cmd_inspect,
     cmd_plugins,
     cmd_preview,
     cmd_replay,
@@ -63,7 +64,7 @@ def _root(
         os.environ["STREAMCLI_NATIVE_LOG"] = "1"
 
 
-for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
+for _module in (cmd_plugins, cmd_preview, cmd_inspect, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
     _module.register(app)
 cmd_index.register(app)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 
 from streamcli.batch import Batch
 from streamcli.shards.reader import ShardReader
@@ -43,6 +44,11 @@ class ExportBatches:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(k)
         return got
+
+    def scan(self, first: int, end: int) -> Iterator[tuple[int, Batch]]:
+        """Batches ``first .. end-1`` (as far as the export goes), for their flags."""
+        for k in range(max(first, 0), min(end, len(self))):
+            yield k, self.reader.batch(k)
 
     def close(self) -> None:
         self._cache.clear()

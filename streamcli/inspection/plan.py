@@ -73,6 +73,23 @@ class Planner:
 
     def state_at(self, k: int) -> dict[str, Any]:
         """The real loader's state after ``k`` batches of the run (``RunEnded`` past its end)."""
+        self._stand_before(k)
+        out = self._sim_state()  # (right after a load: the loaded mark itself)
+        out["fingerprint"] = self.real_fingerprint
+        return out
+
+    def scan(self, first: int, end: int) -> Iterator[tuple[int, Batch]]:
+        """The stand-in's batches ``first .. end-1`` (fewer at the run's end): the real batches' flags (stream,
+        position, is_first, valid), with none of their data."""
+        try:
+            self._stand_before(first)
+            while self.at < end:
+                k = self.at
+                yield k, self._advance(k)
+        except RunEnded:
+            return
+
+    def _stand_before(self, k: int) -> None:
         if k < 0:
             raise ValueError(f"batch {k} must be 0 or more")
         if self.end is not None and k >= self.end:
@@ -82,17 +99,18 @@ class Planner:
             self.sim.load_state_dict(self.marks[mark])
             self.at, self._it = mark, None
         while self.at < k:
-            try:
-                _batch, self._it = next_batch(self.sim, self._it)
-            except RunEnded:
-                self.end, self.at, self._it = self.at, -1, None
-                raise RunEnded(f"batch {k} is past the run's end: it has {self.end} batches") from None
-            self.at += 1
-            if self.at % MARK_EVERY == 0:
-                self.marks.setdefault(self.at, self._sim_state())
-        out = self._sim_state()  # (right after a load: the loaded mark itself)
-        out["fingerprint"] = self.real_fingerprint
-        return out
+            self._advance(k)
+
+    def _advance(self, k: int) -> Batch:
+        try:
+            batch, self._it = next_batch(self.sim, self._it)
+        except RunEnded:
+            self.end, self.at, self._it = self.at, -1, None
+            raise RunEnded(f"batch {k} is past the run's end: it has {self.end} batches") from None
+        self.at += 1
+        if self.at % MARK_EVERY == 0:
+            self.marks.setdefault(self.at, self._sim_state())
+        return batch
 
     def _sim_state(self) -> dict[str, Any]:
         return dict(self.sim.state_dict())

@@ -121,6 +121,14 @@ class LoaderBatches:
         del batch  # frees the loader's slot
         return out
 
+    def scan(self, first: int, end: int) -> Iterator[tuple[int, Batch]]:
+        """Batches ``first .. end-1`` for their flags: the planner's stand-in (no data read), else the batches in
+        the cache."""
+        if self.planner is not None:
+            yield from self.planner.scan(first, end)
+        else:
+            yield from ((k, b) for k, b in sorted(self._cache.items()) if first <= k < end)
+
     def close(self) -> None:
         """Close the stand-in the planner runs (the loader is the caller's)."""
         if self.planner is not None:
