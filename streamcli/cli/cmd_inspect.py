@@ -63,11 +63,12 @@ def opened_batches(
     from streamcli.cli.cmd_preview import event_displays
     from streamcli.errors import StateError
 
+    start = read_state(state)  # a bad file is refused before the source is built (a video scan takes a while)
     check_config(opts)
     spec = resolve_source(source, option)
     with open_loader(spec, opts) as loader:
         try:
-            batches = LoaderBatches(loader, start=read_state(state))
+            batches = LoaderBatches(loader, start=start)
         except StateError as exc:
             raise UsageFailure(f"--state {str(state)!r}: {exc}") from None
         try:
