@@ -64,8 +64,9 @@ def _root(
         os.environ["STREAMCLI_NATIVE_LOG"] = "1"
 
 
-for _module in (cmd_plugins, cmd_preview, cmd_inspect, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
+for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
     _module.register(app)
+cmd_inspect.register(app)
 cmd_index.register(app)
 
 

@@ -23,6 +23,7 @@ from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
 from streamcli.cli._sources import SourceArgs, SourceOpts, resolve_source
+from streamcli.cli._trace import TraceFile, trace_kw
 
 
 def export_dir(args: list[str] | None) -> Path | None:
@@ -48,15 +49,19 @@ def read_state(path: Path | None) -> dict[str, Any] | None:
 
 @contextmanager
 def opened_batches(
-    source: list[str] | None, option: list[str] | None, opts: LoaderOptions, state: Path | None
+    source: list[str] | None,
+    option: list[str] | None,
+    opts: LoaderOptions,
+    state: Path | None,
+    trace: Path | None = None,
 ) -> Iterator[tuple[Any, str, dict[str, str], Any]]:
     """The batches to inspect, their label, the fields' display hints and the source's tokenizer (or None)."""
     from streamcli.inspection import ExportBatches, LoaderBatches
 
     out = export_dir(source)
     if out is not None:
-        if option or state is not None:
-            raise UsageFailure(f"{out} is an export: its batches are fixed, so -s and --state do not apply to it")
+        if option or state is not None or trace is not None:
+            raise UsageFailure(f"{out} is an export: no loader runs, so -s, --state and --trace do not apply to it")
         batches = ExportBatches(out)
         yield batches, f"export {out}", {f.name: f.display for f in batches.fields}, None
         return
@@ -66,7 +71,7 @@ def opened_batches(
     start = read_state(state)  # a bad file is refused before the source is built (a video scan takes a while)
     check_config(opts)
     spec = resolve_source(source, option)
-    with open_loader(spec, opts) as loader:
+    with open_loader(spec, opts, **trace_kw(trace)) as loader:
         try:
             batches = LoaderBatches(loader, start=start)
         except StateError as exc:
@@ -104,6 +109,7 @@ def inspect(
         Path | None,
         typer.Option(help="Count the run from this saved loader state (a state_dict() as JSON).", dir_okay=False),
     ] = None,
+    trace: TraceFile = None,
     *,
     opts: LoaderOptions,
 ) -> None:
@@ -117,7 +123,7 @@ def inspect(
     from streamcli.inspection import batch_record
 
     caught, native = CollectedWarnings(STATE.debug), NativeStderr(STATE.debug)
-    with caught, native, opened_batches(source, option, opts, state) as (batches, label, displays, tokenizer):
+    with caught, native, opened_batches(source, option, opts, state, trace) as (batches, label, displays, tokenizer):
         if as_json or not sys.stdout.isatty():
             try:
                 record = batch_record(batches.batch(batch), batch, batches.stream_name)
