@@ -50,7 +50,6 @@ def test_an_in_process_trace_has_one_wait_per_batch_and_each_fill_holds_its_read
 
 def test_without_a_trace_nothing_is_written(tmp_path: Path) -> None:
     with StreamLoader(CountingSource([10, 10]), 2, 5) as loader:
-        assert loader._iteration.tracer is None and loader._handout.tracer is None
         list(loader)
     assert list(tmp_path.iterdir()) == []
 
@@ -68,13 +67,12 @@ def test_a_trace_with_two_workers_has_events_on_the_consumers_thread_and_on_ever
             if k == 20:
                 break
         consumer = threading.get_native_id()
-        workers = {p.pid for p in loader._pool.procs} if loader._pool is not None else set()  # type: ignore[attr-defined]
     events = complete_events(path)
-    assert len(workers) == 2
     by_pid: dict[int, Counter[str]] = {}
     for e in events:
         by_pid.setdefault(e["pid"], Counter())[e["name"]] += 1
-    assert set(by_pid) == {os.getpid(), *workers}
+    workers = set(by_pid) - {os.getpid()}
+    assert len(workers) == 2  # two worker processes, each with events of its own
     assert by_pid[os.getpid()]["wait"] == 21
     assert any(e["name"] == "wait" and e["tid"] == consumer for e in events)
     for w in workers:

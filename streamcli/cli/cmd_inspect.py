@@ -62,8 +62,8 @@ def opened_batches(
     if out is not None:
         if option or state is not None or trace is not None:
             raise UsageFailure(f"{out} is an export: no loader runs, so -s, --state and --trace do not apply to it")
-        batches = ExportBatches(out)
-        yield batches, f"export {out}", {f.name: f.display for f in batches.fields}, None
+        exported = ExportBatches(out)
+        yield exported, f"export {out}", {f.name: f.display for f in exported.fields}, None
         return
     from streamcli.cli.cmd_preview import event_displays
     from streamcli.errors import StateError

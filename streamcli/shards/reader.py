@@ -130,9 +130,15 @@ class ShardReader:
         def member(key: str) -> torch.Tensor:
             return torch.from_numpy(np.asarray(arrays[key][k]))
 
+        flags = {n: member(f"flag.{n}") for n in FLAGS}
         return Batch(
             data={f.name: member(f"data.{f.name}") for f in self.fields},
-            **{n: member(f"flag.{n}") for n in (*FLAGS, "reset")},
+            is_first=flags["is_first"],
+            reset=member("flag.reset"),
+            valid=flags["valid"],
+            stream=flags["stream"],
+            position=flags["position"],
+            replayed=flags["replayed"],
             epoch=int(arrays["meta.epoch"][k]),
             index=int(arrays["meta.index"][k]),
             layout=self.layout,

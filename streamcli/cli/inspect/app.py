@@ -71,7 +71,8 @@ class InspectApp(App[None]):
         super().__init__()
         self.batches, self.label = batches, label
         self.displays, self.tokenizer = dict(displays or {}), tokenizer
-        self.k, self.selected, self.batch = start, 0, None
+        self.k, self.selected = start, 0
+        self.batch: Batch | None = None
         self.status_line = ""
         self.following: int | None = None
         self._lock = threading.Lock()
@@ -190,8 +191,8 @@ class InspectApp(App[None]):
         batch = self.batch
         if batch is None:
             return ""
-        row = next((b for b in range(batch.batch_size) if (first_valid(batch, b) or (-1,))[0] == stream), None)
-        position = first_valid(batch, row)[1] if row is not None else 0  # type: ignore[index]
+        here = [at for b in range(batch.batch_size) if (at := first_valid(batch, b)) is not None and at[0] == stream]
+        position = here[0][1] if here else 0
         first, end = span_around(self.k, position, self.batches.stream_length(stream), batch.time_steps)
         t0 = time.perf_counter()
         with self._lock:

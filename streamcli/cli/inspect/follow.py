@@ -19,17 +19,17 @@ def follow_text(stream: int, name: str, strip: list[Piece], current: int, *, com
     out.append("" if complete else " (only the batches read so far: lengths unknown)", style="dim")
     out.append("\n")
     for run in runs(strip):
-        a, b = run[0], run[-1]
-        here = "▶" if a.batch <= current <= b.batch else " "
-        span = f"batch {a.batch}" if a.batch == b.batch else f"batches {a.batch}..{b.batch}"
-        out.append(f"{here} row {a.row:>3}  {span:<17} positions {a.first}..{b.last}")
+        a, z = run[0], run[-1]
+        here = "▶" if a.batch <= current <= z.batch else " "
+        span = f"batch {a.batch}" if a.batch == z.batch else f"batches {a.batch}..{z.batch}"
+        out.append(f"{here} row {a.row:>3}  {span:<17} positions {a.first}..{z.last}")
         if a.starts and a.first == 0:
             out.append("  begins", style="bold")
         elif a.starts:  # is_first past position 0: a segment's start, or a resume that re-planned the rows
             out.append(f"  begins here at position {a.first} (a segment, or moved by a resume)", style="bold yellow")
         out.append("\n")
-    for batch, a, c in moves(strip):
-        out.append(f"  moved from row {a} to row {c} at batch {batch}\n", style="bold yellow")
+    for batch, before, after in moves(strip):
+        out.append(f"  moved from row {before} to row {after} at batch {batch}\n", style="bold yellow")
     return out
 
 
