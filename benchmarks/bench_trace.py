@@ -70,10 +70,17 @@ def main() -> None:
             for c in configs if r % 2 == 0 else configs[::-1]:
                 got.setdefault((c, w), []).append(run(c, w, args.base))
     table = {f"{c} w={w}": statistics.median(v) for (c, w), v in got.items()}
+    # The host's speed swings between runs: each round's ratio to "off", measured side by side, then their median.
+    paired = {
+        f"{c}/off w={w}": statistics.median(x / y for x, y in zip(v, got[("off", w)], strict=True))
+        for (c, w), v in got.items()
+        if c != "off"
+    }
     for (c, w), v in sorted(got.items(), key=lambda x: (x[0][1], x[0][0])):
         mid, off = statistics.median(v), statistics.median(got[("off", w)])
         print(f"workers={w} {c:>4}: {mid:8.1f} batches/s  ratio to off {mid / off:.3f}  runs {[round(x) for x in v]}")
     print(json.dumps(table))
+    print("median of the rounds' ratios:", json.dumps({k: round(v, 3) for k, v in paired.items()}))
 
 
 if __name__ == "__main__":

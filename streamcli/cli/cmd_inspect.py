@@ -125,6 +125,13 @@ def inspect(
     caught, native = CollectedWarnings(STATE.debug), NativeStderr(STATE.debug)
     with caught, native, opened_batches(source, option, opts, state, trace) as (batches, label, displays, tokenizer):
         if as_json or not sys.stdout.isatty():
+            if not batches.seeks and batch:
+                Console(stderr=True).print(
+                    f"inspect: source lengths unknown, so reaching batch {batch} replays the {batch} batches before "
+                    "it (make the source report lengths, e.g. -s scan=true for video, to read it alone)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             try:
                 record = batch_record(batches.batch(batch), batch, batches.stream_name)
             except IndexError as exc:
