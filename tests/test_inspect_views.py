@@ -93,6 +93,9 @@ def test_without_lengths_g_k_replays_to_the_kth_batch_and_the_status_line_says_s
                         await pilot.pause()
                         await app.workers.wait_for_complete()
                     seen[keys[-1]] = (app.k, app.batch, app.status_line)
+                await pilot.press("g", "3", "escape")  # escape cancels: the box closes, the batch stays
+                await pilot.pause()
+                seen["escape"] = (app.k, app.query_one("#goto").has_class("open"))
 
         asyncio.run(main())
     k, batch, status = seen["enter"]
@@ -100,3 +103,4 @@ def test_without_lengths_g_k_replays_to_the_kth_batch_and_the_status_line_says_s
     assert "lengths unknown: going back replays" in status
     k, batch, _ = seen["p"]
     assert k == 10 and batch is not None and torch.equal(batch["x"], want[10]["x"])
+    assert seen["escape"] == (10, False)
