@@ -43,7 +43,8 @@ class Tracer:
     def __init__(self, path: str | os.PathLike[str], role: str) -> None:
         self.path, self.role, self.pid = str(path), role, os.getpid()
         self.parted = role != "consumer"  # a worker's events go to its part file; the consumer's stay in memory
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []  # metadata, and complete events once made JSON-ready
+        self._spans: list[tuple[str, float, float, int, dict[str, Any] | None]] = []  # kept raw: cheap to record
         self._named: set[int] = set()
         self._fill: tuple[float, float, int] | None = None  # (first read's start, last read's end, batch)
         self._meta("process_name", 0, role if role == "consumer" else f"streamcli {role}")
@@ -60,11 +61,23 @@ class Tracer:
 
     def complete(self, name: str, t0: float, t1: float, args: dict[str, Any] | None = None) -> None:
         """A complete event from ``t0`` to ``t1`` (``now()`` times) on the calling thread."""
-        event = {"ph": "X", "name": name, "cat": "streamcli", "ts": t0 * 1e6, "dur": max(t1 - t0, 0.0) * 1e6}
-        event.update(pid=self.pid, tid=self._tid(), args=args or {})
-        self.events.append(event)
-        if len(self.events) >= FLUSH_EVERY and self.parted:
+        tid = threading.get_native_id()
+        if tid not in self._named:
+            self._tid()
+        self._spans.append((name, t0, t1, tid, args))
+        if len(self._spans) >= FLUSH_EVERY and self.parted:
             self.flush()
+
+    def _ready(self) -> list[dict[str, Any]]:
+        """Every event recorded so far as JSON-ready dicts (then forgotten here)."""
+        pid, spans, self._spans = self.pid, self._spans, []
+        made = [
+            {"ph": "X", "name": name, "cat": "streamcli", "ts": t0 * 1e6, "dur": max(t1 - t0, 0.0) * 1e6, "pid": pid,
+             "tid": tid, "args": args or {}}
+            for name, t0, t1, tid, args in spans
+        ]  # fmt: skip
+        events, self.events = self.events + made, []
+        return events
 
     def read(self, k: int, t0: float, t1: float, rows: int) -> None:
         """Rows of batch ``k`` read (and copied into the slot)."""
@@ -91,13 +104,13 @@ class Tracer:
 
     def flush(self) -> None:
         """Append the events so far to this process's part file (a worker's)."""
-        events, self.events = self.events, []
+        events = self._ready()
         with open(f"{self.path}.part-{self.pid}", "a") as f:
             f.writelines(json.dumps(e) + "\n" for e in events)
 
     def merge(self) -> None:
         """Write the trace: this process's events and every part file's, which are then deleted."""
-        events = list(self.events)
+        events = self._ready()
         parts = sorted(glob.glob(glob.escape(self.path) + ".part-*"))
         for part in parts:
             with open(part) as f:
@@ -107,4 +120,3 @@ class Tracer:
         for part in parts:
             with contextlib.suppress(OSError):
                 os.remove(part)
-        self.events = []
