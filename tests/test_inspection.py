@@ -166,3 +166,34 @@ def test_a_streams_strip_lists_every_batch_and_row_it_spans_from_the_flags_alone
     real = [(k, b) for k, w in enumerate(want) for b in range(3) if (w.stream[:, b][w.valid[:, b]] == stream).any()]
     assert [(p.batch, p.row) for p in strip] == real
     assert strip[0].first == 0 and strip[0].starts and strip[-1].last == LENGTHS[stream] - 1
+
+
+def test_an_exports_strip_reads_the_flags_of_the_batches_it_spans(tmp_path: Path) -> None:
+    from streamcli.inspection.strip import strip_of
+    from streamcli.shards import make_header
+    from streamcli.shards.exporting import export_loader
+
+    out = tmp_path / "out"
+    with StreamLoader(CountingSource(LENGTHS), 3, 4, **KW) as loader:  # type: ignore[arg-type]
+        header = make_header(
+            fields=loader.fields,
+            batch_size=3,
+            time_steps=4,
+            layout="TB",
+            source={"plugin": "counting"},
+            loader={"seed": 3},
+            shard_bytes=1,
+            compress=False,
+        )
+        header["batches_per_shard"] = 5
+        export_loader(loader, out, header, epochs=1)
+    want = plain_run(CountingSource(LENGTHS), 30, **KW)
+    batches = ExportBatches(out)
+    scanned = list(batches.scan(3, 23))  # across four shards
+    assert [k for k, _ in scanned] == list(range(3, 23))
+    assert all(np.array_equal(b.stream.numpy(), want[k].stream.numpy()) for k, b in scanned)
+    stream = int(want[10].stream[0, 0])
+    real = [
+        (k, b) for k in range(3, 23) for b in range(3) if (want[k].stream[:, b][want[k].valid[:, b]] == stream).any()
+    ]
+    assert [(p.batch, p.row) for p in strip_of(scanned, stream)] == real

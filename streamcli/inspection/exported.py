@@ -6,8 +6,33 @@ import os
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from streamcli.batch import Batch
-from streamcli.shards.reader import ShardReader
+import numpy as np
+
+from streamcli.batch import FLAGS, Batch
+from streamcli.shards.reader import ShardReader, open_shard
+
+FLAG_MEMBERS = [*(f"flag.{n}" for n in FLAGS), "flag.reset", "meta.epoch", "meta.index"]
+
+
+def flags_only(arrays: dict[str, np.ndarray], k: int, layout: str) -> Batch:
+    """Batch ``k`` of a shard's flag members, with no data fields (what a strip reads)."""
+    import torch
+
+    def member(key: str) -> torch.Tensor:
+        return torch.from_numpy(np.array(arrays[key][k]))
+
+    return Batch(
+        data={},
+        is_first=member("flag.is_first"),
+        reset=member("flag.reset"),
+        valid=member("flag.valid"),
+        stream=member("flag.stream"),
+        position=member("flag.position"),
+        replayed=member("flag.replayed"),
+        epoch=int(arrays["meta.epoch"][k]),
+        index=int(arrays["meta.index"][k]),
+        layout=layout,
+    )
 
 
 class ExportBatches:
@@ -46,9 +71,16 @@ class ExportBatches:
         return got
 
     def scan(self, first: int, end: int) -> Iterator[tuple[int, Batch]]:
-        """Batches ``first .. end-1`` (as far as the export goes), for their flags."""
-        for k in range(max(first, 0), min(end, len(self))):
-            yield k, self.reader.batch(k)
+        """Batches ``first .. end-1`` (as far as the export goes), for their flags: each shard opened once."""
+        reader, at = self.reader, 0
+        for entry in reader.manifest["shards"]:
+            n = int(entry["batches"])
+            lo, hi = max(first, at), min(end, at + n)
+            if lo < hi:
+                arrays = open_shard(reader.out_dir, reader.manifest, entry, only=FLAG_MEMBERS)
+                for k in range(lo, hi):
+                    yield k, flags_only(arrays, k - at, reader.layout)
+            at += n
 
     def close(self) -> None:
         self._cache.clear()
