@@ -154,6 +154,6 @@ def register(app: typer.Typer) -> None:
     app.command(
         cls=StreamcliCommand,
         epilog="Examples: streamcli inspect video samples/clips -s scan=true  |  "
-        "streamcli inspect text samples/text --batch 40 --json  |  streamcli inspect out/ --batch 5 --json  |  "
-        "streamcli inspect video clips/ -s scan=true --state run/loader.json",
+        "streamcli inspect text samples/text --batch 40 --json  |  streamcli inspect out/ --batch 1 --json  |  "
+        "streamcli inspect samples/clips -s scan=true --batch 3 --trace trace.json",
     )(loader_command()(inspect))
