@@ -86,3 +86,17 @@ def test_a_state_file_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
     bad.write_text("{not json")
     result = runner.invoke(app, ["inspect", "text", "hello world", "-s", "strings=true", "--state", str(bad), "--json"])
     assert result.exit_code != 0 and "--state" in result.output
+
+
+def test_on_a_pipe_without_json_it_prints_the_batchs_rows_as_a_table() -> None:
+    args = ["inspect", "text", "hello world, this is a stream", "-s", "strings=true", "-s", "width=2"]
+    result = runner.invoke(app, [*args, "-b", "1", "-t", "4", "-w", "0", "--batch", "2"])
+    assert result.exit_code == 0, result.output
+    assert "batch 2 (epoch 0, its batch 2)" in result.output
+    assert "8..11" in result.output and "1111" in result.output  # positions and valid flags of the one row
+
+
+def test_an_export_refuses_options_that_need_a_loader(tmp_path: Path) -> None:
+    (tmp_path / "index.json").write_text("{}")
+    result = runner.invoke(app, ["inspect", str(tmp_path), "-s", "size=8", "--json"])
+    assert result.exit_code == 2 and "is an export" in result.output and "-s" in result.output
