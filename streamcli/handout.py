@@ -26,6 +26,7 @@ from streamcli.shared.ring import Ring
 from streamcli.shared.slots import Slots
 from streamcli.shared.tensors import pad_slot, pin_available
 from streamcli.source import Field
+from streamcli.trace import Tracer
 from streamcli.workers.producers import InProcess, Workers
 
 READY_DEPTH = 2  # batches the ``ReadyQueue`` thread prepares before the consumer asks
@@ -84,6 +85,7 @@ class HandOut:
         self.copies = 0
         self.source_lookup = source_lookup  # a mix: ``batch.source`` from ``batch.stream`` (-1 on padding)
         self.busy: deque[tuple[float, np.ndarray]] = deque(maxlen=64)  # (time, the producers' busy seconds)
+        self.tracer: Tracer | None = None  # ``streamcli.trace``: stalls recorded, when set
 
     def pin_ring(self, torch: Any) -> None:
         """Decide once whether batches are pinned; page-lock the whole ring if possible (no copy per batch)."""
@@ -174,8 +176,11 @@ class HandOut:
 
     def _wait(self, k: int) -> None:
         queue = self.ready_queue
+        t0 = time.perf_counter() if self.tracer is not None else 0.0
         self.waited = self.producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
         t = time.perf_counter()
+        if self.tracer is not None and (self.waited or self.producers.pool is None):
+            self.tracer.complete("stall", t0, t, {"batch": k})
         if not self.busy or t - self.busy[-1][0] > 0.1:
             self.busy.append((t, self.ring.control.busy()))
 

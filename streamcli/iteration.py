@@ -32,6 +32,7 @@ from streamcli.shared.control.rows import epoch_rows
 from streamcli.shared.ring import Ring
 from streamcli.shared.tensors import import_torch
 from streamcli.stats import LoaderStats, Tally
+from streamcli.trace import Tracer
 from streamcli.workers.producers import InProcess, Workers
 
 log = logging.getLogger("streamcli")
@@ -72,6 +73,7 @@ class Iteration:
         self.epoch, self.gen, self.active, self.closed = -1, 0, False, False
         self.n_streams = len(epochs.all)  # this epoch's streams (this rank's share)
         self.tally = tally
+        self.tracer: Tracer | None = None  # ``streamcli.trace``: the consumer's waits recorded, when set
 
     @property
     def position(self) -> Position:
@@ -189,6 +191,8 @@ class Iteration:
                     tally.bytes += tally.batch_bytes
                     now = time.perf_counter()
                     tally.waits.append(now - entered)
+                    if self.tracer is not None:
+                        self.tracer.complete("wait", entered, now, {"batch": rec.k, "epoch": epoch.number})
                     if tally.first_batch_s is None:
                         tally.first_batch_s = now - tally.created
                     yield batch
@@ -300,3 +304,5 @@ class Iteration:
         self.handout.stop_ready_queue()
         self.producers.close()
         self.finalizer()
+        if self.tracer is not None:  # (the workers have ended: their part files are complete)
+            self.tracer.merge()

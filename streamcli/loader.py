@@ -87,6 +87,9 @@ class StreamLoader:
         index: the path or URL of an index (``streamcli index``) to take the items and their lengths from, so
             start-up calls neither ``items()`` nor ``length()``; refused (``StaleIndexError``) if it was written by
             another source or with other settings. By default the index the source found next to its data, if any.
+        trace: write a Chrome / Perfetto trace of the producers and the consumer to this file when the loader
+            closes (``streamcli.trace``: each producer's fills split into plan, open, read and write, the consumer's
+            waits, stalls and row moves); open it at https://ui.perfetto.dev. Off (None) it costs nothing.
 
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
     Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
@@ -118,6 +121,7 @@ class StreamLoader:
         transform: Callable[..., Any] | str | None = None,
         balance: bool | None = None,
         index: str | os.PathLike[str] | None = None,
+        trace: str | os.PathLike[str] | None = None,
     ) -> None:
         self.source = check_source(source)
         segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
@@ -157,7 +161,7 @@ class StreamLoader:
                 RuntimeWarning,
                 stacklevel=user_stacklevel(),
             )
-        parts = build(self, self.source, config, transform, index)
+        parts = build(self, self.source, config, transform, index, trace)
         self.plugin, self.fields, self.items = parts.plugin, parts.fields, parts.items
         self.prefetch, self.epochs, self.fill_spec, self.ring = (
             parts.prefetch,

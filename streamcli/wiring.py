@@ -27,6 +27,7 @@ from streamcli.shared.sizing import loader_ring
 from streamcli.shared.tensors import import_torch, split_rows
 from streamcli.source import Field, StreamSource, has_window, source_lookup, stream_order_of
 from streamcli.stats import Tally
+from streamcli.trace import Tracer
 from streamcli.workers.pool import shutdown
 from streamcli.workers.producers import InProcess, Workers
 
@@ -56,6 +57,7 @@ def build(
     config: LoaderConfig,
     transform: Callable[..., Any] | str | None,
     index: str | os.PathLike[str] | None,
+    trace: str | os.PathLike[str] | None = None,
 ) -> Parts:
     """The parts of a loader ``owner`` (whose collection frees the ring and stops the workers)."""
     batch_size, time_steps, num_workers = config.batch_size, config.time_steps, config.num_workers
@@ -77,7 +79,11 @@ def build(
         config=config,
         transform=declared.transform,
         source_fields=None if declared.transform is None else declared.source_fields,
+        trace=None if trace is None else os.fspath(trace),
     )
+    tracer = None if trace is None else Tracer(trace, "consumer")
+    if tracer is not None:
+        tracer.clear_parts()
     ring = Ring.create({**ring_args, "num_streams": len(epochs.all)})
     finalizer = weakref.finalize(owner, shutdown, None, ring)
     bounds = split_rows(batch_size, max(num_workers, 1))
@@ -96,7 +102,7 @@ def build(
             finalizer.detach()
             finalizer = weakref.finalize(owner, shutdown, producers.pool, ring)
         else:
-            producers = InProcess(fill_spec, source, declared.items, ring, on_skip)
+            producers = InProcess(fill_spec, source, declared.items, ring, on_skip, tracer)
     except BaseException:
         finalizer()  # nothing outlives the error
         raise
@@ -106,6 +112,7 @@ def build(
     # with workers to share them, and balance left to the loader.
     adaptive = config.balance is None and num_workers >= 2 and not has_window(source)
     iteration = Iteration(config, epochs, ring, handout, producers, bounds, resume, tally, finalizer, adaptive=adaptive)
+    handout.tracer = iteration.tracer = tracer
     return Parts(
         declared.plugin,
         declared.fields,

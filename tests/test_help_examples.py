@@ -18,12 +18,15 @@ from streamcli.cli import app
 
 pytestmark = pytest.mark.slow
 
-ORDER = ("samples", "export", "verify", "replay", "events-from-video", "preview", "bench", "plugins", "index")
+ORDER = (
+    "samples", "export", "verify", "replay", "inspect", "events-from-video", "preview", "bench", "plugins", "index"
+)  # fmt: skip
 """Commands in the order their examples run: an export before verify reads it, event files before preview."""
 CAPS = {
     "preview": ["--batches", "3", "-w", "0"],
     "export": ["--batches", "2", "-w", "0"],
     "bench": ["--batches", "2", "--warmup", "0", "--repeats", "1"],
+    "inspect": ["-w", "0"],  # (on a pipe it prints the batch and exits: no app)
 }
 
 

@@ -21,6 +21,7 @@ from streamcli.cli import (
     cmd_events,
     cmd_export,
     cmd_index,
+    cmd_inspect,
     cmd_plugins,
     cmd_preview,
     cmd_replay,
@@ -65,6 +66,7 @@ def _root(
 
 for _module in (cmd_plugins, cmd_preview, cmd_bench, cmd_export, cmd_verify, cmd_events, cmd_replay, cmd_samples):
     _module.register(app)
+cmd_inspect.register(app)
 cmd_index.register(app)
 
 

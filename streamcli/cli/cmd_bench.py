@@ -19,6 +19,7 @@ from streamcli.cli._loading import check_config, open_loader
 from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LOADER, LoaderOptions, default_workers, loader_command
 from streamcli.cli._sources import SourceArgs, SourceOpts, resolve_source
+from streamcli.cli._trace import TraceFile, trace_kw
 from streamcli.stats import padding_hint
 
 DEFAULT_SWEEP = list(range(default_workers() + 1))  # 0 up to the shared default worker count
@@ -151,6 +152,7 @@ def bench(
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Draw a bar chart to this PNG.", dir_okay=False)
     ] = None,
+    trace: TraceFile = None,
     *,
     opts: LoaderOptions,
 ) -> None:
@@ -178,7 +180,7 @@ def bench(
     try:
         with CollectedWarnings(STATE.debug) as caught:
             results = run_benchmark(
-                lambda w: open_loader(spec, opts, num_workers=w),
+                lambda w: open_loader(spec, opts, num_workers=w, **trace_kw(trace)),  # a trace: the last run's
                 counts,
                 batches=batches,
                 warmup=warmup,

@@ -30,6 +30,7 @@ from streamcli.cli._noise import CollectedWarnings
 from streamcli.cli._options import LoaderOptions, choice_option, loader_command
 from streamcli.cli._sources import SourceOpts, resolve_source
 from streamcli.cli._spec import check_option_syntax
+from streamcli.cli._trace import TraceFile, trace_kw
 from streamcli.errors import ShardError
 from streamcli.storage import urls
 
@@ -87,6 +88,7 @@ def export(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout (for scripts).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary: only errors.")] = False,
+    trace: TraceFile = None,
     *,
     opts: LoaderOptions,
 ) -> None:
@@ -106,6 +108,8 @@ def export(
         raise UsageFailure("--overwrite and --resume exclude each other; pick one")
     if engine == "local" and (address is not None or partitions is not None):
         raise UsageFailure("--address and --partitions need --engine ray")
+    if engine == "ray" and trace is not None:
+        raise UsageFailure("--trace traces a local export's loader; use it with --engine local")
     check_compress(compress, level)
     if engine == "ray":
         from streamcli.shards.on_ray import import_ray
@@ -146,7 +150,7 @@ def export(
         raise UsageFailure("--engine ray cannot export a mix yet; use --engine local")
     console = Console(stderr=True, quiet=quiet)
     caught = CollectedWarnings(STATE.debug)  # e.g. a length mismatch: one line each, after the progress bar
-    with caught, open_loader(spec, opts) as loader:
+    with caught, open_loader(spec, opts, **trace_kw(trace)) as loader:
         header = make_header(
             fields=loader.fields,
             batch_size=opts.batch_size,

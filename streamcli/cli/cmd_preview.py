@@ -19,6 +19,7 @@ from streamcli.cli._noise import CollectedWarnings, NativeStderr
 from streamcli.cli._options import LoaderOptions, loader_command
 from streamcli.cli._preview_live import KeyReader, Pace, live_loop
 from streamcli.cli._sources import SourceArgs, SourceOpts, resolve_source
+from streamcli.cli._trace import TraceFile, trace_kw
 
 if TYPE_CHECKING:
     from streamcli.batch import Batch
@@ -108,6 +109,7 @@ def preview(
         Path | None, typer.Option(help="Write the last grid as a labelled PNG contact sheet.", dir_okay=False)
     ] = None,
     refresh: Annotated[float, typer.Option(help="Redraws per second (capped at 15).", min=0.5)] = RENDER_HZ,
+    trace: TraceFile = None,
     *,
     opts: LoaderOptions,
 ) -> None:
@@ -148,7 +150,7 @@ def preview(
     if console.is_terminal:
         starting.start()
     try:
-        with caught, native, open_loader(spec, opts) as loader:
+        with caught, native, open_loader(spec, opts, **trace_kw(trace)) as loader:
             if epochs is None:
                 epochs = 0 if console.is_terminal else 1  # a live view keeps going; a pipe must end
             it = iter_limit(_epochs(loader, epochs or None), batches)

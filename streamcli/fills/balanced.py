@@ -101,6 +101,9 @@ class Balancer(OwnedRows):
         item, pos, state, flags = before.cursors[b].tolist() if before is not None else (-1, 0, 0, 0)
         with self.lock:
             self.control.give_row(b, self.w, (item, pos, state, flags))
+        if self.rows.tracer is not None:
+            t = time.perf_counter()
+            self.rows.tracer.complete("row move", t, t, {"row": b, "batch": plan.k, "stream": item, "given": True})
         left = mine.copy()
         left[b] = False
         return left

@@ -13,6 +13,7 @@ from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource
+from streamcli.trace import Tracer
 
 
 class Engine:
@@ -29,9 +30,11 @@ class Engine:
         W: int,
         lock: AbstractContextManager[Any],
         on_skip: Callable[[Skip], None],
+        tracer: Tracer | None = None,
     ) -> None:
         self.ring, self.w, self.gen = ring, w, -1
         self.filler = Filler(spec, source, items, ring, w, W, on_skip, lock)
+        self.tracer = self.filler.rows.tracer = tracer
         self.filler.busy = lambda: ring.control.set_idle(w, False)  # (the balanced policy reads who is idle)
 
     @property
@@ -67,3 +70,5 @@ class Engine:
 
     def close(self) -> None:
         self.filler.close()
+        if self.tracer is not None and self.tracer.parted:
+            self.tracer.flush()

@@ -165,6 +165,9 @@ class Handover(OwnedRows):
         self.cost.pop(b, None)
         with self.lock:
             self.control.hand_over((item, pos, state, flags))
+        if self.rows.tracer is not None:
+            t = time.perf_counter()
+            self.rows.tracer.complete("row move", t, t, {"row": b, "after_batch": k, "stream": item})
 
     def _adopt(self) -> None:
         """Take the row released to this producer, if it has been, into a group at its boundary."""

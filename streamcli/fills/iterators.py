@@ -11,9 +11,10 @@ it is cut there, and either is reported.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from streamcli.fills.opened import open_stream
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.source import Field, StreamSource, close_stream
+
+if TYPE_CHECKING:
+    from streamcli.trace import Tracer
 
 _END = object()
 
@@ -62,6 +66,7 @@ class Rows:
         self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker, once a step
         self.readers: dict[int, Reader] = {}
         self.steps = 0  # valid steps read, for the busy statistics
+        self.tracer: Tracer | None = None  # ``streamcli.trace``: reads and opens timed, when set
 
     def close(self) -> None:
         for r in self.readers.values():
@@ -79,6 +84,14 @@ class Rows:
         """Write every row of batch ``plan.k`` (flags are written before, from the plan) but the runs ``read``
         while it was planned, (row, first step) each; a row that only pads closes its stream. Returns the rows
         that end the batch holding a stream that ran out before its promise."""
+        if self.tracer is not None:
+            t0 = time.perf_counter()
+            short = self._fill(v, plan, read)
+            self.tracer.read(plan.k, t0, time.perf_counter(), len(plan.whole) + len(plan.runs))
+            return short
+        return self._fill(v, plan, read)
+
+    def _fill(self, v: Views, plan: BatchRuns, read: set[tuple[int, int]] | None) -> set[int]:
         T = len(v.valid)
         short: set[int] = set()
         whole = plan.whole
@@ -185,7 +198,10 @@ class Rows:
         del self.readers[b]
 
     def _open(self, item: int, pos: int) -> Reader:
+        t0 = time.perf_counter() if self.tracer is not None else 0.0
         it = open_stream(self.source, self.faults, self.mark, self.tf, self.blocks, item, pos)
+        if self.tracer is not None:
+            self.tracer.complete("open", t0, time.perf_counter(), {"item": item, "position": pos})
         return Reader(item, pos, it, dead=it is None)
 
     def _next(self, r: Reader) -> Any:

@@ -171,7 +171,10 @@ class Filler:
         while sched.k <= k or self._pending is not None:
             if not self.step():  # pragma: no cover - one producer fills everything handed out
                 raise RuntimeError(f"internal error: batch {k} cannot be completed")
-        control.report(self.w, time.perf_counter() - t0, self.steps - steps, *self.reading())
+        t1 = time.perf_counter()
+        control.report(self.w, t1 - t0, self.steps - steps, *self.reading())
+        if self.rows.tracer is not None:
+            self.rows.tracer.fill(t0, t1)
 
     def reading(self) -> tuple[int, int]:
         return int(self.mark[0]), int(self.mark[1])
@@ -191,7 +194,11 @@ class Filler:
         # The rows of ``v``: the whole batch (windows, or in-process), or this producer's block of it.
         write_flags(v, plan, self.steps_t)
         if self.windows is not None and isinstance(self.policy, writers.WholeBatches):
+            tracer = self.rows.tracer
+            t0 = time.perf_counter() if tracer is not None else 0.0
             short = windows.fill(v, plan, self.windows, self.faults, self.first)
+            if tracer is not None:  # (a random-access source's reads: its windows, no stream opened)
+                tracer.read(plan.k, t0, time.perf_counter(), len(plan.whole) + len(plan.runs))
         else:
             short = self.rows.fill(v, plan, self.open.read)
             self.open.read.clear()

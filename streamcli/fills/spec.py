@@ -20,6 +20,7 @@ class FillSpec:
     config: LoaderConfig
     transform: Any = None
     source_fields: tuple[Field, ...] | None = None
+    trace: str | None = None  # a trace file (``streamcli.trace``): each worker records its events for it
 
     @property
     def batch_size(self) -> int:

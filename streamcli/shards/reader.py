@@ -110,28 +110,45 @@ class ShardReader:
             yield open_shard(self.out_dir, self.manifest, entry, check=self.check)
 
     def __iter__(self) -> Iterator[Batch]:
+        for arrays in self.shards():
+            for k in range(len(arrays["meta.index"])):
+                yield self.batch_of(arrays, k)
+
+    def batch(self, k: int) -> Batch:
+        """The export's batch ``k`` (0-based, across shards): only its shard is opened (``IndexError`` past the
+        end)."""
+        if not 0 <= k < len(self):
+            raise IndexError(f"batch {k} is not in the export: it has {len(self)} batches (0..{len(self) - 1})")
+        for entry in self.manifest["shards"]:
+            n = int(entry["batches"])
+            if k < n:
+                return self.batch_of(open_shard(self.out_dir, self.manifest, entry, check=self.check), k)
+            k -= n
+        raise IndexError(f"batch {k} is not in the export's shards")  # (a manifest whose counts disagree)
+
+    def batch_of(self, arrays: Mapping[str, np.ndarray], k: int) -> Batch:
+        """Batch ``k`` of one shard's arrays (``open_shard``), as tensors that view them."""
         import torch
 
         from streamcli.batch import FLAGS, Batch
 
-        for arrays in self.shards():
-            t = {key: torch.from_numpy(arr) for key, arr in arrays.items() if not key.startswith("meta.")}
-            epochs, indices = arrays["meta.epoch"].tolist(), arrays["meta.index"].tolist()
-            for k in range(len(indices)):
-                flag = {n: t[f"flag.{n}"][k] for n in FLAGS}
-                yield Batch(
-                    data={f.name: t[f"data.{f.name}"][k] for f in self.fields},
-                    is_first=flag["is_first"],
-                    reset=t["flag.reset"][k],
-                    valid=flag["valid"],
-                    stream=flag["stream"],
-                    position=flag["position"],
-                    replayed=flag["replayed"],
-                    epoch=int(epochs[k]),
-                    index=int(indices[k]),
-                    layout=self.layout,
-                    source=t["flag.source"][k] if "flag.source" in t else None,
-                )
+        def member(key: str) -> torch.Tensor:
+            return torch.from_numpy(np.asarray(arrays[key][k]))
+
+        flags = {n: member(f"flag.{n}") for n in FLAGS}
+        return Batch(
+            data={f.name: member(f"data.{f.name}") for f in self.fields},
+            is_first=flags["is_first"],
+            reset=member("flag.reset"),
+            valid=flags["valid"],
+            stream=flags["stream"],
+            position=flags["position"],
+            replayed=flags["replayed"],
+            epoch=int(arrays["meta.epoch"][k]),
+            index=int(arrays["meta.index"][k]),
+            layout=self.layout,
+            source=member("flag.source") if "flag.source" in arrays else None,
+        )
 
 
 def verify(out_dir: str | os.PathLike[str]) -> list[str]:

@@ -18,6 +18,7 @@ from streamcli.fills.spec import FillSpec, Skip
 from streamcli.shared.control import Aborted
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, item_name
+from streamcli.trace import Tracer
 from streamcli.workers.main_guard import check_main_guard
 from streamcli.workers.pool import WorkerPool
 from streamcli.workers.worker import WorkerSpec
@@ -29,7 +30,13 @@ class InProcess:
     pool: WorkerPool | None = None
 
     def __init__(
-        self, spec: FillSpec, source: StreamSource, items: Sequence[Any], ring: Ring, on_skip: Callable[[Skip], None]
+        self,
+        spec: FillSpec,
+        source: StreamSource,
+        items: Sequence[Any],
+        ring: Ring,
+        on_skip: Callable[[Skip], None],
+        tracer: Tracer | None = None,
     ) -> None:
         self.engine = Engine(
             spec,
@@ -40,6 +47,7 @@ class InProcess:
             W=1,
             lock=contextlib.nullcontext(),
             on_skip=on_skip,
+            tracer=tracer,  # the consumer's own: one process, one list of events
         )
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:

@@ -32,6 +32,7 @@ from streamcli.fills.spec import FillSpec
 from streamcli.shared.control import CLOSING, Aborted
 from streamcli.shared.ring import Ring, RingSpec
 from streamcli.source import StreamSource, call_setup_worker
+from streamcli.trace import Tracer
 from streamcli.workers.watchdog import die_with_parent, watch_parent
 
 
@@ -91,6 +92,7 @@ def worker_main(
         W=spec.ring.num_workers,
         lock=lock,
         on_skip=lambda s: send(("skip", engine.gen, s)),
+        tracer=None if spec.fill_spec.trace is None else Tracer(spec.fill_spec.trace, f"worker {spec.w}"),
     )
 
     def send(msg: tuple[Any, ...]) -> None:
@@ -154,7 +156,10 @@ def _serve(
             continue
         if did:
             spins = 0
-            control.report(engine.w, time.perf_counter() - t0, engine.steps - steps, *engine.reading())
+            t1 = time.perf_counter()
+            control.report(engine.w, t1 - t0, engine.steps - steps, *engine.reading())
+            if engine.tracer is not None:
+                engine.tracer.fill(t0, t1)
             if control.wake_due():
                 with contextlib.suppress(BlockingIOError):  # a full pipe wakes the loader already
                     os.write(wake, b"w")

@@ -1,0 +1,87 @@
+"""What tracing costs: the A8 workload (``benchmarks.workloads``) with ``trace=`` off and on, interleaved round by
+round, each run in a fresh process; with ``--base DIR`` also the library as it was before the trace's hooks
+(``git archive COMMIT streamcli | tar -x -C DIR``), to show that tracing off costs nothing.
+
+    python benchmarks/bench_trace.py --rounds 5
+    python benchmarks/bench_trace.py --rounds 5 --base /tmp/base   # with the library before the hooks
+
+Prints the median batches/s of each configuration per worker count, and the ratios to "off".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+B, T, BATCHES, WARMUP = 16, 8, 400, 20
+
+
+def one(workers: int, trace: bool) -> float:
+    """Batches per second of one run (after ``WARMUP`` untimed batches), in this process."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.workloads import workload
+    from streamcli import StreamLoader
+
+    kw: dict[str, Any] = {"trace": os.path.join(tempfile.mkdtemp(), "t.json")} if trace else {}  # (base: no trace=)
+    with StreamLoader(workload("A8"), B, T, num_workers=workers, **kw) as loader:
+        it = iter(loader)
+        for _ in range(WARMUP):
+            next(it)
+        t0 = time.perf_counter()
+        for _ in range(BATCHES):
+            next(it)
+        return BATCHES / (time.perf_counter() - t0)
+
+
+def run(config: str, workers: int, base: str | None) -> float:
+    env = dict(os.environ)
+    if config == "base":
+        assert base is not None
+        env["PYTHONPATH"] = base  # the old library shadows this tree's
+    code = f"import benchmarks.bench_trace as b; print(b.one({workers}, {config == 'on'}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=base if config == "base" else ROOT, env=env,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", default="0,2", help="comma list of worker counts")
+    parser.add_argument("--base", default=None, help="a folder holding the library before the hooks (streamcli/)")
+    args = parser.parse_args()
+    configs = ["off", "on"] + (["base"] if args.base else [])
+    if args.base:  # the old tree needs the benchmarks package too
+        (Path(args.base) / "benchmarks").mkdir(exist_ok=True)
+        for name in ("__init__.py", "workloads.py", "bench_trace.py"):
+            (Path(args.base) / "benchmarks" / name).write_text((ROOT / "benchmarks" / name).read_text())
+    got: dict[tuple[str, int], list[float]] = {}
+    for r in range(args.rounds):
+        for w in [int(x) for x in args.workers.split(",")]:
+            for c in configs if r % 2 == 0 else configs[::-1]:
+                got.setdefault((c, w), []).append(run(c, w, args.base))
+    table = {f"{c} w={w}": statistics.median(v) for (c, w), v in got.items()}
+    # The host's speed swings between runs: each round's ratio to "off", measured side by side, then their median.
+    paired = {
+        f"{c}/off w={w}": statistics.median(x / y for x, y in zip(v, got[("off", w)], strict=True))
+        for (c, w), v in got.items()
+        if c != "off"
+    }
+    for (c, w), v in sorted(got.items(), key=lambda x: (x[0][1], x[0][0])):
+        mid, off = statistics.median(v), statistics.median(got[("off", w)])
+        print(f"workers={w} {c:>4}: {mid:8.1f} batches/s  ratio to off {mid / off:.3f}  runs {[round(x) for x in v]}")
+    print(json.dumps(table))
+    print("median of the rounds' ratios:", json.dumps({k: round(v, 3) for k, v in paired.items()}))
+
+
+if __name__ == "__main__":
+    main()
