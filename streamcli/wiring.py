@@ -77,6 +77,7 @@ def build(
         config=config,
         transform=declared.transform,
         source_fields=None if declared.transform is None else declared.source_fields,
+        stamps=None if found is None else found.stamps,
     )
     ring = Ring.create({**ring_args, "num_streams": len(epochs.all)})
     finalizer = weakref.finalize(owner, shutdown, None, ring)

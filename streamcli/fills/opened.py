@@ -29,6 +29,7 @@ def open_stream(
     """Stream ``item`` from step ``pos``, transformed; None if it failed to open under on_error="skip" (reported
     as skipped; under "raise" the failure raises ``SourceError``)."""
     mark[0], mark[1] = item, pos  # a death or a timeout while opening names this stream
+    faults.check_data(item)
     try:
         it = iter(source.open(faults.items[item], pos))
     except SOURCE_ERRORS as exc:

@@ -52,6 +52,7 @@ class Windows:
         if got is not None:
             return got
         self.mark[0], self.mark[1] = item, pos
+        self.faults.check_data(item)
         try:
             mapping = call_window(self.source, self.faults.items[item])
             if mapping is None:

@@ -127,7 +127,7 @@ def check_seal(state: Mapping[str, Any], what: str = "loader.state_dict()") -> N
     """Raise ``StateError`` if ``state``'s content differs from what its digest was computed over; a state without
     one (saved by an older streamcli) passes, with a warning."""
     if _seal.KEY not in state:
-        log.warning("the state has no digest (an older streamcli saved it): its values are checked, but a change is not seen")
+        log.warning("the state has no digest (an older streamcli saved it): its values are checked, a change is not")
         return
     try:
         bad = _seal.broken(state)
