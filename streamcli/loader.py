@@ -250,6 +250,11 @@ class StreamLoader:
         """Stop the workers and free the shared memory. Idempotent; also runs at garbage collection/exit."""
         self._iteration.close()
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` ran (or the ``with`` block ended): the loader gives no more batches."""
+        return bool(self._iteration.closed)
+
     def __enter__(self) -> StreamLoader:
         return self
 
