@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from streamcli import index_stamps
+from streamcli.declared import checked_length
 from streamcli.errors import IndexFileError, PluginLoadError, PluginNotFoundError
 from streamcli.index_format import FORMAT, Index, Names, decode, encode, relative_names
 from streamcli.plugins import load_factory
@@ -129,7 +130,8 @@ def build_stamped(
             skip(items[k], exc)
             kept[k] = False
         else:
-            lengths[k] = -1 if n is None else int(n)
+            told = checked_length(n, plugin_name(source), items[k])
+            lengths[k] = -1 if told is None else told
         if progress is not None and (k % 1024 == 0 or k + 1 == len(items)):
             progress(k + 1, len(items))
     if not kept.all():
