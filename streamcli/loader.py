@@ -221,10 +221,9 @@ class StreamLoader:
         epoch to epoch with the shuffle (with several ranks it is the same on every rank).
         """
         run = self._iteration
-        if self._resume.loaded is not None:
-            epoch = int(self._resume.loaded["epoch"])  # a loaded state's
-        else:
-            epoch = run.epoch if run.active else run.epoch + 1
+        if self._resume.loaded is not None:  # a loaded state's epoch, as its re-plan (another global batch) has it
+            return self.epochs.batches(int(self._resume.loaded["epoch"]), self._resume.loaded_replan())
+        epoch = run.epoch if run.active else run.epoch + 1
         return self.batches_in_epoch(epoch)
 
     def batches_in_epoch(self, epoch: int) -> int:

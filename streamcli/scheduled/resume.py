@@ -110,6 +110,11 @@ class Resume:
         out.update(version=2, tickets=0, replan=again.to_json())
         return out
 
+    def loaded_replan(self) -> Replan | None:
+        """The re-plan the loaded state's epoch will follow, if it holds one (a resume on another global batch)."""
+        again = None if self.loaded is None else self.loaded.get("replan")
+        return None if again is None else Replan.of_json(again, len(self.items))
+
     def take(self) -> dict[str, Any] | None:
         """The loaded state, for the epoch that starts now (then no longer loaded); its re-plan, if any, is the
         epochs' from now on."""
