@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import os
 import time
+import warnings
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,8 +30,6 @@ import numpy as np
 from streamcli.errors import IndexFileError, StaleIndexError
 from streamcli.index_stamps import NONE, Stamps
 from streamcli.storage import urls
-
-log = logging.getLogger("streamcli")
 
 FORMAT = 1
 ARRAYS = ("names", "lengths", "sizes", "marks")  # what the seal covers, with the header
@@ -113,11 +111,11 @@ class Index:
             rebuild += "".join(f" -s {k}={ours[k]}" for k in keys if k in ours)
         else:
             if self.stamps is None:
-                log.warning(
-                    "index %s has no fingerprint of its items (an older streamcli wrote it): its lengths are trusted "
-                    "without a check that the files are the ones measured; rebuild it with %s",
-                    self.where,
-                    rebuild,
+                warnings.warn(
+                    f"index {self.where} has no fingerprint of its items (an older streamcli wrote it): its lengths "
+                    f"are trusted without a check that the files are the ones measured; rebuild it with {rebuild}",
+                    UserWarning,
+                    stacklevel=3,
                 )
             else:
                 self.stamps.rebuild = rebuild  # the caller's command, which names the data as it is given now
