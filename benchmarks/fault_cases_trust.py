@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -245,17 +246,24 @@ def cases(quick: bool, sweep: ModuleType) -> dict[str, Callable[[Any, Any], Any]
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def killed_mid_epoch(ctx: Any, world: Any) -> Any:
-        proc = ctx.start(python=PRELUDE + _KILLED)
-        line = proc.stdout.readline().strip() if proc.stdout is not None else ""
-        if line != "mid-epoch":
-            return Outcome("defect", f"the loader did not start: {line!r}")
-        tmp = ctx.dir / "tmp"
-        made = [p.name for p in tmp.iterdir()]
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if not _wait(lambda: not any(tmp.iterdir()), 15):
-            return Outcome("leak", f"$TMPDIR holds {sorted(os.listdir(tmp))} after the kill")
-        return Outcome("clean", f"$TMPDIR empty again after a kill -9 mid-epoch (it held {made})")
+        # A $TMPDIR of its own, short enough for the fork server's socket (the case's own is too long a path: the
+        # loader would spawn its workers instead, and the fork server's folder would not be tested).
+        tmp = Path(tempfile.mkdtemp(prefix="k-", dir="/tmp"))
+        try:
+            proc = ctx.start(python=PRELUDE + _KILLED, env={"TMPDIR": str(tmp)})
+            line = proc.stdout.readline().strip() if proc.stdout is not None else ""
+            if line != "mid-epoch":
+                return Outcome("defect", f"the loader did not start: {line!r}")
+            made = [p.name for p in tmp.iterdir()]
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            if not made:
+                return Outcome("defect", "the fork server made no folder: nothing was tested")
+            if not _wait(lambda: not any(tmp.iterdir()), 15):
+                return Outcome("leak", f"$TMPDIR holds {sorted(os.listdir(tmp))} after the kill")
+            return Outcome("clean", f"$TMPDIR empty again after a kill -9 mid-epoch (it held {made})")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def stalled(ctx: Any, world: Any) -> Any:
         res = ctx.py(PRELUDE + _STALLED, timeout=120)

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from multiprocessing import util
+import tempfile
 from multiprocessing.context import BaseContext
 
 # Imported once by the fork server, so that a worker forked from it has them already.
-_PRELOAD = ["__main__", "streamcli.workers.worker"]
+# ``server_folder``: the server removes its folder in $TMPDIR when it exits after its loader was killed.
+_PRELOAD = ["__main__", "streamcli.workers.worker", "streamcli.workers.server_folder"]
 
 
 # The fork server listens on a Unix socket under multiprocessing's temporary folder (in $TMPDIR); a socket's
 # path holds at most 107 bytes on Linux, and the file's own name takes about 20 of them.
 _SOCKET_PATH_MAX = 107 - 20
+
+
+def _temp_dir() -> str:
+    """The path multiprocessing's temporary folder has (``pymp-`` and 8 characters under $TMPDIR), without making
+    it: ``util.get_temp_dir()`` would, and with spawn nothing uses it, so nobody would remove it after a kill."""
+    return os.path.join(tempfile.gettempdir(), "pymp-xxxxxxxx")
 
 
 def start_context(method: str) -> BaseContext:
@@ -29,7 +36,7 @@ def start_context(method: str) -> BaseContext:
     The preload list is the process's one fork server's: it takes effect only if the server has not started yet
     (another library may have started it; workers then import what they need themselves). Where $TMPDIR is too
     long a path for the server's socket, workers are spawned instead (Python 3.13 picks a shorter folder itself)."""
-    if method == "forkserver" and len(os.fsencode(util.get_temp_dir())) > _SOCKET_PATH_MAX:
+    if method == "forkserver" and len(os.fsencode(_temp_dir())) > _SOCKET_PATH_MAX:
         method = "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
