@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -327,9 +328,13 @@ def cases(quick: bool, sweep: ModuleType) -> dict[str, Callable[[Any, Any], Any]
                 return Outcome("defect", "the first export did not start")
             res = ctx.cli(*args, "--batches", "4")
             still = first.poll() is None
-        finally:
-            _kill_session(first.pid)
-            first.communicate()
+        finally:  # stopped as a user would (its cleanup runs): a kill -9 would leave its segment for the next loader
+            first.send_signal(signal.SIGTERM)
+            try:
+                first.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                _kill_session(first.pid)
+                first.communicate()
         if not still:
             return Outcome("defect", "the first export ended before the second ran: nothing was tested")
         return sweep.judged_error(res, (1,), ("being written by another export", f"pid {first.pid}"))
