@@ -106,7 +106,7 @@ def cases(quick: bool, sweep: ModuleType) -> dict[str, Callable[[Any, Any], Any]
 
     # ------------------------------------------------------------------------------------------------ indexes
     def books(ctx: Any) -> Path:
-        folder = ctx.dir / "books"
+        folder: Path = ctx.dir / "books"
         folder.mkdir()
         for name in ("tom_sawyer_excerpt.txt", "fortunes_literature.txt"):
             shutil.copy2(sweep.SHARED / "text" / name, folder / name)

@@ -729,7 +729,7 @@ def all_cases(quick: bool) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     for make in (events_cases, cache_cases, storage_cases, small_cache_cases, interruption_cases, misc_cases):
         cases.update(make(quick))
-    import fault_cases_trust
+    import fault_cases_trust  # type: ignore[import-not-found]
 
     cases.update(fault_cases_trust.cases(quick, sys.modules[__name__]))
     if not _backend_missing("pyarrow"):

@@ -201,7 +201,7 @@ def encode(
         meta["root"] = root if urls.is_remote(root) else os.path.abspath(root)
     none = np.full(len(items), NONE, np.int64)
     sizes, marks = (none, none) if stamps is None else stamps
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "names": np.frombuffer(blob, np.uint8),
         "lengths": np.asarray(lengths, np.int64),
         "sizes": np.asarray(sizes, np.int64),
@@ -209,7 +209,8 @@ def encode(
     }
     meta["seal"] = seal_of(meta, arrays)
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    a, header = arrays, np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez_compressed(buf, names=a["names"], lengths=a["lengths"], sizes=a["sizes"], marks=a["marks"], meta=header)
     return buf.getvalue()
 
 
