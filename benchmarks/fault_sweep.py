@@ -20,7 +20,9 @@ coordinates off the sensor; a tampered events cache (index cut or bit-flipped, a
 same-size edit with the mtime put back); every codec x storage kind (folder, file://, memory://, S3 on a local
 moto server) exported, verified and replayed; a cache smaller than the data; kill -9 during an S3 upload, then
 --resume; Ctrl-C while workers start; a huge -t; events-from-video --overwrite beside a user's file; a URL
-whose fsspec backend is missing. The exit status is 1 if any case is a defect, loss, leak or hang.
+whose fsspec backend is missing; and issue 46's classes (``fault_cases_trust``): tampered states, stale or hostile
+indexes, the loader's lifecycle, the export's edges. The exit status is 1 if any case is a defect, loss, leak or
+hang.
 """
 
 from __future__ import annotations
@@ -727,6 +729,9 @@ def all_cases(quick: bool) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     for make in (events_cases, cache_cases, storage_cases, small_cache_cases, interruption_cases, misc_cases):
         cases.update(make(quick))
+    import fault_cases_trust  # type: ignore[import-not-found]
+
+    cases.update(fault_cases_trust.cases(quick, sys.modules[__name__]))
     if not _backend_missing("pyarrow"):
         cases.pop("url/hdfs-without-pyarrow", None)
     if not _backend_missing("paramiko"):

@@ -1,3 +1,3 @@
-from streamcli.cli import main
+from streamcli.console import main
 
 main()

@@ -4,6 +4,7 @@ the export header all derive from one ``LoaderConfig``."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import operator
 import os
@@ -118,8 +119,12 @@ class LoaderConfig:
                 raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
         if self.mp_context not in mp.get_all_start_methods():
             raise ConfigError(f"mp_context={self.mp_context!r}; use one of {mp.get_all_start_methods()}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ConfigError(f"timeout={self.timeout} must be positive seconds, or None")
+        t = self.timeout
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+            raise ConfigError(
+                f"timeout={t!r} must be a finite number of seconds > 0 (e.g. timeout=60), or None to wait without "
+                "limit (a stall is then named in a warning after STALL_WARN_S seconds)"
+            )
         if self.timeout is not None and self.num_workers == 0:
             raise ConfigError(
                 f"timeout={self.timeout} needs num_workers >= 1: in-process, a source that hangs cannot be stopped "

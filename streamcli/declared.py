@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from streamcli.caller import at_user_line
 from streamcli.errors import ConfigError, SourceError
 from streamcli.fills.checks import check_fields
@@ -66,7 +68,6 @@ def length_of(source: StreamSource, plugin: str, items: Sequence[Any], on_error:
     item = items[stream]
     try:
         n = source.length(item)
-        return None if n is None else int(n)
     except (Exception, SystemExit) as exc:
         name = item_name(source, item)
         if on_error == "skip":
@@ -75,3 +76,19 @@ def length_of(source: StreamSource, plugin: str, items: Sequence[Any], on_error:
         raise SourceError(
             f"plugin {plugin!r} failed measuring item {name!r} (stream {stream}): {type(exc).__name__}: {exc}"
         ) from exc
+    return checked_length(n, plugin, item_name(source, item), stream)
+
+
+def checked_length(n: Any, plugin: str, name: str, stream: int | None = None) -> int | None:
+    """``n``, a ``length()``'s answer, as an int, or None (unknown); ``SourceError`` naming the plugin and the item
+    for anything else: a float, a string, a bool (an int to Python, but never a count) or a negative number would
+    silently become another length. numpy integers are ints. Never skipped: it is the plugin's bug, not the item's."""
+    if n is None:
+        return None
+    if isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 0:
+        return int(n)
+    where = f"item {name!r}" + ("" if stream is None else f" (stream {stream})")
+    raise SourceError(
+        f"plugin {plugin!r}'s length() of {where} returned {n!r} ({type(n).__name__}); length() must return an "
+        "int >= 0, the item's number of steps, or None when it cannot tell"
+    )

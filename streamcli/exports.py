@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from streamcli.config import CONTENT
-from streamcli.errors import ConfigError
+from streamcli.errors import ConfigError, LoaderClosedError, LoaderUsageError
 from streamcli.export_dir import check_out_dir, listing, resolve, shard_files
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
@@ -149,6 +149,23 @@ def _count(name: str, value: int | None) -> int | None:
     return value
 
 
+def _check_unused(loader: Any) -> None:
+    """Refuse a closed loader, or one that has handed out batches (its next ``iter`` would start elsewhere than
+    the run's first batch, and supersede the iterator in use)."""
+    if getattr(loader, "closed", False):
+        raise LoaderClosedError("export(loader): this StreamLoader is closed; pass a new one (nothing was written)")
+    state = loader.state_dict()
+    epoch, batch = int(state.get("epoch", 0)), int(state.get("batch", 0))
+    if epoch or batch or state.get("tickets"):
+        done = f"{batch} batches of epoch {epoch}" if batch else f"{epoch} epoch(s)"
+        raise LoaderUsageError(
+            f"export(loader) writes the loader's run from its first batch, but this loader has handed out {done} "
+            "(or holds a loaded state there): the export would leave them out and restart the loader under the "
+            "iterator in use. Pass a new StreamLoader with the same settings (nothing was written); to continue an "
+            "interrupted export, pass resume=True with a new loader"
+        )
+
+
 def export(
     loader: Any,
     out_dir: str | os.PathLike[str],
@@ -164,7 +181,9 @@ def export(
     """Write a ``StreamLoader``'s batches to ``out_dir`` as ``.npz`` shards with an ``index.json`` manifest.
 
     Args:
-        loader: the ``StreamLoader`` (the export reads it from its current state; it stays open).
+        loader: a ``StreamLoader`` that has handed out no batch yet (the export writes its run from the first
+            batch; it stays open). A loader already iterated, or closed, is refused before anything is written:
+            an export from the middle of an epoch would silently leave out what was handed out before.
         out_dir: a folder (created if missing) or a URL (``s3://bucket/run``; ``pip install 'streamcli[s3]'``).
         batches: write this many batches, running as many epochs as that takes (capped by ``epochs``).
         epochs: write at most this many epochs. Default: one, or as many as ``batches`` needs.
@@ -176,7 +195,8 @@ def export(
             it is (``already_complete``).
         overwrite: replace an export already in ``out_dir`` (a folder holding other files is still refused).
 
-    Returns the ``ExportSummary``. Raises ``ConfigError`` for a bad argument and ``ShardError`` for an
+    Returns the ``ExportSummary``. Raises ``LoaderUsageError`` for a loader that handed out batches (or
+    ``LoaderClosedError``, closed), ``ConfigError`` for a bad argument and ``ShardError`` for an
     ``out_dir`` that holds something this call may not replace; ``streamcli.shards.verify(out_dir)`` (or
     ``streamcli verify``) checks the result.
     """
@@ -186,6 +206,7 @@ def export(
 
     if not all(hasattr(loader, a) for a in ("fields", "config", "state_dict", "stream_length")):
         raise ConfigError(f"loader={loader!r} must be a StreamLoader (streamcli.StreamLoader(source, B, T))")
+    _check_unused(loader)
     batches, epochs = _count("batches", batches), _count("epochs", epochs)
     if overwrite and resume:
         raise ConfigError("overwrite=True and resume=True exclude each other; pick one")

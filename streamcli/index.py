@@ -7,17 +7,20 @@ million items reads one file instead.
 The file's format, and what it holds once read, are ``streamcli.index_format``'s; this module builds an index from
 a source, writes it atomically, reads it (locally or from object storage) and finds the one a source or loader uses.
 
-When is an index stale? Listing the data again to compare would cost what the index saves, so the check uses
-cheap facts only: the plugin and the source's ``index_settings()`` (the options that decide which items there
-are and their lengths, e.g. the text source's glob and width) must be the ones the index was written with, and
-the names must match the digest and count recorded (a truncated or altered file is refused, never half used).
-Files added or removed since are not seen, as with any snapshot: rebuild the index after changing the data
-(the loader's saved states still carry the items' digest, so a resume never mixes two listings).
+When is an index stale? Listing the data again to compare would cost what the index saves, so the check at start
+uses cheap facts only: the plugin and the source's ``index_settings()`` (the options that decide which items there
+are and their lengths, e.g. the text source's glob and width) must be the ones the index was written with, and the
+file must match its seal (a truncated or altered file, a length edited by hand, is refused, never half used). Each
+item's size and modification time (ETag on object storage) are checked where the item is opened
+(``index_stamps``): an item changed since is refused there with the rebuild command. Files added since are not
+seen, as with any snapshot: rebuild the index after changing the data (the loader's saved states still carry the
+items' digest, so a resume never mixes two listings). An index written before the stamps loads with a warning.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from streamcli import index_stamps
+from streamcli.declared import checked_length
 from streamcli.errors import IndexFileError, PluginLoadError, PluginNotFoundError
 from streamcli.index_format import FORMAT, Index, Names, decode, encode, relative_names
 from streamcli.plugins import load_factory
@@ -38,6 +43,7 @@ __all__ = [
     "Index",
     "Names",
     "build",
+    "build_stamped",
     "decode",
     "default_location",
     "encode",
@@ -83,6 +89,17 @@ def build(
     progress: Callable[[int, int], None] | None = None,
     skip: Callable[[str, Exception], None] | None = None,
 ) -> tuple[list[str], np.ndarray]:
+    """The items and lengths of ``source`` (``build_stamped`` without the stamps)."""
+    items, lengths, _ = build_stamped(source, progress, skip)
+    return items, lengths
+
+
+def build_stamped(
+    source: StreamSource,
+    progress: Callable[[int, int], None] | None = None,
+    skip: Callable[[str, Exception], None] | None = None,
+    root: str | None = None,
+) -> tuple[list[str], np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Ask ``source`` for its items and every length; items must be strings (paths, URLs, names) or the source's
     ``index_key(item)`` must say which string stands for one (``use_index`` turns them back), and the source must
     say which of its settings decide them (``index_settings()``), or a stale index could not be told.
@@ -90,7 +107,10 @@ def build(
     Lengths come from the source's ``index_length(item)`` where it has one (it may read or decode the item to count
     its steps, which ``length()`` does not), else ``length(item)``. An item whose length fails stops the build
     with its error; with ``skip``, it is left out of the index and ``skip(name, error)`` is told (a loader over the
-    index never sees it, as ``on_error="skip"`` would)."""
+    index never sees it, as ``on_error="skip"`` would).
+
+    Each item's stamp (``index_stamps``: size and modification mark, from one listing of the URL ``root``) is taken
+    before its length, so a file that changes while it is indexed is seen as changed where it is opened."""
     if not callable(getattr(source, "index_settings", None)):
         raise IndexFileError(
             f"the {plugin_name(source)} source cannot be indexed: it has no index_settings() saying which of its "
@@ -105,6 +125,7 @@ def build(
             f"the {plugin_name(source)} source's items are {type(bad).__name__}, not strings; only a source "
             "whose items are strings (paths, URLs) can be indexed"
         )
+    sizes, marks = index_stamps.take(items, root)
     lengths = np.empty(len(items), np.int64)
     kept = np.ones(len(items), bool)
     measure = getattr(source, "index_length", source.length)  # a source may measure what it cannot tell unread
@@ -117,13 +138,14 @@ def build(
             skip(items[k], exc)
             kept[k] = False
         else:
-            lengths[k] = -1 if n is None else int(n)
+            told = checked_length(n, plugin_name(source), items[k])
+            lengths[k] = -1 if told is None else told
         if progress is not None and (k % 1024 == 0 or k + 1 == len(items)):
             progress(k + 1, len(items))
     if not kept.all():
         items = [i for i, keep in zip(items, kept.tolist(), strict=True) if keep]
-        lengths = lengths[kept]
-    return items, lengths
+        lengths, sizes, marks = lengths[kept], sizes[kept], marks[kept]
+    return items, lengths, (sizes, marks)
 
 
 def write(where: str, data: bytes) -> None:
@@ -166,6 +188,8 @@ def _read(where: str, *, missing_ok: bool) -> Index | None:
             raw: bytes | str = remote.read(name)
         else:
             raw = str(urls.local_path(where))
+            if not stat.S_ISREG(os.stat(raw).st_mode):  # a FIFO or a device would block the read, or never end
+                raise IndexFileError(f"index {where} is not a regular file; name the .npz file streamcli index wrote")
         return decode(where, raw)
     except (FileNotFoundError, NotADirectoryError):  # the latter: PATH is a file, so no folder holds an index
         if missing_ok:

@@ -49,10 +49,11 @@ class StreamLoader:
             the CPU's last-level cache and in a quarter of the free shared memory, from 4 to 16 (a ring that
             fits in the cache keeps the workers' copies out of main memory). In-process (4 by default) it only
             sets how many batches the consumer may keep before later ones are copies.
-        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live), counted
-            once every worker has started; a worker's start (imports, ``setup_worker``) may take up to
-            ``max(timeout, 120)`` s. Needs ``num_workers >= 1``: in-process a hung source cannot be stopped
-            safely, so the pair is refused.
+        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live, with one
+            ``RuntimeWarning`` naming the worker, the item and the source's call after ``workers.pool.STALL_WARN_S``
+            = 30 s, ``$STREAMCLI_STALL_WARN_S``), counted once every worker has started; a worker's start (imports,
+            ``setup_worker``) may take up to ``max(timeout, 120)`` s. Needs ``num_workers >= 1``: in-process a hung
+            source cannot be stopped safely, so the pair is refused.
         mp_context: the multiprocessing start method of the workers: "forkserver" (the default on Linux: every
             worker is a fork of one clean server process that imported streamcli and your main module once),
             "spawn" (the default elsewhere: each worker imports them afresh) or "fork" (forks whatever threads
@@ -224,10 +225,9 @@ class StreamLoader:
         epoch to epoch with the shuffle (with several ranks it is the same on every rank).
         """
         run = self._iteration
-        if self._resume.loaded is not None:
-            epoch = int(self._resume.loaded["epoch"])  # a loaded state's
-        else:
-            epoch = run.epoch if run.active else run.epoch + 1
+        if self._resume.loaded is not None:  # a loaded state's epoch, as its re-plan (another global batch) has it
+            return self.epochs.batches(int(self._resume.loaded["epoch"]), self._resume.loaded_replan())
+        epoch = run.epoch if run.active else run.epoch + 1
         return self.batches_in_epoch(epoch)
 
     def batches_in_epoch(self, epoch: int) -> int:
@@ -253,6 +253,11 @@ class StreamLoader:
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent; also runs at garbage collection/exit."""
         self._iteration.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` ran (or the ``with`` block ended): the loader gives no more batches."""
+        return bool(self._iteration.closed)
 
     def __enter__(self) -> StreamLoader:
         return self

@@ -80,6 +80,7 @@ def build(
         transform=declared.transform,
         source_fields=None if declared.transform is None else declared.source_fields,
         trace=None if trace is None else os.fspath(trace),
+        stamps=None if found is None else found.stamps,
     )
     tracer = None if trace is None else Tracer(trace, "consumer")
     if tracer is not None:

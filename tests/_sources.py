@@ -152,3 +152,26 @@ class EnvSource(CountingSource):
         seen = int(os.environ.get(self.name, "-1"))
         for p in range(start, self.lengths[item]):
             yield {"x": np.array([seen, p], np.int64)}
+
+
+class SleepyOpenSource(CountingSource):
+    """Blocks ``delay`` seconds in ``open`` (a network mount that stops answering for a while), then streams."""
+
+    def __init__(self, lengths: Sequence[int], delay: float) -> None:
+        super().__init__(lengths)
+        self.delay = delay
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        time.sleep(self.delay)
+        return super().open(item, start)
+
+
+class LengthSource(CountingSource):
+    """Whose ``length()`` returns ``value`` for every item, whatever it is (a plugin's bug)."""
+
+    def __init__(self, lengths: Sequence[int], value: object) -> None:
+        super().__init__(lengths)
+        self.value = value
+
+    def length(self, item: int) -> int | None:
+        return self.value  # type: ignore[return-value]

@@ -63,7 +63,7 @@ def test_replay_lists_the_problems_verify_finds_and_changes_nothing(export: Path
     assert {p.name: p.read_bytes() for p in bad.iterdir()} == before
 
 
-def test_replay_of_a_folder_with_no_export_is_a_usage_error(tmp_path: Path) -> None:
+def test_replay_of_a_folder_with_no_export_is_a_data_error_as_in_verify(tmp_path: Path) -> None:
     result = runner.invoke(app, ["replay", str(tmp_path)])
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 1, result.output
     assert "holds no export (no index.json)" in result.output

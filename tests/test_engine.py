@@ -133,7 +133,7 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.handed == 5 and c.slot_of(4) == 2
         c.report(0, busy=0.5, steps=6, stream=3, pos=2)
         c.report(1, busy=0.25, steps=4, stream=1, pos=7)
-        c.mark_of(1)[:] = (1, 7)  # what producer 1 is reading now (written before each read)
+        c.mark_of(1)[:] = (1, 7, 0)  # what producer 1 is reading now, in next() (written before each read)
         assert c.steps() == (6, 4) and c.reading(1) == (1, 7)
         assert c.busy().tolist() == [0.5, 0.25]
         c.count_sent(1)

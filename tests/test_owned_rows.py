@@ -55,7 +55,7 @@ def _views() -> Views:
 
 def _rows(source: StreamSource, skips: list[Skip]) -> Rows:
     faults = Faults("test", source, source.items(), "skip", skips.append)
-    return Rows(source, source.fields(), bool(getattr(source, "block_steps", False)), faults, np.zeros(2, np.int64))
+    return Rows(source, source.fields(), bool(getattr(source, "block_steps", False)), faults, np.zeros(3, np.int64))
 
 
 def _cells(v: Views) -> list[bytes]:

@@ -56,4 +56,4 @@ def test_the_wheel_carries_the_licence_the_entry_points_and_the_one_version(whee
     entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     for plugin in ("text", "video", "camera", "audio", "shards"):
         assert f"{plugin} = streamcli_sources." in entry_points
-    assert "streamcli = streamcli.cli:main" in entry_points
+    assert "streamcli = streamcli.console:main" in entry_points

@@ -1,14 +1,17 @@
 """What every command shares: error translation into exit codes, and help without noise.
 
-Exit codes: 0 ok; 2 usage error (one red line: unknown plugin, missing folder, no streams, bad option, a URL
-without its fsspec backend);
-1 failure at run time (one red line), a plugin's own error included; 130 interrupted. ``--debug`` shows tracebacks
-instead.
+Exit codes: 0 ok; 2 usage error, what was typed is wrong and nothing was read (one red line: unknown plugin or
+option, a bad value, a path that does not exist or is not the kind the argument takes, a URL without its fsspec
+backend); 1 failure at run time, the data or the run is wrong (one red line: a folder that holds no export, a
+damaged shard, a stale index, a source that fails, a plugin's own error); 130 interrupted. ``--debug`` shows tracebacks instead. With
+``--json``, a failing command also prints one JSON object on stdout, ``{"error", "kind", "exit"}`` (``kind``: the
+error's class, or ``usage``), unless it already printed its own report there.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import shlex
 import sys
@@ -28,6 +31,7 @@ from streamcli.errors import SourceError, StreamcliError, UnsupportedURLError
 class _State:
     debug = False
     argv: list[str] | None = None  # this run's arguments, after the program's name (``command_with``)
+    reported = False  # a command printed its own JSON report on stdout before failing (verify's problems)
 
 
 STATE = _State()
@@ -48,6 +52,17 @@ def command_with(flag: str, drop: Sequence[str] = ()) -> str | None:
     if STATE.argv is None:
         return None
     return shlex.join(["streamcli", *(a for a in STATE.argv if a != flag and a not in drop), flag])
+
+
+def echo_report(data: Any) -> None:
+    """Print a command's JSON report on stdout; an error raised after it then adds no JSON error object."""
+    typer.echo(json.dumps(data, indent=1))
+    STATE.reported = True
+
+
+def _json_requested() -> bool:
+    argv = STATE.argv or []
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
 
 
 def err_line(message: str) -> None:
@@ -157,43 +172,44 @@ class StreamcliGroup(TyperGroup):
     ) -> Any:
         STATE.debug = os.environ.get("STREAMCLI_DEBUG", "") not in ("", "0")
         STATE.argv = list(sys.argv[1:] if args is None else args)
+        STATE.reported = False
+        message, kind = "", "usage"
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
         except UsageFailure as exc:
             if STATE.debug and exc.__cause__ is not None:  # what the source raised, where
                 traceback.print_exception(exc.__cause__)
-            err_line(str(exc))
-            code = 2
+            message, code = str(exc), 2
         except typer.TyperException as exc:  # Typer's parsing errors (its click exceptions derive from it)
             code = int(getattr(exc, "exit_code", 2))
             fmt = getattr(exc, "format_message", None)
-            err_line(fmt() if callable(fmt) else str(exc))
+            message = fmt() if callable(fmt) else str(exc)
         except typer.Abort:
-            code = 130
+            message, kind, code = "interrupted", "interrupted", 130
         except KeyboardInterrupt:
-            code = 130
+            message, kind, code = "interrupted", "interrupted", 130
         except Exception as exc:  # StreamcliError and anything unexpected: a failure at run time
             if STATE.debug:
                 raise
             denied = _permission_error(exc)
+            kind = type(exc).__name__
             if denied is not None:  # a file or folder the user may not read or write: theirs to fix
-                err_line(
-                    f"{_filename(denied)}: permission denied; change its permissions or run as a user who may use it"
-                )
-                code = 2
+                message = f"{_filename(denied)}: permission denied; change its permissions or run as a user who may"
+                message += " use it"
+                code, kind = 2, "permission"
             elif isinstance(exc, UnsupportedURLError):  # a URL the user gave that cannot be served: theirs to fix
-                err_line(str(exc))
-                code = 2
+                message, code = str(exc), 2
             elif isinstance(exc, SourceError):  # a source failed reading an item: the library names the item
-                err_line(source_failure(str(exc)))
-                code = 1
+                message, code = source_failure(str(exc)), 1
             elif isinstance(exc, StreamcliError):
-                err_line(str(exc))
-                code = 1
+                message, code = str(exc), 1
             else:
-                err_line(f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
-                code = 1
+                message, code = f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1
+        if message and code != 130:
+            err_line(message)
+        if message and _json_requested() and not STATE.reported:  # one place for every command's --json
+            typer.echo(json.dumps({"error": " ".join(message.split()), "kind": kind, "exit": code}))
         if standalone_mode:
             sys.exit(code)
         return code

@@ -94,15 +94,21 @@ def index(
                 console.print(line, highlight=False, soft_wrap=True)
 
         try:
-            items, lengths = _index.build(
+            items, lengths, stamps = _index.build_stamped(
                 spec.source,
                 lambda d, t: bar.update(task, completed=d, total=t),
                 skip if on_error == "skip" else None,
+                root=url_argument(path),
             )
         except IndexFileError as exc:
             raise UsageFailure(str(exc)) from None
+        # A source that leaves out what it cannot open while listing (the video source's probe) names it too.
+        named = {s["item"] for s in skipped}
+        for name, why in getattr(spec.source, "skipped", None) or []:
+            if str(name) not in named:
+                skip(str(name), ValueError(why))
     settings, info = _index.settings_of(spec.source), _index.info_of(spec.source)
-    data = _index.encode(spec.plugin, settings, items, lengths, info, root=url_argument(path))
+    data = _index.encode(spec.plugin, settings, items, lengths, info, root=url_argument(path), stamps=stamps)
     _index.write(where, data)
     seconds = time.monotonic() - start
     unknown = int((lengths < 0).sum())

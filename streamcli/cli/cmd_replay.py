@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from streamcli.cli._common import StreamcliCommand, UsageFailure, count
+from streamcli.cli._common import StreamcliCommand, UsageFailure, count, echo_report
 from streamcli.cli._inputs import url_argument
 from streamcli.errors import ExportBusyError, ShardError
 from streamcli.storage import urls
@@ -142,15 +142,15 @@ def replay(
             f"OUT_DIR {str(out_dir)!r} is being written by an export that is still running ({holder}); "
             "replay it once that export has finished"
         )
-    if not has_manifest:
+    if not has_manifest:  # a folder, so the command line is right: its content is not an export (as verify says)
         hint = " (an interrupted export: rerun it with --resume)" if has_partial else ""
-        raise UsageFailure(
+        raise ShardError(
             f"OUT_DIR {str(out_dir)!r} holds no export (no {MANIFEST}){hint}; name a folder that streamcli export wrote"
         )
     problems = check(out_dir)
     if problems:
         if as_json:
-            typer.echo(json.dumps({"out_dir": str(out_dir), "ok": False, "problems": problems}, indent=1))
+            echo_report({"out_dir": str(out_dir), "ok": False, "problems": problems})
         else:
             err = Console(stderr=True, soft_wrap=True, highlight=False)
             for p in problems:

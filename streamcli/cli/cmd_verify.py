@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from streamcli.cli._common import StreamcliCommand, UsageFailure, count
+from streamcli.cli._common import StreamcliCommand, UsageFailure, count, echo_report
 from streamcli.cli._inputs import url_argument
 from streamcli.errors import ShardError
 from streamcli.storage import urls
@@ -53,7 +52,7 @@ def verify(
                 "layout": m["layout"],
                 "fields": [{"name": f.name, "dtype": f.np_dtype.name, "shape": list(f.shape)} for f in m["_fields"]],
             }
-        typer.echo(json.dumps(result, indent=1))
+        echo_report(result)
         if problems:
             raise ShardError(f"{len(problems)} problem(s) in {out_dir}")
         return

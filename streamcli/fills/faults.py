@@ -15,6 +15,7 @@ from typing import Any
 
 from streamcli.errors import SourceError, StepSpecError
 from streamcli.fills.spec import Skip
+from streamcli.index_stamps import Stamps
 from streamcli.source import StreamSource, item_name
 
 SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an error of the source too
@@ -42,6 +43,13 @@ class Faults:
     on_error: str
     on_skip: Callable[[Skip], None]
     k: int = 0
+    stamps: Stamps | None = None
+
+    def check_data(self, item: int) -> None:
+        """Refuse item ``item`` if it changed since the loader's index measured it (never skipped: the index is
+        stale, not the item damaged)."""
+        if self.stamps is not None:
+            self.stamps.check(item)
 
     def name(self, item: int) -> str:
         return item_name(self.source, self.items[item])

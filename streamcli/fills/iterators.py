@@ -24,6 +24,7 @@ from streamcli.fills.flags import Views, pad
 from streamcli.fills.opened import open_stream
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
+from streamcli.shared.control.layout import READING
 from streamcli.source import Field, StreamSource, close_stream
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ class Rows:
     def _next(self, r: Reader) -> Any:
         """The stream's next step or block, ``_END``, or ``_END`` with the reader dead after a skipped failure."""
         assert r.it is not None
-        self.mark[0], self.mark[1] = r.item, r.pos
+        self.mark[0], self.mark[1], self.mark[2] = r.item, r.pos, READING
         try:
             return next(r.it, _END)
         except SOURCE_ERRORS as exc:
@@ -257,7 +258,7 @@ class Rows:
         """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
         it, mark = r.it, self.beat
         assert it is not None
-        mark[0] = r.item
+        mark[0], mark[2] = r.item, READING
         t, end, pos = t0, t0 + n, r.pos
         if len(cols) == 1:  # the common source of one field: no loop over fields
             col, (name, shape, dtype) = cols[0], self.spec[0]

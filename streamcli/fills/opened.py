@@ -14,6 +14,7 @@ import numpy as np
 
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.transformed import Transformer
+from streamcli.shared.control.layout import OPENING
 from streamcli.source import StreamSource
 
 
@@ -28,7 +29,8 @@ def open_stream(
 ) -> Iterator[Any] | None:
     """Stream ``item`` from step ``pos``, transformed; None if it failed to open under on_error="skip" (reported
     as skipped; under "raise" the failure raises ``SourceError``)."""
-    mark[0], mark[1] = item, pos  # a death or a timeout while opening names this stream
+    mark[0], mark[1], mark[2] = item, pos, OPENING  # a death or a stall while opening names this stream
+    faults.check_data(item)
     try:
         it = iter(source.open(faults.items[item], pos))
     except SOURCE_ERRORS as exc:

@@ -51,7 +51,7 @@ class Filler:
     ) -> None:
         self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
         self.lock = lock or contextlib.nullcontext()  # orders the shared tickets (``fills.turns``)
-        self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip)
+        self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip, stamps=fill_spec.stamps)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
         tf = Transformer.of(fill_spec, ring.control, self.faults.name)

@@ -6,14 +6,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamcli.config import LoaderConfig
+from streamcli.index_stamps import Stamps
 from streamcli.source import Field
 
 
 @dataclass(frozen=True)
 class FillSpec:
-    """The static facts every producer shares: the plugin's name, the fields written into the batch and the
-    loader's one configuration. Picklable. The settings are read from ``config``, never copied. With a
-    ``transform`` (``fills.transformed``), producers read ``source_fields`` and write ``fields``, its output."""
+    """The static facts every producer shares: the plugin's name, the fields written into the batch and the loader's one
+    configuration. Picklable. The settings are read from ``config``, never copied. With a ``transform``
+    (``fills.transformed``), producers read ``source_fields`` and write ``fields``, its output. With ``stamps``,
+    an item changed since the loader's index was written is refused where it is opened (``StaleIndexError``)."""
 
     plugin: str
     fields: tuple[Field, ...]
@@ -21,6 +23,7 @@ class FillSpec:
     transform: Any = None
     source_fields: tuple[Field, ...] | None = None
     trace: str | None = None  # a trace file (``streamcli.trace``): each worker records its events for it
+    stamps: Stamps | None = None  # the loader's index's: each item is checked where it is opened
 
     @property
     def batch_size(self) -> int:

@@ -18,6 +18,7 @@ from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
+from streamcli.shared.control.layout import WINDOWING
 from streamcli.source import Field, StreamSource, call_window
 
 _KEEP = 4096  # windows kept open per process (the oldest opened go first)
@@ -51,7 +52,8 @@ class Windows:
         got = self.open.get(item)
         if got is not None:
             return got
-        self.mark[0], self.mark[1] = item, pos
+        self.mark[0], self.mark[1], self.mark[2] = item, pos, WINDOWING
+        self.faults.check_data(item)
         try:
             mapping = call_window(self.source, self.faults.items[item])
             if mapping is None:

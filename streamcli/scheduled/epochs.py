@@ -122,14 +122,15 @@ class Epochs:
         )
         return min(counts) if c.epoch_end == "drop" else max(counts)
 
-    def batches(self, epoch: int) -> int:
-        """The batches epoch ``epoch`` yields; ``TypeError`` if that needs lengths the source does not report."""
+    def batches(self, epoch: int, replan: Replan | None = None) -> int:
+        """The batches epoch ``epoch`` yields; ``TypeError`` if that needs lengths the source does not report.
+        ``replan``: a loaded state's, which its epoch will follow once it starts (until then not ``self.replan``)."""
         c = self.config
         if c.batches_per_epoch is not None or not self.shared:
             target = self.target(epoch)
             assert target is not None
             return target
-        again = self.replanned(epoch)
+        again = replan if replan is not None and replan.epoch == epoch else self.replanned(epoch)
         s = shuffled(self._measured_all(), c.seed, epoch, c.shuffle)
         if again is not None:
             s = again.apply(s, self.lengths(), c.segment)

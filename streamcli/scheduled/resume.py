@@ -43,12 +43,12 @@ class Resume:
     def state(self, position: Position) -> dict[str, Any]:
         """The state at ``position``, or the loaded one while no epoch has started from it."""
         if self.loaded is not None:
-            return dict(json.loads(json.dumps(self.loaded)))
+            return _state.seal(dict(json.loads(json.dumps(self.loaded))))
         out = position.to_state(self.fingerprint())
         again = self.epochs.replanned(position.epoch)
         if again is not None and position.batch:  # (batch 0: the next epoch, which follows no re-plan)
             out["version"], out["replan"] = 2, again.to_json()
-        return out
+        return _state.seal(out)
 
     def load(self, state: Mapping[str, Any]) -> int:
         """Check ``state`` and keep it for the next epoch; returns the items it says were skipped. A refused state
@@ -56,9 +56,9 @@ class Resume:
         epochs, fp, n = self.epochs, self.fingerprint(), len(self.items)
         if not epochs.shared:  # each rank deals its own streams
             _position.refuse_another_rank(state, fingerprint=fp, epochs=epochs)
-            self.loaded, skipped = _position.checked(
-                state, fingerprint=fp, epochs=epochs, rows=epochs.rows, num_items=n
-            )
+            plain, skipped = _position.checked(state, fingerprint=fp, epochs=epochs, rows=epochs.rows, num_items=n)
+            _state.check_seal(state)  # last: a value no run reaches, or other settings, is named as such first
+            self.loaded = plain
             return skipped
         _state.check(state, fp)
         rows = _state.global_rows(state["fingerprint"])
@@ -69,6 +69,7 @@ class Resume:
             plain, skipped = _position.checked(
                 state, fingerprint=fp, epochs=epochs, rows=rows, num_items=n, count=rows == epochs.rows
             )
+            _state.check_seal(state)  # (the re-plan with it)
             if rows != epochs.rows:
                 plain = self._replanned(plain, rows, before)
         finally:
@@ -108,6 +109,11 @@ class Resume:
         )
         out.update(version=2, tickets=0, replan=again.to_json())
         return out
+
+    def loaded_replan(self) -> Replan | None:
+        """The re-plan the loaded state's epoch will follow, if it holds one (a resume on another global batch)."""
+        again = None if self.loaded is None else self.loaded.get("replan")
+        return None if again is None else Replan.of_json(again, len(self.items))
 
     def take(self) -> dict[str, Any] | None:
         """The loaded state, for the epoch that starts now (then no longer loaded); its re-plan, if any, is the

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.scheduled.state import seal
 from streamcli.source import BaseSource, Field, Step, StreamOrder
 
 _ZERO = {"z": np.zeros((), np.uint8)}
@@ -69,4 +70,4 @@ def state_after(
                 raise ValueError(f"the run has fewer than {batches} batches (it ended after {n})")
         state: dict[str, Any] = loader.state_dict()
     state["fingerprint"] = dict(fingerprint)
-    return state
+    return seal(state)

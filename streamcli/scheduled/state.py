@@ -9,14 +9,18 @@ since batches are identical for every worker count.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from streamcli import seal as _seal
 from streamcli.errors import StateError
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
+
+log = logging.getLogger("streamcli")
 
 FORMAT = "streamcli-loader-state"
 VERSION = 2  # the newest this streamcli reads: 2 holds a re-plan (``scheduled.replan``); others are written as 1
@@ -108,6 +112,32 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def seal(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with its ``digest`` (``streamcli.seal``): a changed integer (a row's position, a ticket, the
+    epoch) no longer passes for a position a real run could reach."""
+    try:
+        return _seal.seal(state)
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"the state is not plain JSON data: {exc}") from None
+
+
+def check_seal(state: Mapping[str, Any], what: str = "loader.state_dict()") -> None:
+    """Raise ``StateError`` if ``state``'s content differs from what its digest was computed over; a state without
+    one (saved by an older streamcli) passes, with a warning."""
+    if _seal.KEY not in state:
+        log.warning("the state has no digest (an older streamcli saved it): its values are checked, a change is not")
+        return
+    try:
+        bad = _seal.broken(state)
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"the state is not plain JSON data: {exc}") from None
+    if bad is not None:
+        raise StateError(
+            f"the state's digest {bad[0][:23]!r}... does not match the sha256 of its content ({bad[1][:23]!r}...): "
+            f"it was changed after state_dict() saved it; pass an unmodified {what}"
+        )
 
 
 def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from streamcli import seal as _seal
 from streamcli.batch import Batch
 from streamcli.errors import ConfigError, LoaderUsageError, StateError
 from streamcli.tbptt.runner import State
@@ -169,11 +170,12 @@ class RowState:
         replayed)``; rows that hold no stream are left out. Save it with the loader's ``state_dict()``."""
         out: dict[str, Any] = {"format": FORMAT, "batch_dim": self.batch_dim, "tuple": self._is_tuple}
         if self._keys is None or self._states is None:
-            return {**out, "keys": [], "states": []}
+            return {**out, "keys": [], "states": [], "digest": _seal.digest({**out, "keys": []})}
         rows = (self._keys[:, 1] >= 0).nonzero().squeeze(1)
-        keys = self._keys.index_select(0, rows).cpu()
+        keys = self._keys.index_select(0, rows).cpu().tolist()
         states = [s.detach().index_select(self.batch_dim, rows.to(s.device)).cpu() for s in self._states]
-        return {**out, "keys": keys.tolist(), "states": states}
+        # The seal covers the keys (which stream and position each state goes on at), not the tensors' values.
+        return {**out, "keys": keys, "states": states, "digest": _seal.digest({**out, "keys": keys})}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` (from ``state_dict()``, of a run with any batch size); raises ``StateError``
@@ -182,6 +184,7 @@ class RowState:
             raise StateError(f"not a RowState state: format {state.get('format')!r}, expected {FORMAT!r}")
         if state.get("batch_dim") != self.batch_dim:
             raise StateError(f"the state was saved with batch_dim={state.get('batch_dim')}, here {self.batch_dim}")
+        _check_seal(state)
         fields = "[source, stream, position, replayed]"
         try:
             keys = torch.tensor(state["keys"], dtype=torch.int64)
@@ -231,3 +234,19 @@ def _key(flags: dict[str, torch.Tensor], t: torch.Tensor, cols: torch.Tensor) ->
     """(B, 4) int64: (source, stream, position, replayed) at step ``t[b]`` of each row ``b``."""
     names = ("source", "stream", "position", "replayed")
     return torch.stack([flags[name][t, cols].long() for name in names], 1)
+
+
+def _check_seal(state: Mapping[str, Any]) -> None:
+    """Refuse a state whose keys (or settings) changed after ``state_dict()``; one without a digest (an older
+    streamcli's) passes."""
+    if _seal.KEY not in state:
+        return
+    try:
+        now = _seal.digest({k: state.get(k) for k in ("format", "batch_dim", "tuple", "keys")})
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"the state's 'keys' are not plain JSON data: {exc}") from None
+    if state[_seal.KEY] != now:
+        raise StateError(
+            f"the RowState state's digest does not match the sha256 of its keys ({now[:23]}...): they were changed "
+            "after state_dict() saved them; pass an unmodified RowState.state_dict()"
+        )

@@ -57,13 +57,28 @@ def died(
     return WorkerError(f"worker {w} (pid {pid}) died with {describe_exit(code)}{where}{hint}")
 
 
-def stalled(timeout: float, readings: list[tuple[int, int]], describe: Callable[[int], str]) -> WorkerError:
-    """The workers read no step for ``timeout`` seconds: where each one was (``readings``, as in ``died``)."""
-    where = "; ".join(
-        f"worker {w} near step {pos} of stream {stream} ({describe(stream)!r})"
-        for w, (stream, pos) in enumerate(readings)
+def _where(readings: list[tuple[int, int, str]], describe: Callable[[int], str]) -> str:
+    return "; ".join(
+        f"worker {w} near step {pos} of stream {stream} ({describe(stream)!r}), in the source's {call}"
+        for w, (stream, pos, call) in enumerate(readings)
         if stream >= 0
     )
+
+
+def stalling(seconds: float, readings: list[tuple[int, int, str]], describe: Callable[[int], str]) -> str:
+    """The warning for a stall with ``timeout=None``: how long, where each worker is (``readings``: stream, step and
+    the source's call), and that the loader keeps waiting."""
+    where = _where(readings, describe) or "no worker is inside the source"
+    return (
+        f"the workers have read no step for {seconds:.0f} s without progress: {where}; timeout=None waits for as "
+        "long as it takes (a network mount or a remote store may answer later): pass timeout=SECONDS to make a "
+        "stall an error"
+    )
+
+
+def stalled(timeout: float, readings: list[tuple[int, int, str]], describe: Callable[[int], str]) -> WorkerError:
+    """The workers read no step for ``timeout`` seconds: where each one was (``readings``, as in ``stalling``)."""
+    where = _where(readings, describe)
     return WorkerError(
         f"the workers read no step for {timeout:g} s (timeout={timeout})"
         + (f": {where}" if where else "")

@@ -14,12 +14,15 @@ worker is (in ``setup_worker``, or not yet there); a worker that dies while star
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
 import select
 import threading
 import time
+import warnings
 from collections.abc import Callable
+from multiprocessing import util
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
@@ -29,7 +32,7 @@ from streamcli.fills.spec import Skip
 from streamcli.shared.control import CLOSING, Aborted
 from streamcli.shared.ring import Ring
 from streamcli.shared.segment import SegmentLock
-from streamcli.workers.failures import died, remote_error, slow_start, stalled
+from streamcli.workers.failures import died, remote_error, slow_start, stalled, stalling
 from streamcli.workers.start import start_context
 from streamcli.workers.worker import WorkerSpec, worker_main
 
@@ -43,6 +46,8 @@ _WAKE_MS = 20
 # With ``timeout=``, the longest a worker may take to start: a plugin's setup_worker may load a model, and the
 # imports of a spawned worker alone take seconds on a loaded machine. A larger timeout= raises it.
 STARTUP_S = 120.0
+# With ``timeout=None`` (wait without limit), a stall this long is named in one warning, and the wait goes on.
+STALL_WARN_S = float(os.environ.get("STREAMCLI_STALL_WARN_S", "30"))
 _SPAWNING, _IN_SETUP, _STARTED = 0, 1, 2  # a worker's start-up, as its messages tell it (``worker_main``)
 
 
@@ -51,6 +56,8 @@ class WorkerPool:
 
     def __init__(self, specs: list[WorkerSpec], ring: Ring, method: str, describe: Callable[[int], str]) -> None:
         ctx: Any = start_context(method)
+        # The fork server's folder in $TMPDIR: the loader removes it at exit; a worker's watchdog if it is killed.
+        tempdir = util.get_temp_dir() if ctx.get_start_method() == "forkserver" else None
         seg = os.path.join("/dev/shm", ring.spec.name)
         # A named semaphore would leak if the process group were killed; flock on the segment cannot.
         self._lock = SegmentLock(seg) if os.path.exists(seg) else ctx.Lock()  # alive until children unpickle
@@ -86,7 +93,7 @@ class WorkerPool:
                     parent, child = ctx.Pipe()
                     proc = ctx.Process(
                         target=worker_main,
-                        args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig),
+                        args=(spec, child, wake, self._lock, os.getpid(), alive, pdeathsig, tempdir),
                         name=f"streamcli-worker-{spec.w}",
                         daemon=True,
                     )
@@ -241,22 +248,31 @@ class WorkerPool:
 class _Stall:
     """``timeout=``: seconds without progress (a step read, a stream opened, a row completed: ``Control.progress``),
     not without a batch or an answer, counted once every worker has started (a start-up has its own limit:
-    ``WorkerPool.all_started``); ``check`` raises ``WorkerError`` once there were more."""
+    ``WorkerPool.all_started``); ``check`` raises ``WorkerError`` once there were more. With ``timeout=None`` it
+    warns once after ``STALL_WARN_S`` seconds, naming where each worker is, and the wait goes on."""
 
     def __init__(self, pool: WorkerPool, timeout: float | None) -> None:
         self.pool, self.timeout = pool, timeout
         self.seen, self.since = pool.ring.control.progress(), time.perf_counter()
+        self.warned = False
 
     def check(self, now: float) -> None:
-        if self.timeout is None or not self.pool.all_started(now, self.timeout):
+        if not self.pool.all_started(now, math.inf if self.timeout is None else self.timeout):
             return
         self.since = max(self.since, self.pool.started_at)  # the clock starts once the last worker has started
         progress = self.pool.ring.control.progress()
         if progress != self.seen:
             self.seen, self.since = progress, now
-        elif now - self.since > self.timeout:
-            readings = [self.pool.ring.control.reading(w) for w in range(len(self.pool.procs))]
-            raise stalled(self.timeout, readings, self.pool.describe)
+        elif self.timeout is not None and now - self.since > self.timeout:
+            raise stalled(self.timeout, self._readings(), self.pool.describe)
+        elif self.timeout is None and not self.warned and now - self.since > STALL_WARN_S:
+            self.warned = True
+            message = stalling(now - self.since, self._readings(), self.pool.describe)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+    def _readings(self) -> list[tuple[int, int, str]]:
+        control = self.pool.ring.control
+        return [(*control.reading(w), control.call_of(w)) for w in range(len(self.pool.procs))]
 
 
 def shutdown(pool: WorkerPool | None, ring: Ring) -> None:

@@ -13,14 +13,21 @@ import json
 import multiprocessing as mp
 import multiprocessing.forkserver
 import os
-from multiprocessing import spawn, util
+import tempfile
+from multiprocessing import spawn
 from multiprocessing.context import BaseContext
 
 from streamcli.workers import server_main
 
-# Imported once by the fork server, so that a worker forked from it has them already: the caller's main module
+# Imported once by the fork server, so that a worker forked from it has them already. ``server_folder`` first: the
+# server removes its folder in $TMPDIR when it exits after its loader was killed. Then the caller's main module
 # (``server_main``; CPython's own ``__main__`` preload is kept for the versions where it works), then the worker.
-_PRELOAD = ["__main__", "streamcli.workers.server_main", "streamcli.workers.worker"]
+_PRELOAD = [
+    "streamcli.workers.server_folder",
+    "__main__",
+    "streamcli.workers.server_main",
+    "streamcli.workers.worker",
+]
 
 # What the server needs of ``spawn.get_preparation_data`` to import the main module as a spawned child would.
 _PREPARED = ("sys_path", "sys_argv", "dir", "orig_dir", "init_main_from_name", "init_main_from_path")
@@ -30,13 +37,19 @@ _PREPARED = ("sys_path", "sys_argv", "dir", "orig_dir", "init_main_from_name", "
 _SOCKET_PATH_MAX = 107 - 20
 
 
+def _temp_dir() -> str:
+    """The path multiprocessing's temporary folder has (``pymp-`` and 8 characters under $TMPDIR), without making
+    it: ``util.get_temp_dir()`` would, and with spawn nothing uses it, so nobody would remove it after a kill."""
+    return os.path.join(tempfile.gettempdir(), "pymp-xxxxxxxx")
+
+
 def start_context(method: str) -> BaseContext:
     """The multiprocessing context for ``method``; for the fork server, with streamcli's worker preloaded.
 
     The preload list is the process's one fork server's: it takes effect only if the server has not started yet
     (another library may have started it; workers then import what they need themselves). Where $TMPDIR is too
     long a path for the server's socket, workers are spawned instead (Python 3.13 picks a shorter folder itself)."""
-    if method == "forkserver" and len(os.fsencode(util.get_temp_dir())) > _SOCKET_PATH_MAX:
+    if method == "forkserver" and len(os.fsencode(_temp_dir())) > _SOCKET_PATH_MAX:
         method = "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":

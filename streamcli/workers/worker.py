@@ -15,8 +15,10 @@ the worker and one ``read`` for the loader, with no framing and no pickle, for m
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
+import shutil
 import signal
 import time
 import traceback
@@ -51,7 +53,14 @@ class WorkerSpec:
 
 
 def worker_main(
-    spec: WorkerSpec, conn: Connection, wake: Connection, lock: Any, parent_pid: int, alive: Connection, pdeathsig: bool
+    spec: WorkerSpec,
+    conn: Connection,
+    wake: Connection,
+    lock: Any,
+    parent_pid: int,
+    alive: Connection,
+    pdeathsig: bool,
+    tempdir: str | None = None,
 ) -> None:
     # Ctrl-C reaches the whole process group; the loader in the main process decides what happens. The worker
     # started with the stop signals blocked (``WorkerPool``, ``signals.held``): SIGINT is ignored now (one that
@@ -73,7 +82,7 @@ def worker_main(
     try:
         ring = Ring.attach(spec.ring)
         # From here on a hung source cannot keep the worker alive after its loader: the watchdog sees to it.
-        watch_parent(alive, parent_pid, ring.shm.unlink)
+        watch_parent(alive, parent_pid, functools.partial(_after_loader, ring, alive, tempdir))
         if ring.control.generation == CLOSING:  # the loader closed while a large ring was being mapped
             ring.close()
             return
@@ -175,6 +184,15 @@ def _serve(
 
 class Orphaned(BaseException):
     """The loader's process is gone: the worker stops (not an ``Exception``, so no error report catches it)."""
+
+
+def _after_loader(ring: Ring, alive: Connection, tempdir: str | None) -> None:
+    """The watchdog's last act once the loader is gone: unlink the segment and, where the loader itself died (its
+    end of ``alive`` closed: a kill that ran none of its cleanup), the fork server's folder in ``$TMPDIR``
+    (``tempdir``, multiprocessing's ``pymp-*``), which only the loader's exit would have removed."""
+    ring.shm.unlink()
+    if tempdir is not None and os.path.basename(tempdir).startswith("pymp-") and alive.poll(0):
+        shutil.rmtree(tempdir, ignore_errors=True)
 
 
 def _exists(pid: int) -> bool:

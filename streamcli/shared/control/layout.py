@@ -15,9 +15,9 @@ classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s al
   producers (``fills.planned``);
 - ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
   (``fills.planned``);
-- ``mark`` int64[W, 2]: per producer, the stream and step it is reading right now, written before every call
-  into the source that can block (an open, each step or block): what a dead worker was doing, and the progress
-  that ``timeout=`` measures.
+- ``mark`` int64[W, 3]: per producer, the stream and step it is reading right now and the call it is in
+  (``CALLS``), written before every call into the source that can block (an open, each step or block, a window):
+  what a dead or stalled worker was doing, and the progress that ``timeout=`` measures.
 """
 
 from __future__ import annotations
@@ -96,10 +96,15 @@ def arrays(
         ("wstat", (num_workers, WorkerStats.WIDTH), "<f8"),
         ("order", (num_streams, 4), "<i8"),
         ("start", (max(B, global_rows), _cursor.WIDTH), "<i8"),
-        ("mark", (num_workers, 2), "<i8"),
+        ("mark", (num_workers, 3), "<i8"),
         ("done", (num_slots,), "<i8"),
         ("wdone", (num_workers,), "<i8"),
     )
+
+
+# The source's call a producer is in, as ``mark[w, 2]`` holds it.
+READING, OPENING, WINDOWING = 0, 1, 2
+CALLS = {READING: "next()", OPENING: "open()", WINDOWING: "window()"}
 
 
 def given_by(w: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamcli.shared.control.layout import Arrays
+from streamcli.shared.control.layout import CALLS, Arrays
 
 
 class Reports(Arrays):
@@ -53,8 +53,12 @@ class Reports(Arrays):
         mark = self._mark[w]
         return int(mark[0]), int(mark[1])
 
+    def call_of(self, w: int) -> str:
+        """The source's call producer ``w`` is in (or was last in): ``open()``, ``next()`` or ``window()``."""
+        return CALLS.get(int(self._mark[w][2]), "next()")
+
     def mark_of(self, w: int) -> np.ndarray:
-        """Producer ``w``'s mark, ``[stream, step]``, which it writes before each call into the source."""
+        """Producer ``w``'s mark, ``[stream, step, call]``, which it writes before each call into the source."""
         mark: np.ndarray = self._mark[w]
         return mark
 
