@@ -3,9 +3,10 @@
 Exit codes: 0 ok; 2 usage error, what was typed is wrong and nothing was read (one red line: unknown plugin or
 option, a bad value, a path that does not exist or is not the kind the argument takes, a URL without its fsspec
 backend); 1 failure at run time, the data or the run is wrong (one red line: a folder that holds no export, a
-damaged shard, a stale index, a source that fails, a plugin's own error); 130 interrupted. ``--debug`` shows tracebacks instead. With
-``--json``, a failing command also prints one JSON object on stdout, ``{"error", "kind", "exit"}`` (``kind``: the
-error's class, or ``usage``), unless it already printed its own report there.
+damaged shard, a stale index, a source that fails, a plugin's own error); 130 interrupted. ``--debug`` shows
+tracebacks instead. With ``--json``, a failing command also prints one JSON object on stdout,
+``{"error", "kind", "exit"}`` (``kind``: the error's class, or ``usage``), unless it already printed its own
+report there.
 """
 
 from __future__ import annotations
