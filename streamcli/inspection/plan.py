@@ -16,6 +16,7 @@ from streamcli.batch import Batch
 from streamcli.errors import StreamcliError
 from streamcli.loader import StreamLoader
 from streamcli.scheduled.seek import LengthsOnly
+from streamcli.scheduled.state import seal
 from streamcli.source import stream_order_of
 
 MARK_EVERY = 64
@@ -65,7 +66,8 @@ class Planner:
             LengthsOnly(lengths, order), c.batch_size, c.time_steps, num_workers=0, world_size=c.world_size, **kw
         )
         self.sim_fingerprint = self.sim.state_dict()["fingerprint"]
-        first = self.sim.state_dict() if start is None else {**start, "fingerprint": self.sim_fingerprint}
+        # A state is sealed over its fingerprint: one moved between the stand-in and the real loader is sealed again.
+        first = self.sim.state_dict() if start is None else seal({**start, "fingerprint": self.sim_fingerprint})
         self.marks: dict[int, dict[str, Any]] = {0: first}
         self.at = -1  # batches the stand-in has handed out since ``start`` (-1: nothing loaded yet)
         self._it: Iterator[Batch] | None = None
@@ -76,7 +78,7 @@ class Planner:
         self._stand_before(k)
         out = self._sim_state()  # (right after a load: the loaded mark itself)
         out["fingerprint"] = self.real_fingerprint
-        return out
+        return seal(out)
 
     def scan(self, first: int, end: int) -> Iterator[tuple[int, Batch]]:
         """The stand-in's batches ``first .. end-1`` (fewer at the run's end): the real batches' flags (stream,
