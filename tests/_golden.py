@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from _sources import CountingSource, RaisingSource
 
-from streamcli import Batch, StreamLoader, StreamSource, load_source, mix
+from streamcli import Batch, StreamLoader, StreamSource, load_source, mix, seal
 
 FLAG_ORDER = ("is_first", "reset", "valid", "stream", "position", "replayed")
 SAME_ON_EVERY_WORKER_COUNT = ("epochs", "batches", "states", "state_at_cut", "resumed", "resumed_states_match")
@@ -75,8 +75,12 @@ def relocate(text: str, roots: Mapping[str, Path]) -> str:
 
 
 def canonical_state(state: Mapping[str, Any], items: Sequence[Any], roots: Mapping[str, Path]) -> bytes:
-    """``state`` as JSON with sorted keys, its items digest made independent of where the data lies."""
+    """``state`` as JSON with sorted keys, its items digest made independent of where the data lies, and its seal
+    (checked here) left out: the seal follows from the content, which holds the items digest of this host's paths."""
     plain = json.loads(json.dumps(state))
+    if seal.broken(plain) is not None:
+        raise AssertionError("the state's seal does not match its content")
+    plain.pop(seal.KEY, None)
     fp = plain["fingerprint"]
     reprs = [repr(i) for i in items]
     if fp["items"] != items_digest(reprs):
