@@ -135,7 +135,7 @@ def test_preview_defaults_to_the_camera() -> None:
 
 def test_export_verify_replay_round_trip(books: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    args = ["export", "text", str(books), str(out), *TINY, "-s", "width=8", "--shard-size", "1kB"]
+    args = ["export", "text", str(books), str(out), *TINY, "-s", "width=8", "--shard-size", "256"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     m = json.loads((out / "index.json").read_text())

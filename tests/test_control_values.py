@@ -28,7 +28,7 @@ def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
         ("wstat", (2, 7), "<f8"),
         ("order", (64, 4), "<i8"),
         ("start", (16, cursor.WIDTH), "<i8"),
-        ("mark", (2, 2), "<i8"),
+        ("mark", (2, 3), "<i8"),
         ("done", (6,), "<i8"),
         ("wdone", (2,), "<i8"),
     )
