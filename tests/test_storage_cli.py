@@ -73,7 +73,7 @@ def test_an_export_to_a_missing_bucket_fails_in_one_line_naming_it(moto_s3: obje
 def test_replay_of_an_interrupted_s3_export_hints_at_resume(bucket: str) -> None:
     Remote(f"{bucket}/cut").write(".partial.json", b"{}")
     result = runner.invoke(app, ["replay", f"{bucket}/cut"])
-    assert result.exit_code == 2 and "rerun it with --resume" in result.output, result.output
+    assert result.exit_code == 1 and "rerun it with --resume" in result.output, result.output
     result = runner.invoke(app, ["verify", f"{bucket}/cut"])
     assert result.exit_code == 1 and "index.json' does not exist" in result.output, result.output
 

@@ -74,7 +74,7 @@ def test_each_key_is_one_stream_of_its_rows_in_order_by_order(tmp_path: Path, re
         ("level_db", (), "float32"),
         ("frame", (), "int64"),
     ]
-    assert src.skipped == ["site"]
+    assert src.skipped_columns == ["site"]
     check_streams(streams_of(src, B, T), recs, list(src.items()))
 
 

@@ -37,7 +37,7 @@ class TableSource(BaseSource):
     Fields per step: every other column (or those in ``columns``), by its name with characters other than
     letters, digits and ``_`` made ``_``: numbers and bools with their dtype, timestamps and durations as int64,
     lists of one length as ``(length,)``. Columns of other types (strings, say) are left out and listed in
-    ``skipped``, with a warning; named in ``columns``, they are an error. A null in a field is an error naming
+    ``skipped_columns``, with a warning; named in ``columns``, they are an error. A null in a field is an error naming
     the column.
 
     Args:
@@ -71,7 +71,7 @@ class TableSource(BaseSource):
             columns = [c.strip() for c in columns.split(",") if c.strip()]
         self.path, self.stream_by, self.order_by = str(path), stream_by, order_by
         self.wanted = list(columns) if columns else None
-        self.skipped: list[str] = []
+        self.skipped_columns: list[str] = []
         self._specs, self._names = self._fields_of(schema(self.path)) if not is_csv(self.path) else ([], [])
         self._order: np.ndarray | None = None  # table rows in stream order; None: a stream is a range of rows
         self._regroup = False  # an index of a table not in stream order: group again where it is read
@@ -108,13 +108,13 @@ class TableSource(BaseSource):
                 if self.wanted:
                     raise ValueError(f"{self.path}: column {name!r} is {field.type}, which cannot be a field "
                                      "(numbers, bools, timestamps and lists of one length can)")  # fmt: skip
-                self.skipped.append(name)
+                self.skipped_columns.append(name)
                 continue
             specs.append(spec)
         if not specs:
             raise ValueError(f"{self.path} has no column that can be a field (numbers, bools, timestamps, lists)")
-        if self.skipped:
-            kinds = ", ".join(f"{n} ({arrow_schema.field(n).type})" for n in self.skipped)
+        if self.skipped_columns:
+            kinds = ", ".join(f"{n} ({arrow_schema.field(n).type})" for n in self.skipped_columns)
             warnings.warn(
                 f"table: {self.path}: columns {kinds} cannot be fields and are left out; name the columns to read "
                 "with columns= to leave them out without this warning",
@@ -151,14 +151,14 @@ class TableSource(BaseSource):
 
     def index_info(self) -> dict[str, Any]:
         specs = [[s.column, list(s.shape), s.dtype] for s in self._specs]
-        return {"specs": specs, "in_order": self._order is None, "skipped": self.skipped}
+        return {"specs": specs, "in_order": self._order is None, "skipped": self.skipped_columns}
 
     def use_index(self, index: Index) -> Sequence[str]:
         """The streams and lengths of ``index``; a table not in stream order is grouped again where it is read."""
         try:
             self._specs = [Spec(str(c), tuple(int(d) for d in s), str(t)) for c, s, t in index.info["specs"]]
             self._regroup = not bool(index.info["in_order"])
-            self.skipped = list(index.info.get("skipped", []))
+            self.skipped_columns = list(index.info.get("skipped", []))
         except (KeyError, TypeError, ValueError) as exc:
             raise IndexFileError(f"{index.where} does not record the table's fields; rebuild it") from exc
         self._names = identifiers([s.column for s in self._specs], self.path)
