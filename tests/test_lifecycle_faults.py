@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 import warnings
 from pathlib import Path
@@ -52,9 +54,13 @@ def _of_run(marker: str) -> list[psutil.Process]:
 
 
 @pytest.mark.slow  # starts a loader with workers in another process, and kills it
-def test_a_loader_sigkilled_mid_epoch_leaves_no_folder_in_tmpdir_and_no_process(tmp_path: Path) -> None:
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+def test_a_loader_sigkilled_mid_epoch_leaves_no_folder_in_tmpdir_and_no_process(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # A short $TMPDIR: under pytest-xdist tmp_path is long enough that the fork server's socket would not fit
+    # (``workers.start`` then spawns, and no folder is made to be left behind).
+    tmp = Path(tempfile.mkdtemp(prefix="sk-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     script = tmp_path / "run.py"
     script.write_text(_KILLED)
     marker = uuid.uuid4().hex
