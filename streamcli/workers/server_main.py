@@ -1,10 +1,12 @@
 """Imported by the fork server as it starts: the caller's main module, once, for every worker forked from it.
 
-CPython (3.11 to 3.13) asks the fork server to preload ``__main__`` but hands it the main module's path under a
-key that the server does not read, so every worker imported the main module itself: a training script's
+CPython 3.11's fork server is asked to preload ``__main__`` but is handed the main module's path under a key that
+it does not read (``main_path``, where ``spawn.get_preparation_data`` says ``init_main_from_path``), so every worker
+imported the main module itself: a training script's
 ``import torch`` once per worker and per loader. ``workers.start`` puts what the server needs (the parent's
 ``sys.path``, ``sys.argv``, folder and main module, as ``multiprocessing.spawn`` prepares a spawned child) in an
-environment variable before the server starts; importing this module does what the server should have done.
+environment variable before the server starts; importing this module does what the server should have done (and
+nothing where a Python's server did import it: the main module is then in place already).
 A worker forked from the server then finds its main module in place and does not import it again, so every
 worker runs the code the server read once, not a script edited since.
 """
