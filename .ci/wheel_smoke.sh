@@ -31,7 +31,8 @@ for pkg in (streamcli, streamcli_sources):
     names.append(pkg.__name__)
     # __main__ runs the CLI when imported: it is checked by running the command below
     names += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".") if not m.name.endswith("__main__")]
-optional = {"av", "zstandard", "fsspec", "s3fs", "h5py", "faery", "ray"}  # the extras' packages: absent here
+optional = {"av", "zstandard", "fsspec", "s3fs", "h5py", "faery", "ray", "textual", "pyarrow", "tokenizers", "zarr"}
+# (the extras' packages: absent here)
 skipped = []
 for name in names:
     try:
