@@ -1,5 +1,6 @@
-"""The text source's random access (``window``): a file's bytes as fixed-width steps and their byte counts, read by
-slices of one memory map, the last step zero-padded."""
+"""Random access (``window``) to a 1-D array read in fixed-width steps: a file's bytes (``text``) or a document's
+token ids (``tokens``), and each step's count of real values, read by slices of one memory map, the last step
+zero-padded."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import numpy as np
 
 
 class PaddedSteps:
-    """The steps of ``data`` in chunks of ``w`` bytes, the last one zero-padded, read by slices."""
+    """The steps of ``data`` in chunks of ``w`` values, the last one zero-padded, read by slices (views but for
+    that one)."""
 
     def __init__(self, data: np.ndarray, n: int, w: int) -> None:
         self.data, self.n, self.w = data, n, w
@@ -21,14 +23,14 @@ class PaddedSteps:
         w = self.w
         if b <= self.full:
             return self.data[a * w : b * w].reshape(b - a, w)
-        out = np.zeros((max(b - a, 0), w), np.uint8)
+        out = np.zeros((max(b - a, 0), w), self.data.dtype)
         chunk = self.data[a * w : b * w]
         out.reshape(-1)[: len(chunk)] = chunk
         return out
 
 
 class ByteCounts:
-    """Each step's count of real bytes: ``w`` but on a file's last step."""
+    """Each step's count of real values: ``w`` but on the last step."""
 
     def __init__(self, size: int, n: int, w: int) -> None:
         self.size, self.n, self.w = size, n, w

@@ -22,6 +22,7 @@ from streamcli.index import Index
 from streamcli.source import BaseSource, Field, Step
 from streamcli.storage import urls
 from streamcli_sources import _indexed
+from streamcli_sources._text_window import ByteCounts, PaddedSteps
 from streamcli_sources._token_documents import eot_positions, split_documents
 from streamcli_sources._token_formats import TokenFile, binidx_documents, id_dtype, read_format
 
@@ -205,7 +206,7 @@ class TokensSource(BaseSource):
             if w > 1:
                 out["ntokens"] = np.broadcast_to(np.int32(w), (n,))
             return out
-        return {"tokens": _Padded(ids, n, w), "ntokens": _Counts(len(ids), n, w)}
+        return {"tokens": PaddedSteps(ids, n, w), "ntokens": ByteCounts(len(ids), n, w)}
 
     def open(self, item: int, start: int = 0) -> Iterator[Step]:
         """Blocks of up to ``_BLOCK`` steps, int64, read from the window."""
@@ -224,41 +225,6 @@ class TokensSource(BaseSource):
             return False
         p = Path(urls.local_path(arg))
         return (p.is_file() and p.suffix == ".bin") or (p.is_dir() and any(p.glob("*.bin")))
-
-
-class _Padded:
-    """A document's ids in steps of ``w``, the last one zero-padded, read by slices (views but for that one)."""
-
-    def __init__(self, ids: np.ndarray, n: int, w: int) -> None:
-        self.ids, self.n, self.w = ids, n, w
-        self.full = len(ids) // w
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, s: slice) -> np.ndarray:
-        a, b, _ = s.indices(self.n)
-        w = self.w
-        if b <= self.full:
-            return self.ids[a * w : b * w].reshape(b - a, w)
-        out = np.zeros((max(b - a, 0), w), self.ids.dtype)
-        chunk = self.ids[a * w : b * w]
-        out.reshape(-1)[: len(chunk)] = chunk
-        return out
-
-
-class _Counts:
-    """Each step's count of real ids: ``w`` but on a document's last step."""
-
-    def __init__(self, size: int, n: int, w: int) -> None:
-        self.size, self.n, self.w = size, n, w
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, s: slice) -> np.ndarray:
-        a, b, _ = s.indices(self.n)
-        return np.minimum(self.w, self.size - np.arange(a, b) * self.w).astype(np.int32)
 
 
 def _size(path: str) -> int:
