@@ -53,7 +53,7 @@ def test_round_trip_is_bit_identical(tmp_path: Path, layout: str, compress: bool
 def test_manifest_records_what_decides_the_bytes(tmp_path: Path) -> None:
     export((make_batch(i) for i in range(3)), tmp_path, header())
     m = json.loads((tmp_path / "index.json").read_text())
-    assert m["format_version"] == 2 and m["streamcli_version"]
+    assert m["format_version"] == 3 and m["streamcli_version"]
     assert m["fields"][0] == {"name": "frame", "shape": [4, 6, 3], "dtype": "|u1"}
     assert (m["batch_size"], m["time_steps"], m["layout"]) == (3, 4, "TB")
     assert m["source"]["plugin"] == "fake" and m["loader"] == {"seed": 0}

@@ -44,7 +44,7 @@ def test_flags_are_stored_per_run_and_replay_bit_identically(tmp_path: Path) -> 
     with text_loader() as loader:
         streamcli.export(loader, tmp_path, epochs=1)
     m = load_manifest(tmp_path)
-    assert m["format_version"] == 2 and verify(tmp_path) == []
+    assert m["format_version"] == 3 and verify(tmp_path) == []
     stored = open_folder_shard(tmp_path, m, m["shards"][0])
     assert not any(k.startswith("flag.") and k != "flag.reset" for k in stored)  # no per-step flags on disk
     steps = stored["data.text"].shape[0] * T * B

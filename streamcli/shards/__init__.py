@@ -6,6 +6,7 @@
 - ``npz_write``: shard files written atomically with aligned members, and checked from their headers alone.
 - ``runs``: format 2's flags, stored per run of a stream's steps, and its integers stored narrow (``as_steps`` reads
   them back as per-step flags and the fields' own dtypes, as format 1 stored them).
+- ``constant``: format 3's folded fields, a field with one value on every real step of a shard stored once.
 - ``codec``: how members are compressed (none, deflate, zstd) and the zstd frames' safe reading.
 - ``writer``: ``ShardWriter``, batches rolled into the shards of a folder (resumable, byte-identical).
 - ``exporting``: ``open_writer`` (a folder or a URL), ``export``, ``export_loader`` and ``iter_limit``.

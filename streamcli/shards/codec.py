@@ -106,7 +106,7 @@ def compress_npy(arr: np.ndarray, level: int) -> bytes:
     """
     zstd = import_zstd()
     buf = io.BytesIO()
-    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    np.lib.format.write_array(buf, np.asarray(arr, order="C"), allow_pickle=False)
     cctx = zstd.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
     return bytes(cctx.compress(buf.getbuffer()))
 

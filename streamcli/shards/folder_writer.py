@@ -62,7 +62,7 @@ def shard_record(info: ShardInfo, state: Any) -> dict[str, Any]:
 
 def write_shard_file(path: Path, pending: list[dict[str, np.ndarray]], header: Mapping[str, Any]) -> ShardInfo:
     """Write one shard of ``pending`` batches (from ``batch_arrays``) atomically; the same bytes at every place."""
-    arrays = shard_arrays(pending, member_names(header))
+    arrays = shard_arrays(pending, member_names(header), header)
     write_npz(path, arrays, Codec.of(header))
     return ShardInfo(path.name, len(pending), path.stat().st_size, sha256_file(path))
 

@@ -10,7 +10,9 @@ that ``tidy`` removes.
 A shard holding K batches has, for layout ``"TB"``, each field as ``data.<name>`` of shape
 ``(K, T, B, ...)`` (``(K, B, T, ...)`` for ``"BT"``), ``flag.reset`` ``(K, B)`` and ``meta.epoch`` / ``meta.index``
 ``(K,)``. Format 2 (since 2026-12-07) stores the step flags per run, ``run.<column>`` of shape ``(R,)`` for the R
-runs of the shard, and each integer member in the narrowest integer dtype that holds its values (``runs``); format 1
+runs of the shard, and each integer member in the narrowest integer dtype that holds its values (``runs``); format 3
+also stores a field with one value on every real step of the shard (zeros on padding) once, of shape ``field.shape``
+(``constant``); format 1
 stored each flag per step as ``flag.<name>`` ``(K, T, B)`` and every member in its manifest dtype, and is still
 read. Readers see both the same way: ``reader.open_shard`` gives per-step flags and the fields' own dtypes. An
 export of a mix (``streamcli.mix``) names its sources in the manifest's ``sources`` and adds ``run.source`` (format
@@ -33,12 +35,13 @@ from streamcli._version import __version__
 from streamcli.batch import FLAG_DTYPES
 from streamcli.errors import ShardError
 from streamcli.shards import codec
+from streamcli.shards.constant import LEAD
 from streamcli.shards.runs import run_columns
 from streamcli.source import Field
 
 FORMAT = "streamcli-npz-shards"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)  # format 1 (per-step flags) is still read
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)  # format 1 (per-step flags) and 2 (no folded fields) are still read
 MANIFEST = "index.json"
 PARTIAL = ".partial.json"
 SHARD_RE = re.compile(r"^shard-(\d{5,})\.npz$")
@@ -160,6 +163,11 @@ class AtMost(int):
     """An expected member dimension that only the member's header gives, from 0 to this (a shard's runs)."""
 
 
+class Foldable(tuple[int, ...]):
+    """An expected field member's shape ``(K, T, B, *field)`` that format 3 may also store folded, as ``field``
+    alone (``constant``: one value for every real step of the shard)."""
+
+
 def accepts(want: tuple[tuple[int, ...], str], shape: tuple[int, ...], dtype: np.dtype[Any]) -> bool:
     """Whether a member of ``shape`` and ``dtype`` is what ``expected_shapes`` asks for."""
     shape_want, dtype_want = want
@@ -168,6 +176,8 @@ def accepts(want: tuple[tuple[int, ...], str], shape: tuple[int, ...], dtype: np
             return False
     elif dtype.str != dtype_want:
         return False
+    if isinstance(shape_want, Foldable) and tuple(shape) == tuple(shape_want[LEAD:]):
+        return True
     if len(shape) != len(shape_want):
         return False
     return all(0 <= g <= w if isinstance(w, AtMost) else g == w for g, w in zip(shape, shape_want, strict=True))
@@ -180,13 +190,17 @@ def manifest_fields(m: Mapping[str, Any]) -> tuple[Field, ...]:
 
 def expected_shapes(m: Mapping[str, Any], k: int) -> dict[str, tuple[tuple[int, ...], str]]:
     """Member name -> (shape, dtype string) of a shard holding ``k`` batches, in the written order. In format 2
-    an integer member's dtype is a ``Narrow`` and the runs' length an ``AtMost`` (``accepts`` checks a member)."""
+    an integer member's dtype is a ``Narrow`` and the runs' length an ``AtMost``; in format 3 a field's shape is a
+    ``Foldable`` (``accepts`` checks a member)."""
     tb = (m["time_steps"], m["batch_size"]) if m["layout"] == "TB" else (m["batch_size"], m["time_steps"])
     v1 = m.get("format_version") == 1
+    foldable = int(m.get("format_version", 0)) >= 3
     out: dict[str, tuple[tuple[int, ...], str]] = {}
     for f in manifest_fields(m):
         narrow = not v1 and f.np_dtype.kind in "iu" and f.np_dtype.itemsize > 1
-        out[f"data.{f.name}"] = ((k, *tb, *f.shape), Narrow(f.np_dtype.str) if narrow else f.np_dtype.str)
+        shape = (k, *tb, *f.shape)
+        dtype = Narrow(f.np_dtype.str) if narrow else f.np_dtype.str
+        out[f"data.{f.name}"] = (Foldable(shape) if foldable else shape, dtype)
     if v1:
         for name, dtype in m["flags"].items():
             out[f"flag.{name}"] = ((k, *tb), np.dtype(dtype).str)
@@ -303,11 +317,15 @@ def _check_streams(m: Mapping[str, Any], where: str) -> None:
 
 def declared_nbytes(m: Mapping[str, Any], k: int) -> int:
     """Bytes of the arrays a shard of ``k`` batches holds at least, by the manifest (in Python integers): exact in
-    format 1; in format 2 an integer member counts one byte a value and the runs none (they may be narrowed)."""
+    format 1; in format 2 an integer member counts one byte a value, and the runs one a row of each batch (a run
+    never crosses a row); in format 3 an uncompressed field counts as folded (its mapped members are each checked to
+    fit the file), while a compressed one counts in full, so that the bound on inflating a shard stays format 2's."""
     total = 0
+    fold = m.get("compression") is None
+    least_runs = k * int(m["batch_size"])
     for shape, dtype in expected_shapes(m, k).values():
         n = 1 if isinstance(dtype, Narrow) else np.dtype(dtype).itemsize
-        for d in shape:
-            n *= 0 if isinstance(d, AtMost) else int(d)
+        for d in shape[LEAD:] if fold and isinstance(shape, Foldable) else shape:
+            n *= least_runs if isinstance(d, AtMost) else int(d)
         total += n
     return total

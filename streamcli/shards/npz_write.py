@@ -51,7 +51,7 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], codec: Codec) -> Non
                             assert codec.level is not None
                             member.write(compress_npy(arr, codec.level))
                         else:
-                            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+                            np.lib.format.write_array(member, np.asarray(arr, order="C"), allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.errors import ShardError
+from streamcli.shards.constant import folded, is_folded, step_valid, unfolded
 
 COLUMNS = ("batch", "row", "start", "length", "stream", "position", "bits")
 """The run columns of every export of format 2 (``run.<column>``), and ``run.source`` where it has ``sources``."""
@@ -84,9 +85,12 @@ def narrowed(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def shard_arrays(pending: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> dict[str, np.ndarray]:
-    """A shard's members, in the order ``names`` gives (``format.member_names``), from its batches' arrays
-    (``writer.batch_arrays``): per-batch members stacked, runs concatenated with their batch, integers narrowed."""
+def shard_arrays(
+    pending: Sequence[Mapping[str, np.ndarray]], names: Sequence[str], header: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """A shard's members, in the order ``names`` gives (``format.member_names(header)``), from its batches' arrays
+    (``writer.batch_arrays``): per-batch members stacked, runs concatenated with their batch, integers narrowed, and
+    from format 3 a field constant over the shard's real steps stored once (``constant``)."""
     out: dict[str, np.ndarray] = {}
     for name in names:
         try:
@@ -99,18 +103,24 @@ def shard_arrays(pending: Sequence[Mapping[str, np.ndarray]], names: Sequence[st
             out[name] = np.concatenate(parts)
         else:
             out[name] = np.stack(parts)
-        if name.startswith(("run.", "data.")):
-            out[name] = narrowed(out[name])
-    return out
+    if int(header.get("format_version", 0)) >= 3:
+        valid = step_valid(header, out, len(pending))
+        for name in out:
+            if name.startswith("data."):
+                value = folded(out[name], valid)
+                out[name] = out[name] if value is None else value
+    return {name: narrowed(a) if name.startswith(("run.", "data.")) else a for name, a in out.items()}
 
 
 def stored_members(m: Mapping[str, Any], only: Sequence[str]) -> list[str]:
-    """The members to read for the per-step members ``only`` (the run columns stand for the step flags)."""
+    """The members to read for the per-step members ``only`` (the run columns stand for the step flags, and from
+    format 3 a field may be folded, which its rebuilding needs the runs' ``valid`` for)."""
     if m.get("format_version") == 1:
         return list(only)
     runs = [f"flag.{n}" for n in (*STEP_FLAGS, "source")]
     out = [n for n in only if n not in runs]
-    if any(n in runs for n in only):
+    folds = int(m.get("format_version", 0)) >= 3 and any(n.startswith("data.") for n in only)
+    if folds or any(n in runs for n in only):
         out += [f"run.{c}" for c in run_columns(bool(m.get("sources")))]
     return out
 
@@ -119,18 +129,24 @@ def as_steps(
     m: Mapping[str, Any], arrays: Mapping[str, np.ndarray], k: int, only: Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
     """A shard's members as format 1 laid them out: per-step ``flag.*`` arrays from the runs, fields in their own
-    dtypes (``only``: those members). Format 1 shards are returned as they are."""
+    dtypes and per step (a folded one rebuilt, ``constant``) (``only``: those members). Format 1 shards are returned
+    as they are."""
     if m.get("format_version") == 1:
         return dict(arrays)
-    fields = {f"data.{f.name}": f.np_dtype for f in m["_fields"]}
+    fields = {f"data.{f.name}": f for f in m["_fields"]}
+    flags = step_flags(m, arrays, k) if any(n.startswith("run.") for n in arrays) else {}
     out = {}
     for name, a in arrays.items():
         if name.startswith("run."):
             continue
-        want = fields.get(name)
-        out[name] = a.astype(want) if want is not None and a.dtype != want else a
-    if any(n.startswith("run.") for n in arrays):
-        out.update(step_flags(m, arrays, k))
+        f = fields.get(name)
+        if f is not None and is_folded(a, len(f.shape)):
+            if "flag.valid" not in flags:
+                raise ShardError(f"the shard stores {name} once, but its runs were not read")
+            out[name] = unfolded(a, flags["flag.valid"], f.np_dtype)
+        else:
+            out[name] = a.astype(f.np_dtype) if f is not None and a.dtype != f.np_dtype else a
+    out.update(flags)
     if only is not None:
         out = {n: out[n] for n in only}
     return out
