@@ -42,6 +42,7 @@ __all__ = [
     "INDEX_NAME",
     "Index",
     "Names",
+    "arrays_of",
     "build",
     "build_stamped",
     "decode",
@@ -81,6 +82,12 @@ def settings_of(source: StreamSource) -> dict[str, Any]:
 def info_of(source: StreamSource) -> dict[str, Any]:
     """The source's ``index_info()`` (facts its scan settled that it needs back, e.g. the sample rate), or none."""
     fn = getattr(source, "index_info", None)
+    return dict(fn()) if callable(fn) else {}
+
+
+def arrays_of(source: StreamSource) -> dict[str, np.ndarray]:
+    """The source's ``index_arrays()`` (integer arrays its scan settled, e.g. the table source's row order), or none."""
+    fn = getattr(source, "index_arrays", None)
     return dict(fn()) if callable(fn) else {}
 
 

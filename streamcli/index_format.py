@@ -4,7 +4,8 @@ An ``.npz`` (``numpy.load``, no pickle): ``names`` is the items' UTF-8 text join
 blob loads in one read and one split, where a fixed-width string array would pad every name to the longest),
 ``lengths`` int64 (-1: unknown), ``sizes`` and ``marks`` int64, what each length depends on (``index_stamps``), and
 ``meta`` the JSON header: format, plugin, settings, count, digest, creation time, ``info``, what the source's scan
-settled that it needs back without one (the audio source's sample rate, the events source's sensor size), and
+settled that it needs back without one (the audio source's sample rate, the events source's sensor size), arrays
+``x.NAME`` int64 that the source's ``index_arrays()`` gives for the same purpose (the table source's row order), and
 ``seal``, the sha256 of the header and every array: a length edited by hand is refused, not trusted. Where every item
 lies under the indexed folder, the names are relative to it and ``meta`` holds the folder's ``root`` as it was: a
 source puts its own folder before each name (``Index.under``), so the data and its index move together; a name that
@@ -32,7 +33,8 @@ from streamcli.index_stamps import NONE, Stamps
 from streamcli.storage import urls
 
 FORMAT = 1
-ARRAYS = ("names", "lengths", "sizes", "marks")  # what the seal covers, with the header
+ARRAYS = ("names", "lengths", "sizes", "marks")  # what the seal covers, with the header and the sources' arrays
+EXTRA = "x."  # the prefix of a source's own arrays (``index_arrays()``)
 
 
 class Names(Sequence[str]):
@@ -85,6 +87,7 @@ class Index:
     info: dict[str, Any] = field(default_factory=dict)  # the source's ``index_info()``: what its scan settled
     relative: bool = False  # the names are relative to the indexed folder (``under``)
     stamps: Stamps | None = None  # what each length depends on; None: an index written before they existed
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # the source's ``index_arrays()``, by name
 
     def under(self, path: str | os.PathLike[str]) -> Index:
         """The index with its items under the data's folder or URL ``path`` as the source is given it now (the
@@ -150,9 +153,10 @@ def names_digest(blob: bytes | np.ndarray) -> str:
 
 
 def seal_of(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> str:
-    """The sha256 of the header (its ``seal`` left out) and of every array of ``ARRAYS`` there is."""
+    """The sha256 of the header (its ``seal`` left out), of every array of ``ARRAYS`` there is and of the source's
+    ``x.`` arrays (none in an index written before they existed: its seal is unchanged)."""
     h = hashlib.sha256(json.dumps({k: v for k, v in meta.items() if k != "seal"}, sort_keys=True).encode())
-    for key in ARRAYS:
+    for key in (*ARRAYS, *sorted(k for k in arrays if k.startswith(EXTRA))):
         if key in arrays:
             a = np.ascontiguousarray(arrays[key], np.uint8 if key == "names" else np.int64)
             h.update(f"|{key}|{len(a)}|".encode())
@@ -181,11 +185,13 @@ def encode(
     info: Mapping[str, Any] | None = None,
     root: str | None = None,
     stamps: tuple[np.ndarray, np.ndarray] | None = None,
+    extra: Mapping[str, np.ndarray] | None = None,
 ) -> bytes:
     """The index file's bytes; ``info``: the source's ``index_info()`` (JSON). With ``root``, the folder or URL
     the items were listed under, the names are written relative to it where every item is under it, so that the
     data and its index can move together (the source puts its own folder back before each name, ``find``).
-    ``stamps``: each item's size and mark (``index_stamps.take``), checked where the item is opened."""
+    ``stamps``: each item's size and mark (``index_stamps.take``), checked where the item is opened. ``extra``: the
+    source's ``index_arrays()``, integer arrays it needs back (stored as int64 ``x.NAME``)."""
     names = None if root is None or not items else relative_names(items, root)
     blob = "\0".join(items if names is None else names).encode("utf-8", "surrogatepass")
     meta = {
@@ -208,10 +214,10 @@ def encode(
         "sizes": np.asarray(sizes, np.int64),
         "marks": np.asarray(marks, np.int64),
     }
+    arrays |= {EXTRA + k: np.asarray(v, np.int64) for k, v in (extra or {}).items()}
     meta["seal"] = seal_of(meta, arrays)
     buf = io.BytesIO()
-    a, header = arrays, np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    np.savez_compressed(buf, names=a["names"], lengths=a["lengths"], sizes=a["sizes"], marks=a["marks"], meta=header)
+    np.savez_compressed(buf, **arrays, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
     return buf.getvalue()
 
 
@@ -223,7 +229,7 @@ def decode(where: str, raw: bytes | str) -> Index:
             meta = json.loads(z["meta"].tobytes())
             names = z["names"]
             lengths = np.asarray(z["lengths"], np.int64)
-            arrays = {k: z[k] for k in ARRAYS if k in z.files}
+            arrays = {k: z[k] for k in z.files if k in ARRAYS or k.startswith(EXTRA)}
     except (FileNotFoundError, NotADirectoryError):
         raise
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
@@ -260,4 +266,7 @@ def decode(where: str, raw: bytes | str) -> Index:
             raise IndexFileError(f"{where} is damaged (its stamps disagree with its header); rebuild it")
         stamps = Stamps(where, rebuild, items, sizes, marks)
     info = dict(meta.get("info") or {})  # absent from indexes written before sources had index_info()
-    return Index(where, plugin, settings, items, lengths, created, info, relative=root is not None, stamps=stamps)
+    extra = {k.removeprefix(EXTRA): np.asarray(a, np.int64) for k, a in arrays.items() if k.startswith(EXTRA)}
+    return Index(
+        where, plugin, settings, items, lengths, created, info, relative=root is not None, stamps=stamps, arrays=extra
+    )

@@ -156,3 +156,32 @@ def test_malformed_tables_are_errors_naming_the_file(tmp_path: Path, recs: list[
     (tmp_path / "bad.csv").write_text("mic,t\na,1\nb\n")
     with pytest.raises(ValueError, match=r"bad\.csv is not a CSV table"):
         load_source("table", tmp_path / "bad.csv", stream_by="mic")
+
+
+@pytest.mark.parametrize("order_by", ["t", ""])
+def test_an_index_of_an_unsorted_table_keeps_its_row_order_so_no_reader_groups_it_again(
+    tmp_path: Path, recs: list[np.ndarray], order_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "log.parquet"
+    table = sensor_log(recs)  # the rows shuffled: neither in stream order nor in time order
+    pq.write_table(table, path, row_group_size=500)
+    settings = ["-s", "stream_by=mic"] + (["-s", f"order_by={order_by}"] if order_by else [])
+    r = CliRunner().invoke(app, ["index", "table", str(path), *settings])
+    assert r.exit_code == 0, r.output
+    import streamcli_sources.table as table_module
+
+    def no_grouping(*args: object) -> np.ndarray:
+        raise AssertionError("the table was grouped again: its index did not keep the row order")
+
+    monkeypatch.setattr(table_module, "column_numpy", no_grouping)
+    src = load_source("table", path, stream_by="mic", order_by=order_by)
+    assert src.streamcli_index is not None and len(src.streamcli_index.arrays["order"]) == table.num_rows
+    got = streams_of(src, B, T)
+    mics = np.array([int(m[4:]) for m in table["mic"].to_pylist()])
+    for k, name in enumerate(src.items()):
+        rows = np.flatnonzero(mics == int(name[4:]))  # file order
+        if order_by:
+            rows = rows[np.argsort(table["t"].to_numpy()[rows], kind="stable")]
+        assert got[k]["frame"].tolist() == table["frame"].to_numpy()[rows].tolist()
+    if order_by:
+        check_streams(got, recs, list(src.items()))

@@ -4,8 +4,8 @@ The grouping is computed once, from the ``stream_by`` and ``order_by`` columns a
 (in order of first appearance) and the rows sorted by (key, ``order_by``) with one stable ``lexsort``. A table whose
 rows are already in that order (each stream's rows together and in order, as tables are usually written) needs no
 permutation: a stream is a range of rows. ``streamcli index table PATH -s stream_by=... -s order_by=...`` keeps the
-streams and their lengths, so a loader starts without reading the table; rows are read by row group
-(``_table_file.Groups``).
+streams, their lengths and, for a table not in that order, the permutation (``index_arrays``), so a loader and each
+of its workers start without reading the table; rows are read by row group (``_table_file.Groups``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class TableSource(BaseSource):
         self.skipped_columns: list[str] = []
         self._specs, self._names = self._fields_of(schema(self.path)) if not is_csv(self.path) else ([], [])
         self._order: np.ndarray | None = None  # table rows in stream order; None: a stream is a range of rows
-        self._regroup = False  # an index of a table not in stream order: group again where it is read
+        self._regroup = False  # an index without the row order of a table not in stream order: group where read
         self._where: dict[str, int] | None = None  # stream key -> its number
         self._offsets: np.ndarray | None = None  # each stream's first row in stream order
         self._items: list[str] = []
@@ -153,14 +153,23 @@ class TableSource(BaseSource):
         specs = [[s.column, list(s.shape), s.dtype] for s in self._specs]
         return {"specs": specs, "in_order": self._order is None, "skipped": self.skipped_columns}
 
+    def index_arrays(self) -> dict[str, np.ndarray]:
+        """The row order of a table not in stream order, kept by the index so that no reader groups it again."""
+        return {} if self._order is None else {"order": self._order}
+
     def use_index(self, index: Index) -> Sequence[str]:
-        """The streams and lengths of ``index``; a table not in stream order is grouped again where it is read."""
+        """The streams, lengths and row order of ``index``; a table not in stream order whose index lacks the order
+        (an older streamcli wrote it) is grouped again where it is read."""
         try:
             self._specs = [Spec(str(c), tuple(int(d) for d in s), str(t)) for c, s, t in index.info["specs"]]
-            self._regroup = not bool(index.info["in_order"])
+            in_order = bool(index.info["in_order"])
             self.skipped_columns = list(index.info.get("skipped", []))
         except (KeyError, TypeError, ValueError) as exc:
             raise IndexFileError(f"{index.where} does not record the table's fields; rebuild it") from exc
+        order = index.arrays.get("order")
+        if order is not None and len(order) != int(index.lengths.sum()):
+            raise IndexFileError(f"{index.where} orders {len(order)} rows for {int(index.lengths.sum())}; rebuild it")
+        self._order, self._regroup = order, not in_order and order is None
         self._names = identifiers([s.column for s in self._specs], self.path)
         self._items, self._lengths = list(index.items), index.lengths.tolist()
         return self._items

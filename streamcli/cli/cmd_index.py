@@ -108,7 +108,10 @@ def index(
             if str(name) not in named:
                 skip(str(name), ValueError(why))
     settings, info = _index.settings_of(spec.source), _index.info_of(spec.source)
-    data = _index.encode(spec.plugin, settings, items, lengths, info, root=url_argument(path), stamps=stamps)
+    extra = _index.arrays_of(spec.source)
+    data = _index.encode(
+        spec.plugin, settings, items, lengths, info, root=url_argument(path), stamps=stamps, extra=extra
+    )
     _index.write(where, data)
     seconds = time.monotonic() - start
     unknown = int((lengths < 0).sum())
