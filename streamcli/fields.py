@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-DISPLAY_KINDS = ("image", "text", "audio", "other")
+DISPLAY_KINDS = ("image", "text", "audio", "series", "other")
 """How a field may ask to be shown (``Field.display``); ``""`` lets the viewer infer it."""
 
 
@@ -36,6 +36,8 @@ class Field:
     - ``"text"``: bytes of UTF-8 text; shown up to the first NUL byte. ``"text:nbytes"`` names a companion
       integer field that holds each step's byte count instead (that field is then not shown on its own);
     - ``"audio"``: samples, ``[samples]`` or ``[samples, channels]``;
+    - ``"series"``: a few numbers a step, ``[dims]`` (a robot's state or action, an IMU sample): each dimension
+      shown as a sparkline over the row's recent steps;
     - ``"other"``: summarised as numbers;
     - ``""`` (the default): inferred from shape and dtype (image-like arrays as images, 1-D uint8 as text,
       int16 or float signals as audio, the rest as numbers).
@@ -67,7 +69,7 @@ class Field:
 
     @property
     def display_kind(self) -> str:
-        """``image``, ``text``, ``audio``, ``other``, or ``""`` (infer)."""
+        """``image``, ``text``, ``audio``, ``series``, ``other``, or ``""`` (infer)."""
         return self.display.partition(":")[0]
 
     @property

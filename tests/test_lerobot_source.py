@@ -316,3 +316,28 @@ def test_the_cli_lists_previews_and_exports_a_lerobot_dataset(states: dict[str, 
     assert sum(int(b.valid.sum()) for b in ShardReader(out)) == 13
     bad = runner.invoke(app, ["preview", "lerobot", str(tmp_path), "-w", "0", "--batches", "1"])
     assert bad.exit_code != 0 and "info.json' does not exist" in bad.output
+
+
+def test_the_preview_shows_the_state_as_a_sparkline_per_dimension_over_the_episode(states: dict[str, Path]) -> None:
+    from streamcli.cli.preview import frame_from_batch, spark
+    from streamcli.cli.preview.ansi import RESET
+    from streamcli.cli.preview.grid import CellLayout, cell_lines
+
+    source = load_source("lerobot", str(states["v3.0"]))
+    shows = {f.name: f.display for f in source.fields()}
+    assert shows["observation.state"] == shows["action"] == "series" and shows["timestamp"] == "other"
+    with StreamLoader(source, 2, 8, num_workers=0) as loader:
+        batch = next(iter(loader))
+        frame = frame_from_batch(batch, loader.stream_name, displays=shows)
+    lines = [ln.replace(RESET, "").replace("\x1b[2m", "") for ln in cell_lines(frame.rows[0], CellLayout(40, 0), "256")]
+    want = to_numpy(batch)
+    valid, stream = want["valid"][:, 0], want["stream"][:, 0]
+    ours = valid & (stream == stream[np.flatnonzero(valid)[-1]])  # the row's current episode in this batch
+    state = want["observation.state"][:, 0][ours]
+    assert len(state) >= 2 and state.shape[1] == 6
+    for d in range(6):
+        line = next(ln for ln in lines if ln.startswith(f"state[{d}] "))
+        assert line.split() == [f"state[{d}]", spark(state[:, d]), f"{state[-1, d]:.3g}"]
+    assert any(ln.startswith("action[5] ") for ln in lines)
+    shown = CliRunner().invoke(app, ["preview", str(states["v2.1"]), "-b", "2", "-t", "4", "-w", "0", "--batches", "1"])
+    assert shown.exit_code == 0 and "state[5]" in shown.output, shown.output

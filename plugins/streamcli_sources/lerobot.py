@@ -104,7 +104,8 @@ class LeRobotSource(BaseSource):
         out = []
         for f in self.features:
             if f.kind == "array":
-                out.append(Field(f.name, f.shape, f.dtype, display="other"))
+                vector = len(f.shape) == 1 and f.shape[0] > 1 and np.dtype(f.dtype).kind == "f"
+                out.append(Field(f.name, f.shape, f.dtype, display="series" if vector else "other"))
             else:
                 out.append(Field(f.name, (3, *self._hw(f)), "uint8", display="image"))
         return tuple(out)

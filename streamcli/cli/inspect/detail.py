@@ -1,6 +1,7 @@
 """The selected row's fields, each shown by its kind (``Field.display``, else inferred as preview does): images as
 truecolour half-block thumbnails, text bytes as text, token ids decoded when the source has a tokenizer, audio as
-a waveform sparkline, event windows as their image, any other array as shape, dtype, min, mean and max."""
+a waveform sparkline, a series (a robot's state) as a sparkline per dimension, event windows as their image, any
+other array as shape, dtype, min, mean and max."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from streamcli.cli.preview.fields import (
     field_kinds,
     printable,
     resize_nearest,
+    series_lines,
     shown_step,
     text_bytes,
     wave_lines,
@@ -78,6 +80,8 @@ def field_view(
     if kind == "audio":
         samples = steps.reshape(-1, *steps.shape[2:]) if steps.ndim > 2 else steps.reshape(-1)
         return Group(head, Text("\n".join(wave_lines(samples, THUMB_WIDTH))), Text(summary(steps), style="dim"))
+    if kind == "series":
+        return Group(head, Text("\n".join(series_lines(name, steps, THUMB_WIDTH))), Text(summary(steps), style="dim"))
     words = decoded(tokenizer, steps) if tokenizer is not None else None
     if words is not None:
         ids = " ".join(map(str, steps.reshape(-1)[:64].tolist()))

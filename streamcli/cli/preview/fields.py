@@ -1,6 +1,6 @@
 """How one field's step is shown: its kind (from the field's display hint, else inferred) and its text forms.
 
-Kinds are the ``Field.display`` vocabulary: ``image``, ``text``, ``audio``, ``other``; plus ``hidden`` for a
+Kinds are the ``Field.display`` vocabulary: ``image``, ``text``, ``audio``, ``series``, ``other``; plus ``hidden`` for a
 text field's byte-count companion (``display="text:nbytes"``), which is shown through its text field.
 
 Event-camera windows get a preview-only hint, ``events:<representation>`` (set by ``cmd_preview`` for the
@@ -100,8 +100,11 @@ def resize_nearest(img: np.ndarray, width: int, height: int) -> np.ndarray:
 
 
 def field_kind(arr: np.ndarray, display: str = "") -> str:
-    """``image``, ``text``, ``audio`` or ``other``: the field's hint when it fits the step, else inferred."""
+    """``image``, ``text``, ``audio``, ``series`` or ``other``: the field's hint when it fits the step, else inferred
+    (``series`` only by its hint: a vector of a few numbers is as often a set of unrelated values)."""
     kind = display.partition(":")[0]
+    if kind == "series":
+        return "series" if arr.ndim <= 1 and arr.size >= 1 and arr.dtype.kind in "iuf" else "other"
     if kind == "events":
         return "image" if as_rgb(shown_step(arr, display)) is not None else "other"
     if kind == "image":
@@ -176,6 +179,28 @@ def wave_lines(arr: np.ndarray, width: int) -> list[str]:
         v = x[:, 0]
         idx = np.linspace(0, v.size - 1, min(width, v.size)).astype(np.int64)
         lines.append(spark(v[idx]))
+    return lines
+
+
+SERIES_DIMS = 8  # a series shows at most this many dimensions, so that a cell of a 14-joint arm stays short
+
+
+def series_lines(name: str, steps: np.ndarray, width: int) -> list[str]:
+    """A ``series`` field over the row's recent steps (``(steps, dims)``, oldest first): one line per dimension,
+    ``state[2] ▁▃▅█▆ 0.412``, its sparkline scaled to that dimension's own range and its current value last; at most
+    ``SERIES_DIMS`` dimensions, then a line counting the others."""
+    x = steps.reshape(len(steps), -1).astype(np.float64)
+    short = name.rsplit(".", 1)[-1]
+    dims = x.shape[1]
+    labels = [f"{short}[{d}]" for d in range(min(dims, SERIES_DIMS))]
+    pad = max((len(s) for s in labels), default=0)
+    lines = []
+    for d, label in enumerate(labels):
+        value = f"{x[-1, d]:.3g}" if len(x) else "-"
+        room = max(1, width - pad - len(value) - 2)
+        lines.append(f"{label:<{pad}} {spark(x[-room:, d])} {value}")
+    if dims > SERIES_DIMS:
+        lines.append(f"… {dims - SERIES_DIMS} more dimensions of {name}")
     return lines
 
 

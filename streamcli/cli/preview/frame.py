@@ -45,6 +45,8 @@ class RowView:
     # scalar fields: the row's valid values over this batch, oldest first (up to ``RECENT`` + 1: one more says
     # that there were earlier ones)
     recent: dict[str, np.ndarray] = field(default_factory=dict)
+    # series fields: the row's valid steps of its current stream in this batch, ``(steps, dims)``, oldest first
+    series: dict[str, np.ndarray] = field(default_factory=dict)
 
     def label(self, width: int | None = None) -> str:
         """``" 3 clip.mp4 12/193"``: the row, its stream and the step's position (of the stream's length, when
@@ -124,6 +126,8 @@ def frame_from_batch(
             for name, kind in kinds.items()
             if kind == "other" and first[name].size == 1
         }
+        ours = col & (over_batch(stream) == sid)  # a series is drawn for the row's current stream only
+        series = {name: over_batch(data[name])[ours].copy() for name, kind in kinds.items() if kind == "series"}
         rows.append(
             RowView(
                 row=b,
@@ -136,6 +140,7 @@ def frame_from_batch(
                 text=text,
                 kinds=kinds,
                 recent=recent,
+                series=series,
             )
         )
     return Frame(rows, batch.index, batch.epoch, batch.time_steps)

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamcli.cli.preview.ansi import BOLD, DIM, RESET, REVERSE, fit_width, half_block_lines
-from streamcli.cli.preview.fields import as_rgb, field_kind, printable, resize_nearest, summary_line, wave_lines
+from streamcli.cli.preview.fields import (
+    as_rgb,
+    field_kind,
+    printable,
+    resize_nearest,
+    series_lines,
+    summary_line,
+    wave_lines,
+)
 from streamcli.cli.preview.frame import Frame, RowView
 
 
@@ -55,6 +63,9 @@ def cell_lines(row: RowView, lay: CellLayout, color_system: str) -> list[str]:
             lines += [(DIM if dim else "") + fit_width(c, w) + RESET for c in chunks]
         elif kind == "audio":
             lines += [(DIM if dim else "") + fit_width(s, w) + RESET for s in wave_lines(a, w)]
+        elif kind == "series":
+            steps = row.series.get(k, a.reshape(1, -1))
+            lines += [(DIM if dim else "") + fit_width(s, w) + RESET for s in series_lines(k, steps, w)]
         else:
             lines.append(DIM + fit_width(summary_line(k, a, row.recent.get(k), w), w) + RESET)
     return [ln if ln.endswith(RESET) else ln + RESET for ln in lines]

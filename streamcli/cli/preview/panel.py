@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from streamcli.cli.preview.ansi import AnsiLines, spark
-from streamcli.cli.preview.fields import as_rgb, printable, summary_line
+from streamcli.cli.preview.fields import as_rgb, printable, series_lines, summary_line
 from streamcli.cli.preview.frame import Frame
 from streamcli.cli.preview.grid import choose_layout, grid_lines, kind_of, shown_image
 
@@ -148,6 +148,9 @@ def dashboard(
     return Group(*parts)
 
 
+SERIES_WIDTH = 48  # cells of a series' line in the summary for non-terminals
+
+
 def text_summary(
     frame: Frame | None,
     stats: LoaderStats | None,
@@ -161,10 +164,13 @@ def text_summary(
     if frame is not None:
         parts.append(Text(f"batch {frame.index}  epoch {frame.epoch}  T={frame.time_steps}", "dim"))
         for r in frame.rows:
-            bits = []
+            bits, below = [], []
             for k, a in r.step.items():
                 kind = kind_of(r, k)
-                if kind == "text":
+                if kind == "series":  # named on the row's line, a sparkline per dimension under it
+                    bits.append(f"{k}[{a.size}]")
+                    below += ["     " + s for s in series_lines(k, r.series.get(k, a.reshape(1, -1)), SERIES_WIDTH)]
+                elif kind == "text":
                     bits.append(repr(printable(r.text.get(k, bytes(a)))[-40:]))
                 elif kind == "image":
                     img = as_rgb(a)
@@ -172,6 +178,7 @@ def text_summary(
                 elif kind != "hidden":
                     bits.append(summary_line(k, a, r.recent.get(k)))
             parts.append(Text(("↺ " if r.reset else "  ") + r.label() + "  " + "  ".join(bits)))
+            parts += [Text(s) for s in below]
     if stats is not None:
         parts.append(stats_panel(stats, title=title, skipped=skipped, skipped_names=skipped_names))
     return Group(*parts)

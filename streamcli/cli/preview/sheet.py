@@ -38,7 +38,7 @@ def contact_sheet(frame: Frame, cell: int = 192) -> np.ndarray:
                 span = float(np.abs(y).max()) or 1.0
                 pts = np.stack([np.linspace(0, cell - 1, y.size), (0.5 - y / span / 2.2) * (body.shape[0] - 1)], 1)
                 cv2.polylines(body, [pts.astype(np.int32)], False, (80, 220, 120), 1)
-            elif kind == "other" or (kind == "image" and k != shown):
+            elif kind in ("other", "series") or (kind == "image" and k != shown):
                 lines.append(summary_line(k, a)[:30])
         for i, s in enumerate(lines[:6]):
             cv2.putText(body, s, (4, 14 + 14 * i), font, 0.38, (230, 230, 230), 1, cv2.LINE_AA)
