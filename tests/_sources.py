@@ -175,3 +175,23 @@ class LengthSource(CountingSource):
 
     def length(self, item: int) -> int | None:
         return self.value  # type: ignore[return-value]
+
+
+class PidWindowSource(CountingSource):
+    """Random access (``window``): step p of stream i is ``x = [pid, p]``, the pid of the process that sliced it."""
+
+    def window(self, item: int) -> dict[str, _PidColumn]:
+        return {"x": _PidColumn(self.lengths[item])}
+
+
+class _PidColumn:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        a, b, _ = s.indices(self.n)
+        p = np.arange(a, max(a, b), dtype=np.int64)
+        return np.stack([np.full_like(p, os.getpid()), p], axis=1)

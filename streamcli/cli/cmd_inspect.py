@@ -85,7 +85,8 @@ def opened_batches(
 
 def rows_table(record: dict[str, Any]) -> Table:
     table = Table(title=f"batch {record['batch']} (epoch {record['epoch']}, its batch {record['index']})")
-    for col in ("row", "stream", "item", "positions", "is_first", "valid"):
+    workers = any("worker" in r for r in record["rows"])
+    for col in ("row", "stream", "item", "positions", "is_first", "valid", *(("worker",) if workers else ())):
         table.add_column(col)
     for r in record["rows"]:
         live = [p for p, v in zip(r["positions"], r["valid"], strict=True) if v]
@@ -96,6 +97,7 @@ def rows_table(record: dict[str, Any]) -> Table:
             f"{live[0]}..{live[-1]}" if live else "-",
             "".join("1" if f else "." for f in r["is_first"]),
             "".join("1" if v else "." for v in r["valid"]),
+            *((str(r.get("worker", "")),) if workers else ()),
         )
     return table
 
@@ -133,7 +135,8 @@ def inspect(
                     soft_wrap=True,
                 )
             try:
-                record = batch_record(batches.batch(batch), batch, batches.stream_name)
+                got = batches.batch(batch)
+                record = batch_record(got, batch, batches.stream_name, batches.workers_of(batch, got))
             except IndexError as exc:
                 raise UsageFailure(f"--batch {batch}: {exc}") from None
             if as_json:

@@ -56,6 +56,10 @@ class ExportBatches:
     def __len__(self) -> int:
         return len(self.reader)
 
+    def workers_of(self, k: int, batch: Batch) -> None:
+        """An export does not keep which producer made a row."""
+        return None
+
     def wait(self, k: int) -> float | None:
         return None  # an export was read from disk: there was no producer to wait for
 

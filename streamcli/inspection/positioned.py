@@ -16,6 +16,7 @@ from typing import Any
 
 from streamcli.batch import Batch
 from streamcli.inspection.plan import Planner, lengths_of, next_batch
+from streamcli.inspection.workers import RowWorkers, Worker
 from streamcli.loader import StreamLoader
 
 Progress = Callable[[int, int], None]
@@ -32,7 +33,8 @@ class LoaderBatches:
         cache: how many batches to keep (copies, so no shared-memory slot stays pinned).
         progress: called while a batch is reached by replaying (lengths unknown).
 
-    ``wait(k)`` is how long the consumer waited for batch k when it was read.
+    ``wait(k)`` is how long the consumer waited for batch k when it was read; ``workers_of(k, batch)`` which producer
+    made each of its rows (``inspection.workers``).
     """
 
     def __init__(
@@ -49,11 +51,13 @@ class LoaderBatches:
         self.start: dict[str, Any] = loader.state_dict()  # in this loader's own terms (a re-plan, if any, done)
         lengths = lengths_of(loader)
         self.planner = Planner(loader, lengths, self.start) if lengths is not None else None
+        self.row_workers = RowWorkers.of(loader, lengths is not None)
         self.cache_size = max(1, cache)
         self.progress = progress
         self.fields = loader.fields
         self._cache: OrderedDict[int, Batch] = OrderedDict()
         self._waits: dict[int, float] = {}
+        self._balanced: dict[int, bool] = {}  # whether the loader balanced its rows when batch k was read
         self._it: Iterator[Batch] | None = None
         self._next = 0  # the run's batch the loader's iterator hands out next
         self.opened_at: list[int] = []  # the batches reached by loading a state (seeks), for tests and the TUI
@@ -75,6 +79,12 @@ class LoaderBatches:
 
     def wait(self, k: int) -> float | None:
         return self._waits.get(k)
+
+    def workers_of(self, k: int, batch: Batch) -> list[Worker] | None:
+        """The producer that made each row of ``batch``, the run's batch ``k``: a worker's number, ``"main"`` or
+        ``"moves"`` (``balance``: the engine alone knows)."""
+        balanced = self._balanced.get(k, False)
+        return [self.row_workers.worker(batch, b, balanced) for b in range(batch.batch_size)]
 
     def batch(self, k: int) -> Batch:
         """The run's batch ``k`` (``RunEnded``, an ``IndexError``, past the run's end)."""
@@ -116,6 +126,8 @@ class LoaderBatches:
         t0 = time.perf_counter()
         batch, self._it = next_batch(self.loader, self._it)
         self._waits[self._next] = time.perf_counter() - t0
+        if self.row_workers.workers >= 2 and self.row_workers.balance is None:  # the loader's measure may turn it on
+            self._balanced[self._next] = self.loader.stats.balanced
         self._next += 1
         out = batch.clone()
         del batch  # frees the loader's slot

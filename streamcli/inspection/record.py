@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,13 @@ def row_record(batch: Batch, b: int, name_of: Callable[[int], str]) -> dict[str,
     return out
 
 
-def batch_record(batch: Batch, k: int, name_of: Callable[[int], str]) -> dict[str, Any]:
-    """``{"batch": k, "epoch": E, "index": i, "rows": [...]}``; ``index`` is the batch's place in its epoch."""
+def batch_record(
+    batch: Batch, k: int, name_of: Callable[[int], str], workers: Sequence[int | str] | None = None
+) -> dict[str, Any]:
+    """``{"batch": k, "epoch": E, "index": i, "rows": [...]}``; ``index`` is the batch's place in its epoch. With
+    ``workers`` (``LoaderBatches.workers_of``), each row also says which producer made it (``"worker"``)."""
     rows = [row_record(batch, b, name_of) for b in range(batch.batch_size)]
+    if workers is not None:
+        for r, w in zip(rows, workers, strict=True):
+            r["worker"] = w
     return {"batch": k, "epoch": batch.epoch, "index": batch.index, "rows": rows}

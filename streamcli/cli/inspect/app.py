@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from textual.app import App, ComposeResult
@@ -35,6 +35,7 @@ class Batches(Protocol):
     def wait(self, k: int) -> float | None: ...
     def stream_name(self, stream: int) -> str: ...
     def stream_length(self, stream: int) -> int | None: ...
+    def workers_of(self, k: int, batch: Batch) -> Sequence[int | str] | None: ...
 
 
 class InspectApp(App[None]):
@@ -127,7 +128,10 @@ class InspectApp(App[None]):
         parts.append("any batch is read alone" if self.batches.seeks else "lengths unknown: going back replays")
         self._say("  ·  ".join([*parts, self.label] if self.label else parts))
         self.query_one(FlagGrid).show(batch, self.selected)
-        self.query_one(RowsTable).show(batch, self.batches.stream_name, self.batches.stream_length, self.selected)
+        workers = self.batches.workers_of(self.k, batch)
+        self.query_one(RowsTable).show(
+            batch, self.batches.stream_name, self.batches.stream_length, self.selected, workers
+        )
         self._detail()
         if self.following is not None:
             stream = self.following

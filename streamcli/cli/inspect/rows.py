@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
 from textual.binding import Binding
@@ -12,7 +12,7 @@ from streamcli.batch import Batch
 from streamcli.cli.inspect.colours import stream_colour
 from streamcli.inspection.record import row_record
 
-COLUMNS = ("row", "stream", "item", "positions", "through the item")
+COLUMNS = ("row", "stream", "item", "positions", "through the item", "worker")
 BAR = 10
 
 
@@ -32,6 +32,13 @@ def positions_span(positions: list[int], valid: list[bool]) -> str:
     return f"{live[0]}..{live[-1]}" if len(live) > 1 else str(live[0])
 
 
+def worker_label(worker: int | str | None) -> str:
+    """``w1``, ``main`` (no workers), ``moves`` (balance), or ``-`` (not known: an export)."""
+    if worker is None:
+        return "-"
+    return f"w{worker}" if isinstance(worker, int) else worker
+
+
 class RowsTable(DataTable[Text | str]):
     """One line per batch row; the cursor is the selected row. ← and → go to the batches, not the columns."""
 
@@ -46,8 +53,15 @@ class RowsTable(DataTable[Text | str]):
         self.add_columns(*COLUMNS)
 
     def show(
-        self, batch: Batch, name_of: Callable[[int], str], length_of: Callable[[int], int | None], selected: int
+        self,
+        batch: Batch,
+        name_of: Callable[[int], str],
+        length_of: Callable[[int], int | None],
+        selected: int,
+        workers: Sequence[int | str] | None = None,
     ) -> None:
+        """The rows of ``batch``; ``workers``: the producer of each row (``LoaderBatches.workers_of``), or None
+        (an export: not known)."""
         self.clear()
         for b in range(batch.batch_size):
             r = row_record(batch, b, name_of)
@@ -59,6 +73,7 @@ class RowsTable(DataTable[Text | str]):
                 r["item"] or "(padding)",
                 positions_span(r["positions"], r["valid"]),
                 progress(live[-1], length_of(sid)) if live else "",
+                worker_label(None if workers is None else workers[b]),
                 key=str(b),
             )
         self.move_cursor(row=min(selected, batch.batch_size - 1))
