@@ -5,7 +5,8 @@ round, each run in a fresh process; with ``--base DIR`` also the library as it w
     python benchmarks/bench_trace.py --rounds 5
     python benchmarks/bench_trace.py --rounds 5 --base /tmp/base   # with the library before the hooks
 
-Prints the median batches/s of each configuration per worker count, and the ratios to "off".
+Prints the median batches/s of each configuration per worker count, and the ratios to "off": the median of the
+rounds' paired ratios, and every round's ratio sorted, so that their range shows how far the host's noise reaches.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def main() -> None:
         print(f"workers={w} {c:>4}: {mid:8.1f} batches/s  ratio to off {mid / off:.3f}  runs {[round(x) for x in v]}")
     print(json.dumps(table))
     print("median of the rounds' ratios:", json.dumps({k: round(v, 3) for k, v in paired.items()}))
+    spread = {
+        f"{c}/off w={w}": sorted(round(x / y, 3) for x, y in zip(v, got[("off", w)], strict=True))
+        for (c, w), v in got.items()
+        if c != "off"
+    }
+    print("the rounds' ratios, sorted (their range):", json.dumps(spread))
 
 
 if __name__ == "__main__":

@@ -217,7 +217,8 @@ def encode(
     arrays |= {EXTRA + k: np.asarray(v, np.int64) for k, v in (extra or {}).items()}
     meta["seal"] = seal_of(meta, arrays)
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    members: dict[str, Any] = {**arrays, "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+    np.savez_compressed(buf, **members)
     return buf.getvalue()
 
 
