@@ -100,3 +100,25 @@ def test_each_command_writes_a_trace_with_trace(tmp_path: Path, command: str) ->
     pids = {e["pid"] for e in events}
     assert any(e["name"] == "wait" for e in events) and any(e["name"] == "read" for e in events)
     assert len(pids) == 2  # the consumer and its one worker
+
+
+def test_tracing_off_costs_no_test_in_the_loops_that_copy_steps() -> None:
+    """The tracer is tested once per batch and per stream opened (``streamcli.trace``), never inside the loops
+    that read and copy the steps: no loop of the per-step fill modules names it."""
+    import ast
+    import inspect
+
+    from streamcli.fills import iterators, windows
+
+    for module in (iterators, windows):
+        tree = ast.parse(inspect.getsource(module))
+        loops = [n for n in ast.walk(tree) if isinstance(n, ast.For | ast.While | ast.comprehension)]
+        assert len(loops) >= 3, module.__name__  # the copy loops are there to be checked
+        named = [
+            getattr(n, "lineno", 0)
+            for loop in loops
+            for n in ast.walk(loop)
+            if (isinstance(n, ast.Attribute) and n.attr == "tracer") or (isinstance(n, ast.Name) and n.id == "tracer")
+        ]
+        assert named == [], f"{module.__name__} tests the tracer inside a loop, at lines {named}"
+    assert "tracer" in inspect.getsource(iterators.Rows.fill)  # where it is tested: once per batch
