@@ -12,6 +12,7 @@ import pytest
 from _invariants import to_numpy
 from _resume import assert_same, run_epochs
 from conftest import require_shared
+from streamcli_sources.shards import ShardSource
 
 import streamcli
 from streamcli import ShardReader, StreamLoader, load_source
@@ -20,6 +21,7 @@ from streamcli.shards.codec import Codec
 from streamcli.shards.constant import folded
 from streamcli.shards.npz import open_folder_shard
 from streamcli.shards.npz_write import sha256_file, write_npz
+from streamcli.source import iter_steps
 
 B, T = 8, 128
 
@@ -47,6 +49,9 @@ def test_an_export_of_bytes_at_width_1_is_at_most_one_and_a_half_times_the_bytes
     assert nbytes.dtype == np.int32 and nbytes.shape[1:] == (T, B)
     last = [b["nbytes"] for b in want[-m["shards"][-1]["batches"] :]]
     assert np.array_equal(nbytes, np.stack(last)) and (nbytes == 0).any()  # its padding rebuilt as zeros
+    src = ShardSource(str(tmp_path))  # re-batching it reads the folded field too
+    first = b"".join(s["text"][: int(s["nbytes"])].tobytes() for s in iter_steps(src, src.items()[0]))
+    assert first == (require_shared("text") / "fortunes_literature.txt").read_bytes()[: len(first)] and first
 
 
 def as_format_2(out: Path) -> None:
