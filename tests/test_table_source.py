@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -185,3 +186,24 @@ def test_an_index_of_an_unsorted_table_keeps_its_row_order_so_no_reader_groups_i
         assert got[k]["frame"].tolist() == table["frame"].to_numpy()[rows].tolist()
     if order_by:
         check_streams(got, recs, list(src.items()))
+
+
+def test_an_index_written_before_it_kept_the_row_order_still_gives_the_streams_in_order(
+    tmp_path: Path, recs: list[np.ndarray]
+) -> None:
+    from streamcli.index_format import seal_of
+
+    path = tmp_path / "log.parquet"
+    pq.write_table(sensor_log(recs), path, row_group_size=500)
+    r = CliRunner().invoke(app, ["index", "table", str(path), "-s", "stream_by=mic", "-s", "order_by=t"])
+    assert r.exit_code == 0, r.output
+    index = Path(f"{path}.streamcli-index.npz")
+    with np.load(index) as z:
+        arrays = {k: z[k] for k in z.files if k not in ("meta", "x.order")}  # as an older streamcli wrote it
+        meta = json.loads(z["meta"].tobytes())
+    meta["seal"] = seal_of(meta, arrays)
+    members: dict[str, Any] = {**arrays, "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+    np.savez_compressed(index, **members)
+    src = load_source("table", path, stream_by="mic", order_by="t")
+    assert src.streamcli_index is not None and src.streamcli_index.arrays == {}
+    check_streams(streams_of(src, B, T), recs, list(src.items()))
