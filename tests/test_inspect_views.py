@@ -104,3 +104,13 @@ def test_without_lengths_g_k_replays_to_the_kth_batch_and_the_status_line_says_s
     k, batch, _ = seen["p"]
     assert k == 10 and batch is not None and torch.equal(batch["x"], want[10]["x"])
     assert seen["escape"] == (10, False)
+
+
+def test_the_detail_pane_shows_a_series_as_a_sparkline_per_dimension() -> None:
+    state = np.zeros((4, 2, 3), np.float32)
+    state[:, 0, 0] = [0, 1, 2, 3]  # rising
+    state[:, 0, 1] = [3, 2, 1, 0]  # falling
+    state[:, 0, 2] = 5  # flat
+    shown = text_of(detail(batch_of({"observation.state": state}), 0, {"observation.state": "series"}))
+    assert "observation.state series  float32[3] x 4 steps" in shown
+    assert "state[0] ▁▃▆█ 3" in shown and "state[1] █▆▃▁ 0" in shown and "state[2] ▁▁▁▁ 5" in shown
