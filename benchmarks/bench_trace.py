@@ -4,6 +4,7 @@ round, each run in a fresh process; with ``--base DIR`` also the library as it w
 
     python benchmarks/bench_trace.py --rounds 5
     python benchmarks/bench_trace.py --rounds 5 --base /tmp/base   # with the library before the hooks
+    python benchmarks/bench_trace.py --rounds 12 --base /tmp/base --workers 0 --cpu   # by CPU time: less noise
 
 Prints the median batches/s of each configuration per worker count, and the ratios to "off": the median of the
 rounds' paired ratios, and every round's ratio sorted, so that their range shows how far the host's noise reaches.
@@ -26,8 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 B, T, BATCHES, WARMUP = 16, 8, 400, 20
 
 
-def one(workers: int, trace: bool) -> float:
-    """Batches per second of one run (after ``WARMUP`` untimed batches), in this process."""
+def one(workers: int, trace: bool, cpu: bool = False) -> float:
+    """Batches per second of one run (after ``WARMUP`` untimed batches), in this process; ``cpu``: per second of
+    this process's CPU time rather than of the wall clock (in process, ``workers=0``, that is all the loader's work,
+    and other jobs on a shared host take little of it)."""
+    clock = time.process_time if cpu else time.perf_counter
     sys.path.insert(0, str(ROOT))
     from benchmarks.workloads import workload
     from streamcli import StreamLoader
@@ -37,18 +41,18 @@ def one(workers: int, trace: bool) -> float:
         it = iter(loader)
         for _ in range(WARMUP):
             next(it)
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(BATCHES):
             next(it)
-        return BATCHES / (time.perf_counter() - t0)
+        return BATCHES / (clock() - t0)
 
 
-def run(config: str, workers: int, base: str | None) -> float:
+def run(config: str, workers: int, base: str | None, cpu: bool = False) -> float:
     env = dict(os.environ)
     if config == "base":
         assert base is not None
         env["PYTHONPATH"] = base  # the old library shadows this tree's
-    code = f"import benchmarks.bench_trace as b; print(b.one({workers}, {config == 'on'}))"
+    code = f"import benchmarks.bench_trace as b; print(b.one({workers}, {config == 'on'}, {cpu}))"
     out = subprocess.run([sys.executable, "-c", code], cwd=base if config == "base" else ROOT, env=env,
                          capture_output=True, text=True, check=True)  # fmt: skip
     return float(out.stdout.strip().splitlines()[-1])
@@ -59,6 +63,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", default="0,2", help="comma list of worker counts")
     parser.add_argument("--base", default=None, help="a folder holding the library before the hooks (streamcli/)")
+    parser.add_argument("--cpu", action="store_true", help="time by CPU seconds of the process (for --workers 0)")
     args = parser.parse_args()
     configs = ["off", "on"] + (["base"] if args.base else [])
     if args.base:  # the old tree needs the benchmarks package too
@@ -69,7 +74,7 @@ def main() -> None:
     for r in range(args.rounds):
         for w in [int(x) for x in args.workers.split(",")]:
             for c in configs if r % 2 == 0 else configs[::-1]:
-                got.setdefault((c, w), []).append(run(c, w, args.base))
+                got.setdefault((c, w), []).append(run(c, w, args.base, args.cpu))
     table = {f"{c} w={w}": statistics.median(v) for (c, w), v in got.items()}
     # The host's speed swings between runs: each round's ratio to "off", measured side by side, then their median.
     paired = {
