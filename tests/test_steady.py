@@ -9,13 +9,13 @@ import pytest
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 
 
 def _schedule(lengths: list[int], B: int, T: int, rows: tuple[int, int] | None, **kw: Any) -> Schedule:
     order = np.array([(i, 0, 0, n) for i, n in enumerate(lengths)], np.int64)  # item, first step, open, length
-    start = np.array([_cursor.record(-1, 0, RowState.IDLE, False, False)] * B, np.int64)
+    start = np.array([_cursor.record(-1, 0, RowPhase.IDLE, False, False)] * B, np.int64)
     return Schedule(order, start, 0, 0, T=T, rows=rows, **kw)
 
 
@@ -72,7 +72,7 @@ def test_steady_plans_of_unknown_lengths_equal_the_full_pass(pack: bool, segment
     B, T = 6, 4
     lengths = [int(n) for n in rng.integers(0, 40 * T, 5 * B)]
     order = np.array([(i, 0, 0, -1) for i in range(len(lengths))], np.int64)  # (-1: the length is not known)
-    start = np.array([_cursor.record(-1, 0, RowState.IDLE, False, False)] * B, np.int64)
+    start = np.array([_cursor.record(-1, 0, RowPhase.IDLE, False, False)] * B, np.int64)
 
     def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
         left = lengths[item] - pos

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.scheduled.claims import ClaimOrder
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.plans import BatchRuns, RowColumns, rows_of
 
 MANY_CROSSINGS = 32
 """From this many crossing rows in a batch, those of the usual shapes are planned here; fewer cost less one by one."""
-LIVE, SHORT, IDLE = int(RowState.LIVE), int(RowState.SHORT), int(RowState.IDLE)
+LIVE, SHORT, IDLE = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.IDLE)
 
 
 class SimpleCrossings(RowColumns):

@@ -15,7 +15,6 @@ while the row waits in another group or moves, because whoever held it read it t
 from __future__ import annotations
 
 import copy
-import heapq
 
 import numpy as np
 
@@ -52,7 +51,7 @@ class HandedSchedule(Schedule):
         """The rows whose claims in the batch being planned have not been made (their turn has not come)."""
         assert self.opening is not None
         limit = self.opening.limit
-        return sorted({b for key, b in self.claim_order._heap if key < limit})
+        return self.claim_order.rows_before(limit)
 
     def split(self, rows: list[int]) -> HandedSchedule:
         """Rows ``rows`` leave this schedule, where its plan stands, for a new one of their own (what was read and
@@ -66,12 +65,7 @@ class HandedSchedule(Schedule):
         other.state[~mine & other.owned] = FOREIGN
         self.state[mine] = FOREIGN
         other.foreign, self.foreign = self.B - len(rows), self.foreign + len(rows)
-        other.claim_order = copy.copy(self.claim_order)
-        heap = self.claim_order._heap
-        other.claim_order._heap = [e for e in heap if mine[e[1]]]
-        self.claim_order._heap = [e for e in heap if not mine[e[1]]]
-        heapq.heapify(other.claim_order._heap)
-        heapq.heapify(self.claim_order._heap)
+        other.claim_order = self.claim_order.split(mine)
         if self.opening is not None:
             op = self.opening
             reads = self._reads
@@ -97,9 +91,7 @@ class HandedSchedule(Schedule):
         self.table[rows] = other.table[rows]
         self._measure()
         self.foreign -= len(rows)
-        heap = self.claim_order._heap
-        for entry in other.claim_order._heap:
-            heapq.heappush(heap, entry)
+        self.claim_order.merge(other.claim_order)
 
     def alone(self, k: int) -> HandedSchedule:
         """A new schedule that owns no row yet, at batch ``k`` (a row handed over there is ``adopt``-ed into it)."""
@@ -107,8 +99,7 @@ class HandedSchedule(Schedule):
         other._bind(self.table.copy())
         other.state[:] = FOREIGN
         other.foreign, other.k, other.opening, other.stalled = self.B, k, None, False
-        other.claim_order = copy.copy(self.claim_order)
-        other.claim_order._heap = []
+        other.claim_order = self.claim_order.split(np.zeros(self.B_all, bool))
         other._measure()
         return other
 

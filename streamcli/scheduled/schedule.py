@@ -17,7 +17,7 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
 from streamcli.scheduled.crossings import MANY_CROSSINGS, SimpleCrossings
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
@@ -25,13 +25,13 @@ from streamcli.scheduled.plans import Run as Run
 from streamcli.scheduled.steady import FOREIGN as FOREIGN
 from streamcli.scheduled.steady import SteadyStretch
 
-# A row's state is its cursor's (``RowState``): the schedule keeps the very value the cursor after a batch holds.
+# A row's state is its cursor's (``RowPhase``): the schedule keeps the very value the cursor after a batch holds.
 # ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
 # (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
 # stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
 # ``SHORT`` (``fills.flags.write_summary``).
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
-    int(s) for s in (RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY, RowState.FOLLOW)
+    int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
 
@@ -125,9 +125,8 @@ class Schedule(SimpleCrossings, SteadyStretch):
         """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
         call again)."""
         order_of_claims, got, lo, B, B_all = self.claim_order, opening.got, self.lo, self.B, self.B_all
-        heap = order_of_claims._heap
-        while heap and heap[0][0] < opening.limit:
-            if not wait and not order_of_claims.ready(heap[0][0]):
+        while (key := order_of_claims.next_key()) < opening.limit:
+            if not wait and not order_of_claims.ready(key):
                 return False
             key, b, c = order_of_claims.advance(opening.opener)
             if lo <= b < lo + B:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.plans import BatchRuns, RowColumns
 
-LIVE = int(RowState.LIVE)
+LIVE = int(RowPhase.LIVE)
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
 
 
