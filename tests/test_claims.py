@@ -238,20 +238,14 @@ def test_rows_resumed_mid_stream_are_planned_by_their_block() -> None:
 
 @pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("lengths", [[7] * 40, [3, 11, 5, 20, 1, 9, 0, 14, 2] * 5, [1, 2, 30, 4] * 10])
-def test_crossings_planned_with_arrays_match_those_planned_row_by_row(
-    lengths: list[int], pack: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from streamcli.scheduled import schedule
-
+def test_rows_planned_at_their_events_match_every_row_planned_in_every_batch(lengths: list[int], pack: bool) -> None:
     long = [i for i, n in enumerate(lengths) if n >= 3][:6]  # rows resumed one step into these streams
     resumed = np.array([_cursor.record(item, 1, RowPhase.LIVE if r % 3 else RowPhase.SHORT, False, False)
                         for r, item in enumerate(long)], np.int64)  # fmt: skip
     for start in (None, resumed):  # an epoch's start, and a resume with live and short rows
-        by_row = _schedule(lengths, B=6, T=4, pack=pack, start=start)
-        by_arrays = _schedule(lengths, B=6, T=4, pack=pack, start=start)
+        every_row = _schedule(lengths, B=6, T=4, pack=pack, start=start)
+        every_row.EVENTS = False
+        by_events = _schedule(lengths, B=6, T=4, pack=pack, start=start)
         for _ in range(40):
-            monkeypatch.setattr(schedule, "MANY_CROSSINGS", 10**9)  # one by one
-            want = _rows_of(by_row.next_plan(), 0)
-            monkeypatch.setattr(schedule, "MANY_CROSSINGS", 0)  # the usual crossings as arrays
-            assert _rows_of(by_arrays.next_plan(), 0) == want
-        assert np.array_equal(by_row.table, by_arrays.table)
+            assert _rows_of(by_events.next_plan(), 0) == _rows_of(every_row.next_plan(), 0)
+        assert np.array_equal(every_row.table, by_events.table)

@@ -17,9 +17,6 @@ KNOWN: set[str] = {
     "streamcli/fills/open_streams.py: uses ._open",
     "streamcli/fills/open_streams.py: uses ._read_blocks",
     "streamcli/fills/open_streams.py: uses ._read_steps",
-    "streamcli/scheduled/crossings.py: uses ._steps",
-    "streamcli/scheduled/handed.py: uses ._bind",
-    "streamcli/scheduled/handed.py: uses ._measure",
     "streamcli/transforms/compose.py: uses ._layouts",
 }
 KNOWN_TWICE = {"Turns"}  # as KNOWN: renamed, then removed from here

@@ -12,18 +12,18 @@ settings, the epoch and k: the same for any number of workers and any timing.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
+
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
-from streamcli.scheduled.crossings import MANY_CROSSINGS, SimpleCrossings
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
-from streamcli.scheduled.steady import FOREIGN as FOREIGN
-from streamcli.scheduled.steady import SteadyStretch
 
 # A row's state is its cursor's (``RowPhase``): the schedule keeps the very value the cursor after a batch holds.
 # ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
@@ -33,19 +33,27 @@ from streamcli.scheduled.steady import SteadyStretch
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
+FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
 _COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
 
 
-class Schedule(SimpleCrossings, SteadyStretch):
+class Schedule:
     """Every row's state as arrays, advanced one batch at a time (``next_plan``), from an epoch's start or a
     resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
     stream) and ``start`` (the row cursors at batch ``first``).
+
+    Each row's next event (its stream's end, the end of its padding, its claim) is kept by the batch it falls in
+    (``due``); a batch plans those rows, the rows its claims and reads change, and nothing else: every other row
+    reads on, pads on or stays dry, as it did in the batch before. A stream of unknown length is an open bound that
+    the batch's reads raise (``open_rows``).
 
     A producer that writes only the rows ``lo .. hi-1`` of each batch (``rows``: a worker reading iterator
     streams, which stay in its process) plans only those: the claims are made for every row, in the one order
     all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
     others. A producer that owns a changing set of rows (``owned``, a mask over every row) plans those only
     (``scheduled.handed``)."""
+
+    EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
 
     def __init__(
         self,
@@ -77,17 +85,32 @@ class Schedule(SimpleCrossings, SteadyStretch):
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
         self._bind(np.zeros((B, len(_COLUMNS)), np.int64))
-        self.foreign = 0  # rows planned elsewhere (``owned``)
+        self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
+        self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
+        self._reads: Reads | None = None
         for b, cursor in enumerate(start.tolist()):
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
-                self.state[b], self.foreign = FOREIGN, self.foreign + 1
+                self.state[b] = FOREIGN
+        self.touch(range(B))
 
     def _bind(self, table: np.ndarray) -> None:
         self.table = table
         (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
             table[:, i] for i in range(len(_COLUMNS))
         )
+
+    def fork(self) -> Schedule:
+        """A copy that plans on by itself from where this one stands (its own rows' table and events)."""
+        other = copy.copy(self)
+        other._bind(self.table.copy())
+        other.due = {k: set(rows) for k, rows in self.due.items()}
+        return other
+
+    def touch(self, rows: Iterable[int]) -> None:
+        """Plan ``rows`` afresh in the next batch (their state was set from outside its events)."""
+        self.due.setdefault(self.k, set()).update(rows)
+        self._same = None
 
     def _set_row(self, b: int, cursor: list[int], q0: int) -> None:
         """Row ``b``'s state from its cursor at epoch step ``q0`` (an epoch's start, a resume, a row adopted)."""
@@ -135,73 +158,132 @@ class Schedule(SimpleCrossings, SteadyStretch):
 
     def close_batch(self, opening: Opening) -> BatchRuns:
         """The batch's plan once its claims are made; the rows' state moves past it."""
-        if self.left > 0 and not opening.got and not opening.opened:
-            return self._steady()  # (``scheduled.steady``)
-        plan = self._close(opening)
-        self._measure()
-        return plan
-
-    def _close(self, opening: Opening) -> BatchRuns:
-        T, B, k = self.T, self.B, self.k
-        q0, q1 = k * T, (k + 1) * T
-        claims = np.zeros(B, np.int64)
-        dry = np.zeros(B, np.int64)
+        k, T, B = self.k, self.T, self.B
+        due = self.due.pop(k, None)
         got, opened = opening.got, opening.opened
-        state, pos = self.state, self.pos
-        live = state == LIVE
-        whole_mask = live & (self.stop - pos >= T)
-        if opened:
-            whole_mask[opened] = False  # (read already: planned from what was read, ``_cross``)
-        wait_all = (state == SHORT) & (self.claim_q >= q1)
-        dry_all = state == DRY
-        crossing = ~(whole_mask | wait_all | dry_all)
-        if self.foreign:
-            crossing &= state != FOREIGN
-        claimed = np.array(got, np.int64).reshape(-1, 6)
-        crossing[claimed[:, 0]] = True
-        whole = np.flatnonzero(whole_mask)
+        if self.EVENTS and due is None and not got and not opened:
+            return self._steady()
+        self._same = None
+        q0, q1 = k * T, (k + 1) * T
+        by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
+        for b, *claim in got:
+            by_row.setdefault(b, []).append(tuple(claim))
+        crossing = set(by_row).union(opened)  # (an opened row is planned from what was read, ``_cross``)
+        changed = sorted(crossing.union(due or ()) if self.EVENTS else range(B))
+        state, pos, stop, claim_q = self.state, self.pos, self.stop, self.claim_q
+        # The rows that change nothing read on, pad on (their position counts on) or stay dry.
+        reading, waiting, padding = state == LIVE, state == SHORT, (state == SHORT) | (state == DRY)
+        reading[changed] = waiting[changed] = padding[changed] = False
+        ends = []
+        for b, s, left, claim in zip(
+            changed, *(c[changed].tolist() for c in (state, stop - pos, claim_q)), strict=True
+        ):
+            if b in crossing:
+                continue
+            if s == LIVE and left >= T:
+                reading[b] = True
+                ends += [b] if left == T else []
+            elif s == SHORT and claim >= q1:
+                padding[b], waiting[b] = True, claim > q1
+            elif s == DRY:
+                padding[b] = True
+            elif s != FOREIGN:
+                crossing.add(b)
+        whole = np.flatnonzero(reading)
         out = BatchRuns(
             k=k,
             whole=whole,
             item=self.item[whole],
             pos=pos[whole],
             replay=self.replay[whole] != 0,
-            stop=self.stop[whole],
+            stop=stop[whole],
             expect=self.expect[whole],
             seg_end=self.seg_end[whole],
             runs=[],
-            pads=[],
+            pads=[(b, 0, T) for b in np.flatnonzero(padding).tolist()],
             cursors=np.empty((B, _cursor.WIDTH), np.int64),
-            claims=claims,
-            dry=dry,
+            claims=np.zeros(B, np.int64),
+            dry=np.zeros(B, np.int64),
         )
-        pads = out.pads
-        for b in np.flatnonzero((wait_all | dry_all) & ~crossing).tolist():
-            pads.append((b, 0, T))
         pos[whole] += T
-        pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
-        ended = whole[self.stop[whole] == pos[whole]]
-        state[ended] = SHORT
-        rest = np.flatnonzero(crossing)
-        if len(rest) >= MANY_CROSSINGS:
-            rest = self._cross_simply(crossing, claimed, q0, out)
-        if len(rest):
-            by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
-            for b, *claim in got:
-                by_row.setdefault(b, []).append(tuple(claim))
-            for b in rest.tolist():
-                self._cross(b, q0, by_row.get(b, []), out)
-        # Rows waiting for a claim at the next batch's first step are free now.
-        state[(state == SHORT) & (self.claim_q == q1)] = IDLE
+        pos[waiting] += T
+        state[ends] = SHORT
+        for b in sorted(crossing):
+            self._cross(b, q0, by_row.get(b, []), out)
+        for b, s, claim in zip(changed, *(c[changed].tolist() for c in (state, claim_q)), strict=True):
+            if s == SHORT and claim == q1:  # its claim is at the next batch's first step: free now
+                state[b] = s = IDLE
+            self._next_event(b, s, q1)
+        self.k = k + 1
+        return self._cursors(out)
+
+    def _next_event(self, b: int, state: int, q: int) -> None:
+        """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start), under the batch of its next event."""
+        if state == LIVE and self.stop[b] < OPEN:  # its stream ends
+            at = (q + int(self.stop[b] - self.pos[b]) - 1) // self.T
+        elif state == SHORT:  # its padding ends
+            at = (int(self.claim_q[b]) - 1) // self.T
+        elif state == IDLE:  # it claims
+            at = int(self.claim_q[b]) // self.T
+        else:  # dry, planned elsewhere, or open (its reads find its end)
+            return
+        self.due.setdefault(max(at, q // self.T), set()).add(b)
+
+    def _cursors(self, out: BatchRuns) -> BatchRuns:
         cur = out.cursors
         cur[:, _cursor.ITEM] = self.item
-        cur[:, _cursor.POS] = pos
-        cur[:, _cursor.STATE] = state
+        cur[:, _cursor.POS] = self.pos
+        cur[:, _cursor.STATE] = self.state
         cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
         if self.segment:  # an item of unknown length cut into segments: its row says so until its next claim
             cur[:, _cursor.FLAGS] += (self.expect < 0) * _cursor.OPEN_ENDED
-        self.k = k + 1
         return out
+
+    def _steady(self) -> BatchRuns:
+        """A batch in which no row changes: the rows' parts are those of the batch before but the positions."""
+        same, T = self._same, self.T
+        if same is None:
+            state = self.state
+            whole = np.flatnonzero(state == LIVE)
+            waiting = np.flatnonzero(state == SHORT)
+            zeros = np.zeros(self.B, np.int64)
+            same = self._same = BatchRuns(
+                k=-1,
+                whole=whole,
+                item=self.item[whole],
+                pos=np.concatenate([whole, waiting]),  # (the rows whose position counts on)
+                replay=self.replay[whole] != 0,
+                stop=self.stop[whole],
+                expect=self.expect[whole],
+                seg_end=self.seg_end[whole],
+                runs=[],
+                pads=[(b, 0, T) for b in np.flatnonzero((state == SHORT) | (state == DRY)).tolist()],
+                cursors=np.empty((self.B, _cursor.WIDTH), np.int64),
+                claims=zeros,
+                dry=zeros,
+            )
+            self._cursors(same)
+        pos, counting = self.pos, same.pos
+        at = pos[same.whole]
+        pos[counting] += T
+        cursors = same.cursors.copy()
+        cursors[:, _cursor.POS] = pos
+        k, self.k = self.k, self.k + 1
+        return BatchRuns(
+            k=k,
+            whole=same.whole,
+            item=same.item,
+            pos=at,
+            replay=same.replay,
+            stop=same.stop,
+            expect=same.expect,
+            seg_end=same.seg_end,
+            runs=[],
+            pads=list(same.pads),
+            cursors=cursors,
+            claims=same.claims,
+            dry=same.dry,
+        )
 
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
