@@ -34,7 +34,9 @@ LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
-_COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
+# A row's state: its cursor record first (``scheduled.cursor``: a plan's cursors are a copy of those columns), then
+# where its stream stops, whether it is replayed, its item's promised length, its segment's end and its next claim.
+_COLUMNS = ("item", "pos", "state", "flags", "stop", "replay", "expect", "seg_end", "claim_q")
 
 
 class Schedule:
@@ -96,7 +98,7 @@ class Schedule:
 
     def _bind(self, table: np.ndarray) -> None:
         self.table = table
-        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
+        self.item, self.pos, self.state, _, self.stop, self.replay, self.expect, self.seg_end, self.claim_q = (
             table[:, i] for i in range(len(_COLUMNS))
         )
 
@@ -116,7 +118,8 @@ class Schedule:
         """Row ``b``'s state from its cursor at epoch step ``q0`` (an epoch's start, a resume, a row adopted)."""
         item, pos, state, flags = cursor
         segment = self.segment
-        self.table[b] = (IDLE, pos, 0, item, (flags & _cursor.REPLAYED) != 0, -(flags & _cursor.OPEN_ENDED != 0), 0, q0)
+        replay, expect = (flags & _cursor.REPLAYED) != 0, -(flags & _cursor.OPEN_ENDED != 0)
+        self.table[b] = (item, pos, IDLE, 0, 0, replay, expect, 0, q0)
         if state == DRY:
             self.state[b] = DRY
         elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
@@ -128,6 +131,12 @@ class Schedule:
             self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
             self.claim_q[b] = next_claim_step(q0, end - pos, self.T, self.pack)
             self.state[b] = state
+        self.table[b, 3] = self._flags(int(self.replay[b]), int(self.expect[b]))
+
+    def _flags(self, replay: int, expect: int) -> int:
+        """The cursor's flags of a row (an item of unknown length cut into segments: its row says so until its
+        next claim)."""
+        return _cursor.REPLAYED * (replay != 0) + _cursor.OPEN_ENDED * (self.segment != 0 and expect < 0)
 
     def next_plan(self, probe: Probe | None = None) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it. ``probe`` reads streams of unknown length."""
@@ -170,104 +179,93 @@ class Schedule:
             by_row.setdefault(b, []).append(tuple(claim))
         crossing = set(by_row).union(opened)  # (an opened row is planned from what was read, ``_cross``)
         changed = sorted(crossing.union(due or ()) if self.EVENTS else range(B))
-        state, pos, stop, claim_q = self.state, self.pos, self.stop, self.claim_q
+        state, pos = self.state, self.pos
         # The rows that change nothing read on, pad on (their position counts on) or stay dry.
         reading, waiting, padding = state == LIVE, state == SHORT, (state == SHORT) | (state == DRY)
         reading[changed] = waiting[changed] = padding[changed] = False
-        ends = []
-        for b, s, left, claim in zip(
-            changed, *(c[changed].tolist() for c in (state, stop - pos, claim_q)), strict=True
-        ):
+        ends = []  # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        for b, (_, p, s, _, stop, _, _, _, claim) in zip(changed, self.table[changed].tolist(), strict=True):
             if b in crossing:
                 continue
-            if s == LIVE and left >= T:
+            if s == LIVE and stop - p >= T:
                 reading[b] = True
-                ends += [b] if left == T else []
+                ends.append((b, stop - p - T if stop < OPEN else OPEN, claim))
             elif s == SHORT and claim >= q1:
                 padding[b], waiting[b] = True, claim > q1
+                ends.append((b, -1, claim))
             elif s == DRY:
                 padding[b] = True
             elif s != FOREIGN:
                 crossing.add(b)
         whole = np.flatnonzero(reading)
+        rows = self.table[whole]  # (one gather: the plan's arrays are its columns)
         out = BatchRuns(
             k=k,
             whole=whole,
-            item=self.item[whole],
-            pos=pos[whole],
-            replay=self.replay[whole] != 0,
-            stop=stop[whole],
-            expect=self.expect[whole],
-            seg_end=self.seg_end[whole],
+            item=rows[:, 0],
+            pos=rows[:, 1],
+            replay=rows[:, 5] != 0,
+            stop=rows[:, 4],
+            expect=rows[:, 6],
+            seg_end=rows[:, 7],
             runs=[],
             pads=[(b, 0, T) for b in np.flatnonzero(padding).tolist()],
-            cursors=np.empty((B, _cursor.WIDTH), np.int64),
+            cursors=self.table[:, :4],  # (copied below, once the rows have moved past the batch)
             claims=np.zeros(B, np.int64),
             dry=np.zeros(B, np.int64),
         )
-        pos[whole] += T
-        pos[waiting] += T
-        state[ends] = SHORT
+        pos += (reading | waiting) * T
+        for b, left, claim in ends:
+            if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
+                state[b] = IDLE if claim == q1 else SHORT
+            self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
         for b in sorted(crossing):
             self._cross(b, q0, by_row.get(b, []), out)
-        for b, s, claim in zip(changed, *(c[changed].tolist() for c in (state, claim_q)), strict=True):
-            if s == SHORT and claim == q1:  # its claim is at the next batch's first step: free now
-                state[b] = s = IDLE
-            self._next_event(b, s, q1)
+        out.cursors = out.cursors.copy()
         self.k = k + 1
-        return self._cursors(out)
+        return out
 
-    def _next_event(self, b: int, state: int, q: int) -> None:
-        """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start), under the batch of its next event."""
-        if state == LIVE and self.stop[b] < OPEN:  # its stream ends
-            at = (q + int(self.stop[b] - self.pos[b]) - 1) // self.T
+    def _file(self, b: int, state: int, left: int, claim: int, q: int) -> None:
+        """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start; ``left``: its stream's steps left, or
+        ``OPEN``), under the batch of its next event."""
+        if not self.EVENTS:
+            return
+        if state == LIVE and left < OPEN:  # its stream ends
+            at = (q + left - 1) // self.T
         elif state == SHORT:  # its padding ends
-            at = (int(self.claim_q[b]) - 1) // self.T
+            at = (claim - 1) // self.T
         elif state == IDLE:  # it claims
-            at = int(self.claim_q[b]) // self.T
+            at = claim // self.T
         else:  # dry, planned elsewhere, or open (its reads find its end)
             return
         self.due.setdefault(max(at, q // self.T), set()).add(b)
 
-    def _cursors(self, out: BatchRuns) -> BatchRuns:
-        cur = out.cursors
-        cur[:, _cursor.ITEM] = self.item
-        cur[:, _cursor.POS] = self.pos
-        cur[:, _cursor.STATE] = self.state
-        cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
-        if self.segment:  # an item of unknown length cut into segments: its row says so until its next claim
-            cur[:, _cursor.FLAGS] += (self.expect < 0) * _cursor.OPEN_ENDED
-        return out
-
     def _steady(self) -> BatchRuns:
         """A batch in which no row changes: the rows' parts are those of the batch before but the positions."""
-        same, T = self._same, self.T
+        same = self._same
         if same is None:
             state = self.state
             whole = np.flatnonzero(state == LIVE)
-            waiting = np.flatnonzero(state == SHORT)
+            rows = self.table[whole]
             zeros = np.zeros(self.B, np.int64)
             same = self._same = BatchRuns(
                 k=-1,
                 whole=whole,
-                item=self.item[whole],
-                pos=np.concatenate([whole, waiting]),  # (the rows whose position counts on)
-                replay=self.replay[whole] != 0,
-                stop=self.stop[whole],
-                expect=self.expect[whole],
-                seg_end=self.seg_end[whole],
+                item=rows[:, 0],
+                pos=np.where((state == LIVE) | (state == SHORT), self.T, 0),  # (the steps each position counts on)
+                replay=rows[:, 5] != 0,
+                stop=rows[:, 4],
+                expect=rows[:, 6],
+                seg_end=rows[:, 7],
                 runs=[],
-                pads=[(b, 0, T) for b in np.flatnonzero((state == SHORT) | (state == DRY)).tolist()],
-                cursors=np.empty((self.B, _cursor.WIDTH), np.int64),
+                pads=[(b, 0, self.T) for b in np.flatnonzero((state == SHORT) | (state == DRY)).tolist()],
+                cursors=self.table[:, :4],
                 claims=zeros,
                 dry=zeros,
             )
-            self._cursors(same)
-        pos, counting = self.pos, same.pos
+        pos = self.pos
         at = pos[same.whole]
-        pos[counting] += T
-        cursors = same.cursors.copy()
-        cursors[:, _cursor.POS] = pos
+        pos += same.pos
         k, self.k = self.k, self.k + 1
         return BatchRuns(
             k=k,
@@ -280,7 +278,7 @@ class Schedule:
             seg_end=same.seg_end,
             runs=[],
             pads=list(same.pads),
-            cursors=cursors,
+            cursors=self.table[:, :4].copy(),
             claims=same.claims,
             dry=same.dry,
         )
@@ -289,7 +287,7 @@ class Schedule:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, claim_order, order = self.T, self.claim_order, self.order
-        state, pos, stop, item, replay, expect, seg_end, claim_q = self.table[b].tolist()
+        item, pos, state, flags, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
         replay, fresh = replay != 0, False  # a stream is fresh only from its claim to its first run, in one batch
         runs, pads = out.runs, out.pads
         t, c = 0, 0
@@ -337,4 +335,8 @@ class Schedule:
             else:  # DRY
                 pads.append((b, t, T))
                 t = T
-        self.table[b] = (state, pos, stop, item, replay, expect, seg_end, claim_q)
+        if state == SHORT and claim_q == q0 + T:  # its claim is at the next batch's first step: free now
+            state = IDLE
+        flags = self._flags(replay, expect)
+        self.table[b] = (item, pos, state, flags, stop, replay, expect, seg_end, claim_q)
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q0 + T)
