@@ -88,6 +88,10 @@ class Schedule:
         # the names below are its columns.
         self._bind(np.zeros((B, len(_COLUMNS)), np.int64))
         self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
+        # What a row whose state changes nothing in a batch does, by state (FOREIGN first): (reads the whole batch,
+        # pads it, the steps its position counts on).
+        self._kinds = np.zeros((max(LIVE, SHORT, IDLE, DRY, FOLLOW) + 2, 3), np.int64)
+        self._kinds[LIVE + 1], self._kinds[SHORT + 1], self._kinds[DRY + 1] = (1, 0, T), (0, 1, T), (0, 1, 0)
         self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
         self._reads: Reads | None = None
         for b, cursor in enumerate(start.tolist()):
@@ -180,24 +184,23 @@ class Schedule:
         crossing = set(by_row).union(opened)  # (an opened row is planned from what was read, ``_cross``)
         changed = sorted(crossing.union(due or ()) if self.EVENTS else range(B))
         state, pos = self.state, self.pos
-        # The rows that change nothing read on, pad on (their position counts on) or stay dry.
-        reading, waiting, padding = state == LIVE, state == SHORT, (state == SHORT) | (state == DRY)
-        reading[changed] = waiting[changed] = padding[changed] = False
+        # The rows that change nothing read on, pad on (their position counts on) or stay dry: ``kind`` says which.
+        kind = self._kinds[state + 1]
+        kind[changed] = 0
         ends = []  # (row, its stream's steps left after the batch, its next claim): the rows planned here
-        for b, (_, p, s, _, stop, _, _, _, claim) in zip(changed, self.table[changed].tolist(), strict=True):
-            if b in crossing:
-                continue
+        rest = [b for b in changed if b not in crossing]
+        for b, (_, p, s, _, stop, _, _, _, claim) in zip(rest, self.table[rest].tolist(), strict=True):
             if s == LIVE and stop - p >= T:
-                reading[b] = True
+                kind[b] = (1, 0, T)
                 ends.append((b, stop - p - T if stop < OPEN else OPEN, claim))
             elif s == SHORT and claim >= q1:
-                padding[b], waiting[b] = True, claim > q1
+                kind[b] = (0, 1, T if claim > q1 else 0)
                 ends.append((b, -1, claim))
             elif s == DRY:
-                padding[b] = True
+                kind[b] = (0, 1, 0)
             elif s != FOREIGN:
                 crossing.add(b)
-        whole = np.flatnonzero(reading)
+        whole = np.flatnonzero(kind[:, 0])
         rows = self.table[whole]  # (one gather: the plan's arrays are its columns)
         out = BatchRuns(
             k=k,
@@ -209,12 +212,12 @@ class Schedule:
             expect=rows[:, 6],
             seg_end=rows[:, 7],
             runs=[],
-            pads=[(b, 0, T) for b in np.flatnonzero(padding).tolist()],
+            pads=[(b, 0, T) for b in np.flatnonzero(kind[:, 1]).tolist()],
             cursors=self.table[:, :4],  # (copied below, once the rows have moved past the batch)
             claims=np.zeros(B, np.int64),
             dry=np.zeros(B, np.int64),
         )
-        pos += (reading | waiting) * T
+        pos += kind[:, 2]
         for b, left, claim in ends:
             if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
                 state[b] = IDLE if claim == q1 else SHORT
