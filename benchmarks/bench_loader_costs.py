@@ -90,10 +90,11 @@ class Stages:
         from streamcli.fills import iterators, planned
 
         planner: Any
-        # The schedule plans its steady batches itself (since session 5); from 2026-11-28 until then a ``Steady``
-        # wrapper did, and before it the schedule alone.
-        planner = getattr(importlib.import_module("streamcli.scheduled.steady"), "Steady", None)
-        if planner is None:
+        # The schedule plans every batch itself (``steady.py`` went with issue 49's per-row events); from
+        # 2026-11-28 until session 5 a ``Steady`` wrapper planned its steady batches.
+        try:
+            planner = importlib.import_module("streamcli.scheduled.steady").Steady
+        except (ImportError, AttributeError):
             planner = importlib.import_module("streamcli.scheduled.schedule").Schedule
 
         self.targets: list[tuple[Any, str, str]] = [

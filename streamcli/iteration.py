@@ -22,7 +22,7 @@ from streamcli.config import LoaderConfig
 from streamcli.errors import LoaderClosedError, StaleIteratorError
 from streamcli.handout import Epoch, HandOut, Ready
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.position import Position
 from streamcli.scheduled.resume import Resume
@@ -132,10 +132,10 @@ class Iteration:
         control.open_epoch(gen, pos.batch)
         handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
         state, flags = own[:, _cursor.STATE], own[:, _cursor.FLAGS]
-        n_live = int((((state == RowState.LIVE) | (state == RowState.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
+        n_live = int((((state == RowPhase.LIVE) | (state == RowPhase.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
         self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - n_live)
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
-        dropped = self.config.epoch_end == "drop" and bool((state == RowState.DRY).any())
+        dropped = self.config.epoch_end == "drop" and bool((state == RowPhase.DRY).any())
         return Epoch(epoch, pos.batch, pos.tickets, self.n_streams, self.epochs.target(epoch), dropped)
 
     def _measure_streams(self, streams: Streams) -> None:

@@ -17,7 +17,7 @@ from _sources import CountingSource, RaisingSource
 
 from streamcli import StreamLoader
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 
 LENGTHS = [9, 0, 23, 4, 17, 1, 30, 12, 0, 7, 26, 5, 14]
 
@@ -124,7 +124,7 @@ def test_resume_in_the_middle_of_a_short_streams_padding() -> None:
             states = []
             for _ in loader:
                 states.append(json.loads(json.dumps(loader.state_dict())))
-    cuts = [i + 1 for i, st in enumerate(states) if any(r[_cursor.STATE] == RowState.SHORT for r in st["rows"])]
+    cuts = [i + 1 for i, st in enumerate(states) if any(r[_cursor.STATE] == RowPhase.SHORT for r in st["rows"])]
     assert cuts, "no state was saved while a row padded for its short stream"
     with pytest.warns(RuntimeWarning, match="length"):
         check_resume(make, 3, 4, cuts=cuts[:: max(1, len(cuts) // 4)])
@@ -171,7 +171,7 @@ def test_a_resume_inside_a_broken_streams_padding_reports_it_once(workers: int, 
         return ShortSource(LENGTHS, short=6, real=3)
 
     def padding(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        inside = [st for st in states if any(r[_cursor.STATE] == RowState.SHORT for r in st["rows"])]
+        inside = [st for st in states if any(r[_cursor.STATE] == RowPhase.SHORT for r in st["rows"])]
         assert len(inside) >= 2, "no state was saved while a row padded for its broken stream"
         return [inside[0], inside[-1]]
 
@@ -200,7 +200,7 @@ def _schedule(lengths: Sequence[int], B: int, T: int, rows: tuple[int, int] | No
 
     order = np.array([(i, 0, 0, n) for i, n in enumerate(lengths)], np.int64)  # item, first step, open, length
     if start is None:
-        start = np.array([_cursor.record(-1, 0, RowState.IDLE, False, False)] * B, np.int64)
+        start = np.array([_cursor.record(-1, 0, RowPhase.IDLE, False, False)] * B, np.int64)
     return Schedule(order, start, 0, 0, T=T, pack=pack, segment=0, restream=False, rows=rows)
 
 
@@ -231,27 +231,21 @@ def test_a_row_blocks_schedule_plans_what_the_whole_schedule_plans_for_those_row
 
 
 def test_rows_resumed_mid_stream_are_planned_by_their_block() -> None:
-    start = np.array([_cursor.record(i, 2, RowState.LIVE, False, False) for i in range(4)], np.int64)
+    start = np.array([_cursor.record(i, 2, RowPhase.LIVE, False, False) for i in range(4)], np.int64)
     plan = _schedule([9] * 8, B=4, T=4, rows=(2, 4), start=start).next_plan()
     assert plan.whole.tolist() == [0, 1] and plan.item.tolist() == [2, 3] and plan.pos.tolist() == [2, 2]
 
 
 @pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("lengths", [[7] * 40, [3, 11, 5, 20, 1, 9, 0, 14, 2] * 5, [1, 2, 30, 4] * 10])
-def test_crossings_planned_with_arrays_match_those_planned_row_by_row(
-    lengths: list[int], pack: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from streamcli.scheduled import schedule
-
+def test_rows_planned_at_their_events_match_every_row_planned_in_every_batch(lengths: list[int], pack: bool) -> None:
     long = [i for i, n in enumerate(lengths) if n >= 3][:6]  # rows resumed one step into these streams
-    resumed = np.array([_cursor.record(item, 1, RowState.LIVE if r % 3 else RowState.SHORT, False, False)
+    resumed = np.array([_cursor.record(item, 1, RowPhase.LIVE if r % 3 else RowPhase.SHORT, False, False)
                         for r, item in enumerate(long)], np.int64)  # fmt: skip
     for start in (None, resumed):  # an epoch's start, and a resume with live and short rows
-        by_row = _schedule(lengths, B=6, T=4, pack=pack, start=start)
-        by_arrays = _schedule(lengths, B=6, T=4, pack=pack, start=start)
+        every_row = _schedule(lengths, B=6, T=4, pack=pack, start=start)
+        every_row.EVENTS = False
+        by_events = _schedule(lengths, B=6, T=4, pack=pack, start=start)
         for _ in range(40):
-            monkeypatch.setattr(schedule, "MANY_CROSSINGS", 10**9)  # one by one
-            want = _rows_of(by_row.next_plan(), 0)
-            monkeypatch.setattr(schedule, "MANY_CROSSINGS", 0)  # the usual crossings as arrays
-            assert _rows_of(by_arrays.next_plan(), 0) == want
-        assert np.array_equal(by_row.table, by_arrays.table)
+            assert _rows_of(by_events.next_plan(), 0) == _rows_of(every_row.next_plan(), 0)
+        assert np.array_equal(every_row.table, by_events.table)

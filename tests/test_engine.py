@@ -16,7 +16,7 @@ from streamcli.errors import WorkerError
 from streamcli.fills.spec import FillSpec
 from streamcli.scheduled import cursor
 from streamcli.scheduled.claims import count_batches
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.streams import all_streams, epoch_streams, rank_of_streams
 from streamcli.shared.control.rows import epoch_rows
 from streamcli.shared.ring import Ring
@@ -143,16 +143,16 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         c.set_idle(0, True)
         assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
         c.set_written(0, 6)
-        c.give_row(0, 0, cursor=(3, 11, RowState.LIVE, 0))
+        c.give_row(0, 0, cursor=(3, 11, RowPhase.LIVE, 0))
         assert c.given == 1 and c.moved == 1
         assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
         assert c.take_given(0, top=7, own=False) is None  # the giver takes it back only when it has nothing to do
         got = c.take_given(1, top=7, own=False)
-        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, RowState.LIVE, 0]
+        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, RowPhase.LIVE, 0]
         assert c.given == 0 and c.moved == 1
         assert c.take_given(0, top=7, own=True) is None  # taken
         c.set_written(0, 7)
-        c.give_row(0, 1, cursor=(3, 15, RowState.LIVE, 0))
+        c.give_row(0, 1, cursor=(3, 15, RowPhase.LIVE, 0))
         got = c.take_given(1, top=8, own=True)
         assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
         # a hand-over at the boundary the giver chooses (``fills.handover``): producer 1 is idle
@@ -164,10 +164,10 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.commit(1, 1, 5) and c.moving == (1, 1, 5)
         assert c.taker(0) is None and not c.commit(0, 1, 6)  # one hand-over at a time
         assert c.arrived(1) is None  # not handed over yet
-        c.hand_over((5, 2, RowState.LIVE, 0))
+        c.hand_over((5, 2, RowPhase.LIVE, 0))
         assert c.arrived(0) is None
         got2 = c.arrived(1)
-        assert got2 is not None and got2[:2] == (1, 5) and got2[2].tolist() == [5, 2, RowState.LIVE, 0]
+        assert got2 is not None and got2[:2] == (1, 5) and got2[2].tolist() == [5, 2, RowPhase.LIVE, 0]
         assert c.moving[0] == -1 and c.moved == 3
         assert c.promised_length(3) == 9 and c.promised_length(1) == -1 and c.promised_length(2) == -1
         c.set_generation(3)
@@ -217,7 +217,7 @@ def test_pool_fills_an_assigned_slot_and_reports_a_dead_worker(no_leaks: None) -
         x, valid = ring.slots[2]["x"], ring.slots[2]["valid"]
         assert valid.tolist() == [[True, True], [True, True], [True, False]]
         assert x[:, 0].tolist() == [[0, 0], [0, 1], [0, 2]] and x[:2, 1].tolist() == [[1, 0], [1, 1]]
-        assert ring.slots[2]["cursor"][0].tolist() == [0, 3, RowState.LIVE, 0]  # row 0 goes on at step 3
+        assert ring.slots[2]["cursor"][0].tolist() == [0, 3, RowPhase.LIVE, 0]  # row 0 goes on at step 3
         pool.procs[0].kill()
         pool.procs[0].join(5)
         with pytest.raises(WorkerError, match=r"worker 0 .* died with signal SIGKILL"):

@@ -15,7 +15,7 @@ from streamcli import StreamLoader
 from streamcli.fills import writers
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import Schedule
 
 LENGTHS = [3, 11, 5, 0, 20, 1, 9, 0, 14, 2, 4, 4]
@@ -51,8 +51,8 @@ def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: 
         return left if left <= n else OPEN  # (ended within the steps asked for, or a step after them exists)
 
     resumed = _cursor.fresh(5)
-    resumed[1] = _cursor.record(4, 6, RowState.LIVE, False, False)  # a row resumed mid-stream reopens it
-    resumed[3] = _cursor.record(2, 3, RowState.LIVE, False, False)  # ... and finds its end in the batch
+    resumed[1] = _cursor.record(4, 6, RowPhase.LIVE, False, False)  # a row resumed mid-stream reopens it
+    resumed[3] = _cursor.record(2, 3, RowPhase.LIVE, False, False)  # ... and finds its end in the batch
     for start in (_cursor.fresh(5), resumed):
         known = _schedule(LENGTHS, True, start, pack=pack, restream=restream)
         found = _schedule(LENGTHS, False, start, pack=pack, restream=restream)
@@ -61,7 +61,7 @@ def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: 
     assert calls and all(1 <= n <= 4 and t0 + n == 4 for _, _, _, t0, n, _ in calls)
     # A resumed stream whose reopen finds it over (it ended at the cut): the row claims at the batch's start.
     over = _cursor.fresh(2)
-    over[1] = _cursor.record(2, 5, RowState.LIVE, False, False)
+    over[1] = _cursor.record(2, 5, RowPhase.LIVE, False, False)
     plan = _schedule(LENGTHS, False, over, pack=pack, restream=restream).next_plan(probe)
     assert plan.claims[1] == 1 and all(n > 0 for _, _, n, *_ in plan.runs)
     assert [r[:2] + r[6:7] for r in plan.runs if r[0] == 1] == [(1, 0, True)]

@@ -3,12 +3,14 @@
     python benchmarks/investigations/schedule_paths.py           # about 10 s: 3 rounds of 400 batches
 
 Issue 35 §3 asked whether one engine should plan a batch of 16 rows some cheaper way than the array pass built for
-wide batches. The schedule plans a batch along one of two paths: the steady one (``scheduled/steady.py``: every row
-reads on, planned from arrays kept for the stretch) or the full pass (``Schedule._close``: a few dozen array
-operations whatever B, and ``_cross`` for each row that crosses a stream's end, one by one in Python). This times
-each path per call, with the stretch on (as shipped) and off (every batch through the full pass), so the full
-pass's cost can be set against planning all 16 rows one by one at ``_cross``'s cost a row. The timers wrap the
-methods (``time.thread_time``, about a µs a call).
+wide batches. Since issue 49 the schedule files each row under the batch of its next event: a batch where no row
+has one is planned from the parts kept while nothing changes (``Schedule._steady``), any other plans the rows of
+its events (``Schedule.close_batch``, and ``_cross`` for each row that crosses a stream's end, one by one in
+Python). This times each path per call, with the events on (as shipped) and off (``Schedule.EVENTS = False``:
+every row planned in every batch), so the pass over every row can be set against planning all 16 rows one by one
+at ``_cross``'s cost a row. The timers wrap the methods (``time.thread_time``, about a µs a call). The trees before
+issue 49 name the paths ``_steady``, ``_close``, ``_measure`` and the switch ``STRETCHES``: the script times those
+where it finds them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ from streamcli import StreamLoader
 from streamcli.scheduled import schedule
 
 B, T, WARMUP = 16, 8, 20
-STAGES = ("next_plan", "_steady", "_close", "_cross", "_measure")
+STAGES = tuple(
+    name
+    for name in ("next_plan", "_steady", "close_batch", "_close", "_cross", "_measure")
+    if hasattr(schedule.Schedule, name)
+)
+SWITCH = "EVENTS" if hasattr(schedule.Schedule, "EVENTS") else "STRETCHES"  # (its name before issue 49)
 
 
 def timed(fn: Callable[..., Any], label: str, spent: dict[str, float], calls: collections.Counter[str]) -> Any:
@@ -51,8 +58,8 @@ def run(stretch: bool, n: int) -> tuple[dict[str, float], dict[str, float]]:
     calls: collections.Counter[str] = collections.Counter()
     cls = schedule.Schedule
     saved = {name: getattr(cls, name) for name in STAGES}
-    old_stretch = cls.STRETCHES
-    cls.STRETCHES = stretch
+    old_stretch = getattr(cls, SWITCH)
+    setattr(cls, SWITCH, stretch)
     for name, fn in saved.items():
         setattr(cls, name, timed(fn, name, spent, calls))
     try:
@@ -67,7 +74,7 @@ def run(stretch: bool, n: int) -> tuple[dict[str, float], dict[str, float]]:
     finally:
         for name, fn in saved.items():
             setattr(cls, name, fn)
-        cls.STRETCHES = old_stretch
+        setattr(cls, SWITCH, old_stretch)
     per_batch = {k: 1e6 * spent[k] / n for k in STAGES}
     per_call = {k: 1e6 * spent[k] / calls[k] if calls[k] else 0.0 for k in STAGES}
     per_batch.update({f"{k} calls": calls[k] / n for k in STAGES})
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         f"A8 in process, B={B}, T={T}: the schedule's paths, medians of {args.rounds} rounds "
         f"of {args.batches} batches\n"
     )
-    print("| stretch | stage | calls a batch | µs a call | µs a batch |")
+    print(f"| {SWITCH.lower()} | stage | calls a batch | µs a call | µs a batch |")
     print("|---|---|---:|---:|---:|")
     for stretch, runs in got.items():
         for stage in STAGES:
@@ -100,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             each = statistics.median(c[stage] for _, c in runs)
             batch = statistics.median(p[stage] for p, _ in runs)
             print(f"| {'on' if stretch else 'off'} | {stage} | {calls:.2f} | {each:.1f} | {batch:.1f} |")
-    close = statistics.median(c["_close"] for _, c in got[False])
+    close = statistics.median(c["_close" if "_close" in STAGES else "close_batch"] for _, c in got[False])
     cross = statistics.median(c["_cross"] for _, c in got[False])
     print(
-        f"\nthe full pass: {close:.0f} µs a batch; {B} rows one by one at _cross's {cross:.1f} µs a row: "
+        f"\nevery row planned: {close:.0f} µs a batch; {B} rows one by one at _cross's {cross:.1f} µs a row: "
         f"{B * cross:.0f} µs"
     )
     return 0

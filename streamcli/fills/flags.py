@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.shared.ring import Summary
 
 # As plain ints: numpy compares an array with an ``IntEnum`` member several times slower than with an int.
-_LIVE, _SHORT, _FOLLOW = int(RowState.LIVE), int(RowState.SHORT), int(RowState.FOLLOW)
+_LIVE, _SHORT, _FOLLOW = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW)
 _CLAIMS, _DRY, _ALIVE, _VALID = int(Summary.CLAIMS), int(Summary.DRY), int(Summary.LIVE), int(Summary.VALID)
 
 

@@ -67,7 +67,7 @@ class Handover(OwnedRows):
         for g in sorted(self.groups, key=lambda g: g.k):
             if g.k >= handed:
                 break
-            if g.stalled and not g.claim_order.ready(g.claim_order._heap[0][0]):
+            if g.stalled and not g.claim_order.next_ready():
                 continue  # every row of it still waits for its turn
             plan = self._plan(g)
             if plan is None:

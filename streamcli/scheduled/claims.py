@@ -8,13 +8,14 @@ known is found as the stream is read (``scheduled.open_rows``): the row's next k
 and where several producers plan their own rows, a claim waits for its turn (``Turns``, ``fills.turns``).
 
 The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
-leaves its row padding until its planned next claim (``RowState.SHORT``), and one that runs on is cut at it. So
+leaves its row padding until its planned next claim (``RowPhase.SHORT``), and one that runs on is cut at it. So
 with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
 row's batches.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
@@ -22,11 +23,13 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 
 OPEN = 1 << 60
 """The steps of a stream whose length is not known yet: a lower bound that its reader raises as it reads, and
 the ``stop`` of a row reading it (``scheduled.schedule``), until its end is found."""
+NO_CLAIM = 1 << 62
+"""``ClaimOrder.next_key`` where no claim is left: above any key."""
 Opener = Callable[[int, int, int], int]
 """Opens the stream of a ticket whose length is unknown on row ``b`` at epoch step ``q``, ``(b, ticket, q)``,
 and reads it as far as the batch goes (``scheduled.open_rows``): -1 if it is empty, the epoch step of the row's
@@ -62,6 +65,18 @@ def stream_end(pos: int, item_length: int, segment: int) -> int:
     return min(((pos - 1) // segment + 1) * segment if pos else segment, item_length)
 
 
+class Tickets:
+    """The tickets of a producer that plans every row's claims itself: a counter (``Turns`` is the other source,
+    shared between producers)."""
+
+    def __init__(self, taken: int) -> None:
+        self.taken = taken
+
+    def ticket(self) -> int:
+        self.taken += 1
+        return self.taken - 1
+
+
 class Claim(NamedTuple):
     """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are empty; the last is
     the row's stream, or makes it dry), and that stream's steps (-1: not known, ``scheduled.open_rows``)."""
@@ -79,7 +94,8 @@ class ClaimOrder:
     ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays; -1 where
     its length is unknown: the claim opens it to learn it, ``advance``); ``due`` the (key, row) of every row's
     next claim whose key is known; ``tickets`` the tickets already taken. A row reading a stream of unknown
-    length has no key until its end is found (``close``)."""
+    length has no key until its end is found (``close``). The tickets come from a counter (``Tickets``), or from
+    ``turns`` where other producers claim for the other rows."""
 
     def __init__(
         self,
@@ -97,7 +113,7 @@ class ClaimOrder:
         self.turns = turns  # other producers plan the other rows: ``due`` holds this one's rows only
         self._steps = np.asarray(steps, np.int64)  # an array, not a list: an epoch may hold 10^5 streams and more
         self.n = len(self._steps)
-        self._ticket = tickets
+        self._tickets: Tickets | Turns = turns if turns is not None else Tickets(tickets)
         self._heap = list(due)
         heapq.heapify(self._heap)
         self._item_length = np.zeros(0, np.int64)  # promised length per item, for rows that reopen (``of_ring``)
@@ -128,9 +144,9 @@ class ClaimOrder:
         end = np.minimum((begin // segment + 1) * segment, length) if segment else length
         due = []
         for b, (item, pos, state, _) in enumerate(start.tolist()):
-            if state == RowState.IDLE:
+            if state == RowPhase.IDLE:
                 due.append((q0 * B + b, b))
-            elif state in (RowState.LIVE, RowState.SHORT) and item_length[item] >= 0:  # (else open: no key yet)
+            elif state in (RowPhase.LIVE, RowPhase.SHORT) and item_length[item] >= 0:  # (else open: no key yet)
                 left = stream_end(pos, int(item_length[item]), segment) - pos
                 due.append((next_claim_step(q0, left, T, pack) * B + b, b))
         steps = np.where(length < 0, -1, np.maximum(end - begin, 0))
@@ -152,7 +168,7 @@ class ClaimOrder:
         if not len(order):
             return False
         known = bool((order[:, 3] >= 0).all() and not order[:, 2].any())
-        return known and not (start[:, _cursor.STATE] == RowState.FOLLOW).any()
+        return known and not (start[:, _cursor.STATE] == RowPhase.FOLLOW).any()
 
     def close(self, b: int, claim_step: int) -> None:
         """Row ``b``'s stream of unknown length has ended: its next claim, at epoch step ``claim_step``, is known."""
@@ -184,49 +200,56 @@ class ClaimOrder:
         """Whether any row will claim again."""
         return bool(self._heap)
 
+    def next_key(self) -> int:
+        """The key of the earliest claim still to make (``NO_CLAIM`` if none is)."""
+        return self._heap[0][0] if self._heap else NO_CLAIM
+
+    def next_ready(self) -> bool:
+        """Whether the earliest claim still to make may be made now."""
+        return bool(self._heap) and self.ready(self._heap[0][0])
+
+    def rows_before(self, limit: int) -> list[int]:
+        """The rows with a claim still to make at a key below ``limit``, in row order."""
+        return sorted({b for key, b in self._heap if key < limit})
+
+    @property
+    def taken(self) -> int:
+        """The tickets taken so far (by this order: not known here where the tickets are shared)."""
+        assert isinstance(self._tickets, Tickets), "the tickets are shared: the control block counts them"
+        return self._tickets.taken
+
+    def split(self, rows: np.ndarray) -> ClaimOrder:
+        """The claims of ``rows`` (a mask) leave this order for a new one, which shares its tickets."""
+        other = copy.copy(self)
+        other._heap = [e for e in self._heap if rows[e[1]]]
+        self._heap = [e for e in self._heap if not rows[e[1]]]
+        heapq.heapify(other._heap)
+        heapq.heapify(self._heap)
+        return other
+
+    def merge(self, other: ClaimOrder) -> None:
+        """Take over the claims of ``other`` (of other rows, sharing this order's tickets)."""
+        for entry in other._heap:
+            heapq.heappush(self._heap, entry)
+
     def advance(self, opener: Opener | None = None) -> tuple[int, int, Claim]:
         """Make the earliest claim of the schedule, (key, row, what it takes), on lengths: those promised, and
         those that ``opener`` finds by reading. Empty streams are taken at the same key; a row whose tickets run
-        out is dry (or, with ``restream``, replays them)."""
+        out is dry (or, with ``restream``, replays them). With other producers the claim waits for its turn and
+        takes the shared tickets (consecutive: no other row may claim until this one publishes its next key)."""
         key, b = heapq.heappop(self._heap)
-        if self.turns is not None:
-            return self._advance_shared(key, b, opener)
-        first, empty_replays = self._ticket, 0
-        while True:
-            ticket = self._ticket
-            self._ticket += 1
-            replay = ticket >= self.n
-            if replay and (not self.restream or self.n == 0 or empty_replays >= self.n):
-                return key, b, Claim(first, self._ticket - first, True)
-            steps = int(self._steps[ticket % self.n])
-            if steps < 0:  # unknown: the opener reads it, and says where the row claims next
-                assert opener is not None, "a stream of unknown length is claimed without a reader"
-                nxt = opener(b, ticket, key // self.B)
-                if nxt >= 0:
-                    if nxt < OPEN:  # (an open stream's row has no key until its end is found: ``close``)
-                        heapq.heappush(self._heap, (nxt * self.B + b, b))
-                    return key, b, Claim(first, self._ticket - first, False, -1)
-                steps = 0
-            if steps:
-                break
-            empty_replays += replay
-        nxt = next_claim_step(key // self.B, steps, self.T, self.pack)
-        heapq.heappush(self._heap, (nxt * self.B + b, b))
-        return key, b, Claim(first, self._ticket - first, False, steps)
-
-    def _advance_shared(self, key: int, b: int, opener: Opener | None) -> tuple[int, int, Claim]:
-        """``advance`` when other producers plan the other rows: the claim waits for its turn and takes the
-        shared tickets (they are consecutive: no other row may claim until this one publishes its next key)."""
         turns, n = self.turns, self.n
-        assert turns is not None
-        turns.wait(b, key)
+        if turns is not None:
+            turns.wait(b, key)
+        take = self._tickets.ticket
         first, count, empty_replays = -1, 0, 0
         while True:
-            ticket = turns.ticket()
+            ticket = take()
             first, count = ticket if first < 0 else first, count + 1
             replay = ticket >= n
             if replay and (not self.restream or n == 0 or empty_replays >= n):
-                turns.publish(b, None)
+                if turns is not None:
+                    turns.publish(b, None)
                 return key, b, Claim(first, count, True)
             steps = int(self._steps[ticket % n])
             if steps < 0:  # unknown: the opener reads it, and says where the row claims next
@@ -235,7 +258,7 @@ class ClaimOrder:
                 if nxt >= 0:
                     if nxt < OPEN:
                         self.close(b, nxt)
-                    else:
+                    else:  # (an open stream's row has no key until its end is found: ``close``)
                         self.read_through(b, key // self.B)
                     return key, b, Claim(first, count, False, -1)
                 steps = 0

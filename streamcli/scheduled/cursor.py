@@ -3,7 +3,7 @@
 Every producer writes the cursor of each of its rows into the slot it just filled, so for any batch handed out
 the loader knows, without asking a worker, what every row will do next: continue stream ``item`` at step
 ``pos`` (``LIVE``), start the next segment of it at ``pos`` (``FOLLOW``), pad where a short stream would have
-gone on (``SHORT``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``): ``RowState``. A
+gone on (``SHORT``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``): ``RowPhase``. A
 producer starts an epoch, fresh or resumed, from a table of the same records. This module alone knows the
 record's layout.
 """
@@ -23,7 +23,7 @@ REPLAYED, OPEN_ENDED = 1, 2  # bits of FLAGS: a replayed stream; an item of unkn
 WIDTH = 4
 
 
-class RowState(IntEnum):
+class RowPhase(IntEnum):
     """What a row does next: the STATE column of its cursor, and the state the schedule keeps for it.
 
     The transitions, written once (``scheduled.schedule`` makes them; fillers only report what a stream did):
@@ -49,7 +49,7 @@ class RowState(IntEnum):
 def fresh(batch_size: int) -> np.ndarray:
     """Cursors of an epoch's start: every row idle, about to take a ticket."""
     out = np.zeros((batch_size, WIDTH), np.int64)
-    out[:, ITEM] = -1  # (STATE: RowState.IDLE, 0)
+    out[:, ITEM] = -1  # (STATE: RowPhase.IDLE, 0)
     return out
 
 
@@ -75,11 +75,11 @@ def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) ->
                 f"the state's rows[{b}]: row {b}'s cursor {row!r} must be [item, pos, state, flags] integers"
             )
         item, pos, state, flags = row
-        if state not in RowState._value2member_map_ or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
+        if state not in RowPhase._value2member_map_ or pos < 0 or not 0 <= flags <= REPLAYED | OPEN_ENDED:
             raise StateError(
                 f"the state's rows[{b}]: row {b}'s cursor {row!r} is not a valid [item, pos, state, flags]"
             )
-        if state in (RowState.LIVE, RowState.FOLLOW, RowState.SHORT) and not 0 <= item < num_items:
+        if state in (RowPhase.LIVE, RowPhase.FOLLOW, RowPhase.SHORT) and not 0 <= item < num_items:
             raise StateError(
                 f"the state's rows[{b}]: row {b}'s cursor names stream {item}, but the source has {num_items} streams"
             )

@@ -14,9 +14,6 @@ while the row waits in another group or moves, because whoever held it read it t
 
 from __future__ import annotations
 
-import copy
-import heapq
-
 import numpy as np
 
 from streamcli.scheduled.claims import OPEN
@@ -51,27 +48,20 @@ class HandedSchedule(Schedule):
     def waiting(self) -> list[int]:
         """The rows whose claims in the batch being planned have not been made (their turn has not come)."""
         assert self.opening is not None
-        limit = self.opening.limit
-        return sorted({b for key, b in self.claim_order._heap if key < limit})
+        return self.claim_order.rows_before(self.opening.limit)
 
     def split(self, rows: list[int]) -> HandedSchedule:
         """Rows ``rows`` leave this schedule, where its plan stands, for a new one of their own (what was read and
         claimed of them in this batch goes with them)."""
-        other = copy.copy(self)
-        other._bind(self.table.copy())
-        self.left = other.left = 0  # (mid-batch: no stretch until a full pass measures one)
-        self._same = other._same = None
+        other = self.fork()
+        assert isinstance(other, HandedSchedule)
         mine = np.zeros(self.B, bool)
         mine[rows] = True
         other.state[~mine & other.owned] = FOREIGN
         self.state[mine] = FOREIGN
-        other.foreign, self.foreign = self.B - len(rows), self.foreign + len(rows)
-        other.claim_order = copy.copy(self.claim_order)
-        heap = self.claim_order._heap
-        other.claim_order._heap = [e for e in heap if mine[e[1]]]
-        self.claim_order._heap = [e for e in heap if not mine[e[1]]]
-        heapq.heapify(other.claim_order._heap)
-        heapq.heapify(self.claim_order._heap)
+        self.touch(())
+        other.touch(())
+        other.claim_order = self.claim_order.split(mine)
         if self.opening is not None:
             op = self.opening
             reads = self._reads
@@ -95,21 +85,17 @@ class HandedSchedule(Schedule):
         assert self.k == other.k and self.opening is None and other.opening is None
         rows = np.flatnonzero(other.owned)
         self.table[rows] = other.table[rows]
-        self._measure()
-        self.foreign -= len(rows)
-        heap = self.claim_order._heap
-        for entry in other.claim_order._heap:
-            heapq.heappush(heap, entry)
+        self.touch(rows.tolist())
+        self.claim_order.merge(other.claim_order)
 
     def alone(self, k: int) -> HandedSchedule:
         """A new schedule that owns no row yet, at batch ``k`` (a row handed over there is ``adopt``-ed into it)."""
-        other = copy.copy(self)
-        other._bind(self.table.copy())
+        other = self.fork()
+        assert isinstance(other, HandedSchedule)
         other.state[:] = FOREIGN
-        other.foreign, other.k, other.opening, other.stalled = self.B, k, None, False
-        other.claim_order = copy.copy(self.claim_order)
-        other.claim_order._heap = []
-        other._measure()
+        other.k, other.opening, other.stalled, other.due = k, None, False, {}
+        other.touch(())
+        other.claim_order = self.claim_order.split(np.zeros(self.B, bool))
         return other
 
     def adopt(self, b: int, cursor: list[int]) -> None:
@@ -117,8 +103,7 @@ class HandedSchedule(Schedule):
         known (an open row's bound stays as its last owner published it)."""
         assert self.state[b] == FOREIGN and self.opening is None, f"row {b} is planned here already"
         self._set_row(b, cursor, self.k * self.T)
-        self.foreign -= 1
-        self._measure()
+        self.touch([b])
         state = self.state[b]
         if state == IDLE or (state in (LIVE, SHORT) and self.stop[b] < OPEN):
             self.claim_order.close(b, int(self.claim_q[b]))
@@ -128,5 +113,4 @@ class HandedSchedule(Schedule):
         assert self.opening is None
         self.claim_order.drop(b)
         self.state[b] = FOREIGN
-        self.foreign += 1
-        self._measure()
+        self.touch([b])

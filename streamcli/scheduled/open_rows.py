@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Opener
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 
 Probe = Callable[[int, int, int, int, int, bool], int]
 """Reads a stream of unknown length into the batch being planned, ``(row, item, pos, batch step, steps, open)``
 (``open``: a new stream, opened at ``pos``; else the row's stream goes on): the steps read if the stream ended
 within them (it looks one step ahead), else ``OPEN``."""
-_LIVE, _IDLE, _FOLLOW, _SHORT = (int(s) for s in (RowState.LIVE, RowState.IDLE, RowState.FOLLOW, RowState.SHORT))
+_LIVE, _IDLE, _FOLLOW, _SHORT = (int(s) for s in (RowPhase.LIVE, RowPhase.IDLE, RowPhase.FOLLOW, RowPhase.SHORT))
 EMPTY = -1  # an opener's answer: the stream claimed has no step (the row takes the next ticket at the same key)
 
 

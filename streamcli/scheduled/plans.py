@@ -4,7 +4,6 @@ batch, as arrays, and the rest as runs of a stream's steps and padding; fillers 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,11 +56,6 @@ class BatchRuns:
         )
 
 
-def rows_of(rows: np.ndarray, *cols: np.ndarray) -> Iterator[tuple[int, ...]]:
-    """Each of ``rows`` with its values in ``cols``, as ints."""
-    return zip(rows.tolist(), *(c[rows].tolist() for c in cols), strict=True)
-
-
 @dataclass
 class Opening:
     """A batch whose plan has begun (``Schedule.open_batch``): the claims made so far (row, step, first ticket,
@@ -72,20 +66,3 @@ class Opening:
     opened: list[int]
     opener: Any
     limit: int
-
-
-class RowColumns:
-    """A schedule's table of row states, column by column, as the parts of ``scheduled.schedule.Schedule`` see it
-    (``scheduled.crossings``, ``scheduled.steady``): the batch's shape, and one array per column, one entry a row."""
-
-    T: int
-    B: int
-    segment: int
-    state: np.ndarray
-    pos: np.ndarray
-    stop: np.ndarray
-    item: np.ndarray
-    replay: np.ndarray
-    expect: np.ndarray
-    seg_end: np.ndarray
-    claim_q: np.ndarray

@@ -17,7 +17,7 @@ import numpy as np
 
 from streamcli.errors import StateError
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.streams import Streams
 
 
@@ -77,7 +77,7 @@ def replan(cursors: np.ndarray, *, epoch: int, batch: int, tickets: int, before:
     tickets; ``before``: the re-plan that state's epoch already followed, if any (its streams then come first in
     that epoch's ticket order)."""
     state, flags = cursors[:, _cursor.STATE], cursors[:, _cursor.FLAGS]
-    live = (state == RowState.LIVE) & (flags & _cursor.REPLAYED == 0)  # a replay is no step owed
+    live = (state == RowPhase.LIVE) & (flags & _cursor.REPLAYED == 0)  # a replay is no step owed
     flying = [(int(i), int(p)) for i, p in cursors[live][:, [_cursor.ITEM, _cursor.POS]].tolist()]
     if before is None or before.epoch != epoch:
         return Replan(epoch, batch, tickets, tuple(flying))

@@ -12,40 +12,50 @@ settings, the epoch and k: the same for any number of workers and any timing.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
+
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
-from streamcli.scheduled.crossings import MANY_CROSSINGS, SimpleCrossings
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
-from streamcli.scheduled.steady import FOREIGN as FOREIGN
-from streamcli.scheduled.steady import SteadyStretch
 
-# A row's state is its cursor's (``RowState``): the schedule keeps the very value the cursor after a batch holds.
+# A row's state is its cursor's (``RowPhase``): the schedule keeps the very value the cursor after a batch holds.
 # ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
 # (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
 # stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
 # ``SHORT`` (``fills.flags.write_summary``).
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
-    int(s) for s in (RowState.LIVE, RowState.SHORT, RowState.IDLE, RowState.DRY, RowState.FOLLOW)
+    int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
-_COLUMNS = ("state", "pos", "stop", "item", "replay", "expect", "seg_end", "claim_q")
+FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
+# A row's state: its cursor record first (``scheduled.cursor``: a plan's cursors are a copy of those columns), then
+# where its stream stops, whether it is replayed, its item's promised length, its segment's end and its next claim.
+_COLUMNS = ("item", "pos", "state", "flags", "stop", "replay", "expect", "seg_end", "claim_q")
 
 
-class Schedule(SimpleCrossings, SteadyStretch):
+class Schedule:
     """Every row's state as arrays, advanced one batch at a time (``next_plan``), from an epoch's start or a
     resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
     stream) and ``start`` (the row cursors at batch ``first``).
+
+    Each row's next event (its stream's end, the end of its padding, its claim) is kept by the batch it falls in
+    (``due``); a batch plans those rows, the rows its claims and reads change, and nothing else: every other row
+    reads on, pads on or stays dry, as it did in the batch before. A stream of unknown length is an open bound that
+    the batch's reads raise (``open_rows``).
 
     A producer that writes only the rows ``lo .. hi-1`` of each batch (``rows``: a worker reading iterator
     streams, which stay in its process) plans only those: the claims are made for every row, in the one order
     all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
     others. A producer that owns a changing set of rows (``owned``, a mask over every row) plans those only
     (``scheduled.handed``)."""
+
+    EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
 
     def __init__(
         self,
@@ -77,23 +87,43 @@ class Schedule(SimpleCrossings, SteadyStretch):
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
         self._bind(np.zeros((B, len(_COLUMNS)), np.int64))
-        self.foreign = 0  # rows planned elsewhere (``owned``)
+        self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
+        # What a row whose state changes nothing in a batch does, by state (FOREIGN first): (reads the whole batch,
+        # pads it, the steps its position counts on).
+        self._kinds = np.zeros((max(LIVE, SHORT, IDLE, DRY, FOLLOW) + 2, 3), np.int64)
+        self._kinds[LIVE + 1], self._kinds[SHORT + 1], self._kinds[DRY + 1] = (1, 0, T), (0, 1, T), (0, 1, 0)
+        self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
+        self._reads: Reads | None = None
         for b, cursor in enumerate(start.tolist()):
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
-                self.state[b], self.foreign = FOREIGN, self.foreign + 1
+                self.state[b] = FOREIGN
+        self.touch(range(B))
 
     def _bind(self, table: np.ndarray) -> None:
         self.table = table
-        (self.state, self.pos, self.stop, self.item, self.replay, self.expect, self.seg_end, self.claim_q) = (
+        self.item, self.pos, self.state, _, self.stop, self.replay, self.expect, self.seg_end, self.claim_q = (
             table[:, i] for i in range(len(_COLUMNS))
         )
+
+    def fork(self) -> Schedule:
+        """A copy that plans on by itself from where this one stands (its own rows' table and events)."""
+        other = copy.copy(self)
+        other._bind(self.table.copy())
+        other.due = {k: set(rows) for k, rows in self.due.items()}
+        return other
+
+    def touch(self, rows: Iterable[int]) -> None:
+        """Plan ``rows`` afresh in the next batch (their state was set from outside its events)."""
+        self.due.setdefault(self.k, set()).update(rows)
+        self._same = None
 
     def _set_row(self, b: int, cursor: list[int], q0: int) -> None:
         """Row ``b``'s state from its cursor at epoch step ``q0`` (an epoch's start, a resume, a row adopted)."""
         item, pos, state, flags = cursor
         segment = self.segment
-        self.table[b] = (IDLE, pos, 0, item, (flags & _cursor.REPLAYED) != 0, -(flags & _cursor.OPEN_ENDED != 0), 0, q0)
+        replay, expect = (flags & _cursor.REPLAYED) != 0, -(flags & _cursor.OPEN_ENDED != 0)
+        self.table[b] = (item, pos, IDLE, 0, 0, replay, expect, 0, q0)
         if state == DRY:
             self.state[b] = DRY
         elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
@@ -105,6 +135,12 @@ class Schedule(SimpleCrossings, SteadyStretch):
             self.seg_end[b] = ((pos - 1) // segment + 1) * segment if segment else -1
             self.claim_q[b] = next_claim_step(q0, end - pos, self.T, self.pack)
             self.state[b] = state
+        self.table[b, 3] = self._flags(int(self.replay[b]), int(self.expect[b]))
+
+    def _flags(self, replay: int, expect: int) -> int:
+        """The cursor's flags of a row (an item of unknown length cut into segments: its row says so until its
+        next claim)."""
+        return _cursor.REPLAYED * (replay != 0) + _cursor.OPEN_ENDED * (self.segment != 0 and expect < 0)
 
     def next_plan(self, probe: Probe | None = None) -> BatchRuns:
         """The plan of the next batch; the rows' state moves past it. ``probe`` reads streams of unknown length."""
@@ -125,9 +161,8 @@ class Schedule(SimpleCrossings, SteadyStretch):
         """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
         call again)."""
         order_of_claims, got, lo, B, B_all = self.claim_order, opening.got, self.lo, self.B, self.B_all
-        heap = order_of_claims._heap
-        while heap and heap[0][0] < opening.limit:
-            if not wait and not order_of_claims.ready(heap[0][0]):
+        while (key := order_of_claims.next_key()) < opening.limit:
+            if not wait and not order_of_claims.ready(key):
                 return False
             key, b, c = order_of_claims.advance(opening.opener)
             if lo <= b < lo + B:
@@ -136,79 +171,126 @@ class Schedule(SimpleCrossings, SteadyStretch):
 
     def close_batch(self, opening: Opening) -> BatchRuns:
         """The batch's plan once its claims are made; the rows' state moves past it."""
-        if self.left > 0 and not opening.got and not opening.opened:
-            return self._steady()  # (``scheduled.steady``)
-        plan = self._close(opening)
-        self._measure()
-        return plan
-
-    def _close(self, opening: Opening) -> BatchRuns:
-        T, B, k = self.T, self.B, self.k
-        q0, q1 = k * T, (k + 1) * T
-        claims = np.zeros(B, np.int64)
-        dry = np.zeros(B, np.int64)
+        k, T, B = self.k, self.T, self.B
+        due = self.due.pop(k, None)
         got, opened = opening.got, opening.opened
+        if self.EVENTS and due is None and not got and not opened:
+            return self._steady()
+        self._same = None
+        q0, q1 = k * T, (k + 1) * T
+        by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
+        for b, *claim in got:
+            by_row.setdefault(b, []).append(tuple(claim))
+        crossing = set(by_row).union(opened)  # (an opened row is planned from what was read, ``_cross``)
+        changed = sorted(crossing.union(due or ()) if self.EVENTS else range(B))
         state, pos = self.state, self.pos
-        live = state == LIVE
-        whole_mask = live & (self.stop - pos >= T)
-        if opened:
-            whole_mask[opened] = False  # (read already: planned from what was read, ``_cross``)
-        wait_all = (state == SHORT) & (self.claim_q >= q1)
-        dry_all = state == DRY
-        crossing = ~(whole_mask | wait_all | dry_all)
-        if self.foreign:
-            crossing &= state != FOREIGN
-        claimed = np.array(got, np.int64).reshape(-1, 6)
-        crossing[claimed[:, 0]] = True
-        whole = np.flatnonzero(whole_mask)
+        # The rows that change nothing read on, pad on (their position counts on) or stay dry: ``kind`` says which.
+        kind = self._kinds[state + 1]
+        kind[changed] = 0
+        ends = []  # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        rest = [b for b in changed if b not in crossing]
+        for b, (_, p, s, _, stop, _, _, _, claim) in zip(rest, self.table[rest].tolist(), strict=True):
+            if s == LIVE and stop - p >= T:
+                kind[b] = (1, 0, T)
+                ends.append((b, stop - p - T if stop < OPEN else OPEN, claim))
+            elif s == SHORT and claim >= q1:
+                kind[b] = (0, 1, T if claim > q1 else 0)
+                ends.append((b, -1, claim))
+            elif s == DRY:
+                kind[b] = (0, 1, 0)
+            elif s != FOREIGN:
+                crossing.add(b)
+        whole = np.flatnonzero(kind[:, 0])
+        rows = self.table[whole]  # (one gather: the plan's arrays are its columns)
         out = BatchRuns(
             k=k,
             whole=whole,
-            item=self.item[whole],
-            pos=pos[whole],
-            replay=self.replay[whole] != 0,
-            stop=self.stop[whole],
-            expect=self.expect[whole],
-            seg_end=self.seg_end[whole],
+            item=rows[:, 0],
+            pos=rows[:, 1],
+            replay=rows[:, 5] != 0,
+            stop=rows[:, 4],
+            expect=rows[:, 6],
+            seg_end=rows[:, 7],
             runs=[],
-            pads=[],
-            cursors=np.empty((B, _cursor.WIDTH), np.int64),
-            claims=claims,
-            dry=dry,
+            pads=[(b, 0, T) for b in np.flatnonzero(kind[:, 1]).tolist()],
+            cursors=self.table[:, :4],  # (copied below, once the rows have moved past the batch)
+            claims=np.zeros(B, np.int64),
+            dry=np.zeros(B, np.int64),
         )
-        pads = out.pads
-        for b in np.flatnonzero((wait_all | dry_all) & ~crossing).tolist():
-            pads.append((b, 0, T))
-        pos[whole] += T
-        pos[wait_all & (self.claim_q > q1) & ~crossing] += T  # padding on: the position counts on
-        ended = whole[self.stop[whole] == pos[whole]]
-        state[ended] = SHORT
-        rest = np.flatnonzero(crossing)
-        if len(rest) >= MANY_CROSSINGS:
-            rest = self._cross_simply(crossing, claimed, q0, out)
-        if len(rest):
-            by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
-            for b, *claim in got:
-                by_row.setdefault(b, []).append(tuple(claim))
-            for b in rest.tolist():
-                self._cross(b, q0, by_row.get(b, []), out)
-        # Rows waiting for a claim at the next batch's first step are free now.
-        state[(state == SHORT) & (self.claim_q == q1)] = IDLE
-        cur = out.cursors
-        cur[:, _cursor.ITEM] = self.item
-        cur[:, _cursor.POS] = pos
-        cur[:, _cursor.STATE] = state
-        cur[:, _cursor.FLAGS] = self.replay * _cursor.REPLAYED
-        if self.segment:  # an item of unknown length cut into segments: its row says so until its next claim
-            cur[:, _cursor.FLAGS] += (self.expect < 0) * _cursor.OPEN_ENDED
+        pos += kind[:, 2]
+        for b, left, claim in ends:
+            if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
+                state[b] = IDLE if claim == q1 else SHORT
+            self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
+        for b in sorted(crossing):
+            self._cross(b, q0, by_row.get(b, []), out)
+        out.cursors = out.cursors.copy()
         self.k = k + 1
         return out
+
+    def _file(self, b: int, state: int, left: int, claim: int, q: int) -> None:
+        """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start; ``left``: its stream's steps left, or
+        ``OPEN``), under the batch of its next event."""
+        if not self.EVENTS:
+            return
+        if state == LIVE and left < OPEN:  # its stream ends
+            at = (q + left - 1) // self.T
+        elif state == SHORT:  # its padding ends
+            at = (claim - 1) // self.T
+        elif state == IDLE:  # it claims
+            at = claim // self.T
+        else:  # dry, planned elsewhere, or open (its reads find its end)
+            return
+        self.due.setdefault(max(at, q // self.T), set()).add(b)
+
+    def _steady(self) -> BatchRuns:
+        """A batch in which no row changes: the rows' parts are those of the batch before but the positions."""
+        same = self._same
+        if same is None:
+            state = self.state
+            whole = np.flatnonzero(state == LIVE)
+            rows = self.table[whole]
+            zeros = np.zeros(self.B, np.int64)
+            same = self._same = BatchRuns(
+                k=-1,
+                whole=whole,
+                item=rows[:, 0],
+                pos=np.where((state == LIVE) | (state == SHORT), self.T, 0),  # (the steps each position counts on)
+                replay=rows[:, 5] != 0,
+                stop=rows[:, 4],
+                expect=rows[:, 6],
+                seg_end=rows[:, 7],
+                runs=[],
+                pads=[(b, 0, self.T) for b in np.flatnonzero((state == SHORT) | (state == DRY)).tolist()],
+                cursors=self.table[:, :4],
+                claims=zeros,
+                dry=zeros,
+            )
+        pos = self.pos
+        at = pos[same.whole]
+        pos += same.pos
+        k, self.k = self.k, self.k + 1
+        return BatchRuns(
+            k=k,
+            whole=same.whole,
+            item=same.item,
+            pos=at,
+            replay=same.replay,
+            stop=same.stop,
+            expect=same.expect,
+            seg_end=same.seg_end,
+            runs=[],
+            pads=list(same.pads),
+            cursors=self.table[:, :4].copy(),
+            claims=same.claims,
+            dry=same.dry,
+        )
 
     def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
         """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
         read into plain values once, and written back at the end)."""
         T, claim_order, order = self.T, self.claim_order, self.order
-        state, pos, stop, item, replay, expect, seg_end, claim_q = self.table[b].tolist()
+        item, pos, state, flags, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
         replay, fresh = replay != 0, False  # a stream is fresh only from its claim to its first run, in one batch
         runs, pads = out.runs, out.pads
         t, c = 0, 0
@@ -256,4 +338,8 @@ class Schedule(SimpleCrossings, SteadyStretch):
             else:  # DRY
                 pads.append((b, t, T))
                 t = T
-        self.table[b] = (state, pos, stop, item, replay, expect, seg_end, claim_q)
+        if state == SHORT and claim_q == q0 + T:  # its claim is at the next batch's first step: free now
+            state = IDLE
+        flags = self._flags(replay, expect)
+        self.table[b] = (item, pos, state, flags, stop, replay, expect, seg_end, claim_q)
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q0 + T)

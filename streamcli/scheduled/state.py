@@ -18,7 +18,7 @@ import numpy as np
 from streamcli import seal as _seal
 from streamcli.errors import StateError
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 
 log = logging.getLogger("streamcli")
 
@@ -221,7 +221,7 @@ def check_values(
     if not segment:  # (with segments, two rows may read two streams of one item)
         seen: dict[int, int] = {}
         for b, (item, _, state_, flags) in enumerate(cursors.tolist()):
-            if state_ in (RowState.LIVE, RowState.FOLLOW, RowState.SHORT) and not flags & _cursor.REPLAYED:
+            if state_ in (RowPhase.LIVE, RowPhase.FOLLOW, RowPhase.SHORT) and not flags & _cursor.REPLAYED:
                 if item in seen:
                     raise StateError(
                         f"the state's rows[{b}] reads stream {item}, which rows[{seen[item]}] also reads: "

@@ -3,7 +3,7 @@
 A *stream* is what a ticket hands a row: ``(item, first step, open-ended)``. Without ``segment`` every item
 is one stream. With ``segment=N`` an item of known length L is cut into ceil(L / N) streams of at most N
 steps, shuffled like any other stream; an item of unknown length is one open-ended stream whose next segment,
-once its N-th step shows the item goes on, starts on the same row (``cursor.RowState.FOLLOW``).
+once its N-th step shows the item goes on, starts on the same row (``cursor.RowPhase.FOLLOW``).
 
 Ranks share one schedule of the whole epoch's streams when every length is known (``scheduled.epochs``). Where
 some are unknown, each rank deals itself a share of every epoch's shuffled streams, every rank computing the same

@@ -34,7 +34,7 @@ class World:
         sched = self._sched
         while self._at[0] < batch:
             plan = sched.next_plan()
-            self._at = (plan.k + 1, sched.claim_order._ticket, plan.cursors)
+            self._at = (plan.k + 1, sched.claim_order.taken, plan.cursors)
         cursors = self._at[2].copy()
         cursors[offset : offset + len(own)] = own
         return self._at[1], cursors

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled.cursor import RowState
+from streamcli.scheduled.cursor import RowPhase
 from streamcli.shared.control.layout import NEVER, NO_OWNER, Arrays, given_by
 
 
@@ -83,7 +83,7 @@ def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[i
     owner = np.full(B, NO_OWNER, np.int64)
     for w, (lo, hi) in enumerate(bounds):
         owner[lo:hi] = w
-    owner[state == RowState.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
+    owner[state == RowPhase.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
     claim = first * T * B + np.arange(B, dtype=np.int64)
-    claim[state == RowState.DRY] = NEVER
+    claim[state == RowPhase.DRY] = NEVER
     return owner, claim, np.full(B, first, np.int64), cursors.copy()
