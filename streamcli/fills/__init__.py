@@ -4,9 +4,9 @@
 writer policy (whole batches round-robin, fixed row blocks, or balanced), chosen once per epoch.
 
 Every policy runs on the schedule: ``planned.Filler`` follows the ``scheduled.schedule``; ``windows`` fills whole
-batches from random-access sources, ``iterators`` fills rows from step and block sources, ``open_streams`` reads
-streams of unknown length as the schedule plans them, ``turns`` shares the claims of such streams between
+batches from random-access sources, ``iterators`` is the reader of step and block sources (one open stream per
+row; streams of unknown length read as the schedule plans them), ``turns`` shares the claims of such streams between
 producers, ``balanced`` and ``handover`` move rows to an idle producer (lengths known, or not all known),
-``flags`` writes the flags and summaries, ``faults`` reports a source that fails or breaks its promise,
-``opened`` opens a row's stream. ``checks``: each step or block against the declared fields (the plugin contract).
+``flags`` writes the flags and summaries, ``faults`` reports a source that fails or breaks its promise.
+``checks``: each step or block against the declared fields (the plugin contract).
 """

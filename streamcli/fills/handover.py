@@ -25,7 +25,6 @@ import numpy as np
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.iterators import Rows
-from streamcli.fills.open_streams import OpenStreams
 from streamcli.fills.owned import OwnedRows
 from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.plans import BatchRuns
@@ -40,7 +39,6 @@ class Handover(OwnedRows):
         control: Control,
         sched: HandedSchedule,
         rows: Rows,
-        streams: OpenStreams,
         faults: Faults,
         slot: Callable[[int], Views],
         *,
@@ -50,7 +48,7 @@ class Handover(OwnedRows):
         busy: Callable[[], None],
     ) -> None:
         super().__init__(control, rows, faults, slot, T=sched.T, w=w, block=block, lock=lock, busy=busy)
-        self.template, self.streams = sched, streams
+        self.template = sched
         self.groups = [sched]  # the schedules of this producer's rows, each at its own batch
         self.changed = False  # a group moved on, or a row came: groups may merge
 
@@ -105,15 +103,15 @@ class Handover(OwnedRows):
         self.changed = False
 
     def _plan(self, g: HandedSchedule) -> BatchRuns | None:
-        streams, cost = self.streams, self.cost
-        streams.v, self.faults.k = self.slot(g.k), g.k
+        rows, cost = self.rows, self.cost
+        rows.v, self.faults.k = self.slot(g.k), g.k
         if g.opening is None:
             for b in np.flatnonzero(g.owned).tolist():
                 cost[b] = 0.0
 
         def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
             t = time.perf_counter()
-            got = streams.probe(b, item, pos, t0, n, fresh)
+            got = rows.probe(b, item, pos, t0, n, fresh)
             cost[b] = cost.get(b, 0.0) + time.perf_counter() - t
             return got
 
@@ -122,7 +120,7 @@ class Handover(OwnedRows):
     def _write(self, g: HandedSchedule, plan: BatchRuns) -> None:
         """The group's rows of batch ``plan.k``: data, flags and summary, then their completion. A row's cost is what
         the plan's probe spent reading it and an equal share of the fill (rows of known length are read there)."""
-        v, mine, read = self.slot(plan.k), g.owned, self.streams.read
+        v, mine, read = self.slot(plan.k), g.owned, self.rows.read
         cols = np.flatnonzero(mine).tolist()
         part = plan  # (a group plans its own rows only: the others are FOREIGN to it)
         write_flags(v, part, self.steps_t, cols)
@@ -133,7 +131,7 @@ class Handover(OwnedRows):
         for b in cols:
             cost[b] = cost.get(b, 0.0) + share
         self.control.set_load(self.w, sum(cost.values()))
-        self.streams.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
+        self.rows.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
         write_summary(v, part, short, cols)
         self.steps += self.rows.steps - steps
         self.control.set_written(cols, plan.k + 1)
@@ -161,7 +159,6 @@ class Handover(OwnedRows):
         item, pos, state, flags = self.slot(k).cursor[b].tolist()
         g.drop(b)
         self.rows.drop(b)
-        self.streams.drop(b)
         self.cost.pop(b, None)
         with self.lock:
             self.control.hand_over((item, pos, state, flags))
