@@ -1,16 +1,24 @@
-"""Filling rows from iterator sources: each row's stream stays open in the producer that reads its row.
+"""The reader of iterator sources: one open iterator per row, each step checked where it is copied, and a look-ahead
+where a stream's length is open.
 
 Step and block sources (``open(item, start)``) are read in order, so a row's stream lives in one process: a
-producer fills its own rows of every batch (``lo .. hi-1``), copying blocks by slices (a block may cross a
-batch's end) or steps one by one. A row opens its stream where the plan says it starts, or reopens it where a
-resumed epoch left it (``open(item, start=pos)``): nothing is replayed. A stream that ends before its promise,
-or fails under ``on_error="skip"``, leaves its row padding until its planned next claim; one that goes on past
-it is cut there, and either is reported.
+producer fills its own rows of every batch, copying blocks by slices (a block may cross a batch's end) or steps one
+by one. A row opens its stream where the plan says it starts, or reopens it where a resumed or moved row goes on
+(``open(item, start=pos)``): nothing is replayed. A stream that ends before its promise, or fails under
+``on_error="skip"``, leaves its row padding until its planned next claim; one that goes on past it is cut there,
+and either is reported.
+
+A stream whose length is not known has no planned end: the schedule asks its row's reader to read it into the
+batch being planned (``probe``, the schedule's ``Probe``) and to look one step ahead. A stream that ends there
+gives its true length, hence its row's next claim; one that goes on is read on in the next batch. The steps land
+in the slot as they are read (the look-ahead step is held in the reader, copied by the next read), so the fill
+skips those runs (``read``) and writes their flags from the plan like any other.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,21 +29,22 @@ import numpy as np
 from streamcli.fills import checks
 from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
-from streamcli.fills.opened import open_stream
 from streamcli.fills.transformed import Transformer
+from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.schedule import BatchRuns, Run
-from streamcli.shared.control.layout import READING
+from streamcli.shared.control.layout import OPENING, READING
 from streamcli.source import Field, StreamSource, close_stream
 
 if TYPE_CHECKING:
     from streamcli.trace import Tracer
 
-_END = object()
+_END = object()  # a stream's end (``next(it, _END)``), and a reader holding no step read ahead
 
 
 @dataclass(slots=True)
 class Reader:
-    """One row's open stream: the item, the next position it yields, and the current block (block sources)."""
+    """One row's open stream: the item, the next position it yields, the current block (block sources) or the
+    step read ahead (step sources whose length is open)."""
 
     item: int
     pos: int
@@ -43,9 +52,10 @@ class Reader:
     blk: list[np.ndarray] | None = None
     j: int = 0
     dead: bool = False  # ended or failed before its promise: its row pads until the stream's planned end
+    ahead: Any = _END
 
     def close(self) -> None:
-        it, self.it, self.blk = self.it, None, None
+        it, self.it, self.blk, self.ahead = self.it, None, None, _END
         close_stream(it)
 
 
@@ -66,6 +76,8 @@ class Rows:
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
         self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker, once a step
         self.readers: dict[int, Reader] = {}
+        self.read: set[tuple[int, int]] = set()  # (row, batch step) of the runs ``probe`` wrote into ``v``
+        self.v: Views | None = None  # the slot of the batch being planned, which ``probe`` writes into
         self.steps = 0  # valid steps read, for the busy statistics
         self.tracer: Tracer | None = None  # ``streamcli.trace``: reads and opens timed, when set
 
@@ -73,10 +85,11 @@ class Rows:
         for r in self.readers.values():
             r.close()
         self.readers.clear()
+        self.read.clear()
 
     def drop(self, b: int) -> None:
-        """Row ``b`` goes to another producer (``fills.writers.Balanced``), which reopens its stream where the plan
-        says: close it here."""
+        """Forget row ``b``'s stream: it ended, or the row goes to another producer (``fills.balanced``), which
+        reopens it where the plan or its cursor says."""
         r = self.readers.pop(b, None)
         if r is not None:
             r.close()
@@ -193,14 +206,25 @@ class Rows:
 
     def _end(self, r: Reader, b: int, stop: int, expect: int, seg_end: int) -> None:
         """Row ``b``'s stream is over as planned: report it if it goes on past its promise, and close it."""
-        if not r.dead and stop == expect != seg_end and self._more(r):
+        if not r.dead and stop == expect != seg_end and self._look_ahead(r):
             self.faults.mismatch(r.item, stop, expect, "goes on past them")
         r.close()
         del self.readers[b]
 
     def _open(self, item: int, pos: int) -> Reader:
+        """Stream ``item`` from step ``pos``, transformed; a dead reader if it failed to open under on_error="skip"
+        (reported as skipped; under "raise" the failure raises ``SourceError``)."""
         t0 = time.perf_counter() if self.tracer is not None else 0.0
-        it = open_stream(self.source, self.faults, self.mark, self.tf, self.blocks, item, pos)
+        faults = self.faults
+        self.mark[0], self.mark[1], self.mark[2] = item, pos, OPENING  # a death or a stall here names this stream
+        faults.check_data(item)
+        try:
+            it: Iterator[Any] | None = iter(self.source.open(faults.items[item], pos))
+        except SOURCE_ERRORS as exc:
+            faults.fail(item, pos, exc, "opening")
+            it = None
+        if it is not None and self.tf is not None:
+            it = self.tf.wrap(it, item, pos, self.blocks)
         if self.tracer is not None:
             self.tracer.complete("open", t0, time.perf_counter(), {"item": item, "position": pos})
         return Reader(item, pos, it, dead=it is None)
@@ -216,13 +240,44 @@ class Rows:
             r.dead = True
             return _END
 
-    def _more(self, r: Reader) -> bool:
-        """Whether the stream has a step after the ones read (its promise is over)."""
-        if r.it is None:
-            return False
+    def _look_ahead(self, r: Reader) -> bool:
+        """Whether the stream has a step after those read; the block or step read to know is kept, for the next
+        read."""
+        if r.it is None or r.ahead is not _END:
+            return r.it is not None
         if self.blocks and r.blk is not None and r.j < len(r.blk[0]):
             return True
-        return self._next(r) is not _END and not r.dead
+        got = self._next(r)
+        if got is _END or r.dead:
+            return False
+        if self.blocks:
+            where = functools.partial(self.faults.where, r.item, r.pos, "block at step")
+            r.blk, r.j = checks.block_arrays(got, self.spec, self.fields, where), 0
+        else:
+            r.ahead = got
+        return True
+
+    def probe(self, b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
+        """Read row ``b``'s stream of unknown length (``fresh``: a new one, ``item`` from ``pos``) into steps
+        ``t0 .. t0 + n - 1`` of the slot ``v``: the steps read if it ended there, else ``OPEN`` (a step after them
+        exists). The schedule's ``Probe``."""
+        v = self.v
+        assert v is not None
+        r = self.readers.get(b)
+        if fresh or r is None:  # a claim, or a resumed row that reopens its stream at ``pos``
+            self.drop(b)
+            r = self.readers[b] = self._open(item, pos)
+            if r.dead or not self._look_ahead(r):
+                self.drop(b)
+                return 0
+        cols = v.row_columns()[b]
+        got = self._read_blocks(r, cols, t0, n) if self.blocks else self._read_steps(r, cols, t0, n)
+        self.read.add((b, t0))
+        self.steps += got
+        if got == n and not r.dead and self._look_ahead(r):
+            return OPEN
+        self.drop(b)
+        return got
 
     def _read(self, cols: list[np.ndarray], r: Reader, t0: int, n: int, expect: int) -> int:
         """Copy up to ``n`` steps of the row's stream into steps ``t0 ..`` of its columns ``cols`` (one per field);
@@ -258,6 +313,8 @@ class Rows:
         """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
         it, mark = r.it, self.beat
         assert it is not None
+        if r.ahead is not _END:  # the step read ahead where the length is open comes first
+            it, r.ahead = itertools.chain((r.ahead,), it), _END
         mark[0], mark[2] = r.item, READING
         t, end, pos = t0, t0 + n, r.pos
         if len(cols) == 1:  # the common source of one field: no loop over fields

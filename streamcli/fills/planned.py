@@ -3,7 +3,7 @@
 Every producer follows a ``Schedule``. Who writes what is the epoch's writer policy (``fills.writers``):
 random-access sources (``window(item)``) are filled whole batches round-robin, iterator sources by fixed row
 blocks (a stream stays in the process that reads it), or by the rows each producer owns (``fills.balanced``). A
-stream of unknown length is read as its batch is planned (``fills.open_streams``), so a batch whose plan reads is
+stream of unknown length is read as its batch is planned (``iterators.Rows.probe``), so a batch whose plan reads is
 planned only once it is handed out; with several producers their claims go by turns (``fills.turns``). Either
 way the loader waits for ``Control.batch_done(k)``.
 """
@@ -23,10 +23,9 @@ from streamcli.fills.balanced import Balancer
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
 from streamcli.fills.handover import Handover
-from streamcli.fills.open_streams import OpenStreams
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
-from streamcli.fills.turns import Turns
+from streamcli.fills.turns import ProducerTurns
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.schedule import BatchRuns, Schedule
@@ -51,7 +50,7 @@ class Filler:
     ) -> None:
         self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
         self.lock = lock or contextlib.nullcontext()  # orders the shared tickets (``fills.turns``)
-        self.faults = Faults(fill_spec.plugin, source, items, fill_spec.on_error, on_skip, stamps=fill_spec.stamps)
+        self.faults = Faults(fill_spec.plugin, source, items, self.config.on_error, on_skip, stamps=fill_spec.stamps)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)
         tf = Transformer.of(fill_spec, ring.control, self.faults.name)
@@ -61,10 +60,10 @@ class Filler:
         fields, blocks = fill_spec.fields, uses_blocks(source)
         # (a random-access source is read through ``open`` too, where its lengths are not all known)
         self.rows = iterators.Rows(source, fields, blocks, self.faults, self.mark, tf)
-        self.open = OpenStreams(self.rows)  # streams of unknown length
+        self.open = self.rows  # (the same reader reads streams of unknown length: ``probe``, ``read``)
         self.opens = False  # this epoch has streams of unknown length: planning a batch reads them (``open``)
         self.names = [f.name for f in fill_spec.fields]
-        self.steps_t = np.arange(fill_spec.time_steps, dtype=np.int64)
+        self.steps_t = np.arange(self.config.time_steps, dtype=np.int64)
         self.gen = -1
         self.sched: Schedule | None = None  # the schedule (its steady batches planned cheaply)
         self.first = 0
@@ -105,7 +104,7 @@ class Filler:
         self.opens, self.first = not known, control.first_batch
         turns = None
         if self.opens and self.W > 1:
-            turns = Turns(control, self.lock, self.gen, self.mark, self._turn_wait, lambda: self.busy())
+            turns = ProducerTurns(control, self.lock, self.gen, self.mark, self._turn_wait, lambda: self.busy())
         kw: dict[str, Any] = {"T": c.time_steps, "pack": c.boundary == "pack", "segment": c.segment}
         kw.update(restream=c.epoch_end == "restream", turns=turns)
         own: dict[str, Any] = {"w": self.w, "lock": self.lock, "busy": self.busy}  # (a balanced policy's)
@@ -115,7 +114,7 @@ class Filler:
             owned = np.zeros(G, bool)
             owned[lo:hi] = True
             handed = HandedSchedule(order, start, self.first, control.tickets, owned=owned, **kw)
-            args = (control, handed, self.rows, self.open, self.faults, self._slot)
+            args = (control, handed, self.rows, self.faults, self._slot)
             self.owner = Handover(*args, block=policy.block, **own)
             return policy
         lo, hi = policy.rows

@@ -25,30 +25,6 @@ class FillSpec:
     trace: str | None = None  # a trace file (``streamcli.trace``): each worker records its events for it
     stamps: Stamps | None = None  # the loader's index's: each item is checked where it is opened
 
-    @property
-    def batch_size(self) -> int:
-        return self.config.batch_size
-
-    @property
-    def time_steps(self) -> int:
-        return self.config.time_steps
-
-    @property
-    def boundary(self) -> str:
-        return self.config.boundary
-
-    @property
-    def epoch_end(self) -> str:
-        return self.config.epoch_end
-
-    @property
-    def on_error(self) -> str:
-        return self.config.on_error
-
-    @property
-    def segment(self) -> int:
-        return self.config.segment
-
 
 @dataclass(frozen=True)
 class Skip:

@@ -23,7 +23,7 @@ from streamcli.shared.control import NEVER, Aborted, Control
 _NAP_S = 1e-4  # the longest nap of a producer waiting for its turn: how late it sees that its turn has come
 
 
-class Turns:
+class ProducerTurns:
     """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait). While it waits
     it has nothing to do: ``idle()`` says so to the other producers, and ``busy()`` when its turn has come."""
 

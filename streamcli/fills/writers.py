@@ -6,12 +6,12 @@ which producer writes which part of which batch, and how it marks that part done
 - ``WholeBatches``: random-access sources (``window(item)``). Producer ``w`` of ``W`` fills every batch ``k``
   with ``k % W == w`` whole, and marks the batch done.
 - ``RowBlocks``: iterator sources, whose streams stay in the process that reads them. Producer ``w`` writes the
-  rows of its block (``split_rows``) of every batch, plans those rows only, and marks its part done.
+  rows of its block (``split_rows``) of every batch, plans those rows only, and marks those rows done.
 - ``Balanced``: iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths
   are not all known): each producer writes the rows it owns, and a row moves to an idle producer at a batch
-  boundary. With every length known every producer plans every row (``fills.balanced``); otherwise each plans
-  its own, in groups that may stand at different batches, and a row is handed over at a boundary its giver
-  chooses (``fills.handover``).
+  boundary, by one protocol (``fills.owned``). With every length known every producer plans every row
+  (``fills.balanced``); otherwise each plans its own, in groups that may stand at different batches
+  (``fills.handover``).
 
 A random-access source whose lengths are not all known is read through ``open`` like an iterator source.
 """
@@ -60,8 +60,8 @@ class RowBlocks(_Policy):
         return split_rows(self.B, self.W)[self.w] if self.W > 1 else (0, self.B)
 
     def done(self, control: Control, k: int) -> None:
-        if self.W > 1:
-            control.set_worker_done(self.w, k)
+        if self.W > 1:  # (the rows' own mark, as the balanced policy's: batch k is whole once every row is past it)
+            control.set_written(slice(*self.rows), k + 1)
         else:
             control.set_done(k)
 

@@ -29,7 +29,7 @@ class Compose:
         for t in self.transforms:
             if isinstance(t, ImageTransform):
                 new = t.fields(out, layouts)
-                layouts.update(t._layouts)
+                layouts.update(t.layouts)
             else:
                 new = output_fields(t, out)
             before, after = {f.name: len(f.shape) for f in out}, {f.name: len(f.shape) for f in new}

@@ -80,6 +80,11 @@ class ImageTransform:
         self._layouts = {f.name: known.get(f.name) or _layout(f) for f in _image_fields(fields, self.field, self.name)}
         return tuple(dataclasses.replace(f, shape=self._shape(f)) if f.name in self._layouts else f for f in fields)
 
+    @property
+    def layouts(self) -> dict[str, Layout]:
+        """The image fields and their layouts that ``fields`` found (none before it is called)."""
+        return dict(getattr(self, "_layouts", {}))
+
     def _shape(self, f: Field) -> tuple[int, ...]:
         return f.shape
 
