@@ -101,9 +101,12 @@ class Stages:
             (planned, "write_flags", "flags"),
             (iterators.Rows, "fill", "rows"),
             (planned, "write_summary", "summary"),
-            (planned.Filler, "fill_until", "fill"),
+            (handout, "outcome", "summary"),  # (since issue 49: in process, the counts are read from the plan)
+            (planned.Filler, "fill_batch", "fill"),
+            (planned.Filler, "fill_until", "fill"),  # (before issue 49)
             (handout.HandOut, "assemble", "hand-out"),
         ]
+        self.targets = [t for t in self.targets if hasattr(t[0], t[1])]
         self.spent: dict[str, float] = collections.defaultdict(float)
 
     def _timed(self, fn: Callable[..., Any], label: str) -> Callable[..., Any]:

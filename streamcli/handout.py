@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.batch import FLAGS, Batch
+from streamcli.batch import FLAGS, Batch, Deferred
 from streamcli.config import LoaderConfig
+from streamcli.fills.flags import outcome
 from streamcli.fills.spec import Skip
 from streamcli.shared.control import Aborted
 from streamcli.shared.ready_queue import ReadyQueue
@@ -120,16 +121,26 @@ class HandOut:
         self.k_next = k = epoch.first
         tickets, target, dropped = epoch.tickets, epoch.target, epoch.dropped
         drop = self.config.epoch_end == "drop"
+        producers = self.producers
         while True:
             if not alive():
                 raise Aborted
             self.k = k
-            self.fill_window()
-            slot = self.slots.take(k)
-            self._wait(k)
-            v = self.ring.slots[slot]
+            if isinstance(producers, InProcess):  # a function call: nothing published, marked or waited for
+                slot = self.slots.take_free()
+                t0 = time.perf_counter() if self.tracer is not None else 0.0
+                plan, short = producers.fill(slot)
+                self._note_busy(t0, k, True)
+                claims, dry, n_live, cursors = outcome(plan, short)
+                v = self.ring.slots[slot]
+            else:
+                self.fill_window()
+                slot = self.slots.take(k)
+                self._wait(k)
+                v = self.ring.slots[slot]
+                claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
+                cursors = v["cursor"]  # (copied below: the slot is written again)
             skips = self.pending.pop(k, [])
-            claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
             if drop and dry and not dropped:
                 if target is None:
@@ -153,7 +164,6 @@ class HandOut:
             tickets += claims
             ended = tickets >= epoch.streams and n_live == 0
             last = ended if target is None else k + 1 >= target
-            cursors = None if last else v["cursor"].copy()
             batch = None
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self.assemble(torch, slot, epoch.number, k)
@@ -164,7 +174,7 @@ class HandOut:
                 batch=batch,
                 last=last,
                 tickets=tickets,
-                cursors=cursors,
+                cursors=None if last else cursors if producers.pool is None else cursors.copy(),
                 n_live=n_live,
                 n_valid=n_valid,
                 skips=skips,
@@ -175,14 +185,19 @@ class HandOut:
             k += 1
 
     def _wait(self, k: int) -> None:
-        queue = self.ready_queue
+        queue, producers = self.ready_queue, self.producers
+        assert isinstance(producers, Workers)
         t0 = time.perf_counter() if self.tracer is not None else 0.0
-        self.waited = self.producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
+        self.waited = producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
+        self._note_busy(t0, k, self.waited)
+
+    def _note_busy(self, t0: float, k: int, stalled: bool) -> None:
+        """After batch ``k`` is whole: the consumer's stall since ``t0`` traced, the producers' busy time noted."""
         t = time.perf_counter()
-        if self.tracer is not None and (self.waited or self.producers.pool is None):
+        if self.tracer is not None and stalled:
             self.tracer.complete("stall", t0, t, {"batch": k})
         if not self.busy or t - self.busy[-1][0] > 0.1:
-            self.busy.append((t, self.ring.control.busy()))
+            self.busy.append((t, self.producers.busy()))
 
     def fill_window(self) -> None:
         """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
@@ -208,24 +223,32 @@ class HandOut:
         else:
             self.slots.lend(holder, slot)
         del holder
-        tensors = [from_numpy(a) for a in arrays]
+        eager = n + 2  # the fields, ``is_first`` and ``valid``; the other flags are made when first read (``Flag``)
+        tensors = [from_numpy(a) for a in (arrays if pin_copy else arrays[:eager])]
         first = arrays[n]  # ``is_first``, the first flag: the row's first step is a reset (indexed in numpy: quicker)
         reset = from_numpy(first[0] if layout == "TB" else first[:, 0])
+        stream, position, replayed = arrays[eager:]
         del arrays, first
         if pin_copy:
             tensors = [t.pin_memory() for t in tensors]
             reset = tensors[n][0] if layout == "TB" else tensors[n][:, 0]  # a view of the pinned flag
-        flags = dict(zip(FLAGS, tensors[n:], strict=True))
+            later: list[Any] = tensors[eager:]
+        else:
+            later = [Deferred(stream), Deferred(position), Deferred(replayed)]
         lookup = self.source_lookup
-        source = None if lookup is None else from_numpy(lookup.take(flags["stream"].numpy()))
+        source = None if lookup is None else from_numpy(lookup.take(stream))
         return Batch(
             data=dict(zip(self.names[:n], tensors[:n], strict=True)),
+            is_first=tensors[n],
             reset=reset,
+            valid=tensors[n + 1],
+            stream=later[0],
+            position=later[1],
+            replayed=later[2],
             epoch=epoch,
             index=k,
             layout=layout,
             source=source,
-            **flags,
         )
 
     def busy_shares(self, closed: bool, workers: int) -> tuple[float, ...]:
