@@ -91,6 +91,29 @@ class Batch(Mapping[str, "torch.Tensor"]):
     extras: dict[str, Any] = field(default_factory=dict)
     source: torch.Tensor | None = None
 
+    @classmethod
+    def assembled(
+        cls,
+        data: dict[str, torch.Tensor],
+        is_first: torch.Tensor,
+        reset: torch.Tensor,
+        valid: torch.Tensor,
+        later: tuple[torch.Tensor | Deferred, ...],
+        epoch: int,
+        index: int,
+        layout: str,
+        source: torch.Tensor | None,
+    ) -> Batch:
+        """The loader's batch, every field set at once (the generated ``__init__`` sets them one by one, each flag
+        through its ``Flag``): ``later`` holds ``stream``, ``position`` and ``replayed``, made or deferred."""
+        b = object.__new__(cls)
+        stream, position, replayed = later
+        b.__dict__.update(
+            data=data, is_first=is_first, reset=reset, valid=valid, _stream=stream, _position=position,
+            _replayed=replayed, epoch=epoch, index=index, layout=layout, extras={}, source=source,
+        )  # fmt: skip
+        return b
+
     def __getitem__(self, name: str) -> torch.Tensor:
         try:
             return self.data[name]

@@ -19,7 +19,7 @@ import numpy as np
 
 from streamcli.batch import FLAGS, Batch, Deferred
 from streamcli.config import LoaderConfig
-from streamcli.fills.flags import outcome
+from streamcli.fills.flags import cursors_after, live_rows
 from streamcli.fills.spec import Skip
 from streamcli.shared.control import Aborted
 from streamcli.shared.ready_queue import ReadyQueue
@@ -41,8 +41,8 @@ class Ready:
     batch: Batch | None  # None: all padding, not handed out
     last: bool  # the epoch ends with it
     tickets: int  # tickets taken up to the end of it
-    cursors: np.ndarray | None  # every row's cursor after it (None when last)
-    n_live: int  # rows holding a live original stream after it
+    cursors: np.ndarray | None  # every row's cursor after it (None: the epoch ended before it)
+    n_live: int | None  # rows holding a live original stream after it (None: not counted, ``live_rows``)
     n_valid: int
     skips: list[Skip]
     dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
@@ -131,7 +131,8 @@ class HandOut:
                 t0 = time.perf_counter() if self.tracer is not None else 0.0
                 plan, short = producers.fill(slot)
                 self._note_busy(t0, k, True)
-                claims, dry, n_live, cursors = outcome(plan, short)
+                claims, cursors, n_live = int(plan.claims.sum()), cursors_after(plan, short), None
+                dry = int(plan.dry.sum()) if drop else 0
                 v = self.ring.slots[slot]
             else:
                 self.fill_window()
@@ -139,29 +140,21 @@ class HandOut:
                 self._wait(k)
                 v = self.ring.slots[slot]
                 claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
-                cursors = v["cursor"]  # (copied below: the slot is written again)
+                cursors = v["cursor"].copy()  # (the slot is written again)
             skips = self.pending.pop(k, [])
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
             if drop and dry and not dropped:
                 if target is None:
                     self.slots.give_back(slot)
-                    yield Ready(
-                        k=k,
-                        batch=None,
-                        last=True,
-                        tickets=tickets,
-                        cursors=None,
-                        n_live=0,
-                        n_valid=0,
-                        skips=skips,
-                        dropped=True,
-                    )
+                    yield Ready(k, None, True, tickets, None, 0, 0, skips, dropped=True)
                     return
                 dropped = True
             if dropped:  # a fixed-length epoch past its "drop" end: padding
                 pad_slot(v, self.fields)
                 n_valid = 0
             tickets += claims
+            if n_live is None and (tickets >= epoch.streams or (target is not None and k + 1 >= target)):
+                n_live = live_rows(cursors)  # (only where the epoch may end: counted when asked)
             ended = tickets >= epoch.streams and n_live == 0
             last = ended if target is None else k + 1 >= target
             batch = None
@@ -169,16 +162,7 @@ class HandOut:
                 batch = self.assemble(torch, slot, epoch.number, k)
             else:
                 self.slots.give_back(slot)
-            yield Ready(
-                k=k,
-                batch=batch,
-                last=last,
-                tickets=tickets,
-                cursors=None if last else cursors if producers.pool is None else cursors.copy(),
-                n_live=n_live,
-                n_valid=n_valid,
-                skips=skips,
-            )
+            yield Ready(k, batch, last, tickets, cursors, n_live, n_valid, skips)
             del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``fill_window``)
             if last:
                 return
@@ -232,24 +216,13 @@ class HandOut:
         if pin_copy:
             tensors = [t.pin_memory() for t in tensors]
             reset = tensors[n][0] if layout == "TB" else tensors[n][:, 0]  # a view of the pinned flag
-            later: list[Any] = tensors[eager:]
+            later: tuple[Any, ...] = tuple(tensors[eager:])
         else:
-            later = [Deferred(stream), Deferred(position), Deferred(replayed)]
+            later = (Deferred(stream), Deferred(position), Deferred(replayed))
         lookup = self.source_lookup
         source = None if lookup is None else from_numpy(lookup.take(stream))
-        return Batch(
-            data=dict(zip(self.names[:n], tensors[:n], strict=True)),
-            is_first=tensors[n],
-            reset=reset,
-            valid=tensors[n + 1],
-            stream=later[0],
-            position=later[1],
-            replayed=later[2],
-            epoch=epoch,
-            index=k,
-            layout=layout,
-            source=source,
-        )
+        data = dict(zip(self.names[:n], tensors[:n], strict=True))
+        return Batch.assembled(data, tensors[n], reset, tensors[n + 1], later, epoch, k, layout, source)
 
     def busy_shares(self, closed: bool, workers: int) -> tuple[float, ...]:
         """Each producer's recent share of time busy (last three seconds)."""

@@ -20,6 +20,7 @@ from streamcli.batch import Batch
 from streamcli.caller import user_stacklevel
 from streamcli.config import LoaderConfig
 from streamcli.errors import LoaderClosedError, StaleIteratorError
+from streamcli.fills.flags import live_rows
 from streamcli.handout import Epoch, HandOut, Ready
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowState
@@ -74,6 +75,8 @@ class Iteration:
         self.n_streams = len(epochs.all)  # this epoch's streams (this rank's share)
         self.tally = tally
         self.tracer: Tracer | None = None  # ``streamcli.trace``: the consumer's waits recorded, when set
+        # (tickets, cursors) after the last batch handed out, while its live rows are not counted (``stats``)
+        self._live_after: tuple[int, np.ndarray | None] | None = None
 
     @property
     def position(self) -> Position:
@@ -131,11 +134,10 @@ class Iteration:
         self.producers.begin(gen)
         control.open_epoch(gen, pos.batch)
         handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
-        state, flags = own[:, _cursor.STATE], own[:, _cursor.FLAGS]
-        n_live = int((((state == RowState.LIVE) | (state == RowState.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
-        self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - n_live)
+        self._live_after = None
+        self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - live_rows(own))
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
-        dropped = self.config.epoch_end == "drop" and bool((state == RowState.DRY).any())
+        dropped = self.config.epoch_end == "drop" and bool((own[:, _cursor.STATE] == RowState.DRY).any())
         return Epoch(epoch, pos.batch, pos.tickets, self.n_streams, self.epochs.target(epoch), dropped)
 
     def _measure_streams(self, streams: Streams) -> None:
@@ -255,7 +257,10 @@ class Iteration:
             skipped.append([skip.item, skip.step])
             tally.skips.append(skip.describe())
             log.warning("skipped item %s", skip.describe())
-        tally.streams_done = max(0, min(rec.tickets, self.n_streams) - rec.n_live)
+        if rec.n_live is None:  # counted when the statistics are asked for
+            self._live_after = (rec.tickets, rec.cursors)
+        else:
+            tally.streams_done, self._live_after = max(0, min(rec.tickets, self.n_streams) - rec.n_live), None
         if rec.last:
             self.position = Position.start_of(epoch + 1, self.epochs.rows)
         else:
@@ -267,6 +272,10 @@ class Iteration:
 
     def stats(self) -> LoaderStats:
         control, closed, handout, tally, c = self.ring.control, self.closed, self.handout, self.tally, self.config
+        if self._live_after is not None:
+            (tickets, cursors), self._live_after = self._live_after, None
+            assert cursors is not None
+            tally.streams_done = max(0, min(tickets, self.n_streams) - live_rows(cursors))
         elapsed = time.perf_counter() - tally.first_next if tally.first_next else 0.0
         return LoaderStats(
             batches=tally.batches,

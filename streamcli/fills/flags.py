@@ -191,14 +191,18 @@ def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | 
         v.cursor[...] = cur
 
 
-def outcome(plan: BatchRuns, short: Any = ()) -> tuple[int, int, int, np.ndarray]:
-    """What batch ``plan`` leaves, read from its plan (in process nothing else writes it): the tickets it took, its
-    claims that found no stream, the rows holding a live original stream after it, and every row's cursor (rows in
-    ``short`` hold a stream that ended before its promise)."""
+def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
+    """Every row's cursor after batch ``plan`` (in process the plan's own array, not a copy); rows in ``short`` hold
+    a stream that ended before its promise."""
     cur = plan.cursors
     if short:
         cur = cur.copy()  # the plan is kept as planned
         cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
-    state = cur[:, _cursor.STATE]
-    live = ((state == _LIVE) | (state == _FOLLOW)) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    return int(plan.claims.sum()), int(plan.dry.sum()), int(np.count_nonzero(live)), cur
+    return cur
+
+
+def live_rows(cursors: np.ndarray) -> int:
+    """Rows whose cursor holds a live original stream (not a replayed one): counted only when asked."""
+    state = cursors[:, _cursor.STATE]
+    live = ((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    return int(np.count_nonzero(live))
