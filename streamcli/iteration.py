@@ -68,6 +68,8 @@ class Iteration:
         self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
         self._position = Position.start_of(0, epochs.rows)
+        # (epoch, next batch, tickets, cursors) after the last batch handed out, until ``position`` is read
+        self._after: tuple[int, int, int, np.ndarray] | None = None
         # Ranks on one schedule: this rank's rows after batch k (``_own``); the rest follow from ``_world``.
         self._world: World | None = None
         self._own: tuple[int, np.ndarray] | None = None
@@ -81,6 +83,9 @@ class Iteration:
     @property
     def position(self) -> Position:
         """Where the loader stands: the global rows' cursors and tickets, every rank's alike."""
+        if self._after is not None:  # made only now that it is asked for
+            (epoch, batch, tickets, cursors), self._after = self._after, None
+            self._position = Position(epoch, batch, tickets, cursors, self._position.skipped)
         if self._own is not None and self._world is not None:
             (k, own), pos = self._own, self._position
             pos.tickets, pos.cursors = self._world.at(k + 1, own, self.epochs.offset)
@@ -89,7 +94,7 @@ class Iteration:
 
     @position.setter
     def position(self, pos: Position) -> None:
-        self._position, self._own = pos, None
+        self._position, self._own, self._after = pos, None, None
 
     def start(self) -> Iterator[Batch]:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
@@ -212,7 +217,7 @@ class Iteration:
 
     def _costly_and_uneven(self) -> bool:
         """Whether the workers read costly steps unevenly over the last ``BALANCE_BATCHES`` batches (see above)."""
-        k = self._position.batch  # the next batch to hand to the consumer
+        k = self.position.batch  # the next batch to hand to the consumer
         if k < self._epoch_first + BALANCE_SKIP or not self.epochs.balanceable(self.epoch):
             return False
         last = self._measure_from
@@ -267,7 +272,7 @@ class Iteration:
             assert rec.cursors is not None
             shared = self._world is not None  # (then the other ranks' rows only when the position is read)
             cursors = self._position.cursors if shared else rec.cursors
-            self.position = Position(epoch, rec.k + 1, rec.tickets, cursors, skipped)
+            self._after = (epoch, rec.k + 1, rec.tickets, cursors)  # (the position is made when read)
             self._own = (rec.k, rec.cursors) if shared else None
 
     def stats(self) -> LoaderStats:
