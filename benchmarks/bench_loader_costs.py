@@ -102,9 +102,11 @@ class Stages:
             (planned, "write_flags", "flags"),
             (iterators.Rows, "fill", "rows"),
             (planned, "write_summary", "summary"),
-            (planned.Filler, "fill_until", "fill"),
+            (planned.Filler, "fill_batch", "fill"),
+            (planned.Filler, "fill_until", "fill"),  # (before issue 49)
             (handout.HandOut, "assemble", "hand-out"),
         ]
+        self.targets = [t for t in self.targets if hasattr(t[0], t[1])]
         self.spent: dict[str, float] = collections.defaultdict(float)
 
     def _timed(self, fn: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -134,7 +136,8 @@ class Stages:
         out = {k: per.get(k, 0.0) for k in ("schedule", "flags", "summary", "rows")}
         out["fill glue"] = per.get("fill", 0.0) - inner
         out["hand-out"] = per.get("hand-out", 0.0)
-        out["rest of next()"] = 1e6 * total / n - per.get("fill", 0.0) - per.get("hand-out", 0.0)
+        out["outcome"] = per.get("outcome", 0.0)
+        out["rest of next()"] = 1e6 * total / n - per.get("fill", 0.0) - out["hand-out"] - out["outcome"]
         return out
 
 

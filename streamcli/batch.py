@@ -29,6 +29,39 @@ FLAG_DTYPES: dict[str, str] = {
 """Each flag's numpy dtype, fixed so that shards and the shared ring can state it before the first batch."""
 
 
+class Deferred:
+    """A flag's array whose tensor is made when the flag is first read (``Flag``): most consumers never read
+    ``stream``, ``position`` or ``replayed``, so the loader does not make their tensors for every batch."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def tensor(self) -> torch.Tensor:
+        import torch  # (loaded already: the loader made the batch's other tensors)
+
+        return torch.from_numpy(self.array)
+
+
+class Flag:
+    """A ``Batch`` field that holds a tensor, or a ``Deferred`` array made into one (once) when first read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.key = name, "_" + name
+
+    def __get__(self, obj: Any, owner: Any = None) -> torch.Tensor:
+        if obj is None:  # (so that the dataclass sees no default)
+            raise AttributeError(self.name)
+        value = obj.__dict__[self.key]
+        if type(value) is Deferred:
+            value = obj.__dict__[self.key] = value.tensor()
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: Any, value: torch.Tensor | Deferred) -> None:
+        obj.__dict__[self.key] = value
+
+
 @dataclass
 class Batch(Mapping[str, "torch.Tensor"]):
     """One ``(T, B)`` block of steps; row ``b`` continues the same stream from one batch to the next.
@@ -49,14 +82,37 @@ class Batch(Mapping[str, "torch.Tensor"]):
     is_first: torch.Tensor
     reset: torch.Tensor
     valid: torch.Tensor
-    stream: torch.Tensor
-    position: torch.Tensor
-    replayed: torch.Tensor
+    stream: Flag = Flag()  # (tensors: made when first read)
+    position: Flag = Flag()
+    replayed: Flag = Flag()
     epoch: int = 0
     index: int = 0
     layout: str = "TB"
     extras: dict[str, Any] = field(default_factory=dict)
     source: torch.Tensor | None = None
+
+    @classmethod
+    def assembled(
+        cls,
+        data: dict[str, torch.Tensor],
+        is_first: torch.Tensor,
+        reset: torch.Tensor,
+        valid: torch.Tensor,
+        later: tuple[torch.Tensor | Deferred, ...],
+        epoch: int,
+        index: int,
+        layout: str,
+        source: torch.Tensor | None,
+    ) -> Batch:
+        """The loader's batch, every field set at once (the generated ``__init__`` sets them one by one, each flag
+        through its ``Flag``): ``later`` holds ``stream``, ``position`` and ``replayed``, made or deferred."""
+        b = object.__new__(cls)
+        stream, position, replayed = later
+        b.__dict__.update(
+            data=data, is_first=is_first, reset=reset, valid=valid, _stream=stream, _position=position,
+            _replayed=replayed, epoch=epoch, index=index, layout=layout, extras={}, source=source,
+        )  # fmt: skip
+        return b
 
     def __getitem__(self, name: str) -> torch.Tensor:
         try:

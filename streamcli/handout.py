@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.batch import FLAGS, Batch
+from streamcli.batch import FLAGS, Batch, Deferred
 from streamcli.config import LoaderConfig
+from streamcli.fills.flags import cursors_after, live_rows
 from streamcli.fills.spec import Skip
 from streamcli.shared.control import Aborted
 from streamcli.shared.ready_queue import ReadyQueue
@@ -40,8 +41,8 @@ class Ready:
     batch: Batch | None  # None: all padding, not handed out
     last: bool  # the epoch ends with it
     tickets: int  # tickets taken up to the end of it
-    cursors: np.ndarray | None  # every row's cursor after it (None when last)
-    n_live: int  # rows holding a live original stream after it
+    cursors: np.ndarray | None  # every row's cursor after it (None: the epoch ended before it)
+    n_live: int | None  # rows holding a live original stream after it (None: not counted, ``live_rows``)
     n_valid: int
     skips: list[Skip]
     dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
@@ -120,69 +121,67 @@ class HandOut:
         self.k_next = k = epoch.first
         tickets, target, dropped = epoch.tickets, epoch.target, epoch.dropped
         drop = self.config.epoch_end == "drop"
+        producers = self.producers
         while True:
             if not alive():
                 raise Aborted
             self.k = k
-            self.fill_window()
-            slot = self.slots.take(k)
-            self._wait(k)
-            v = self.ring.slots[slot]
+            if isinstance(producers, InProcess):  # a function call: nothing published, marked or waited for
+                slot = self.slots.take_free()
+                t0 = time.perf_counter() if self.tracer is not None else 0.0
+                plan, short = producers.fill(slot)
+                self._note_busy(t0, k, True)
+                claims, cursors, n_live = int(plan.claims.sum()), cursors_after(plan, short), None
+                dry = int(plan.dry.sum()) if drop else 0
+                v = self.ring.slots[slot]
+            else:
+                self.fill_window()
+                slot = self.slots.take(k)
+                self._wait(k)
+                v = self.ring.slots[slot]
+                claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
+                cursors = v["cursor"].copy()  # (the slot is written again)
             skips = self.pending.pop(k, [])
-            claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
             if drop and dry and not dropped:
                 if target is None:
                     self.slots.give_back(slot)
-                    yield Ready(
-                        k=k,
-                        batch=None,
-                        last=True,
-                        tickets=tickets,
-                        cursors=None,
-                        n_live=0,
-                        n_valid=0,
-                        skips=skips,
-                        dropped=True,
-                    )
+                    yield Ready(k, None, True, tickets, None, 0, 0, skips, dropped=True)
                     return
                 dropped = True
             if dropped:  # a fixed-length epoch past its "drop" end: padding
                 pad_slot(v, self.fields)
                 n_valid = 0
             tickets += claims
+            if n_live is None and (tickets >= epoch.streams or (target is not None and k + 1 >= target)):
+                n_live = live_rows(cursors)  # (only where the epoch may end: counted when asked)
             ended = tickets >= epoch.streams and n_live == 0
             last = ended if target is None else k + 1 >= target
-            cursors = None if last else v["cursor"].copy()
             batch = None
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self.assemble(torch, slot, epoch.number, k)
             else:
                 self.slots.give_back(slot)
-            yield Ready(
-                k=k,
-                batch=batch,
-                last=last,
-                tickets=tickets,
-                cursors=cursors,
-                n_live=n_live,
-                n_valid=n_valid,
-                skips=skips,
-            )
+            yield Ready(k, batch, last, tickets, cursors, n_live, n_valid, skips)
             del batch  # a batch the consumer dropped frees its slot for the next one: reused warm (``fill_window``)
             if last:
                 return
             k += 1
 
     def _wait(self, k: int) -> None:
-        queue = self.ready_queue
+        queue, producers = self.ready_queue, self.producers
+        assert isinstance(producers, Workers)
         t0 = time.perf_counter() if self.tracer is not None else 0.0
-        self.waited = self.producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
+        self.waited = producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
+        self._note_busy(t0, k, self.waited)
+
+    def _note_busy(self, t0: float, k: int, stalled: bool) -> None:
+        """After batch ``k`` is whole: the consumer's stall since ``t0`` traced, the producers' busy time noted."""
         t = time.perf_counter()
-        if self.tracer is not None and (self.waited or self.producers.pool is None):
+        if self.tracer is not None and stalled:
             self.tracer.complete("stall", t0, t, {"batch": k})
         if not self.busy or t - self.busy[-1][0] > 0.1:
-            self.busy.append((t, self.ring.control.busy()))
+            self.busy.append((t, self.producers.busy()))
 
     def fill_window(self) -> None:
         """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
@@ -208,25 +207,22 @@ class HandOut:
         else:
             self.slots.lend(holder, slot)
         del holder
-        tensors = [from_numpy(a) for a in arrays]
+        eager = n + 2  # the fields, ``is_first`` and ``valid``; the other flags are made when first read (``Flag``)
+        tensors = [from_numpy(a) for a in (arrays if pin_copy else arrays[:eager])]
         first = arrays[n]  # ``is_first``, the first flag: the row's first step is a reset (indexed in numpy: quicker)
         reset = from_numpy(first[0] if layout == "TB" else first[:, 0])
+        stream, position, replayed = arrays[eager:]
         del arrays, first
         if pin_copy:
             tensors = [t.pin_memory() for t in tensors]
             reset = tensors[n][0] if layout == "TB" else tensors[n][:, 0]  # a view of the pinned flag
-        flags = dict(zip(FLAGS, tensors[n:], strict=True))
+            later: tuple[Any, ...] = tuple(tensors[eager:])
+        else:
+            later = (Deferred(stream), Deferred(position), Deferred(replayed))
         lookup = self.source_lookup
-        source = None if lookup is None else from_numpy(lookup.take(flags["stream"].numpy()))
-        return Batch(
-            data=dict(zip(self.names[:n], tensors[:n], strict=True)),
-            reset=reset,
-            epoch=epoch,
-            index=k,
-            layout=layout,
-            source=source,
-            **flags,
-        )
+        source = None if lookup is None else from_numpy(lookup.take(stream))
+        data = dict(zip(self.names[:n], tensors[:n], strict=True))
+        return Batch.assembled(data, tensors[n], reset, tensors[n + 1], later, epoch, k, layout, source)
 
     def busy_shares(self, closed: bool, workers: int) -> tuple[float, ...]:
         """Each producer's recent share of time busy (last three seconds)."""

@@ -20,6 +20,7 @@ from streamcli.batch import Batch
 from streamcli.caller import user_stacklevel
 from streamcli.config import LoaderConfig
 from streamcli.errors import LoaderClosedError, StaleIteratorError
+from streamcli.fills.flags import live_rows
 from streamcli.handout import Epoch, HandOut, Ready
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
@@ -67,6 +68,8 @@ class Iteration:
         self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
         self._position = Position.start_of(0, epochs.rows)
+        # (epoch, next batch, tickets, cursors) after the last batch handed out, until ``position`` is read
+        self._after: tuple[int, int, int, np.ndarray] | None = None
         # Ranks on one schedule: this rank's rows after batch k (``_own``); the rest follow from ``_world``.
         self._world: World | None = None
         self._own: tuple[int, np.ndarray] | None = None
@@ -74,10 +77,15 @@ class Iteration:
         self.n_streams = len(epochs.all)  # this epoch's streams (this rank's share)
         self.tally = tally
         self.tracer: Tracer | None = None  # ``streamcli.trace``: the consumer's waits recorded, when set
+        # (tickets, cursors) after the last batch handed out, while its live rows are not counted (``stats``)
+        self._live_after: tuple[int, np.ndarray | None] | None = None
 
     @property
     def position(self) -> Position:
         """Where the loader stands: the global rows' cursors and tickets, every rank's alike."""
+        if self._after is not None:  # made only now that it is asked for
+            (epoch, batch, tickets, cursors), self._after = self._after, None
+            self._position = Position(epoch, batch, tickets, cursors, self._position.skipped)
         if self._own is not None and self._world is not None:
             (k, own), pos = self._own, self._position
             pos.tickets, pos.cursors = self._world.at(k + 1, own, self.epochs.offset)
@@ -86,7 +94,7 @@ class Iteration:
 
     @position.setter
     def position(self, pos: Position) -> None:
-        self._position, self._own = pos, None
+        self._position, self._own, self._after = pos, None, None
 
     def start(self) -> Iterator[Batch]:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
@@ -131,11 +139,10 @@ class Iteration:
         self.producers.begin(gen)
         control.open_epoch(gen, pos.batch)
         handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
-        state, flags = own[:, _cursor.STATE], own[:, _cursor.FLAGS]
-        n_live = int((((state == RowPhase.LIVE) | (state == RowPhase.FOLLOW)) & (flags & _cursor.REPLAYED == 0)).sum())
-        self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - n_live)
+        self._live_after = None
+        self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - live_rows(own))
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
-        dropped = self.config.epoch_end == "drop" and bool((state == RowPhase.DRY).any())
+        dropped = self.config.epoch_end == "drop" and bool((own[:, _cursor.STATE] == RowPhase.DRY).any())
         return Epoch(epoch, pos.batch, pos.tickets, self.n_streams, self.epochs.target(epoch), dropped)
 
     def _measure_streams(self, streams: Streams) -> None:
@@ -210,7 +217,7 @@ class Iteration:
 
     def _costly_and_uneven(self) -> bool:
         """Whether the workers read costly steps unevenly over the last ``BALANCE_BATCHES`` batches (see above)."""
-        k = self._position.batch  # the next batch to hand to the consumer
+        k = self.position.batch  # the next batch to hand to the consumer
         if k < self._epoch_first + BALANCE_SKIP or not self.epochs.balanceable(self.epoch):
             return False
         last = self._measure_from
@@ -255,18 +262,25 @@ class Iteration:
             skipped.append([skip.item, skip.step])
             tally.skips.append(skip.describe())
             log.warning("skipped item %s", skip.describe())
-        tally.streams_done = max(0, min(rec.tickets, self.n_streams) - rec.n_live)
+        if rec.n_live is None:  # counted when the statistics are asked for
+            self._live_after = (rec.tickets, rec.cursors)
+        else:
+            tally.streams_done, self._live_after = max(0, min(rec.tickets, self.n_streams) - rec.n_live), None
         if rec.last:
             self.position = Position.start_of(epoch + 1, self.epochs.rows)
         else:
             assert rec.cursors is not None
             shared = self._world is not None  # (then the other ranks' rows only when the position is read)
             cursors = self._position.cursors if shared else rec.cursors
-            self.position = Position(epoch, rec.k + 1, rec.tickets, cursors, skipped)
+            self._after = (epoch, rec.k + 1, rec.tickets, cursors)  # (the position is made when read)
             self._own = (rec.k, rec.cursors) if shared else None
 
     def stats(self) -> LoaderStats:
         control, closed, handout, tally, c = self.ring.control, self.closed, self.handout, self.tally, self.config
+        if self._live_after is not None:
+            (tickets, cursors), self._live_after = self._live_after, None
+            assert cursors is not None
+            tally.streams_done = max(0, min(tickets, self.n_streams) - live_rows(cursors))
         elapsed = time.perf_counter() - tally.first_next if tally.first_next else 0.0
         return LoaderStats(
             batches=tally.batches,
@@ -276,7 +290,7 @@ class Iteration:
             first_batch_s=tally.first_batch_s,
             waits_s=tuple(tally.waits),
             worker_busy=handout.busy_shares(closed, c.num_workers),
-            worker_steps=() if closed else control.steps(),
+            worker_steps=() if closed else self.producers.steps(),
             ready_slots=0 if closed else self.producers.ready_batches(handout.k),
             num_slots=handout.slots.num_slots,
             epoch=max(self.epoch, 0),
@@ -290,7 +304,7 @@ class Iteration:
             batch_size=c.batch_size,
             worker_stream=() if closed else tuple(control.reading(w)[0] for w in range(len(self.bounds))),
             rows_moved=0 if closed else control.moved,
-            worker_busy_s=() if closed else tuple(float(x) for x in control.busy()),
+            worker_busy_s=() if closed else tuple(float(x) for x in self.producers.busy()),
             balanced=self.balanced,
             longest_stream=self.tally.longest,
             epoch_steps=self.tally.epoch_steps,

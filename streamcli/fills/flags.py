@@ -189,3 +189,20 @@ def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | 
         v.cursor[cols], v.summary[cols] = cur, s
     else:
         v.cursor[...] = cur
+
+
+def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
+    """Every row's cursor after batch ``plan`` (in process the plan's own array, not a copy); rows in ``short`` hold
+    a stream that ended before its promise."""
+    cur = plan.cursors
+    if short:
+        cur = cur.copy()  # the plan is kept as planned
+        cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
+    return cur
+
+
+def live_rows(cursors: np.ndarray) -> int:
+    """Rows whose cursor holds a live original stream (not a replayed one): counted only when asked."""
+    state = cursors[:, _cursor.STATE]
+    live = ((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    return int(np.count_nonzero(live))

@@ -32,6 +32,7 @@ from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import Aborted
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, has_window, uses_blocks
+from streamcli.trace import Tracer
 
 
 class Filler:
@@ -155,42 +156,69 @@ class Filler:
             self._pending = None  # another producer's batch: only the schedule moves past it
         if plan.k >= control.handed:
             return False
-        self._fill(plan)
+        v = self._slot(plan.k)
+        write_summary(v, plan, self._fill(v, plan))  # the loader of workers reads the rows' cursors from the slot
+        policy.done(control, plan.k)
         self._pending = None
         return True
 
-    def fill_until(self, k: int) -> None:
-        """The in-process path: produce until batch ``k`` is whole. This producer is the only one and writes every
-        batch whole, so batch ``k`` is whole once the schedule has planned and filled it (no shared mark to read)."""
+    def fill_batch(self, slot: int) -> tuple[BatchRuns, set[int]]:
+        """The in-process path, a function call: plan the next batch and fill it whole into ``slot``. Returns its
+        plan and the rows whose stream ended before its promise. Nothing is published, marked or reported: this
+        producer is the only one, and the loader reads what it needs from the plan."""
         if self.policy is None:
             self._set_up()
-        control, sched = self.ring.control, self.sched
+        sched = self.sched
         assert sched is not None and self.W == 1
-        t0, steps = time.perf_counter(), self.steps
-        while sched.k <= k or self._pending is not None:
-            if not self.step():  # pragma: no cover - one producer fills everything handed out
-                raise RuntimeError(f"internal error: batch {k} cannot be completed")
-        t1 = time.perf_counter()
-        control.report(self.w, t1 - t0, self.steps - steps, *self.reading())
-        if self.rows.tracer is not None:
-            self.rows.tracer.fill(t0, t1)
+        v = self._views_of(slot)
+        if self.opens:  # planning reads streams of unknown length into the batch
+            self.open.v, self.faults.k = v, sched.k
+            plan = sched.next_plan(self.open.probe)
+        else:
+            plan = sched.next_plan()
+        return plan, self._fill(v, plan)
+
+    def stop(self) -> None:
+        """Produce nothing more until the next epoch (after an error)."""
+        self.gen = -1
+
+    def idle(self) -> None:
+        """Nothing to do: say so to the other producers, and that a death now is not a source's."""
+        self.ring.control.set_idle(self.w, True)
+        self.mark[0] = -1
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The trace the reads are recorded in (``streamcli.trace``), when set."""
+        return self.rows.tracer
+
+    @tracer.setter
+    def tracer(self, tracer: Tracer | None) -> None:
+        self.rows.tracer = tracer
+
+    def end(self) -> None:
+        """The producer's last act: close its streams and write out its trace."""
+        self.close()
+        if self.tracer is not None and self.tracer.parted:
+            self.tracer.flush()
 
     def reading(self) -> tuple[int, int]:
         return int(self.mark[0]), int(self.mark[1])
 
     def _slot(self, k: int) -> Views:
-        slot = self.ring.control.slot_of(k)
+        return self._views_of(self.ring.control.slot_of(k))
+
+    def _views_of(self, slot: int) -> Views:
         v = self._views.get(slot)
         if v is None:
             assert self.policy is not None
             v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names).columns(*self.policy.rows)
         return v
 
-    def _fill(self, plan: BatchRuns) -> None:
-        control = self.ring.control
-        v = self._slot(plan.k)
+    def _fill(self, v: Views, plan: BatchRuns) -> set[int]:
+        """Batch ``plan.k`` into ``v`` (the whole batch: windows, or in-process; or this producer's block of it);
+        returns the rows whose stream ended before its promise."""
         self.faults.k = plan.k
-        # The rows of ``v``: the whole batch (windows, or in-process), or this producer's block of it.
         write_flags(v, plan, self.steps_t)
         if self.windows is not None and isinstance(self.policy, writers.WholeBatches):
             tracer = self.rows.tracer
@@ -201,7 +229,5 @@ class Filler:
         else:
             short = self.rows.fill(v, plan, self.open.read)
             self.open.read.clear()
-        write_summary(v, plan, short)
         self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
-        assert self.policy is not None
-        self.policy.done(control, plan.k)
+        return short

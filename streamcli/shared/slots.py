@@ -44,6 +44,11 @@ class Slots:
             k += 1
         return k
 
+    def take_free(self) -> int:
+        """A free slot, for a batch made at once (in process: nothing is published to producers)."""
+        self._reclaim()
+        return self._free.pop()
+
     def take(self, k: int) -> int:
         """The slot batch ``k`` was made in (it is whole): the caller lends it or gives it back."""
         return self._made.pop(k)

@@ -4,18 +4,19 @@ processes. Either fills the batches handed out in the ring; the loader only asks
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from streamcli.caller import at_user_line
-from streamcli.errors import StaleIteratorError
 from streamcli.fills.checks import short_repr
-from streamcli.fills.engine import Engine
+from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec, Skip
-from streamcli.shared.control import Aborted
+from streamcli.scheduled.plans import BatchRuns
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, item_name
 from streamcli.trace import Tracer
@@ -25,7 +26,8 @@ from streamcli.workers.worker import WorkerSpec
 
 
 class InProcess:
-    """The main process produces each batch when the consumer asks for it (``fills.engine``)."""
+    """The main process produces each batch when the consumer asks for it: a function call into its filler
+    (``fills.planned.Filler.fill_batch``), with no protocol between processes."""
 
     pool: WorkerPool | None = None
 
@@ -38,36 +40,40 @@ class InProcess:
         on_skip: Callable[[Skip], None],
         tracer: Tracer | None = None,
     ) -> None:
-        self.engine = Engine(
-            spec,
-            source,
-            items,
-            ring,
-            w=0,
-            W=1,
-            lock=contextlib.nullcontext(),
-            on_skip=on_skip,
-            tracer=tracer,  # the consumer's own: one process, one list of events
-        )
+        self.filler = Filler(spec, source, items, ring, 0, 1, on_skip)
+        self.filler.tracer = tracer  # the consumer's own: one process, one list of events
+        self.busy_s = 0.0  # seconds spent filling, for the statistics
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         return None  # nothing runs between batches: nothing to stop
 
     def begin(self, gen: int) -> None:
-        self.engine.begin(gen)
+        self.filler.begin(gen)
 
-    def wait(self, k: int, timeout: float | None, stop: Callable[[], bool] | None) -> bool:
-        try:
-            at_user_line(lambda: self.engine.fill_until(k))
-        except Aborted:  # pragma: no cover - only a newer epoch changes the generation
-            raise StaleIteratorError() from None
-        return False
+    def fill(self, slot: int) -> tuple[BatchRuns, set[int]]:
+        """Plan the next batch and fill it into ``slot``: its plan, and the rows whose stream ended before its
+        promise. Warnings the source raises from the library's own files are shown at the user's line."""
+        t0 = time.perf_counter()
+        made = at_user_line(lambda: self.filler.fill_batch(slot))
+        t1 = time.perf_counter()
+        self.busy_s += t1 - t0
+        tracer = self.filler.tracer
+        if tracer is not None:
+            tracer.fill(t0, t1)
+        return made
+
+    def busy(self) -> np.ndarray:
+        """Seconds spent filling (one producer: the main process)."""
+        return np.array([self.busy_s])
+
+    def steps(self) -> tuple[int, ...]:
+        return (self.filler.steps,)
 
     def ready_batches(self, k: int) -> int:
         return 0
 
     def close(self) -> None:
-        self.engine.close()
+        self.filler.end()
 
 
 class Workers:
@@ -100,6 +106,14 @@ class Workers:
         ]
         self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
         self.pool.on_skip = on_skip
+        self.control = ring.control
+
+    def busy(self) -> np.ndarray:
+        """Each worker's seconds spent filling."""
+        return self.control.busy()
+
+    def steps(self) -> tuple[int, ...]:
+        return self.control.steps()
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
         assert self.pool is not None

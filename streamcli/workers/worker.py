@@ -29,7 +29,7 @@ from typing import Any
 
 from streamcli import signals
 from streamcli.errors import SourceError, StreamcliError
-from streamcli.fills.engine import Engine
+from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec
 from streamcli.shared.control import CLOSING, Aborted
 from streamcli.shared.ring import Ring, RingSpec
@@ -92,17 +92,18 @@ def worker_main(
     except (Exception, SystemExit) as exc:  # report why, rather than only dying with exit code 1
         conn.send(("fatal", -1, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))))
         return
-    engine = Engine(
+    engine = Filler(
         spec.fill_spec,
         spec.source,
         spec.items,
         ring,
-        w=spec.w,
-        W=spec.ring.num_workers,
-        lock=lock,
-        on_skip=lambda s: send(("skip", engine.gen, s)),
-        tracer=None if spec.fill_spec.trace is None else Tracer(spec.fill_spec.trace, f"worker {spec.w}"),
+        spec.w,
+        spec.ring.num_workers,
+        lambda s: send(("skip", engine.gen, s)),
+        lock,
     )
+    engine.tracer = None if spec.fill_spec.trace is None else Tracer(spec.fill_spec.trace, f"worker {spec.w}")
+    engine.busy = lambda: ring.control.set_idle(spec.w, False)  # (the balanced policy reads who is idle)
 
     def send(msg: tuple[Any, ...]) -> None:
         # Count first: a writer descheduled between the two would leave the loader seeing a readable pipe it
@@ -115,7 +116,7 @@ def worker_main(
     except (EOFError, OSError, Orphaned):
         pass  # the loader went away; exit quietly
     finally:
-        engine.close()
+        engine.end()
         ring.close()
 
 
@@ -136,7 +137,7 @@ _IDLE_SLEEP = 1e-4  # the longest nap of a briefly idle worker: how late it noti
 
 
 def _serve(
-    engine: Engine, parent_pid: int, conn: Connection, wake: int, send: Callable[[tuple[Any, ...]], None]
+    engine: Filler, parent_pid: int, conn: Connection, wake: int, send: Callable[[tuple[Any, ...]], None]
 ) -> None:
     control = engine.ring.control
     os.set_blocking(wake, False)
