@@ -3,11 +3,13 @@
     python benchmarks/bench_loader_costs.py                  # about 30 s: 5 interleaved rounds of 300 batches
     python benchmarks/bench_loader_costs.py --rounds 3 --batches 200
 
-Four readers of the same source (``workloads.ChunkedFrames``: frames made 8 per numpy call, yielded one step at
+Five readers of the same source (``workloads.ChunkedFrames``: frames made 8 per numpy call, yielded one step at
 a time), run one after the other in each round, the order reversed every other round:
 
 - **bare**: ``next()`` and one copy per step into one preallocated ``(T, B, 3, 64, 64)`` array; no flags, no
   schedule, no determinism rule (the floor any loader pays for this source);
+- **bare over the slots**: the same loop into as many arrays as the loader's ring has slots, one after the
+  other: what writing into a slot that is no longer in the core's cache adds to the bare loop;
 - **seqtools in-process**: the benchmark's seqtools job (``_peers.PlannedBatches``): a fresh zeroed array per
   batch, the planned (item, position) of each row read from an array, one copy per step;
 - **streamcli**: ``StreamLoader(num_workers=0)``, as the consumer sees it;
@@ -46,15 +48,25 @@ B, T = 16, 8
 WARMUP = 20
 
 
-def bare(src: ChunkedFrames, n: int) -> float:
+def bare(src: ChunkedFrames, n: int, slots: int = 1) -> float:
+    """The bare loop into one array, or into ``slots`` arrays in turn (as the loader's ring hands its slots)."""
     items = list(src.items())
     its = [iter(src.open(i)) for i in items[:B]]
     queue = iter(items[B:])
-    out = np.zeros((T, B, 3, 64, 64), np.uint8)
+    outs = [np.zeros((T, B, 3, 64, 64), np.uint8) for _ in range(slots)]
     c0 = time.thread_time()
-    for _ in range(n):
-        fill_by_hand(src, its, queue, out)
+    for k in range(n):
+        fill_by_hand(src, its, queue, outs[k % slots])
     return time.thread_time() - c0
+
+
+def ring_slots(src: ChunkedFrames) -> int:
+    """The slots the in-process loader's ring turns over at this B, T."""
+    from streamcli import StreamLoader
+
+    with StreamLoader(src, B, T, boundary="pad", epoch_end="pad") as loader:
+        next(iter(loader))
+        return loader.stats.num_slots
 
 
 def seqtools_jobs(src: ChunkedFrames, n: int) -> float:
@@ -153,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     src, n = ChunkedFrames(64, 200, 2000), args.batches
     stages = Stages()
+    slots = ring_slots(src)
     readers: dict[str, Callable[[], Any]] = {
         "bare": lambda: 1e6 * bare(src, n) / n,
+        "bare over the slots": lambda: 1e6 * bare(src, n, slots) / n,
         "seqtools": lambda: 1e6 * seqtools_jobs(src, n) / n,
         "streamcli": lambda: 1e6 * streamcli(src, n) / n,
         "staged": lambda: stages.run(src, n),
@@ -172,12 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"A8 in-process, B={B}, T={T}: CPU µs a batch, median of {args.rounds} rounds (range), {n} batches a run\n")
     print("| reader or stage | µs a batch |")
     print("|---|---:|")
-    for name in ("bare", "seqtools", "streamcli"):
-        print(f"| {name} | {med(got[name])} |")
+    for name in ("bare", "bare over the slots", "seqtools", "streamcli"):
+        label = f"bare over the ring's {slots} slots in turn" if name == "bare over the slots" else name
+        print(f"| {label} | {med(got[name])} |")
     for stage in got["staged"][0]:
         print(f"| streamcli: {stage} | {med([s[stage] for s in got['staged']])} |")
     over = [s["rows"] - b for s, b in zip(got["staged"], got["bare"], strict=True)]
     print(f"| streamcli: rows over the bare loop (the reader's per-row and per-step work) | {med(over)} |")
+    over = [s["rows"] - b for s, b in zip(got["staged"], got["bare over the slots"], strict=True)]
+    print(f"| streamcli: rows over the bare loop over the slots (the same, less the colder slots) | {med(over)} |")
     ratios = [b / a for a, b in zip(got["streamcli"], got["seqtools"], strict=True)]
     bares = [b / a for a, b in zip(got["streamcli"], got["bare"], strict=True)]
     print(f"\nstreamcli against seqtools in-process, batches per CPU second: {med_ratio(ratios)}")

@@ -100,3 +100,33 @@ def test_a_row_reopened_at_a_claim_drops_the_step_it_read_ahead() -> None:
     assert rows.probe(0, 1, 5, 2, 2, True) == 2  # a claim: stream 1 from step 5, its last two steps
     assert v.data[0][:, 0].tolist() == [[0, 0], [0, 1], [1, 5], [1, 6]]
     assert 0 not in rows.readers
+
+
+class Watching(CountingSource):
+    """``CountingSource`` that notes the reader's mark (stream, step) as each step is asked for."""
+
+    def __init__(self, lengths: list[int], mark: np.ndarray) -> None:
+        super().__init__(lengths)
+        self.mark = mark
+        self.seen: list[tuple[int, int]] = []
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for step in super().open(item, start):
+            self.seen.append((int(self.mark[0]), int(self.mark[1])))
+            yield step
+
+
+@pytest.mark.parametrize("per_step", [True, False], ids=["workers", "in-process"])
+def test_the_mark_names_each_step_for_workers_and_the_row_once_in_process(per_step: bool) -> None:
+    mark = np.full(3, -1, np.int64)
+    source = Watching([10, 7], mark)
+    faults = Faults("test", source, source.items(), "raise", lambda s: None)
+    rows = Rows(source, source.fields(), False, faults, mark)
+    rows.steps_marked = per_step
+    rows.v = v = _views()
+    assert rows.probe(0, 1, 2, 0, 3, True) == OPEN  # stream 1 from step 2: steps 2-4 copied, step 5 looked ahead
+    assert rows.probe(0, 1, 5, 3, 1, False) == OPEN  # step 5 from the look-ahead, step 6 looked ahead
+    assert v.data[0][:, 0, 1].tolist() == [2, 3, 4, 5]
+    # The look-ahead's next() names its own step; a run in process names its stream and first step only.
+    first_run = [(1, 2), (1, 3), (1, 4)] if per_step else [(1, 2), (1, 2), (1, 2)]
+    assert source.seen == [*first_run, (1, 5), (1, 6)]

@@ -36,12 +36,20 @@ class Views:
     summary: np.ndarray
     cursor: np.ndarray
     _rows: list[list[np.ndarray]] | None = None  # ``row_columns``, made at its first call
+    _steps: list[list[list[np.ndarray]]] | None = None  # ``row_steps``, made at its first call
 
     def row_columns(self) -> list[list[np.ndarray]]:
         """Each row's columns ``(T, ...)`` of the data fields, made once per slot: a filler reads them every batch."""
         if self._rows is None:
             self._rows = [[a[:, b] for a in self.data] for b in range(self.valid.shape[1])]
         return self._rows
+
+    def row_steps(self) -> list[list[list[np.ndarray]]]:
+        """Each row's step destinations, ``[row][field][t]``, made once per slot: a reader of steps copies each step
+        into its view (a 0-d one for a scalar field) rather than indexing the column once a step."""
+        if self._steps is None:
+            self._steps = [[[col[t, ...] for t in range(len(col))] for col in cols] for cols in self.row_columns()]
+        return self._steps
 
     def columns(self, lo: int, hi: int) -> Views:
         """Rows ``lo .. hi-1`` of the slot, numbered from 0 (views: writes land in the slot)."""

@@ -74,7 +74,9 @@ class Rows:
         self.source, self.fields, self.blocks, self.faults, self.mark = source, tuple(fields), blocks, faults, mark
         self.tf = tf  # the loader's transform: each stream is wrapped where it opens; ``fields`` are its output
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]
-        self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker, once a step
+        self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker
+        # Workers mark each step read (a worker's death and a stall name it); in process nothing reads it per step.
+        self.steps_marked = True
         self.readers: dict[int, Reader] = {}
         self.read: set[tuple[int, int]] = set()  # (row, batch step) of the runs ``probe`` wrote into ``v``
         self.v: Views | None = None  # the slot of the batch being planned, which ``probe`` writes into
@@ -111,7 +113,6 @@ class Rows:
         whole = plan.whole
         data, readers, blocks = v.data, self.readers, self.blocks
         one = data[0] if len(data) == 1 else None  # the common source of one field: no loop over fields
-        cols_of = v.row_columns()
         steps = 0
         for b, item, p, stop, expect, seg_end in zip(
             whole.tolist(),
@@ -139,7 +140,7 @@ class Rows:
                     continue
             # The usual whole row: its open stream goes on past the batch (a block source's next block included).
             if r is not None and r.pos == p and r.item == item and p + T < stop and not r.dead:
-                got = self._read(cols_of[b], r, 0, T, expect)
+                got = self._read(v, b, r, 0, T, expect)
                 if got < T:
                     pad(v, b, got, T)
                     short.add(b)
@@ -194,7 +195,7 @@ class Rows:
             if r is not None:
                 r.close()
             r = self.readers[b] = self._open(item, p)
-        got = 0 if r.dead else self._read(v.row_columns()[b], r, t0, n, expect)
+        got = 0 if r.dead else self._read(v, b, r, t0, n, expect)
         if got < n:
             pad(v, b, t0 + got, t0 + n)
         r.pos = p + n
@@ -270,8 +271,10 @@ class Rows:
             if r.dead or not self._look_ahead(r):
                 self.drop(b)
                 return 0
-        cols = v.row_columns()[b]
-        got = self._read_blocks(r, cols, t0, n) if self.blocks else self._read_steps(r, cols, t0, n)
+        if self.blocks:
+            got = self._read_blocks(r, v.row_columns()[b], t0, n)
+        else:
+            got = self._read_steps(r, v.row_steps()[b], t0, n)
         self.read.add((b, t0))
         self.steps += got
         if got == n and not r.dead and self._look_ahead(r):
@@ -279,10 +282,13 @@ class Rows:
         self.drop(b)
         return got
 
-    def _read(self, cols: list[np.ndarray], r: Reader, t0: int, n: int, expect: int) -> int:
-        """Copy up to ``n`` steps of the row's stream into steps ``t0 ..`` of its columns ``cols`` (one per field);
-        returns the steps copied."""
-        got = self._read_blocks(r, cols, t0, n) if self.blocks else self._read_steps(r, cols, t0, n)
+    def _read(self, v: Views, b: int, r: Reader, t0: int, n: int, expect: int) -> int:
+        """Copy up to ``n`` steps of the row's stream into steps ``t0 ..`` of row ``b`` of ``v``; returns the steps
+        copied."""
+        if self.blocks:
+            got = self._read_blocks(r, v.row_columns()[b], t0, n)
+        else:
+            got = self._read_steps(r, v.row_steps()[b], t0, n)
         if got < n and not r.dead:  # ended before its promise
             r.dead = True
             self.faults.mismatch(r.item, r.pos, expect, f"ended after {r.pos} steps")
@@ -309,63 +315,69 @@ class Rows:
             r.pos += m
         return got
 
-    def _read_steps(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
-        """One ``next()`` and one checked copy per step: the loop a hand-written reader would run."""
+    def _read_steps(self, r: Reader, steps: list[list[np.ndarray]], t0: int, n: int) -> int:
+        """One ``next()`` and one checked copy per step into its destination (``steps``: the row's, per field, per
+        batch step): the loop a hand-written reader would run. Returns the steps copied."""
         it, mark = r.it, self.beat
         assert it is not None
         if r.ahead is not _END:  # the step read ahead where the length is open comes first
             it, r.ahead = itertools.chain((r.ahead,), it), _END
-        mark[0], mark[2] = r.item, READING
-        t, end, pos = t0, t0 + n, r.pos
-        if len(cols) == 1:  # the common source of one field: no loop over fields
-            col, (name, shape, dtype) = cols[0], self.spec[0]
-            while t < end:
-                mark[1] = pos  # the step about to be read: a death or a timeout names it
+        off = r.pos - t0  # the stream's position of batch step t: off + t
+        mark[0], mark[1], mark[2] = r.item, r.pos, READING  # the stream read: a death or ``worker_stream`` names it
+        marked = self.steps_marked
+        t = t0
+        if len(steps) == 1:  # the common source of one field: no loop over fields
+            ((name, shape, dtype),) = self.spec
+            for dst in steps[0][t0 : t0 + n]:
+                if marked:
+                    mark[1] = off + t  # the step about to be read: a death or a stall names it
                 try:
                     step: Any = next(it, _END)
                 except SOURCE_ERRORS as exc:
-                    r.pos = pos
-                    self.faults.fail(r.item, pos, exc, "reading")
-                    r.dead = True
-                    return t - t0
+                    return self._failed(r, off, t, t0, exc)
                 if step is _END:
                     break
                 try:
                     a = step[name]
                 except (KeyError, TypeError, IndexError):
                     a = None
-                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                # dtype by identity first: a builtin dtype is one object; an equal other one is checked again below
+                if type(a) is not np.ndarray or a.dtype is not dtype or a.shape != shape:
                     a = checks.step_field(
-                        step, name, shape, dtype, functools.partial(self.faults.where, r.item, pos, "step")
+                        step, name, shape, dtype, functools.partial(self.faults.where, r.item, off + t, "step")
                     )
-                col[t] = a
+                dst[...] = a
                 t += 1
-                pos += 1
-            r.pos = pos
+            r.pos = off + t
             return t - t0
-        spec = list(zip(cols, self.spec, strict=True))
-        while t < end:
-            mark[1] = pos
+        spec = self.spec
+        for dsts in zip(*(col[t0 : t0 + n] for col in steps), strict=True):
+            if marked:
+                mark[1] = off + t
             try:
                 step = next(it, _END)
             except SOURCE_ERRORS as exc:
-                r.pos = pos
-                self.faults.fail(r.item, pos, exc, "reading")
-                r.dead = True
-                return t - t0
+                return self._failed(r, off, t, t0, exc)
             if step is _END:
                 break
-            for col, (name, shape, dtype) in spec:
+            for dst, (name, shape, dtype) in zip(dsts, spec, strict=True):
                 try:
                     a = step[name]
                 except (KeyError, TypeError, IndexError):
                     a = None
-                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                if type(a) is not np.ndarray or a.dtype is not dtype or a.shape != shape:
                     a = checks.step_field(
-                        step, name, shape, dtype, functools.partial(self.faults.where, r.item, pos, "step")
+                        step, name, shape, dtype, functools.partial(self.faults.where, r.item, off + t, "step")
                     )
-                col[t] = a
+                dst[...] = a
             t += 1
-            pos += 1
-        r.pos = pos
+        r.pos = off + t
+        return t - t0
+
+    def _failed(self, r: Reader, off: int, t: int, t0: int, exc: BaseException) -> int:
+        """Step ``off + t`` failed to read: report it (under on_error="raise" this raises), and the row is dead from
+        there. Returns the steps copied before it."""
+        r.pos = off + t
+        self.faults.fail(r.item, r.pos, exc, "reading")
+        r.dead = True
         return t - t0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import secrets
@@ -36,6 +37,12 @@ from streamcli.shared.ring_layout import RingSpec as RingSpec
 from streamcli.shared.ring_layout import Summary as Summary
 from streamcli.shared.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
 from streamcli.shared.sizing import check_room, space_message
+
+
+@functools.cache
+def slot_bytes(n: int) -> type[ctypes.Array[ctypes.c_ubyte]]:
+    """The ctypes type of ``n`` bytes, made once per size: making an array type costs more than the holder."""
+    return ctypes.c_ubyte * n
 
 
 def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -126,7 +133,7 @@ class Ring:
         """A fresh buffer object over one slot. Arrays made from it keep it alive; when the last of them is
         garbage-collected, a weak reference to it tells the loader the slot can be reused."""
         base = self._slot0 + slot * self._stride
-        return (ctypes.c_ubyte * self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
+        return slot_bytes(self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
 
     def holder_views(self, holder: Any, names: Sequence[str]) -> list[np.ndarray]:
         """Arrays over ``holder``, in the order of ``names``; each keeps it alive. The slot is read once as one

@@ -42,6 +42,7 @@ class InProcess:
     ) -> None:
         self.filler = Filler(spec, source, items, ring, 0, 1, on_skip)
         self.filler.tracer = tracer  # the consumer's own: one process, one list of events
+        self.filler.rows.steps_marked = False  # no worker's death or stall to name a step: the row is marked once
         self.busy_s = 0.0  # seconds spent filling, for the statistics
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
