@@ -8,7 +8,8 @@ a time), run one after the other in each round, the order reversed every other r
 
 - **bare**: ``next()`` and one copy per step into one preallocated ``(T, B, 3, 64, 64)`` array; no flags, no
   schedule, no determinism rule (the floor any loader pays for this source);
-- **bare over the slots**: the same loop into as many arrays as the loader's ring has slots, one after the
+- **bare over the slots**: the same loop into as many arrays as the in-process loader turns over (counted by
+  the batches' buffers: the consumer drops each batch, so the slot freed last is refilled), one after the
   other: what writing into a slot that is no longer in the core's cache adds to the bare loop;
 - **seqtools in-process**: the benchmark's seqtools job (``_peers.PlannedBatches``): a fresh zeroed array per
   batch, the planned (item, position) of each row read from an array, one copy per step;
@@ -61,12 +62,18 @@ def bare(src: ChunkedFrames, n: int, slots: int = 1) -> float:
 
 
 def ring_slots(src: ChunkedFrames) -> int:
-    """The slots the in-process loader's ring turns over at this B, T."""
+    """The slots the in-process loader turns over at this B, T, as this benchmark's consumer uses it (each batch
+    dropped at the next ``next()``): the distinct buffers of its first batches, not the ring's size."""
     from streamcli import StreamLoader
 
     with StreamLoader(src, B, T, boundary="pad", epoch_end="pad") as loader:
-        next(iter(loader))
-        return loader.stats.num_slots
+        seen = set()
+        for i, batch in enumerate(loader):
+            seen.add(next(iter(batch.data.values())).data_ptr())
+            if i >= 32:
+                break
+        del batch
+        return len(seen)
 
 
 def seqtools_jobs(src: ChunkedFrames, n: int) -> float:
