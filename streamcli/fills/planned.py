@@ -172,7 +172,7 @@ class Filler:
             if not self.step():  # pragma: no cover - one producer fills everything handed out
                 raise RuntimeError(f"internal error: batch {k} cannot be completed")
         t1 = time.perf_counter()
-        control.report(self.w, t1 - t0, self.steps - steps, *self.reading())
+        control.report(self.w, t1 - t0, self.steps - steps)
         if self.rows.tracer is not None:
             self.rows.tracer.fill(t0, t1)
 

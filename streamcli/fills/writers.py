@@ -61,7 +61,7 @@ class RowBlocks(_Policy):
 
     def done(self, control: Control, k: int) -> None:
         if self.W > 1:
-            control.set_worker_done(self.w, k)
+            control.set_written(slice(*self.rows), k + 1)  # whole once every row has completed it
         else:
             control.set_done(k)
 
