@@ -57,6 +57,7 @@ class Control:
     ):
         self._ctl, self._rows, self._wstat = ControlValues(ctl), RowTable(rows), WorkerStats(wstat)
         self._slot_of, self._held, self._order, self._start, self._mark = slot_of, held, order, start, mark
+        self._slots = slot_of.data.cast("B").cast("q")  # read by a producer per batch: Python ints
         self._done_array = done
         self._done = done.data.cast("B").cast("q")  # read per wait of the loader: Python ints, no numpy scalar
         self._cleared: tuple[np.ndarray, ...] = (ctl, slot_of, rows, held, wstat, order, start, mark, done)
@@ -76,7 +77,7 @@ class Control:
         self._rows = RowTable(np.zeros((0, RowTable.WIDTH), np.int64))
         self._wstat = WorkerStats(np.zeros((0, WorkerStats.WIDTH)))
         self._slot_of = self._held = self._order = self._start = self._mark = self._done_array = empty
-        self._done = memoryview(b"").cast("q")
+        self._done = self._slots = memoryview(b"").cast("q")
         self._cleared = ()
 
     # ------------------------------------------------------------------ the epoch's tables, written by the loader
@@ -134,7 +135,8 @@ class Control:
         return self._ctl.handed
 
     def slot_of(self, k: int) -> int:
-        return int(self._slot_of[k % len(self._slot_of)])
+        slot: int = self._slots[k % len(self._slots)]
+        return slot
 
     @property
     def schedule_rows(self) -> tuple[int, int]:
@@ -319,12 +321,12 @@ class Control:
 
     def report(self, w: int, busy: float, steps: int) -> None:
         """A producer's counters after a piece of work: busy seconds and steps, added."""
-        stats = self._wstat
-        stats.busy[w] += busy
-        stats.steps[w] += steps
+        items, at = self._wstat.items, w * WorkerStats.WIDTH
+        items[at + WorkerStats.BUSY] += busy
+        items[at + WorkerStats.STEPS] += steps
 
     def set_idle(self, w: int, idle: bool) -> None:
-        self._wstat.idle[w] = idle
+        self._wstat.items[w * WorkerStats.WIDTH + WorkerStats.IDLE] = idle
 
     def idle_elsewhere(self, w: int) -> bool:
         """Whether a producer other than ``w`` has nothing to do."""
@@ -340,10 +342,10 @@ class Control:
 
     def sent(self, w: int) -> int:
         """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
-        return int(self._wstat.sent[w])
+        return int(self._wstat.items[w * WorkerStats.WIDTH + WorkerStats.SENT])
 
     def count_sent(self, w: int) -> None:
-        self._wstat.sent[w] += 1
+        self._wstat.items[w * WorkerStats.WIDTH + WorkerStats.SENT] += 1
 
     def busy(self) -> np.ndarray:
         return self._wstat.busy.copy()

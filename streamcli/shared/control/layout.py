@@ -98,16 +98,20 @@ class ControlValues(Values):
 
 
 class WorkerStats:
-    """``wstat``'s columns by name, one entry per producer (float64 views of the shared table)."""
+    """``wstat``'s columns by name, one entry per producer (float64 views of the shared table), and the same
+    memory as Python floats (``items``, producer ``w``'s column ``c`` at ``w * WIDTH + c``) for one value at a time:
+    a producer writes its own after every batch, and a numpy scalar costs more than the write."""
 
     WIDTH = 5
+    BUSY, STEPS, IDLE, SENT, LOAD = range(WIDTH)
 
     def __init__(self, wstat: np.ndarray) -> None:
-        self.busy = wstat[:, 0]  # seconds spent producing
-        self.steps = wstat[:, 1]  # steps read
-        self.idle = wstat[:, 2]  # 1 while it has nothing to do
-        self.sent = wstat[:, 3]  # messages it has sent over its pipe
-        self.load = wstat[:, 4]  # seconds its rows took in their last batch (the balanced policy's, ``fills.handover``)
+        self.busy = wstat[:, self.BUSY]  # seconds spent producing
+        self.steps = wstat[:, self.STEPS]  # steps read
+        self.idle = wstat[:, self.IDLE]  # 1 while it has nothing to do
+        self.sent = wstat[:, self.SENT]  # messages it has sent over its pipe
+        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last batch (``fills.handover``)
+        self.items = wstat.data.cast("B").cast("d") if wstat.size else memoryview(b"").cast("d")
 
 
 class RowTable:
