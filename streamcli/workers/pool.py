@@ -256,7 +256,8 @@ class _Stall:
     second while the loader is blocked), never on a wait's way in."""
 
     def __init__(self, pool: WorkerPool) -> None:
-        self.pool, self.timeout = pool, None
+        self.pool = pool
+        self.timeout: float | None = None
         self.seen: tuple[int, ...] = ()  # the progress at the last check: progress differs from it at the first
         self.since = time.perf_counter()
         self.warned = False
