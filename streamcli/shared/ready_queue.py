@@ -8,10 +8,8 @@ Failures travel through the queue and are raised by ``next()`` in the consumer's
 The thread only helps while the consumer is the slower side. While the consumer waits for every batch, handing each
 one over costs a second wake-up of the main process (the thread's, then the consumer's, which often finds the GIL
 still taken and sleeps once more), and with as many cores as workers each wake-up takes a core from a worker. So
-``next()`` prepares each batch itself at first, and the thread starts only after ``_TAKE_OVER`` batches in a row
-were whole before they were asked for; after ``_PARK`` in a row that the consumer had to wait for, it parks again.
-The two counts differ on purpose: a consumer that is the faster side still finds a few batches whole in a row
-whenever it was descheduled, and each needless switch costs both threads wake-ups.
+after a few batches in a row that the consumer had to wait for, the thread parks and ``next()`` prepares the batch
+itself; after a few in a row that were whole before they were asked for, the thread takes over again.
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ _STOPPED = (
     "the thread preparing batches has stopped, because the loader was closed or a newer iter(loader) started "
     "another epoch; iterate the newest iter(loader), or create a new StreamLoader if this one is closed"
 )
-_PARK = 3  # items in a row the consumer waited for that park the thread
-_TAKE_OVER = 16  # items in a row that were made before they were asked for that (re)start the thread
+_SWITCH = 3  # items in a row that decide a switch between the thread and the consumer making them
 
 
 class _Failure:
@@ -41,10 +38,9 @@ class _Failure:
 
 
 class ReadyQueue(Generic[T]):
-    """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer, while the consumer is the
-    slower side (until then the consumer iterates them itself); while the queue is full the thread calls ``idle()``
-    from time to time (the loader hands freed slots out to its workers). ``waited()`` says whether preparing the last
-    item had to wait for the producers.
+    """Iterate ``items`` in a daemon thread, at most ``depth`` items ahead of the consumer; while the queue is
+    full the thread calls ``idle()`` from time to time (the loader hands freed slots out to its workers).
+    ``waited()`` says whether preparing the last item had to wait for the producers.
 
     The queue is a deque: when an item is ready, ``next()`` takes it without a lock (``popleft`` is atomic); the
     condition is used only to sleep when the queue is empty or full. Whoever advances ``items`` (the thread, or
@@ -66,10 +62,11 @@ class ReadyQueue(Generic[T]):
         self._turn = threading.Lock()
         self._stop = threading.Event()
         self._over = False  # ``items`` is exhausted, failed or aborted
-        self._parked = True  # the consumer prepares its items itself
+        self._parked = False  # the consumer prepares its items itself
         self._streak = 0  # items in a row that argue for switching (waited for, or parked and found whole)
         self.failed = False  # preparing an item raised: the consumer got (or will get) the exception
-        self._thread: threading.Thread | None = None  # started at the first take-over
+        self._thread = threading.Thread(target=self._run, name="streamcli-ready", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -147,7 +144,7 @@ class ReadyQueue(Generic[T]):
                 return self._make()
             with self._cv:
                 if not self._queue:
-                    if self._stop.is_set() or self._thread is None or not self._thread.is_alive():
+                    if self._stop.is_set() or not self._thread.is_alive():
                         raise LoaderUsageError(_STOPPED) from None
                     self._cv.wait(0.1)  # woken when the thread adds one
                     waited = True
@@ -155,12 +152,12 @@ class ReadyQueue(Generic[T]):
             with self._cv:
                 self._cv.notify_all()
         self._streak = self._streak + 1 if waited else 0
-        if self._streak >= _PARK and item is not _DONE:
+        if self._streak >= _SWITCH and item is not _DONE:
             self._streak, self._parked = 0, True  # the thread finishes the item it is making, then parks
         return item
 
     def _make(self) -> object:
-        """Parked: advance ``items`` in the consumer's thread. Hand over to the thread once the producers are ahead."""
+        """Parked: advance ``items`` in the consumer's thread. Hand back to the thread once the producers are ahead."""
         with self._turn:
             if self._queue:  # queued by the thread before it parked
                 return self._queue.popleft()
@@ -170,12 +167,9 @@ class ReadyQueue(Generic[T]):
             if item is None:
                 raise LoaderUsageError(_STOPPED)
             self._streak = 0 if self._waited() else self._streak + 1
-            if self._streak >= _TAKE_OVER and not self._stop.is_set():
+            if self._streak >= _SWITCH:
                 with self._cv:
                     self._streak, self._parked = 0, False
-                    if self._thread is None:
-                        self._thread = threading.Thread(target=self._run, name="streamcli-ready", daemon=True)
-                        self._thread.start()
                     self._cv.notify_all()
             return item
 
@@ -185,9 +179,8 @@ class ReadyQueue(Generic[T]):
         with self._cv:
             self._queue.clear()
             self._cv.notify_all()  # unblock a put
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        if self._thread is None or not self._thread.is_alive():
+        self._thread.join(timeout=5.0)
+        if not self._thread.is_alive():
             close = getattr(self._items, "close", None)
             if callable(close):
                 with contextlib.suppress(Exception):
