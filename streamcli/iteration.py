@@ -29,7 +29,7 @@ from streamcli.scheduled.position import Position
 from streamcli.scheduled.resume import Resume
 from streamcli.scheduled.streams import Streams
 from streamcli.scheduled.world import World
-from streamcli.shared.control.rows import epoch_rows
+from streamcli.shared.control import epoch_rows
 from streamcli.shared.ring import Ring
 from streamcli.shared.tensors import import_torch
 from streamcli.stats import LoaderStats, Tally

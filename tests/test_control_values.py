@@ -8,8 +8,7 @@ import pytest
 
 from streamcli.scheduled import cursor
 from streamcli.shared.control import Control, arrays
-from streamcli.shared.control.layout import ControlValues, RowTable, WorkerStats
-from streamcli.shared.control.values import Int64
+from streamcli.shared.control.layout import ControlValues, Int64, RowTable, WorkerStats
 
 
 def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
@@ -21,16 +20,15 @@ def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
 
 def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
     assert arrays(16, 6, 2, 64) == (
-        ("ctl", (16,), "<i8"),
+        ("ctl", (15,), "<i8"),
         ("slot_of", (6,), "<i8"),
         ("rows", (16, 3), "<i8"),
         ("held", (16, cursor.WIDTH), "<i8"),
-        ("wstat", (2, 7), "<f8"),
+        ("wstat", (2, 5), "<f8"),
         ("order", (64, 4), "<i8"),
         ("start", (16, cursor.WIDTH), "<i8"),
         ("mark", (2, 3), "<i8"),
         ("done", (6,), "<i8"),
-        ("wdone", (2,), "<i8"),
     )
 
 
@@ -45,10 +43,9 @@ def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
     c.await_batch(6)
     c.publish(5, slot=1)
     assert c.take_ticket() == 2
-    c.give_row(0, 1, (0, 0, 0, 0))
-    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1, 2, 0, -1, 0, 0]  # ..., row_offset, move_row, to, at
-    assert (c.generation, c.tickets, c.first_batch, c.num_streams, c.handed) == (3, 3, 5, 4, 6)
-    assert (c.epoch, c.balanced, c.given, c.moved, c.tables_ready(3)) == (7, True, 1, 1, True)
+    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 0, 7, 1, 2, 0, -1, 0, 0]  # ..., row_offset, move_row, to, at
+    assert (c.generation, c.tickets, c.first_batch, len(c.order_table()), c.handed) == (3, 3, 5, 4, 6)
+    assert (c.epoch, c.balanced, c.moved, c.tables_ready(3)) == (7, True, 0, True)
     positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
     assert positions == list(range(ControlValues.SIZE))  # one name per value, none shared
 
@@ -58,13 +55,12 @@ def test_the_named_columns_of_rows_and_wstat_are_the_old_columns() -> None:
     rows, wstat = raw["rows"], raw["wstat"]
     c.set_rows(np.array([0, -1]), np.array([30, 25]), np.array([4, 5]), cursor.fresh(2))
     assert rows.tolist() == [[0, 30, 4], [-1, 25, 5]]  # owner, claim, written
-    assert wstat[:, 2].tolist() == [-1, -1]  # the stream read last: none yet
-    c.report(1, busy=0.5, steps=6, stream=3, pos=2)
+    c.report(1, busy=0.5, steps=6)
     c.set_idle(1, True)
     c.count_sent(1)
     c.set_load(1, 0.25)
-    assert wstat[1].tolist() == [0.5, 6, 3, 2, 1, 1, 0.25]  # busy, steps, stream, pos, idle, sent, load
-    assert wstat[0].tolist() == [0, 0, -1, 0, 0, 0, 0]
+    assert wstat[1].tolist() == [0.5, 6, 1, 1, 0.25]  # busy, steps, idle, sent, load
+    assert wstat[0].tolist() == [0, 0, 0, 0, 0]
     assert rows.shape[1] == RowTable.WIDTH and wstat.shape[1] == WorkerStats.WIDTH
     assert c.load_of(1) == 0.25 and c.load_of(0) == 0
 
@@ -78,10 +74,10 @@ def test_a_value_written_through_one_view_is_read_through_another_of_the_same_me
 
 
 def test_values_refuse_an_array_of_the_wrong_shape_or_dtype() -> None:
-    with pytest.raises(ValueError, match=r"int64\[16\]"):
-        ControlValues(np.zeros(15, np.int64))
-    with pytest.raises(ValueError, match=r"int64\[16\]"):
-        ControlValues(np.zeros(16, np.float64))
+    with pytest.raises(ValueError, match=r"int64\[15\]"):
+        ControlValues(np.zeros(14, np.int64))
+    with pytest.raises(ValueError, match=r"int64\[15\]"):
+        ControlValues(np.zeros(15, np.float64))
 
 
 def test_released_control_holds_no_view_of_the_segment() -> None:
@@ -89,3 +85,19 @@ def test_released_control_holds_no_view_of_the_segment() -> None:
     c.release()
     c.set_generation(4)  # writes to its own detached values, not the segment's
     assert raw["ctl"][0] == 0
+
+
+def test_a_batch_is_whole_by_its_one_producers_mark_or_once_every_row_has_completed_it() -> None:
+    c, raw = _control(B=4)
+    c.set_rows(np.full(4, -1), np.zeros(4, np.int64), np.full(4, 2), cursor.fresh(4))
+    assert c.batch_done(1) and not c.batch_done(2)  # the epoch starts at batch 2
+    c.set_done(3)  # a whole batch, by the producer that filled it
+    assert c.batch_done(3) and not c.batch_done(2) and c.done_after(1) == 0
+    c.set_written(slice(0, 2), 3)  # one producer's block of rows has completed batch 2, the other's has not
+    assert not c.batch_done(2) and c.written_min() == 2
+    c.await_batch(2)
+    assert not c.wake_due()
+    c.set_written(slice(2, 4), 3)
+    assert c.batch_done(2) and c.done_after(1) == 2  # batches 2 (its rows) and 3 (its mark)
+    assert c.wake_due() and not c.wake_due()  # the first producer to see it wakes the loader, once
+    assert raw["done"].tolist() == [4, 0, 0]  # batch 3's mark, in place 3 % 3 of 3

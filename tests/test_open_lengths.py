@@ -163,9 +163,9 @@ def test_a_turn_is_read_in_one_pass_so_a_key_published_meanwhile_cannot_let_a_cl
 
     from _golden import UnknownRaisingSource
 
-    from streamcli.shared.control.rows import RowOwners
+    from streamcli.shared.control import Control
 
-    def slow_pass(self: RowOwners) -> int:
+    def slow_pass(self: Control) -> int:
         keys = []
         for key in self._rows.claim:
             keys.append(int(key))
@@ -179,7 +179,7 @@ def test_a_turn_is_read_in_one_pass_so_a_key_published_meanwhile_cannot_let_a_cl
             return collect(loader) + collect(loader)
 
     want = epochs(0)
-    monkeypatch.setattr(RowOwners, "earliest_claim", slow_pass)  # (forked workers inherit it)
+    monkeypatch.setattr(Control, "earliest_claim", slow_pass)  # (forked workers inherit it)
     for _ in range(3):
         got = epochs(2)
         assert len(got) == len(want)

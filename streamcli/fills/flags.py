@@ -16,7 +16,7 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import BatchRuns, Run
-from streamcli.shared.ring import Summary
+from streamcli.shared.ring_layout import Summary
 
 # As plain ints: numpy compares an array with an ``IntEnum`` member several times slower than with an int.
 _LIVE, _SHORT, _FOLLOW = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW)

@@ -32,9 +32,7 @@ from streamcli.errors import SharedMemoryError
 from streamcli.shared import control
 from streamcli.shared.control import Control
 from streamcli.shared.ring_layout import PER_ROW
-from streamcli.shared.ring_layout import SUMMARY as SUMMARY  # the layout's names, where the fills import them
 from streamcli.shared.ring_layout import RingSpec as RingSpec
-from streamcli.shared.ring_layout import Summary as Summary
 from streamcli.shared.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
 from streamcli.shared.sizing import check_room, space_message
 

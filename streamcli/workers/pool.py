@@ -76,6 +76,7 @@ class WorkerPool:
         self.spawned = self.started_at = time.perf_counter()  # when the workers were started; the last started
         self.gen = 0
         self.on_skip: Callable[[Skip], None] = lambda s: None
+        self._stall = _Stall(self)  # one for the loader's life: each wait only restarts its clock
         # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
         alive, self._alive = ctx.Pipe(duplex=False)
         # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
@@ -122,7 +123,7 @@ class WorkerPool:
         self.gen = gen
         for w in range(len(self.conns)):
             self._send(w, ("epoch", gen))
-        stall = _Stall(self, timeout)  # a worker acknowledges once its piece of work is done: it may be reading
+        stall = self._stall.restart(timeout)  # a worker acknowledges once its work in hand is done: it may be reading
         for w in range(len(self.conns)):
             while self.ready[w] != gen:  # older messages drain here
                 self._recv_from(w, stall)
@@ -142,15 +143,16 @@ class WorkerPool:
         It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
         loader takes CPU from them): the worker that completes batch ``k`` writes one byte to the wake-up pipe."""
         control = self.ring.control
-        check = time.perf_counter()
-        stall = _Stall(self, timeout)
-        waited = not control.batch_done(k)
-        while not control.batch_done(k):
+        if control.batch_done(k):  # the common case when the consumer is the slower side: no clock, no syscall
+            self.drain()
+            return False
+        stall = self._stall.restart(timeout)
+        check = stall.since
+        while True:
             if stop is not None and stop():
                 raise Aborted
             control.await_batch(k)
-            if control.batch_done(k):  # completed before the mark was seen
-                control.await_batch(-1)
+            if control.batch_done(k):  # completed before the mark was seen, or since the last wake-up
                 break
             events = self._poll_all.poll(_WAKE_MS)
             for fd, _ in events:
@@ -166,7 +168,7 @@ class WorkerPool:
             self.drain()
         control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
-        return waited
+        return True
 
     def drain(self) -> None:
         """Read every message a worker has counted as sent (errors raise here)."""
@@ -247,14 +249,23 @@ class WorkerPool:
 
 class _Stall:
     """``timeout=``: seconds without progress (a step read, a stream opened, a row completed: ``Control.progress``),
-    not without a batch or an answer, counted once every worker has started (a start-up has its own limit:
-    ``WorkerPool.all_started``); ``check`` raises ``WorkerError`` once there were more. With ``timeout=None`` it
-    warns once after ``STALL_WARN_S`` seconds, naming where each worker is, and the wait goes on."""
+    not without a batch or an answer, counted from the start of a wait once every worker has started (a start-up has
+    its own limit: ``WorkerPool.all_started``); ``check`` raises ``WorkerError`` once there were more. With
+    ``timeout=None`` it warns once a wait after ``STALL_WARN_S`` seconds, naming where each worker is, and the wait
+    goes on. Made once: a wait only restarts the clock, and the progress is read only by ``check`` (a few times a
+    second while the loader is blocked), never on a wait's way in."""
 
-    def __init__(self, pool: WorkerPool, timeout: float | None) -> None:
-        self.pool, self.timeout = pool, timeout
-        self.seen, self.since = pool.ring.control.progress(), time.perf_counter()
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.timeout: float | None = None
+        self.seen: tuple[int, ...] = ()  # the progress at the last check: progress differs from it at the first
+        self.since = time.perf_counter()
         self.warned = False
+
+    def restart(self, timeout: float | None) -> _Stall:
+        """A wait begins now."""
+        self.timeout, self.since, self.warned = timeout, time.perf_counter(), False
+        return self
 
     def check(self, now: float) -> None:
         if not self.pool.all_started(now, math.inf if self.timeout is None else self.timeout):

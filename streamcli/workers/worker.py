@@ -167,7 +167,7 @@ def _serve(
         if did:
             spins = 0
             t1 = time.perf_counter()
-            control.report(engine.w, t1 - t0, engine.steps - steps, *engine.reading())
+            control.report(engine.w, t1 - t0, engine.steps - steps)
             if engine.tracer is not None:
                 engine.tracer.fill(t0, t1)
             if control.wake_due():

@@ -1,42 +1,84 @@
-"""The control block's layout: its arrays (``arrays``) and their columns, in the segment before the batch slots
-(``shared.ring``), and the named views through which the classes of ``shared.control`` read them. Only those
-classes use them; the memory layout (offsets, shapes, dtypes) is ``arrays``'s alone.
+"""The control block's layout: its arrays (``arrays``), in the segment before the batch slots (``shared.ring``), and
+the named views through which ``Control`` reads them, and the row table an epoch starts from (``epoch_rows``). Only
+``Control`` uses the views; the memory layout (offsets, shapes, dtypes) is ``arrays``'s alone.
 
-- ``ctl`` int64[11]: the single values, by name (``ControlValues``);
+- ``ctl`` int64[16]: the single values, by name (``ControlValues``);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its owner, next claim and batches completed, by column (``RowTable``);
 - ``held`` int64[B, 4]: the cursor of a row between producers;
-- ``wstat`` float64[W, 7]: per producer, its counters, by column (``WorkerStats``);
+- ``wstat`` float64[W, 5]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[G, 4]: the row cursors an epoch starts from, fresh or those of a resumed state: the global
   batch's ``G`` rows where ranks share one schedule (``scheduled.epochs``), else the ``B`` rows of this loader;
-- ``wdone`` int64[W]: per producer, the batches whose parts it has written, when streams are dealt out to
-  producers (``fills.planned``);
-- ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, when one producer fills it whole
-  (``fills.planned``);
 - ``mark`` int64[W, 3]: per producer, the stream and step it is reading right now and the call it is in
   (``CALLS``), written before every call into the source that can block (an open, each step or block, a window):
-  what a dead or stalled worker was doing, and the progress that ``timeout=`` measures.
+  what a dead or stalled worker was doing, and the progress that ``timeout=`` measures;
+- ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, where one producer fills it whole.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import overload
+
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
-from streamcli.shared.control.values import Int64, Values
+from streamcli.scheduled.cursor import RowPhase
 
 NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
+
+# The source's call a producer is in, as ``mark[w, 2]`` holds it.
+READING, OPENING, WINDOWING = 0, 1, 2
+CALLS = {READING: "next()", OPENING: "open()", WINDOWING: "window()"}
+
+
+class Values:
+    """A block of int64 values in shared memory, each read and written by name through an ``Int64`` of the
+    subclass. Reading gives a Python int (a memoryview's item: no numpy scalar on the hot path)."""
+
+    __slots__ = ("_items",)
+    SIZE = 0  # the values a subclass names: the length of its array
+
+    def __init__(self, array: np.ndarray) -> None:
+        if array.shape != (self.SIZE,) or array.dtype != np.int64:
+            raise ValueError(f"{type(self).__name__} needs int64[{self.SIZE}], not {array.dtype}{list(array.shape)}")
+        # "q" is int64 on every platform; the view shares the array's memory (and keeps it alive).
+        self._items = array.data.cast("B").cast("q")
+
+
+class Int64:
+    """One value of a ``Values`` block, at ``index``: ``block.name`` reads it, ``block.name = v`` writes it (one
+    aligned 8-byte store, as numpy's). An increment (``+=``) reads and then writes: hold the lock where two
+    processes may increment the same value."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    @overload
+    def __get__(self, block: None, owner: type[Values]) -> Int64: ...
+    @overload
+    def __get__(self, block: Values, owner: type[Values]) -> int: ...
+    def __get__(self, block: Values | None, owner: type[Values]) -> int | Int64:
+        if block is None:
+            return self
+        value: int = block._items[self.index]
+        return value
+
+    def __set__(self, block: Values, value: int) -> None:
+        block._items[self.index] = value
 
 
 class ControlValues(Values):
     """``ctl``: the control block's single values, each an int64 by name (its index is its place in ``ctl``)."""
 
     __slots__ = ()
-    SIZE = 16
+    SIZE = 15
     generation = Int64(0)  # a new epoch, or closing (``CLOSING``): producers drop the work of an older one
     tickets = Int64(1)  # tickets taken this epoch (``take_ticket``)
     first_batch = Int64(2)  # the batch the epoch starts at
@@ -44,30 +86,31 @@ class ControlValues(Values):
     handed = Int64(4)  # batches handed out: batch k may be written once ``handed > k``
     ready = Int64(5)  # the generation whose tables are written (producers may start it)
     awaited = Int64(6)  # the batch the loader is blocked on (-1: none)
-    given = Int64(7)  # rows given up mid-stream and not yet taken
-    moved = Int64(8)  # rows moved mid-stream since the loader started
-    epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
-    balanced = Int64(10)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
-    start_rows = Int64(11)  # the schedule's rows: the global batch where ranks share one schedule, else B
-    row_offset = Int64(12)  # this rank's first row in that schedule
-    move_row = Int64(13)  # the row being handed over between producers (-1: none; ``Moves``)
-    move_to = Int64(14)  # the producer it goes to
-    move_at = Int64(15)  # the batch from which that producer writes it
+    moved = Int64(7)  # rows moved mid-stream since the loader started
+    epoch = Int64(8)  # the epoch being produced (a transform's ``ctx.epoch``)
+    balanced = Int64(9)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
+    start_rows = Int64(10)  # the schedule's rows: the global batch where ranks share one schedule, else B
+    row_offset = Int64(11)  # this rank's first row in that schedule
+    move_row = Int64(12)  # the row being handed over between producers (-1: none)
+    move_to = Int64(13)  # the producer it goes to
+    move_at = Int64(14)  # the batch from which that producer writes it
 
 
 class WorkerStats:
-    """``wstat``'s columns by name, one entry per producer (float64 views of the shared table)."""
+    """``wstat``'s columns by name, one entry per producer (float64 views of the shared table), and the same
+    memory as Python floats (``items``, producer ``w``'s column ``c`` at ``w * WIDTH + c``) for one value at a time:
+    a producer writes its own after every batch, and a numpy scalar costs more than the write."""
 
-    WIDTH = 7
+    WIDTH = 5
+    BUSY, STEPS, IDLE, SENT, LOAD = range(WIDTH)
 
     def __init__(self, wstat: np.ndarray) -> None:
-        self.busy = wstat[:, 0]  # seconds spent producing
-        self.steps = wstat[:, 1]  # steps read
-        self.stream = wstat[:, 2]  # the stream it read last (-1 before any)
-        self.pos = wstat[:, 3]  # and its position in that stream
-        self.idle = wstat[:, 4]  # 1 while it has nothing to do
-        self.sent = wstat[:, 5]  # messages it has sent over its pipe
-        self.load = wstat[:, 6]  # seconds its rows took in their last batch (the balanced policy's, ``fills.handover``)
+        self.busy = wstat[:, self.BUSY]  # seconds spent producing
+        self.steps = wstat[:, self.STEPS]  # steps read
+        self.idle = wstat[:, self.IDLE]  # 1 while it has nothing to do
+        self.sent = wstat[:, self.SENT]  # messages it has sent over its pipe
+        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last batch (``fills.handover``)
+        self.items = wstat.data.cast("B").cast("d") if wstat.size else memoryview(b"").cast("d")
 
 
 class RowTable:
@@ -76,7 +119,7 @@ class RowTable:
     WIDTH = 3
 
     def __init__(self, rows: np.ndarray) -> None:
-        # Its producer; ``NO_OWNER`` while it waits for a claim, ``given_by(w)`` once producer w gave it up.
+        # Its producer; ``NO_OWNER`` while it waits for a claim.
         self.owner = rows[:, 0]
         self.claim = rows[:, 1]  # the canonical key of its next possible claim (``NEVER``: none this epoch)
         self.written = rows[:, 2]  # the batches it has completed
@@ -98,30 +141,18 @@ def arrays(
         ("start", (max(B, global_rows), _cursor.WIDTH), "<i8"),
         ("mark", (num_workers, 3), "<i8"),
         ("done", (num_slots,), "<i8"),
-        ("wdone", (num_workers,), "<i8"),
     )
 
 
-# The source's call a producer is in, as ``mark[w, 2]`` holds it.
-READING, OPENING, WINDOWING = 0, 1, 2
-CALLS = {READING: "next()", OPENING: "open()", WINDOWING: "window()"}
-
-
-def given_by(w: int) -> int:
-    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
-    return -2 - w
-
-
-class Arrays:
-    """The control block's arrays, as every part of ``Control`` sees them (``Control.__init__`` sets them)."""
-
-    _ctl: ControlValues
-    _slot_of: np.ndarray
-    _rows: RowTable
-    _held: np.ndarray
-    _wstat: WorkerStats
-    _order: np.ndarray
-    _start: np.ndarray
-    _mark: np.ndarray
-    _done: np.ndarray
-    _wdone: np.ndarray
+def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
+    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
+    B = len(cursors)
+    state = cursors[:, _cursor.STATE]
+    owner = np.full(B, NO_OWNER, np.int64)
+    for w, (lo, hi) in enumerate(bounds):
+        owner[lo:hi] = w
+    owner[state == RowPhase.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
+    claim = first * T * B + np.arange(B, dtype=np.int64)
+    claim[state == RowPhase.DRY] = NEVER
+    return owner, claim, np.full(B, first, np.int64), cursors.copy()
