@@ -20,7 +20,7 @@ def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
 
 def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
     assert arrays(16, 6, 2, 64) == (
-        ("ctl", (15,), "<i8"),
+        ("ctl", (16,), "<i8"),
         ("slot_of", (6,), "<i8"),
         ("rows", (16, 3), "<i8"),
         ("held", (16, cursor.WIDTH), "<i8"),
@@ -43,9 +43,10 @@ def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
     c.await_batch(6)
     c.publish(5, slot=1)
     assert c.take_ticket() == 2
-    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 0, 7, 1, 2, 0, -1, 0, 0]  # ..., row_offset, move_row, to, at
+    c.give_row(0, 1, (0, 0, 0, 0))
+    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1, 2, 0, -1, 0, 0]  # ..., row_offset, move_row, to, at
     assert (c.generation, c.tickets, c.first_batch, len(c.order_table()), c.handed) == (3, 3, 5, 4, 6)
-    assert (c.epoch, c.balanced, c.moved, c.tables_ready(3)) == (7, True, 0, True)
+    assert (c.epoch, c.balanced, c.given, c.moved, c.tables_ready(3)) == (7, True, 1, 1, True)
     positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
     assert positions == list(range(ControlValues.SIZE))  # one name per value, none shared
 
@@ -74,10 +75,10 @@ def test_a_value_written_through_one_view_is_read_through_another_of_the_same_me
 
 
 def test_values_refuse_an_array_of_the_wrong_shape_or_dtype() -> None:
-    with pytest.raises(ValueError, match=r"int64\[15\]"):
-        ControlValues(np.zeros(14, np.int64))
-    with pytest.raises(ValueError, match=r"int64\[15\]"):
-        ControlValues(np.zeros(15, np.float64))
+    with pytest.raises(ValueError, match=r"int64\[16\]"):
+        ControlValues(np.zeros(15, np.int64))
+    with pytest.raises(ValueError, match=r"int64\[16\]"):
+        ControlValues(np.zeros(16, np.float64))
 
 
 def test_released_control_holds_no_view_of_the_segment() -> None:

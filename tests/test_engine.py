@@ -137,10 +137,23 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.busy().tolist() == [0.5, 0.25]
         c.count_sent(1)
         assert c.sent(1) == 1 and c.sent(0) == 0
+        # a live row given up mid-stream: it keeps its claim key, takes no ticket, and goes to whoever asks first
         assert not c.idle_elsewhere(1)
         c.set_idle(0, True)
         assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
         c.set_written(0, 6)
+        c.give_row(0, 0, cursor=(3, 11, RowPhase.LIVE, 0))
+        assert c.given == 1 and c.moved == 1
+        assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
+        assert c.take_given(0, top=7, own=False) is None  # the giver takes it back only when it has nothing to do
+        got = c.take_given(1, top=7, own=False)
+        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, RowPhase.LIVE, 0]
+        assert c.given == 0 and c.moved == 1
+        assert c.take_given(0, top=7, own=True) is None  # taken
+        c.set_written(0, 7)
+        c.give_row(0, 1, cursor=(3, 15, RowPhase.LIVE, 0))
+        got = c.take_given(1, top=8, own=True)
+        assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
         # a hand-over at the boundary the giver chooses (``fills.handover``): producer 1 is idle
         c.set_idle(0, False)
         assert c.taker(0) is None
@@ -154,7 +167,7 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.arrived(0) is None
         got2 = c.arrived(1)
         assert got2 is not None and got2[:2] == (1, 5) and got2[2].tolist() == [5, 2, RowPhase.LIVE, 0]
-        assert c.moving[0] == -1 and c.moved == 1
+        assert c.moving[0] == -1 and c.moved == 3
         c.set_generation(3)
         assert c.generation == 3
     finally:

@@ -153,30 +153,21 @@ def test_balanced_epochs_of_known_lengths_run_on_the_schedule() -> None:
 
 
 class _Control:
-    """What ``OwnedRows.offer`` asks of the control block: every batch waits for batch 1, producer 0 is idle with
-    ``load`` seconds of rows, and the rows committed to it."""
+    """What ``Balancer._give_one`` asks of the control block: the rows given up."""
 
-    def __init__(self, load: float = 0.0) -> None:
-        self.load, self.committed = load, list[tuple[int, int, int]]()
+    def __init__(self) -> None:
+        self.given: list[tuple[int, int]] = []
 
-    def written_min(self) -> int:
-        return 1
-
-    def taker(self, w: int) -> int:
-        return 0
-
-    def load_of(self, w: int) -> float:
-        return self.load
-
-    def commit(self, b: int, to: int, k: int) -> bool:
-        self.committed.append((b, to, k))
-        return True
+    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
+        self.given.append((b, w))
 
 
-def _balancer(control: _Control, rows: Rows) -> Balancer:
+def test_the_cheapest_row_moves_but_never_one_whose_stream_broke_its_promise() -> None:
+    source = CountingSource(LENGTHS)
     order = np.array([(i, 0, 0, n) for i, n in enumerate(LENGTHS)], np.int64)
     sched = Schedule(order, _cursor.fresh(B), 0, 0, T=T, pack=True, segment=0, restream=False)
-    return Balancer(
+    control, rows = _Control(), _rows(source, [])
+    balancer = Balancer(
         cast(Any, control),
         sched,
         rows,
@@ -187,28 +178,11 @@ def _balancer(control: _Control, rows: Rows) -> Balancer:
         lock=nullcontext(),
         busy=lambda: None,
     )
-
-
-def test_the_cheapest_row_moves_but_never_one_whose_stream_broke_its_promise() -> None:
-    control, rows = _Control(), _rows(CountingSource(LENGTHS), [])
-    balancer = _balancer(control, rows)
+    plan = balancer._plan(1)
     mine = np.array([True, True, True, True, False])
     balancer.cost = {0: 3.0, 1: 0.1, 2: 0.5}  # (row 3: not measured yet)
     rows.readers[1] = Reader(item=0, pos=2, it=None, dead=True)  # ended before its promise: it stays
-    assert balancer.offer(mine, 1) == 2
-    assert control.committed == [(2, 0, 2)]  # to the idle producer 0, from the boundary after batch 1
-    del balancer.cost[2]  # (``release`` hands it over)
-    mine[2] = False
-    assert balancer.offer(mine, 1) == -1  # row 0 is the costliest left that may move: it stays
-    assert balancer.offer(np.array([True, False, True, False, False]), 0) == -1  # batch 0 is not the one waited for
-    assert control.committed == [(2, 0, 2)]
-
-
-def test_a_row_moves_only_where_the_move_evens_the_two_producers_loads_out() -> None:
-    control, rows = _Control(load=0.5), _rows(CountingSource(LENGTHS), [])
-    balancer = _balancer(control, rows)
-    mine = np.array([True, False, True, False, False])
-    balancer.cost = {0: 1.0, 2: 0.9}  # 1.9 s here, 0.5 s there: moving 0.9 s would leave the taker the busier
-    assert balancer.offer(mine, 1) == -1
-    balancer.cost = {0: 1.0, 2: 0.4}  # 1.4 s here: moving 0.4 s evens them out
-    assert balancer.offer(mine, 1) == 2 and control.committed == [(2, 0, 2)]
+    left = balancer._give_one(plan, mine)
+    assert control.given == [(2, 1)] and left.tolist() == [True, True, False, True, False]
+    left = balancer._give_one(plan, left)  # row 0 is the costliest left that may move: it stays
+    assert control.given == [(2, 1)] and left.tolist() == [True, True, False, True, False]

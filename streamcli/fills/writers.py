@@ -9,9 +9,9 @@ which producer writes which part of which batch, and how it marks that part done
   rows of its block (``split_rows``) of every batch, plans those rows only, and marks those rows done.
 - ``Balanced``: iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths
   are not all known): each producer writes the rows it owns, and a row moves to an idle producer at a batch
-  boundary, by one protocol (``fills.owned``). With every length known every producer plans every row
-  (``fills.balanced``); otherwise each plans its own, in groups that may stand at different batches
-  (``fills.handover``).
+  boundary. With every length known every producer plans every row (``fills.balanced``); otherwise each plans
+  its own, in groups that may stand at different batches, and a row is handed over at a boundary its giver
+  chooses (``fills.handover``).
 
 A random-access source whose lengths are not all known is read through ``open`` like an iterator source.
 """

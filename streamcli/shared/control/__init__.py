@@ -17,6 +17,7 @@ from streamcli.shared.control.layout import (
     WorkerStats,
     arrays,
     epoch_rows,
+    given_by,
 )
 
 __all__ = ["CLOSING", "NEVER", "NO_OWNER", "Aborted", "Control", "arrays", "epoch_rows"]
@@ -31,7 +32,7 @@ class Aborted(Exception):
 class Control:
     """The control block's arrays behind methods, in four parts: the epoch's tables (the generation, the cursors
     and streams the epoch starts from, the tickets, the hand-out counter: batch k may be written once ``handed >
-    k``); the rows (owner, next claim key, batches completed; rows handed over to an idle producer);
+    k``); the rows (owner, next claim key, batches completed; rows given up or handed over to an idle producer);
     completion (batch k is whole once its one producer marked it, ``set_done``, or, under a row policy, once every
     row has completed it, ``written_min() > k``); and the producers' reports (counters, idle flag, mark).
 
@@ -106,9 +107,10 @@ class Control:
         self._ctl.tickets = tickets
 
     def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
-        """The row table the epoch starts from (``epoch_rows``); no batch is done, no row moving."""
+        """The row table the epoch starts from (``epoch_rows``); no batch is done, no row given up or moving."""
         rows = self._rows
         rows.owner[:], rows.claim[:], rows.written[:], self._held[:] = owner, claim, written, held
+        self._ctl.given = 0
         self._ctl.move_row = -1
         self._done_array[:] = 0
 
@@ -172,7 +174,7 @@ class Control:
         self._ctl.tickets = ticket + 1
         return ticket
 
-    # ------------------------------------------------------------------ rows: claims, owners
+    # ------------------------------------------------------------------ rows: claims, owners, rows given up
 
     def earliest_claim(self) -> int:
         """The smallest key any row may still claim at, read in one pass. Keys only grow within an epoch, so the
@@ -197,10 +199,41 @@ class Control:
         owner = self._rows.owner[lo:hi]
         owner[owner == NO_OWNER] = w
 
+    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
+        """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary (its completed batches say which),
+        for an idle producer to go on with (hold the lock). Its claim key stays as announced: the row takes no
+        ticket, it only changes hands."""
+        self._held[b] = cursor
+        self._rows.owner[b] = given_by(w)  # not NO_OWNER: the row is not waiting for a claim
+        self._ctl.given += 1
+        self._ctl.moved += 1
+
+    @property
+    def given(self) -> int:
+        """Rows given up mid-stream that no producer has taken yet (a cheap check before ``take_given``)."""
+        return self._ctl.given
+
     @property
     def moved(self) -> int:
         """Rows moved between producers mid-stream since the loader started."""
         return self._ctl.moved
+
+    def take_given(self, w: int, top: int, own: bool) -> tuple[int, np.ndarray] | None:
+        """Make producer ``w`` the owner of the earliest row given up mid-stream whose next batch is below
+        ``top`` (hold the lock): (row, its cursor), or None. Rows ``w`` gave up itself only if ``own``: a giver
+        takes one back only when it has nothing else to do, never before the idle producer can."""
+        owner, written = self._rows.owner, self._rows.written
+        given = owner <= given_by(0)
+        if not own:
+            given &= owner != given_by(w)
+        rows = np.flatnonzero(given & (written < top))
+        if not len(rows):
+            return None
+        b = int(rows[np.argmin(written[rows])])
+        owner[b] = w
+        self._ctl.given -= 1
+        held: np.ndarray = self._held[b].copy()
+        return b, held
 
     # ------------------------------------------------------------------ hand-overs at a boundary the giver chooses
 

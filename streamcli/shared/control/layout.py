@@ -78,7 +78,7 @@ class ControlValues(Values):
     """``ctl``: the control block's single values, each an int64 by name (its index is its place in ``ctl``)."""
 
     __slots__ = ()
-    SIZE = 15
+    SIZE = 16
     generation = Int64(0)  # a new epoch, or closing (``CLOSING``): producers drop the work of an older one
     tickets = Int64(1)  # tickets taken this epoch (``take_ticket``)
     first_batch = Int64(2)  # the batch the epoch starts at
@@ -86,14 +86,15 @@ class ControlValues(Values):
     handed = Int64(4)  # batches handed out: batch k may be written once ``handed > k``
     ready = Int64(5)  # the generation whose tables are written (producers may start it)
     awaited = Int64(6)  # the batch the loader is blocked on (-1: none)
-    moved = Int64(7)  # rows moved mid-stream since the loader started
-    epoch = Int64(8)  # the epoch being produced (a transform's ``ctx.epoch``)
-    balanced = Int64(9)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
-    start_rows = Int64(10)  # the schedule's rows: the global batch where ranks share one schedule, else B
-    row_offset = Int64(11)  # this rank's first row in that schedule
-    move_row = Int64(12)  # the row being handed over between producers (-1: none)
-    move_to = Int64(13)  # the producer it goes to
-    move_at = Int64(14)  # the batch from which that producer writes it
+    given = Int64(7)  # rows given up mid-stream and not yet taken
+    moved = Int64(8)  # rows moved mid-stream since the loader started
+    epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
+    balanced = Int64(10)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
+    start_rows = Int64(11)  # the schedule's rows: the global batch where ranks share one schedule, else B
+    row_offset = Int64(12)  # this rank's first row in that schedule
+    move_row = Int64(13)  # the row being handed over between producers (-1: none)
+    move_to = Int64(14)  # the producer it goes to
+    move_at = Int64(15)  # the batch from which that producer writes it
 
 
 class WorkerStats:
@@ -119,7 +120,7 @@ class RowTable:
     WIDTH = 3
 
     def __init__(self, rows: np.ndarray) -> None:
-        # Its producer; ``NO_OWNER`` while it waits for a claim.
+        # Its producer; ``NO_OWNER`` while it waits for a claim, ``given_by(w)`` once producer w gave it up.
         self.owner = rows[:, 0]
         self.claim = rows[:, 1]  # the canonical key of its next possible claim (``NEVER``: none this epoch)
         self.written = rows[:, 2]  # the batches it has completed
@@ -142,6 +143,11 @@ def arrays(
         ("mark", (num_workers, 3), "<i8"),
         ("done", (num_slots,), "<i8"),
     )
+
+
+def given_by(w: int) -> int:
+    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
+    return -2 - w
 
 
 def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
