@@ -19,6 +19,7 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
+from streamcli.scheduled.crossings import COLUMNS, cross_many
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
@@ -34,9 +35,6 @@ LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
-# A row's state: its cursor record first (``scheduled.cursor``: a plan's cursors are a copy of those columns), then
-# where its stream stops, whether it is replayed, its item's promised length, its segment's end and its next claim.
-_COLUMNS = ("item", "pos", "state", "flags", "stop", "replay", "expect", "seg_end", "claim_q")
 
 
 class Schedule:
@@ -56,6 +54,7 @@ class Schedule:
     (``scheduled.handed``)."""
 
     EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
+    MANY = 16  # from this many crossing rows in a batch, those of the usual shapes are planned together (``crossings``)
 
     def __init__(
         self,
@@ -86,7 +85,7 @@ class Schedule:
         start = start[self.lo : hi]
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
-        self._bind(np.zeros((B, len(_COLUMNS)), np.int64))
+        self._bind(np.zeros((B, len(COLUMNS)), np.int64))
         self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
         # What a row whose state changes nothing in a batch does, by state (FOREIGN first): (reads the whole batch,
         # pads it, the steps its position counts on).
@@ -103,7 +102,7 @@ class Schedule:
     def _bind(self, table: np.ndarray) -> None:
         self.table = table
         self.item, self.pos, self.state, _, self.stop, self.replay, self.expect, self.seg_end, self.claim_q = (
-            table[:, i] for i in range(len(_COLUMNS))
+            table[:, i] for i in range(len(COLUMNS))
         )
 
     def fork(self) -> Schedule:
@@ -222,11 +221,38 @@ class Schedule:
             if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
                 state[b] = IDLE if claim == q1 else SHORT
             self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
-        for b in sorted(crossing):
+        n_pads = len(out.pads)
+        many = self._cross_many(crossing.difference(opened), got, q0, out) if len(crossing) >= self.MANY else None
+        for b in sorted(crossing.difference(many) if many else crossing):
             self._cross(b, q0, by_row.get(b, []), out)
+        if many:  # each row's runs and padding in step order, the rows in order, as when planned one by one
+            out.runs.sort()
+            out.pads[n_pads:] = sorted(out.pads[n_pads:])
         out.cursors = out.cursors.copy()
         self.k = k + 1
         return out
+
+    def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:
+        """Plan the crossing ``rows`` of the usual shapes together (``crossings``); returns those planned."""
+        crossed = cross_many(
+            self.table,
+            np.array(sorted(rows), np.int64),
+            np.array(got, np.int64).reshape(-1, 6),
+            self.order[: self.claim_order.n],
+            q0=q0,
+            T=self.T,
+            pack=self.pack,
+            segment=self.segment,
+        )
+        out.runs += crossed.runs
+        out.pads += crossed.pads
+        out.claims[crossed.rows] += crossed.claims
+        planned = crossed.rows.tolist()
+        if self.EVENTS:
+            due = self.due
+            for at, b in zip(crossed.due.tolist(), planned, strict=True):
+                due.setdefault(at, set()).add(b)
+        return set(planned)
 
     def _file(self, b: int, state: int, left: int, claim: int, q: int) -> None:
         """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start; ``left``: its stream's steps left, or
