@@ -26,6 +26,7 @@ class _EveryRow(Schedule):
 
 
 class _Counting(Schedule):
+    MANY = 8  # (fewer than the default: more batches of the shapes below plan their crossings together)
     together = 0  # the crossings planned together (``scheduled.crossings``)
 
     def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:

@@ -72,45 +72,32 @@ def cross_many(
     # The stream that ends, in each row that has one; then padding, or the stream claimed.
     heads = np.union1d(pad_at, one[e[one] > 0])
     h = t[heads]
-    runs: list[Run] = list(
-        zip(
-            rows[heads].tolist(),
-            [0] * len(heads),
-            e[heads].tolist(),
-            h[:, ITEM].tolist(),
-            h[:, POS].tolist(),
-            (h[:, REPLAY] != 0).tolist(),
-            [False] * len(heads),
-            h[:, STOP].tolist(),
-            h[:, EXPECT].tolist(),
-            h[:, SEG_END].tolist(),
-            strict=True,
-        )
-    )
-    pads = list(zip(rows[pad_at].tolist(), e[pad_at].tolist(), [T] * len(pad_at), strict=True))
-    new = t.copy()
-    new[pad_at, POS], new[pad_at, STATE] = stop[pad_at], IDLE
-    # The stream each claiming row takes: the last of its tickets (those before it are empty).
-    taken = c[:, 2] + c[:, 3] - 1
+    taken = c[:, 2] + c[:, 3] - 1  # the last of a claim's tickets (those before it are empty)
     item, start, _, length = order[taken % max(n_streams, 1)].T
     t0, step, steps = e[one], c[:, 1], c[:, 5]
     replay = taken >= n_streams
     new_stop = start + steps
     seg_end = (start // segment + 1) * segment if segment else np.full(len(one), -1, np.int64)
-    runs += zip(
-        rows[one].tolist(),
-        t0.tolist(),
-        (T - t0).tolist(),
-        item.tolist(),
-        start.tolist(),
-        replay.tolist(),
-        [True] * len(one),
-        new_stop.tolist(),
-        length.tolist(),
-        seg_end.tolist(),
-        strict=True,
+    # Each row's runs in step order, the rows in order: as ``_cross`` makes them one row at a time.
+    at = np.concatenate([heads, one])
+    first = np.concatenate([np.zeros(len(heads), np.int64), t0])
+    ranked = np.lexsort((first, at))
+    columns = (
+        rows[at],
+        first,
+        np.concatenate([e[heads], T - t0]),
+        np.concatenate([h[:, ITEM], item]),
+        np.concatenate([h[:, POS], start]),
+        np.concatenate([h[:, REPLAY] != 0, replay]),
+        np.arange(len(at)) >= len(heads),  # (fresh: the stream claimed)
+        np.concatenate([h[:, STOP], new_stop]),
+        np.concatenate([h[:, EXPECT], length]),
+        np.concatenate([h[:, SEG_END], seg_end]),
     )
-    runs.sort()  # (each row's runs in step order, the rows in order: as ``_cross`` makes them one row at a time)
+    runs: list[Run] = list(zip(*(col[ranked].tolist() for col in columns), strict=True))
+    pads = list(zip(rows[pad_at].tolist(), e[pad_at].tolist(), [T] * len(pad_at), strict=True))
+    new = t.copy()
+    new[pad_at, POS], new[pad_at, STATE] = stop[pad_at], IDLE
     next_q = step + steps if pack else ((step + steps - 1) // T + 1) * T
     new_pos = start + T - t0
     # A stream that ends with the batch leaves its row short, free at once if its claim is the next batch's start.
@@ -125,7 +112,7 @@ def cross_many(
     new, claims = new[done], claims[done]
     # The batch of each row's next event (``Schedule._file``): its stream's end, its padding's end, its claim.
     s, q = new[:, STATE], new[:, CLAIM_Q]
-    at = np.where(s == LIVE, (q1 + new[:, STOP] - new[:, POS] - 1) // T, np.where(s == SHORT, (q - 1) // T, q // T))
+    due = np.where(s == LIVE, (q1 + new[:, STOP] - new[:, POS] - 1) // T, np.where(s == SHORT, (q - 1) // T, q // T))
     planned = rows[done]
     table[planned] = new
-    return Crossed(planned, runs, pads, claims, np.maximum(at, q1 // T))
+    return Crossed(planned, runs, pads, claims, np.maximum(due, q1 // T))
