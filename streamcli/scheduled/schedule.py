@@ -183,7 +183,8 @@ class Schedule:
         # The rows that change nothing read on, pad on (their position counts on) or stay dry: ``kind`` says which.
         kind = self._kinds[state + 1]
         kind[changed] = 0
-        ends = []  # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        ends: list[tuple[int, int, int]] = []
         rest = [b for b in changed if b not in crossing]
         if len(rest) >= self.MANY:  # (the same as the loop below, as arrays: most of these rows cross)
             ends, rest = self._read_on(rest, kind, crossing, q1)
