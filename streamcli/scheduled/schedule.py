@@ -19,6 +19,7 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
+from streamcli.scheduled.crossings import COLUMNS, cross_many
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
@@ -34,9 +35,6 @@ LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
-# A row's state: its cursor record first (``scheduled.cursor``: a plan's cursors are a copy of those columns), then
-# where its stream stops, whether it is replayed, its item's promised length, its segment's end and its next claim.
-_COLUMNS = ("item", "pos", "state", "flags", "stop", "replay", "expect", "seg_end", "claim_q")
 
 
 class Schedule:
@@ -56,6 +54,7 @@ class Schedule:
     (``scheduled.handed``)."""
 
     EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
+    MANY = 48  # from this many crossing rows in a batch, those of the usual shapes are planned together (``crossings``)
 
     def __init__(
         self,
@@ -86,7 +85,7 @@ class Schedule:
         start = start[self.lo : hi]
         # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
         # the names below are its columns.
-        self._bind(np.zeros((B, len(_COLUMNS)), np.int64))
+        self._bind(np.zeros((B, len(COLUMNS)), np.int64))
         self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
         # What a row whose state changes nothing in a batch does, by state (FOREIGN first): (reads the whole batch,
         # pads it, the steps its position counts on).
@@ -103,7 +102,7 @@ class Schedule:
     def _bind(self, table: np.ndarray) -> None:
         self.table = table
         self.item, self.pos, self.state, _, self.stop, self.replay, self.expect, self.seg_end, self.claim_q = (
-            table[:, i] for i in range(len(_COLUMNS))
+            table[:, i] for i in range(len(COLUMNS))
         )
 
     def fork(self) -> Schedule:
@@ -178,17 +177,17 @@ class Schedule:
             return self._steady()
         self._same = None
         q0, q1 = k * T, (k + 1) * T
-        by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
-        for b, *claim in got:
-            by_row.setdefault(b, []).append(tuple(claim))
-        crossing = set(by_row).union(opened)  # (an opened row is planned from what was read, ``_cross``)
+        crossing = {g[0] for g in got}.union(opened)  # (an opened row is planned from what was read, ``_cross``)
         changed = sorted(crossing.union(due or ()) if self.EVENTS else range(B))
         state, pos = self.state, self.pos
         # The rows that change nothing read on, pad on (their position counts on) or stay dry: ``kind`` says which.
         kind = self._kinds[state + 1]
         kind[changed] = 0
-        ends = []  # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        ends: list[tuple[int, int, int]] = []
         rest = [b for b in changed if b not in crossing]
+        if len(rest) >= self.MANY:  # (the same as the loop below, as arrays: most of these rows cross)
+            ends, rest = self._read_on(rest, kind, crossing, q1)
         for b, (_, p, s, _, stop, _, _, _, claim) in zip(rest, self.table[rest].tolist(), strict=True):
             if s == LIVE and stop - p >= T:
                 kind[b] = (1, 0, T)
@@ -222,11 +221,60 @@ class Schedule:
             if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
                 state[b] = IDLE if claim == q1 else SHORT
             self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
-        for b in sorted(crossing):
+        n_pads = len(out.pads)
+        many = self._cross_many(crossing.difference(opened), got, q0, out) if len(crossing) >= self.MANY else None
+        one_by_one = sorted(crossing.difference(many) if many else crossing)
+        by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
+        for b, *claim in got if one_by_one else ():
+            by_row.setdefault(b, []).append(tuple(claim))
+        for b in one_by_one:
             self._cross(b, q0, by_row.get(b, []), out)
+        if many and one_by_one:  # each row's runs and padding in step order, the rows in order, as one by one
+            out.runs.sort()
+            out.pads[n_pads:] = sorted(out.pads[n_pads:])
         out.cursors = out.cursors.copy()
         self.k = k + 1
         return out
+
+    def _read_on(
+        self, rest: list[int], kind: np.ndarray, crossing: set[int], q1: int
+    ) -> tuple[list[tuple[int, int, int]], list[int]]:
+        """Of the changed ``rest`` rows, those that read on or pad on through the batch (their ``kind``; the ends
+        they file) and those that cross (added to ``crossing``); returns the ends and no rows left to look at."""
+        T, r = self.T, np.array(rest, np.int64)
+        t = self.table[r]
+        s, left, claim = t[:, 2], t[:, 4] - t[:, 1], t[:, 8]
+        reads, pads_on, dry = (s == LIVE) & (left >= T), (s == SHORT) & (claim >= q1), s == DRY
+        kind[r[reads]] = (1, 0, T)
+        kind[r[pads_on]] = np.stack([0 * claim, 1 + 0 * claim, np.where(claim > q1, T, 0)], axis=1)[pads_on]
+        kind[r[dry]] = (0, 1, 0)
+        crossing.update(r[~(reads | pads_on | dry) & (s != FOREIGN)].tolist())
+        after = np.where(t[:, 4] < OPEN, left - T, OPEN)
+        ends = list(zip(r[reads].tolist(), after[reads].tolist(), claim[reads].tolist(), strict=True))
+        ends += [(b, -1, c) for b, c in zip(r[pads_on].tolist(), claim[pads_on].tolist(), strict=True)]
+        return ends, []
+
+    def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:
+        """Plan the crossing ``rows`` of the usual shapes together (``crossings``); returns those planned."""
+        crossed = cross_many(
+            self.table,
+            np.array(sorted(rows), np.int64),
+            np.array(got, np.int64).reshape(-1, 6),
+            self.order[: self.claim_order.n],
+            q0=q0,
+            T=self.T,
+            pack=self.pack,
+            segment=self.segment,
+        )
+        out.runs += crossed.runs
+        out.pads += crossed.pads
+        out.claims[crossed.rows] += crossed.claims
+        if self.EVENTS and len(crossed.rows):  # (the rows filed by batch: a few batches hold them all)
+            ranked = np.argsort(crossed.due, kind="stable")
+            batches, first = np.unique(crossed.due[ranked], return_index=True)
+            for at, rows_at in zip(batches.tolist(), np.split(crossed.rows[ranked], first[1:]), strict=True):
+                self.due.setdefault(at, set()).update(rows_at.tolist())
+        return set(crossed.rows.tolist())
 
     def _file(self, b: int, state: int, left: int, claim: int, q: int) -> None:
         """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start; ``left``: its stream's steps left, or
