@@ -155,6 +155,12 @@ def _pane(base: list[str], escapes: bool = True) -> str:
     return subprocess.run(args, capture_output=True, text=True).stdout
 
 
+def _exited(tmp: Path) -> bool:
+    """The shell wrote the command's exit status: ``echo ... > exit`` creates the file before it writes the line."""
+    path = tmp / "exit"
+    return path.exists() and path.read_text().endswith("\n")
+
+
 def _wait_for(pred, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -187,7 +193,7 @@ def _shown(base: list[str], pattern: str) -> float:
 def test_preview_in_tmux_stops_after_batches(tmux: tuple[list[str], Path]) -> None:
     base, tmp = tmux
     _start(base, tmp, "preview " + " ".join(CAM) + " -b 2 -t 4 -w 0 --epochs 0 --batches 40")
-    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert _wait_for(lambda: _exited(tmp))
     assert (tmp / "exit").read_text().strip() == "EXIT=0"
     assert "preview: 40 batches" in _pane(base, False)
     _restored(base, tmp)
@@ -221,7 +227,7 @@ def test_preview_in_tmux_draws_colour_stats_and_quits_on_q(tmux: tuple[list[str]
     subprocess.run([*base, "send-keys", "n"], check=True)
     assert _wait_for(lambda: _batches(base) == before + 1)  # n steps exactly one batch
     subprocess.run([*base, "send-keys", "q"], check=True)
-    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert _wait_for(lambda: _exited(tmp))
     assert (tmp / "exit").read_text().strip() == "EXIT=0"
     _restored(base, tmp)
 
@@ -236,7 +242,7 @@ def test_preview_in_tmux_hides_native_noise(tmux: tuple[list[str], Path]) -> Non
     pane = _pane(base, False)
     assert "WARN" not in pane and "moov" not in pane and "UserWarning" not in pane
     subprocess.run([*base, "send-keys", "q"], check=True)
-    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert _wait_for(lambda: _exited(tmp))
     assert (tmp / "exit").read_text().strip() == "EXIT=0"
     _restored(base, tmp)
 
@@ -248,7 +254,7 @@ def test_preview_in_tmux_ctrl_c_restores_the_terminal(tmux: tuple[list[str], Pat
     assert "256-colour" in _pane(base, False)  # said, not silently degraded
     assert "\x1b[38;5;" in _pane(base)
     subprocess.run([*base, "send-keys", "C-c"], check=True)
-    assert _wait_for(lambda: (tmp / "exit").exists())
+    assert _wait_for(lambda: _exited(tmp))
     assert (tmp / "exit").read_text().strip() == "EXIT=130"
     _restored(base, tmp)
 
@@ -268,7 +274,7 @@ def test_preview_in_tmux_error_restores_the_terminal(tmux: tuple[list[str], Path
     assert 0 < _batches(base) < 10_000, "the preview reached b.txt before it was paused"
     (books / "b.txt").unlink()
     subprocess.run([*base, "send-keys", "space"], check=True)
-    assert _wait_for(lambda: (tmp / "exit").exists(), timeout=60)
+    assert _wait_for(lambda: _exited(tmp), timeout=60)
     assert (tmp / "exit").read_text().strip() == "EXIT=1"
     pane = _pane(base, False)
     assert "error: " in pane and "b.txt" in pane and "Traceback" not in pane
@@ -285,11 +291,11 @@ def test_preview_in_tmux_shows_scan_progress_and_start_up(tmux: tuple[list[str],
     def look() -> bool:
         text = _pane(base, False)
         seen.update(k for k in ("scanning lengths", "waiting for the first batch") if k in text)
-        return len(seen) == 2 or (tmp / "exit").exists()
+        return len(seen) == 2 or _exited(tmp)
 
     assert _wait_for(look, timeout=90), _pane(base, False)
     assert seen == {"scanning lengths", "waiting for the first batch"}, seen
-    assert _wait_for(lambda: (tmp / "exit").exists(), timeout=90)
+    assert _wait_for(lambda: _exited(tmp), timeout=90)
     assert (tmp / "exit").read_text().strip() == "EXIT=0"
 
 
