@@ -39,6 +39,17 @@ class CountingSource(BaseSource):
             yield step
 
 
+class CountingBlocks(CountingSource):
+    """``CountingSource``'s steps in blocks of 3 (a block may cross a batch's end)."""
+
+    block_steps = True
+
+    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        for p in range(start, self.lengths[item], 3):
+            q = np.arange(p, min(p + 3, self.lengths[item]), dtype=np.int64)
+            yield {"x": np.stack([np.full_like(q, item), q], axis=1)}
+
+
 class RaisingSource(CountingSource):
     """Raises while reading stream ``bad`` at step ``at`` (or while opening it if ``at`` is -1)."""
 

@@ -5,13 +5,12 @@ those rows alone), and a row that changes hands at a batch boundary is reopened 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any, cast
 
 import numpy as np
 import pytest
-from _sources import CountingSource
+from _sources import CountingBlocks, CountingSource
 
 from streamcli.fills import writers
 from streamcli.fills.balanced import Balancer
@@ -26,17 +25,6 @@ from streamcli.source import StreamSource
 
 LENGTHS = [3, 11, 5, 0, 20, 1, 9, 0, 14, 2, 4, 4, 7, 13]
 B, T = 5, 4
-
-
-class CountingBlocks(CountingSource):
-    """``CountingSource``'s steps in blocks of 3 (a block may cross a batch's end)."""
-
-    block_steps = True
-
-    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
-        for p in range(start, self.lengths[item], 3):
-            q = np.arange(p, min(p + 3, self.lengths[item]), dtype=np.int64)
-            yield {"x": np.stack([np.full_like(q, item), q], axis=1)}
 
 
 def _views() -> Views:

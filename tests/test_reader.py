@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from _sources import CountingSource
+from _sources import CountingBlocks, CountingSource
 
 from streamcli.errors import StepSpecError
 from streamcli.fills.faults import Faults
@@ -19,17 +19,6 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN
 
 T, B = 4, 2
-
-
-class CountingBlocks(CountingSource):
-    """``CountingSource``'s steps in blocks of 3."""
-
-    block_steps = True
-
-    def open(self, item: int, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
-        for p in range(start, self.lengths[item], 3):
-            q = np.arange(p, min(p + 3, self.lengths[item]), dtype=np.int64)
-            yield {"x": np.stack([np.full_like(q, item), q], axis=1)}
 
 
 class BadStep(CountingSource):
