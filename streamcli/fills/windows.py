@@ -1,9 +1,8 @@
 """Filling a batch from random-access sources: one slice copy per row and field, read from the item's window.
 
 A source with a ``window(item)`` member (``streamcli.source``) exposes each item's steps as array-likes, one per
-field, read by ``a[pos:pos + n]``. Any producer can then fill any batch whole, straight from the plan: a row costs
-one slice copy per field, whatever the stream, its segment or a resume. Each item's window is opened and checked
-once per process (shape, dtype, length), and kept while it is used (``Windows``).
+field, read by ``a[pos:pos + n]``: any producer fills any batch whole, straight from the plan, whatever the stream,
+its segment or a resume. Each item's window is opened and checked once per process, and kept while used.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ from streamcli.source import Field, StreamSource, call_window
 _KEEP = 4096  # windows kept open per process (the oldest opened go first)
 Const = tuple[bytes, np.ndarray] | None  # a field whose every step is the same value (a stride-0 array): its value
 Window = tuple[list[Any], int, list[Const] | None]
-"""The arrays in field order, the steps they hold (-1: the item failed), and which fields are constant (None:
-none is). A constant field costs no copy per row: the whole field is set to that value once per batch
-(``Windows.fills``), and only rows whose value differs are copied."""
+"""The arrays in field order, the steps they hold (-1: the item failed), and which fields are constant (None: none
+is). A constant field is set once per batch (``Windows.fills``); only rows whose value differs copy it."""
 
 
 class Windows:
@@ -47,6 +45,8 @@ class Windows:
         self.fills: list[Const] = [None] * len(self.fields)  # per field, the constant value a batch starts from
         self.to_copy: dict[int, list[int]] = {}  # per item with constant fields, the fields its rows copy
         self.errors: dict[int, BaseException] = {}
+        # Per field, the (dtype, step shape) of arrays already found to fit it: a window like them costs no check.
+        self.fits: list[set[tuple[Any, ...]]] = [set() for _ in self.fields]
 
     def get(self, item: int, pos: int) -> Window:
         got = self.open.get(item)
@@ -58,12 +58,15 @@ class Windows:
             mapping = call_window(self.source, self.faults.items[item])
             if mapping is None:
                 raise StepSpecError(
-                    f"{self.faults.where(item, pos, 'window at step')}: window() returned None; a "
-                    "source with a window() member must return one mapping per item"
+                    f"{self.faults.where(item, pos, 'window at step')}: window() returned None; a source with a "
+                    "window() member must return one mapping per item"
                 )
-            arrays = self._check(mapping, item)
+            arrays: list[Any] = []
+            for i, f in enumerate(self.fields):
+                arrays.append(self._checked(mapping, f, i, item, len(arrays[0]) if i else -1))
+            n = len(arrays[0]) if arrays else 0
             consts: list[Const] = [_constant(a) for a in arrays]
-            got = (arrays, len(arrays[0]) if arrays else 0, consts if any(c is not None for c in consts) else None)
+            got = (arrays, n, consts if any(consts) else None)
         except SOURCE_ERRORS as exc:
             if isinstance(exc, StepSpecError) or self.faults.on_error != "skip":
                 self.faults.fail(item, pos, exc, "opening")
@@ -76,36 +79,41 @@ class Windows:
             self.to_copy.pop(oldest, None)
         return got
 
-    def _check(self, mapping: Any, item: int) -> list[Any]:
-        out: list[Any] = []
-        for f in self.fields:
-            try:
-                a = mapping[f.name]
-            except (KeyError, TypeError, IndexError):
-                where = self.faults.where(item, 0, "window")
-                raise StepSpecError(
-                    f"{where}: the window has no field {f.name!r}; window() must map every declared "
-                    "field to an array of steps"
-                ) from None
-            if isinstance(a, np.ndarray):
-                a = np.asarray(a)  # a memmap's slices are memmaps: slower to make than plain views
-                probe = a
-            else:
-                probe = np.asarray(a[0:1])
-            if probe.shape[1:] != f.shape or not _casts(probe.dtype, f.np_dtype) or (out and len(a) != len(out[0])):
-                raise StepSpecError(
-                    f"{self.faults.where(item, 0, 'window')}: field {f.name!r} is {probe.dtype.name}"
-                    f"{['n', *probe.shape[1:]]} of {len(a)} steps but the source declared {f.np_dtype.name}"
-                    f"{['n', *f.shape]} (every field of one window has the same number of steps); make window() "
-                    "match fields()"
-                )
-            out.append(a if probe.dtype == f.np_dtype or self.tf is None else _Cast(a, f.np_dtype))
-        return out
+    def _checked(self, mapping: Any, f: Field, i: int, item: int, n: int) -> Any:
+        """Field ``f`` (the ``i``-th) of a window, checked against its declaration and the ``n`` steps of the
+        window's first field (-1: it is the first)."""
+        try:
+            a = mapping[f.name]
+        except (KeyError, TypeError, IndexError):
+            raise StepSpecError(
+                f"{self.faults.where(item, 0, 'window')}: the window has no field {f.name!r}; window() must map "
+                "every declared field to an array of steps"
+            ) from None
+        if isinstance(a, np.ndarray):
+            a = probe = np.asarray(a)  # a memmap's slices are memmaps: slower to make than plain views
+        else:
+            probe = np.asarray(a[0:1])
+        kind = (probe.dtype, probe.shape[1:])
+        fits = self.fits[i]
+        if kind not in fits:
+            if kind[1] != f.shape or not _casts(probe.dtype, f.np_dtype):
+                self._refuse(f, probe, len(a), item)
+            fits.add(kind)
+        if n >= 0 and len(a) != n:
+            self._refuse(f, probe, len(a), item)
+        return a if self.tf is None or probe.dtype == f.np_dtype else _Cast(a, f.np_dtype)
+
+    def _refuse(self, f: Field, probe: np.ndarray, n: int, item: int) -> None:
+        raise StepSpecError(
+            f"{self.faults.where(item, 0, 'window')}: field {f.name!r} is {probe.dtype.name}{['n', *probe.shape[1:]]} "
+            f"of {n} steps but the source declared {f.np_dtype.name}{['n', *f.shape]} (every field of one window has "
+            "the same number of steps); make window() match fields()"
+        )
 
 
 def _casts(have: np.dtype[Any], want: np.dtype[Any]) -> bool:
-    """A window's array may hold narrower integers than its field (token ids stored as uint16 for an int64 field):
-    the slice copy into the batch casts them, at no extra cost."""
+    """A window may hold narrower integers than its field (token ids stored as uint16 for an int64 field): the
+    slice copy into the batch casts them, at no extra cost."""
     return have == want or (have.kind in "iu" and want.kind in "iu" and np.can_cast(have, want, "safe"))
 
 
@@ -126,12 +134,10 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
     """Write batch ``plan.k``'s data from the windows (every row); ``first`` is the batch the epoch started or
     resumed at. Returns the rows that end the batch holding a stream whose steps ran out before its promise
     (their cursor says ``SHORT``). The flags are written before, from the plan alone."""
-    T = len(v.valid)
-    data = v.data
+    T, data, tf = len(v.valid), v.data, windows.tf
     short: set[int] = set()
     get, opened = windows.get, windows.open
-    tf = windows.tf
-    cross: list[Run] = []
+    cross: list[Run] = []  # whole rows whose window ends inside the batch: runs, checked as such
     fills, to_copy = windows.fills, windows.to_copy
     learnt: dict[int, tuple[bytes, np.ndarray]] = {}  # constant values seen: batches after this one start from them
     for dst, c in zip(data, fills if tf is None else [None] * len(data), strict=True):  # (with a transform: none)
@@ -139,38 +145,55 @@ def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int
             dst[...] = c[1]  # rows whose window repeats this value need no copy
             for row, t0, t1 in plan.pads:  # padding stays zeros (``write_flags`` wrote it before)
                 dst[t0:t1, row] = 0
-    for b, item, p, stop in zip(
-        plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(), strict=True
+    for i, (b, item, p, stop) in enumerate(
+        zip(plan.whole.tolist(), plan.item.tolist(), plan.pos.tolist(), plan.stop.tolist(), strict=True)
     ):
         arrays, n, consts = opened.get(item) or get(item, p)
-        if n >= p + T:
-            if tf is not None:
-                for dst, a in zip(data, tf.apply([a[p : p + T] for a in arrays], item, p), strict=True):
-                    dst[:, b] = a
-            elif consts is None:  # the hot path: one slice copy per field
-                for dst, a in zip(data, arrays, strict=True):
-                    dst[:, b] = a[p : p + T]
-            else:  # copy only the fields whose value is not the batch's constant
-                need = to_copy.get(item)
-                if need is None:
-                    need = to_copy[item] = _fields_to_copy(consts, fills, learnt)
-                for f in need:
-                    data[f][:, b] = arrays[f][p : p + T]
-            if n == p + T < stop:  # the steps end with the batch, the promise goes on
-                faults.mismatch(item, n, _expect(plan, b), f"ended after {n} steps")
-                short.add(b)
-        else:
-            i = int(np.searchsorted(plan.whole, b))
+        if n < p + T:
             cross.append(
                 (b, 0, T, item, p, bool(plan.replay[i]), False, stop, int(plan.expect[i]), int(plan.seg_end[i]))
             )
+            continue
+        if tf is not None:
+            for dst, a in zip(data, tf.apply([a[p : p + T] for a in arrays], item, p), strict=True):
+                dst[:, b] = a
+        elif consts is None:  # the hot path: one slice copy per field
+            for dst, a in zip(data, arrays, strict=True):
+                dst[:, b] = a[p : p + T]
+        else:  # copy only the fields whose value is not the batch's constant
+            need = to_copy.get(item)
+            if need is None:
+                need = to_copy[item] = _fields_to_copy(consts, fills, learnt)
+            for f in need:
+                data[f][:, b] = arrays[f][p : p + T]
+        if n == p + T < stop:  # the steps end with the batch, the promise goes on
+            faults.mismatch(item, n, int(plan.expect[i]), f"ended after {n} steps")
+            short.add(b)
     for f, c in learnt.items():
         fills[f] = c
     if learnt:
         to_copy.clear()  # the batch's constants changed
-    for run in (*plan.runs, *cross):
-        if _run(v, run, windows, faults, plan.k == first, T):
-            short.add(run[0])
+    first_batch = plan.k == first
+    for b, t0, n, item, p, _, fresh, stop, expect, seg_end in plan.runs + cross if cross else plan.runs:
+        arrays, have, _ = opened.get(item) or get(item, p)
+        m = max(0, min(n, have - p))
+        if m:
+            got = [a[p : p + m] for a in arrays]
+            for dst, a in zip(data, got if tf is None else tf.apply(got, item, p), strict=True):
+                dst[t0 : t0 + m, b] = a
+        if m < n:
+            pad(v, b, t0 + m, t0 + n)
+        if have < 0:
+            if fresh or (first_batch and t0 == 0):
+                faults.fail(item, p, windows.errors[item], "opening")  # reported as skipped
+        elif fresh and have <= p:
+            faults.mismatch(item, p, expect, f"ended after {p} steps")
+        elif p < have < p + n or have == p + n < stop:
+            faults.mismatch(item, have, expect, f"ended after {have} steps")
+        elif p + n == stop == expect != seg_end and have > expect:
+            faults.mismatch(item, stop, expect, "goes on past them")
+        if t0 + n == T and p + n < stop and have <= p + n:
+            short.add(b)
     return short
 
 
@@ -188,36 +211,7 @@ def _fields_to_copy(consts: list[Const], fills: list[Const], learnt: dict[int, t
 
 def _constant(a: Any) -> Const:
     """The value of a field whose window repeats one step (a stride-0 array, e.g. ``np.broadcast_to``)."""
-    if isinstance(a, np.ndarray) and a.ndim >= 1 and len(a) and a.strides[0] == 0:
+    if isinstance(a, np.ndarray) and a.ndim and a.strides[0] == 0 and len(a):
         value = np.array(a[0])
         return value.tobytes(), value
     return None
-
-
-def _expect(plan: BatchRuns, b: int) -> int:
-    return int(plan.expect[int(np.searchsorted(plan.whole, b))])
-
-
-def _run(v: Views, run: Run, windows: Windows, faults: Faults, first_batch: bool, T: int) -> bool:
-    """One run's steps. True if it ends the batch holding a stream whose steps ran out before its promise."""
-    b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
-    arrays, have, _ = windows.get(item, p)
-    m = max(0, min(n, have - p))
-    if m:
-        got = [a[p : p + m] for a in arrays]
-        if windows.tf is not None:
-            got = windows.tf.apply(got, item, p)
-        for dst, a in zip(v.data, got, strict=True):
-            dst[t0 : t0 + m, b] = a
-    if m < n:
-        pad(v, b, t0 + m, t0 + n)
-    if have < 0:
-        if fresh or (first_batch and t0 == 0):
-            faults.fail(item, p, windows.errors[item], "opening")  # reported as skipped
-    elif fresh and have <= p:
-        faults.mismatch(item, p, expect, f"ended after {p} steps")
-    elif p < have < p + n or have == p + n < stop:
-        faults.mismatch(item, have, expect, f"ended after {have} steps")
-    elif p + n == stop == expect != seg_end and have > expect:
-        faults.mismatch(item, stop, expect, "goes on past them")
-    return t0 + n == T and p + n < stop and have <= p + n
