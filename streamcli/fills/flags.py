@@ -81,9 +81,11 @@ class Views:
 
 
 def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:
-    """The flags of a whole batch, or of its rows ``cols`` (the plan holds those only, ``BatchRuns.only``): whole
-    rows in a few array operations, then runs and padding."""
-    B = v.valid.shape[1]
+    """The flags of a whole batch, or of its rows ``cols`` (the plan holds those only, ``BatchRuns.only``). Every
+    row is written at once as if one stream covered it: a whole row's, or the stream of the run that ends the row's
+    batch; then the runs that end earlier and the padding overwrite their cells, and the streams' first steps are set.
+    """
+    B, T = v.valid.shape[1], len(steps_t)
     whole = plan.whole
     if len(whole) == (B if cols is None else len(cols)):  # every row whole (``whole`` holds each row once, in order)
         at: slice | list[int] = slice(None) if cols is None else cols
@@ -95,18 +97,31 @@ def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] 
     pos = np.zeros(B, np.int64)
     rep = np.zeros(B, bool)
     item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
+    inner: list[Run] = []  # runs that end before the batch does
+    starts: tuple[list[int], list[int]] = ([], [])  # (step, row) of the streams' first steps
+    for run in plan.runs:
+        b, t0, n, it, p0, rp, fresh = run[:7]
+        if t0 + n == T:  # its position at step t is t + p0 - t0 for the whole column; earlier cells are overwritten
+            item[b], pos[b], rep[b] = it, p0 - t0, rp
+        else:
+            inner.append(run)
+        if fresh:
+            starts[0].append(t0)
+            starts[1].append(b)
     if cols is None:
         write_whole(v, slice(None), item, pos, rep, steps_t)
     else:
         write_whole(v, cols, item[cols], pos[cols], rep[cols], steps_t)
-    _write_runs(v, plan.runs, steps_t)
+    _write_runs(v, inner, steps_t)
+    if starts[0]:
+        v.first[starts] = True
     for b, t0, t1 in plan.pads:
         pad(v, b, t0, t1)
 
 
 def write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any, steps_t: np.ndarray) -> None:
-    """The flags of rows ``cols``, each covered by one stream for the whole batch: ``item``, its first position
-    ``pos`` and whether it is replayed, per row (arrays or sequences); none is first (fresh rows set it after)."""
+    """The flags of rows ``cols``, each covered by one stream for the whole batch: ``item``, the position ``pos`` of
+    its step 0 and whether it is replayed, per row (arrays or sequences); none is first (fresh rows set it after)."""
     v.valid[:, cols] = True
     v.first[:, cols] = False
     v.stream[:, cols] = item
@@ -118,59 +133,36 @@ def write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any
     v.replayed[:, cols] = rep
 
 
-def write_run(v: Views, b: int, t0: int, n: int, item: int, p0: int, rep: int, fresh: int, steps_t: np.ndarray) -> None:
-    """The flags of one run of a stream's steps in row ``b``, whatever its cells held before (``fresh``: it
-    starts the stream)."""
-    t1 = t0 + n
-    v.valid[t0:t1, b] = True
-    v.stream[t0:t1, b] = item
-    np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
-    v.replayed[t0:t1, b] = rep
-    v.first[t0:t1, b] = False
-    v.first[t0, b] = fresh
-
-
 # Slices cost per run, gathered cells per step: runs are gathered into arrays only when there are more than
 # _FEW_RUNS of them and they are short (on average at most _SHORT_RUN steps).
 _FEW_RUNS, _SHORT_RUN = 8, 32
 
 
 def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray) -> None:
-    """The flags of ``runs`` (the batch is set valid and not first as a whole before)."""
+    """The stream, position and replayed flags of ``runs``."""
     if len(runs) <= _FEW_RUNS or sum(r[2] for r in runs) > _SHORT_RUN * len(runs):
-        for b, t0, n, it, p0, rp, fresh, *_ in runs:
+        for b, t0, n, it, p0, rp, *_ in runs:
             t1 = t0 + n
             v.stream[t0:t1, b] = it
             np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
             v.replayed[t0:t1, b] = rp
-            v.first[t0, b] = fresh
         return
     # Many runs: every cell of every run at once, by fancy indexing.
-    b, t0, n, it, p0, rp, fresh = np.array([r[:7] for r in runs], np.int64).T
+    b, t0, n, it, p0, rp = np.array([r[:6] for r in runs], np.int64).T
     cell_run = np.repeat(np.arange(len(runs)), n)
     local = np.arange(len(cell_run)) - np.repeat(np.cumsum(n) - n, n)  # a cell's step within its run
     tt, bb = t0[cell_run] + local, b[cell_run]
     v.stream[tt, bb] = it[cell_run]
     v.position[tt, bb] = p0[cell_run] + local
     v.replayed[tt, bb] = rp[cell_run] != 0
-    starts = fresh != 0
-    v.first[t0[starts], b[starts]] = True
 
 
 def pad(v: Views, b: int, t0: int, t1: int) -> None:
     """Row ``b`` is padding from batch step ``t0`` to ``t1``: zeros, not valid, stream and position -1."""
     for a in v.data:
         a[t0:t1, b] = 0
-    pad_flags(v, b, t0, t1)
-
-
-def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
-    """The flags of padding (its data is zeros, written with it): not valid, stream and position -1."""
-    v.valid[t0:t1, b] = False
-    v.first[t0:t1, b] = False
-    v.replayed[t0:t1, b] = False
-    v.stream[t0:t1, b] = -1
-    v.position[t0:t1, b] = -1
+    v.valid[t0:t1, b] = v.first[t0:t1, b] = v.replayed[t0:t1, b] = False
+    v.stream[t0:t1, b] = v.position[t0:t1, b] = -1
 
 
 def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
