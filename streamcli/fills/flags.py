@@ -1,9 +1,7 @@
 """What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's summary.
 
-Flags are written for whole column ranges at once, as if every row's stream covered the batch (a few array
-operations per batch, whatever B), then the few runs that cross a stream's end and the padding overwrite their
-cells. The summary (tickets, failed claims, live, valid steps) and the cursors come from the plan, corrected
-where a stream broke its promise.
+Flags cost a few array operations per batch whatever B, plus a few per run that ends inside the batch. The summary
+and the cursors come from the plan, corrected where a stream broke its promise.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.batch import FLAGS
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import BatchRuns, Run
@@ -55,29 +54,13 @@ class Views:
         """Rows ``lo .. hi-1`` of the slot, numbered from 0 (views: writes land in the slot)."""
         if (lo, hi) == (0, self.valid.shape[1]):
             return self
-        return Views(
-            data=[a[:, lo:hi] for a in self.data],
-            first=self.first[:, lo:hi],
-            valid=self.valid[:, lo:hi],
-            stream=self.stream[:, lo:hi],
-            position=self.position[:, lo:hi],
-            replayed=self.replayed[:, lo:hi],
-            summary=self.summary[lo:hi],
-            cursor=self.cursor[lo:hi],
-        )
+        flags = (a[:, lo:hi] for a in (self.first, self.valid, self.stream, self.position, self.replayed))
+        return Views([a[:, lo:hi] for a in self.data], *flags, self.summary[lo:hi], self.cursor[lo:hi])
 
     @classmethod
     def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
-        return cls(
-            data=[tb[n] for n in names],
-            first=tb["is_first"],
-            valid=tb["valid"],
-            stream=tb["stream"],
-            position=tb["position"],
-            replayed=tb["replayed"],
-            summary=tb["summary"],
-            cursor=tb["cursor"],
-        )
+        """A slot's arrays by name (``shared.ring``): the data fields ``names``, then the flags, summary and cursors."""
+        return cls([tb[n] for n in names], *(tb[n] for n in (*FLAGS, "summary", "cursor")))
 
 
 def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:

@@ -1,11 +1,7 @@
-"""A producer on the planned path: batches filled from the schedule, whole or by row blocks, as they are handed out.
+"""A producer: the batches it writes, planned by its ``Schedule`` and filled as they are handed out.
 
-Every producer follows a ``Schedule``. Who writes what is the epoch's writer policy (``fills.writers``):
-random-access sources (``window(item)``) are filled whole batches round-robin, iterator sources by fixed row
-blocks (a stream stays in the process that reads it), or by the rows each producer owns (``fills.balanced``). A
-stream of unknown length is read as its batch is planned (``iterators.Rows.probe``), so a batch whose plan reads is
-planned only once it is handed out; with several producers their claims go by turns (``fills.turns``). Either
-way the loader waits for ``Control.batch_done(k)``.
+Who writes what is the epoch's writer policy (``fills.writers``). A stream of unknown length is read as its batch
+is planned (``iterators.Rows.probe``), so such a batch is planned only once it is handed out.
 """
 
 from __future__ import annotations
@@ -58,15 +54,13 @@ class Filler:
         self.windows = (
             windows.Windows(source, raw_fields(fill_spec), self.faults, self.mark, tf) if self.by_batch else None
         )
-        fields, blocks = fill_spec.fields, uses_blocks(source)
         # (a random-access source is read through ``open`` too, where its lengths are not all known)
-        self.rows = iterators.Rows(source, fields, blocks, self.faults, self.mark, tf)
-        self.open = self.rows  # (the same reader reads streams of unknown length: ``probe``, ``read``)
-        self.opens = False  # this epoch has streams of unknown length: planning a batch reads them (``open``)
+        self.rows = iterators.Rows(source, fill_spec.fields, uses_blocks(source), self.faults, self.mark, tf)
+        self.opens = False  # this epoch has streams of unknown length: planning a batch reads them
         self.names = [f.name for f in fill_spec.fields]
         self.steps_t = np.arange(self.config.time_steps, dtype=np.int64)
         self.gen = -1
-        self.sched: Schedule | None = None  # the schedule (its steady batches planned cheaply)
+        self.sched: Schedule | None = None
         self.first = 0
         self._pending: BatchRuns | None = None
         self._views: dict[int, Views] = {}
@@ -79,11 +73,7 @@ class Filler:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
         self.gen, self.sched, self.policy, self._pending, self.owner = gen, None, None, None, None
         self._views.clear()
-        self.close()
-
-    def close(self) -> None:
         self.rows.close()
-        self.open.close()
 
     def _set_up(self) -> writers.Planned:
         """Read the epoch's tables at its first piece of work (a worker acknowledges an epoch before the loader
@@ -144,13 +134,10 @@ class Filler:
         assert sched is not None
         while True:
             plan = self._pending
-            if plan is None and self.opens:  # planning reads streams into the batch: only once it is handed out
-                if sched.k >= control.handed:
+            if plan is None:
+                if self.opens and sched.k >= control.handed:  # planning reads into the batch: once it is handed out
                     return False
-                self.open.v, self.faults.k = self._slot(sched.k), sched.k
-                plan = self._pending = sched.next_plan(self.open.probe)
-            elif plan is None:
-                plan = self._pending = sched.next_plan()
+                plan = self._pending = self._plan(sched, self._slot)
             if policy.writes(plan.k):
                 break
             self._pending = None  # another producer's batch: only the schedule moves past it
@@ -163,20 +150,22 @@ class Filler:
         return True
 
     def fill_batch(self, slot: int) -> tuple[BatchRuns, set[int]]:
-        """The in-process path, a function call: plan the next batch and fill it whole into ``slot``. Returns its
-        plan and the rows whose stream ended before its promise. Nothing is published, marked or reported: this
-        producer is the only one, and the loader reads what it needs from the plan."""
+        """In process, a function call: plan the next batch and fill it whole into ``slot``. Returns its plan and
+        the rows whose stream ended before its promise; nothing is published or marked (the loader reads the plan)."""
         if self.policy is None:
             self._set_up()
         sched = self.sched
         assert sched is not None and self.W == 1
         v = self._views_of(slot)
-        if self.opens:  # planning reads streams of unknown length into the batch
-            self.open.v, self.faults.k = v, sched.k
-            plan = sched.next_plan(self.open.probe)
-        else:
-            plan = sched.next_plan()
+        plan = self._plan(sched, lambda k: v)
         return plan, self._fill(v, plan)
+
+    def _plan(self, sched: Schedule, views: Callable[[int], Views]) -> BatchRuns:
+        """The schedule's next batch; where lengths are unknown planning reads streams into its slot, ``views(k)``."""
+        if not self.opens:
+            return sched.next_plan()
+        self.rows.v, self.faults.k = views(sched.k), sched.k
+        return sched.next_plan(self.rows.probe)
 
     def stop(self) -> None:
         """Produce nothing more until the next epoch (after an error)."""
@@ -198,12 +187,9 @@ class Filler:
 
     def end(self) -> None:
         """The producer's last act: close its streams and write out its trace."""
-        self.close()
+        self.rows.close()
         if self.tracer is not None and self.tracer.parted:
             self.tracer.flush()
-
-    def reading(self) -> tuple[int, int]:
-        return int(self.mark[0]), int(self.mark[1])
 
     def _slot(self, k: int) -> Views:
         return self._views_of(self.ring.control.slot_of(k))
@@ -227,7 +213,7 @@ class Filler:
             if tracer is not None:  # (a random-access source's reads: its windows, no stream opened)
                 tracer.read(plan.k, t0, time.perf_counter(), len(plan.whole) + len(plan.runs))
         else:
-            short = self.rows.fill(v, plan, self.open.read)
-            self.open.read.clear()
+            short = self.rows.fill(v, plan, self.rows.read)
+            self.rows.read.clear()
         self.steps += len(plan.whole) * len(self.steps_t) + sum(r[2] for r in plan.runs)  # planned: statistics
         return short
