@@ -6,7 +6,7 @@ and the cursors come from the plan, corrected where a stream broke its promise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,8 @@ class Views:
     replayed: np.ndarray
     summary: np.ndarray
     cursor: np.ndarray
-    _rows: list[list[np.ndarray]] | None = None  # ``row_columns``, made at its first call
-    _steps: list[list[list[np.ndarray]]] | None = None  # ``row_steps``, made at its first call
+    _rows: list[list[np.ndarray]] | None = field(default=None, init=False)  # ``row_columns``, made at its first call
+    _steps: list[list[list[np.ndarray]]] | None = field(default=None, init=False)  # ``row_steps``, at its first call
 
     def row_columns(self) -> list[list[np.ndarray]]:
         """Each row's columns ``(T, ...)`` of the data fields, made once per slot: a filler reads them every batch."""
@@ -54,8 +54,9 @@ class Views:
         """Rows ``lo .. hi-1`` of the slot, numbered from 0 (views: writes land in the slot)."""
         if (lo, hi) == (0, self.valid.shape[1]):
             return self
-        flags = (a[:, lo:hi] for a in (self.first, self.valid, self.stream, self.position, self.replayed))
-        return Views([a[:, lo:hi] for a in self.data], *flags, self.summary[lo:hi], self.cursor[lo:hi])
+        arrays = (self.first, self.valid, self.stream, self.position, self.replayed)
+        rest = [a[:, lo:hi] for a in arrays] + [self.summary[lo:hi], self.cursor[lo:hi]]
+        return Views([a[:, lo:hi] for a in self.data], *rest)
 
     @classmethod
     def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
