@@ -152,22 +152,13 @@ def pad(v: Views, b: int, t0: int, t1: int) -> None:
 def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
     """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
     before its promise (their cursor says so)."""
-    cur, claims, dry = plan.cursors, plan.claims, plan.dry
+    cur, claims, dry, s = cursors_after(plan, short), plan.claims, plan.dry, v.summary
     if cols is not None:  # only these rows: the others are not this writer's
-        cur, claims, dry = cur[cols], claims[cols], dry[cols]  # (copies: the plan is kept as planned)
-        if short:
-            at = [i for i, b in enumerate(cols) if b in short and cur[i, _cursor.STATE] == _LIVE]
-            cur[at, _cursor.STATE] = _SHORT
-        s = np.empty((len(cols), v.summary.shape[1]), v.summary.dtype)
-    else:
-        if short:
-            cur = cur.copy()  # the plan is kept as planned
-            cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
-        s = v.summary
+        cur, claims, dry = cur[cols], claims[cols], dry[cols]
+        s = np.empty((len(cols), s.shape[1]), s.dtype)
     s[:, _CLAIMS] = claims
     s[:, _DRY] = dry
-    state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
-    s[:, _ALIVE] = ((state == _LIVE) | (state == _FOLLOW)) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    s[:, _ALIVE] = _live(cur)
     s[:, _VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
     if cols is not None:
         v.cursor[cols], v.summary[cols] = cur, s
@@ -185,8 +176,14 @@ def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
     return cur
 
 
-def live_rows(cursors: np.ndarray) -> int:
-    """Rows whose cursor holds a live original stream (not a replayed one): counted only when asked."""
+def _live(cursors: np.ndarray) -> np.ndarray:
+    """Rows whose cursor holds a live original stream, not a replayed one (a row that follows an item's segments
+    reads it on: live)."""
     state = cursors[:, _cursor.STATE]
-    live = ((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    return int(np.count_nonzero(live))
+    live: np.ndarray = ((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
+    return live
+
+
+def live_rows(cursors: np.ndarray) -> int:
+    """The rows holding a live original stream: counted only when asked."""
+    return int(np.count_nonzero(_live(cursors)))
