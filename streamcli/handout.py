@@ -19,7 +19,7 @@ import numpy as np
 
 from streamcli.batch import FLAGS, Batch, Deferred
 from streamcli.config import LoaderConfig
-from streamcli.fills.flags import cursors_after, live_rows
+from streamcli.fills.flags import any_dry, cursors_after, live_rows
 from streamcli.fills.spec import Skip
 from streamcli.shared.control import Aborted
 from streamcli.shared.ready_queue import ReadyQueue
@@ -131,19 +131,18 @@ class HandOut:
                 t0 = time.perf_counter() if self.tracer is not None else 0.0
                 plan, short = producers.fill(slot)
                 self._note_busy(t0, k, True)
-                claims, cursors, n_live = int(plan.claims.sum()), cursors_after(plan, short), None
-                dry = int(plan.dry.sum()) if drop else 0
+                claims, cursors = int(plan.claims.sum()), cursors_after(plan, short)
                 v = self.ring.slots[slot]
             else:
                 self.fill_window()
                 slot = self.slots.take(k)
                 self._wait(k)
                 v = self.ring.slots[slot]
-                claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
-                cursors = v["cursor"].copy()  # (the slot is written again)
+                claims, cursors = int(v["claims"].sum()), v["cursor"].copy()  # (the slot is written again)
+            dry = drop and not dropped and any_dry(cursors)
             skips = self.pending.pop(k, [])
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
-            if drop and dry and not dropped:
+            if dry:
                 if target is None:
                     self.slots.give_back(slot)
                     yield Ready(k, None, True, tickets, None, 0, 0, skips, dropped=True)
@@ -153,7 +152,8 @@ class HandOut:
                 pad_slot(v, self.fields)
                 n_valid = 0
             tickets += claims
-            if n_live is None and (tickets >= epoch.streams or (target is not None and k + 1 >= target)):
+            n_live = None
+            if tickets >= epoch.streams or (target is not None and k + 1 >= target):
                 n_live = live_rows(cursors)  # (only where the epoch may end: counted when asked)
             ended = tickets >= epoch.streams and n_live == 0
             last = ended if target is None else k + 1 >= target

@@ -1,9 +1,9 @@
-"""What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's summary.
+"""What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's cursor
+and tickets taken.
 
 Flags are written for whole column ranges at once, as if every row's stream covered the batch (a few array
 operations per batch, whatever B), then the few runs that cross a stream's end and the padding overwrite their
-cells. The summary (tickets, failed claims, live, valid steps) and the cursors come from the plan, corrected
-where a stream broke its promise.
+cells. The cursors come from the plan, corrected where a stream broke its promise.
 """
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import BatchRuns, Run
-from streamcli.shared.ring_layout import Summary
 
 # As plain ints: numpy compares an array with an ``IntEnum`` member several times slower than with an int.
-_LIVE, _SHORT, _FOLLOW = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW)
-_CLAIMS, _DRY, _ALIVE, _VALID = int(Summary.CLAIMS), int(Summary.DRY), int(Summary.LIVE), int(Summary.VALID)
+_LIVE, _SHORT, _FOLLOW, _DRY = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW), int(RowPhase.DRY)
 
 
 @dataclass
 class Views:
-    """One slot's arrays, time-major: the data fields in declared order, the flags, the summary and cursors."""
+    """One slot's arrays, time-major: the data fields in declared order, the flags, each row's tickets taken in the
+    batch and its cursor after it."""
 
     data: list[np.ndarray]
     first: np.ndarray
@@ -33,7 +32,7 @@ class Views:
     stream: np.ndarray
     position: np.ndarray
     replayed: np.ndarray
-    summary: np.ndarray
+    claims: np.ndarray
     cursor: np.ndarray
     _rows: list[list[np.ndarray]] | None = None  # ``row_columns``, made at its first call
     _steps: list[list[list[np.ndarray]]] | None = None  # ``row_steps``, made at its first call
@@ -62,7 +61,7 @@ class Views:
             stream=self.stream[:, lo:hi],
             position=self.position[:, lo:hi],
             replayed=self.replayed[:, lo:hi],
-            summary=self.summary[lo:hi],
+            claims=self.claims[lo:hi],
             cursor=self.cursor[lo:hi],
         )
 
@@ -75,7 +74,7 @@ class Views:
             stream=tb["stream"],
             position=tb["position"],
             replayed=tb["replayed"],
-            summary=tb["summary"],
+            claims=tb["claims"],
             cursor=tb["cursor"],
         )
 
@@ -173,30 +172,17 @@ def pad_flags(v: Views, b: int, t0: int, t1: int) -> None:
     v.position[t0:t1, b] = -1
 
 
-def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
-    """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
-    before its promise (their cursor says so)."""
-    cur, claims, dry = plan.cursors, plan.claims, plan.dry
-    if cols is not None:  # only these rows: the others are not this writer's
-        cur, claims, dry = cur[cols], claims[cols], dry[cols]  # (copies: the plan is kept as planned)
-        if short:
-            at = [i for i, b in enumerate(cols) if b in short and cur[i, _cursor.STATE] == _LIVE]
-            cur[at, _cursor.STATE] = _SHORT
-        s = np.empty((len(cols), v.summary.shape[1]), v.summary.dtype)
-    else:
-        if short:
-            cur = cur.copy()  # the plan is kept as planned
-            cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
-        s = v.summary
-    s[:, _CLAIMS] = claims
-    s[:, _DRY] = dry
-    state = cur[:, _cursor.STATE]  # (a row that follows an item's segments reads it on: live)
-    s[:, _ALIVE] = ((state == _LIVE) | (state == _FOLLOW)) & (cur[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    s[:, _VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
-    if cols is not None:
-        v.cursor[cols], v.summary[cols] = cur, s
-    else:
-        v.cursor[...] = cur
+def write_cursors(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
+    """Every row's tickets taken and cursor after the batch, or those of rows ``cols``; rows in ``short`` hold a
+    stream that ended before its promise (their cursor says so)."""
+    if cols is None:
+        v.claims[...] = plan.claims
+        v.cursor[...] = cursors_after(plan, short)
+        return
+    cur = plan.cursors[cols]  # (a copy: the plan is kept as planned)
+    if short:
+        cur[[i for i, b in enumerate(cols) if b in short and cur[i, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
+    v.claims[cols], v.cursor[cols] = plan.claims[cols], cur
 
 
 def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
@@ -207,6 +193,11 @@ def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
         cur = cur.copy()  # the plan is kept as planned
         cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
     return cur
+
+
+def any_dry(cursors: np.ndarray) -> bool:
+    """Whether a row's claim found no stream: the tickets ran out ("drop" ends the epoch there)."""
+    return bool((cursors[:, _cursor.STATE] == _DRY).any())
 
 
 def live_rows(cursors: np.ndarray) -> int:

@@ -7,8 +7,7 @@ Workers attach by name and write their rows straight into slots, so no array is 
 - the control block (``shared.control``): the shared state through which the loader and the producers
   coordinate (hand-out counter, rows, claims, tickets, the producers' counters and the items' costs);
 - per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
-  a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
-  cursor after the batch (``scheduled.cursor``).
+  and, with workers, each row's tickets taken in the batch and its cursor after it (``scheduled.cursor``).
 
 How large a ring may be, and how deep it runs by default, is ``shared.sizing``.
 """
