@@ -1,10 +1,5 @@
-"""Where a batch is handed out: the loader gives producers slots, waits for each batch and wraps its slot as a
-``Batch`` of zero-copy tensors.
-
-The main process only hands out slots: it writes "batch k goes into slot s" into the control block's hand-out
-counter (producers run ahead as far as the window allows), waits until batch k is whole, and yields the slot as
-tensors. When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list
-(``shared.slots``). With workers, a thread (``shared.ready_queue``) prepares the next batches while the consumer works.
+"""Where a batch is handed out: slots given to the producers (``Control.publish``), batch k waited for, and its slot
+wrapped as a ``Batch`` of zero-copy tensors, lent until its last view dies (``shared.slots``).
 """
 
 from __future__ import annotations
@@ -104,8 +99,8 @@ class HandOut:
         return True
 
     def batches(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
-        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``), so that waiting
-        and building tensors happen while the consumer works; in-process, inside ``next()``."""
+        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``) while the
+        consumer works; in-process, inside ``next()``."""
         ready = self._prepare(torch, epoch, alive)
         if self.producers.pool is None:
             return ready
@@ -184,11 +179,8 @@ class HandOut:
             self.busy.append((t, self.producers.busy()))
 
     def fill_window(self) -> None:
-        """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
-        ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one.
-
-        In-process only the batch being made is handed out, into the slot freed last (free slots are a stack,
-        ``Slots``), which is still in the CPU's caches."""
+        """Give producers every free slot, up to the window ahead of the batch being prepared (also from the
+        ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one)."""
         self.k_next = self.slots.assign(self.ring.control, self.k_next, self.k + self.window)
 
     def assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
