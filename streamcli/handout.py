@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ class Ready:
     cursors: np.ndarray | None  # every row's cursor after it (None: the epoch ended before it)
     n_live: int | None  # rows holding a live original stream after it (None: not counted, ``live_rows``)
     n_valid: int
-    skips: list[Skip]
+    skips: Sequence[Skip]
     dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
 
 
@@ -135,7 +135,7 @@ class HandOut:
                 v = self.ring.slots[slot]
                 claims, cursors = int(v["claims"].sum()), v["cursor"].copy()  # (the slot is written again)
             dry = drop and not dropped and any_dry(cursors)
-            skips = self.pending.pop(k, [])
+            skips = self.pending.pop(k, ())  # (no list made for a batch without skips)
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
             if dry:
                 if target is None:
