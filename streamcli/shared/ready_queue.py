@@ -24,7 +24,10 @@ _STOPPED = (
     "the thread preparing batches has stopped, because the loader was closed or a newer iter(loader) started "
     "another epoch; iterate the newest iter(loader), or create a new StreamLoader if this one is closed"
 )
-_SWITCH = 3  # items in a row that decide a switch between the thread and the consumer making them
+_SWITCH = 3  # items in a row waited for that park the thread (the consumer makes them)
+# Items in a row found whole that wake it again: more than park it, so that a few batches the workers happen to
+# finish early (a faster consumer's usual jitter) do not bring back the thread's second wake-up a batch.
+_RESUME = 8
 
 
 class _Failure:
@@ -162,7 +165,7 @@ class ReadyQueue(Generic[T]):
             if item is None:
                 raise LoaderUsageError(_STOPPED)
             self._streak = 0 if self._waited() else self._streak + 1
-            if self._streak >= _SWITCH:
+            if self._streak >= _RESUME:
                 with self._cv:
                     self._streak, self._parked = 0, False
                     self._cv.notify_all()
