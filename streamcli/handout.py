@@ -1,17 +1,12 @@
-"""Where a batch is handed out: the loader gives producers slots, waits for each batch and wraps its slot as a
-``Batch`` of zero-copy tensors.
-
-The main process only hands out slots: it writes "batch k goes into slot s" into the control block's hand-out
-counter (producers run ahead as far as the window allows), waits until batch k is whole, and yields the slot as
-tensors. When the consumer drops the batch (and every tensor taken from it) the slot goes back to the free list
-(``shared.slots``). With workers, a thread (``shared.ready_queue``) prepares the next batches while the consumer works.
+"""Where a batch is handed out: slots given to the producers (``Control.publish``), batch k waited for, and its slot
+wrapped as a ``Batch`` of zero-copy tensors, lent until its last view dies (``shared.slots``).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +14,7 @@ import numpy as np
 
 from streamcli.batch import FLAGS, Batch, Deferred
 from streamcli.config import LoaderConfig
-from streamcli.fills.flags import cursors_after, live_rows
+from streamcli.fills.flags import any_dry, cursors_after, live_rows
 from streamcli.fills.spec import Skip
 from streamcli.shared.control import Aborted
 from streamcli.shared.ready_queue import ReadyQueue
@@ -44,7 +39,7 @@ class Ready:
     cursors: np.ndarray | None  # every row's cursor after it (None: the epoch ended before it)
     n_live: int | None  # rows holding a live original stream after it (None: not counted, ``live_rows``)
     n_valid: int
-    skips: list[Skip]
+    skips: Sequence[Skip]
     dropped: bool = False  # "drop": the epoch ended before this batch, which is not handed out
 
 
@@ -104,8 +99,8 @@ class HandOut:
         return True
 
     def batches(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
-        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``), so that waiting
-        and building tensors happen while the consumer works; in-process, inside ``next()``."""
+        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``) while the
+        consumer works; in-process, inside ``next()``."""
         ready = self._prepare(torch, epoch, alive)
         if self.producers.pool is None:
             return ready
@@ -131,19 +126,18 @@ class HandOut:
                 t0 = time.perf_counter() if self.tracer is not None else 0.0
                 plan, short = producers.fill(slot)
                 self._note_busy(t0, k, True)
-                claims, cursors, n_live = int(plan.claims.sum()), cursors_after(plan, short), None
-                dry = int(plan.dry.sum()) if drop else 0
+                claims, cursors = int(plan.claims.sum()), cursors_after(plan, short)
                 v = self.ring.slots[slot]
             else:
                 self.fill_window()
                 slot = self.slots.take(k)
                 self._wait(k)
                 v = self.ring.slots[slot]
-                claims, dry, n_live, _ = np.add.reduce(v["summary"], axis=0).tolist()
-                cursors = v["cursor"].copy()  # (the slot is written again)
-            skips = self.pending.pop(k, [])
+                claims, cursors = int(v["claims"].sum()), v["cursor"].copy()  # (the slot is written again)
+            dry = drop and not dropped and any_dry(cursors)
+            skips = self.pending.pop(k, ())  # (no list made for a batch without skips)
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
-            if drop and dry and not dropped:
+            if dry:
                 if target is None:
                     self.slots.give_back(slot)
                     yield Ready(k, None, True, tickets, None, 0, 0, skips, dropped=True)
@@ -153,7 +147,8 @@ class HandOut:
                 pad_slot(v, self.fields)
                 n_valid = 0
             tickets += claims
-            if n_live is None and (tickets >= epoch.streams or (target is not None and k + 1 >= target)):
+            n_live = None
+            if tickets >= epoch.streams or (target is not None and k + 1 >= target):
                 n_live = live_rows(cursors)  # (only where the epoch may end: counted when asked)
             ended = tickets >= epoch.streams and n_live == 0
             last = ended if target is None else k + 1 >= target
@@ -184,11 +179,8 @@ class HandOut:
             self.busy.append((t, self.producers.busy()))
 
     def fill_window(self) -> None:
-        """Give producers every free slot, up to the window ahead of the batch being prepared. Also called by the
-        ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one.
-
-        In-process only the batch being made is handed out, into the slot freed last (free slots are a stack,
-        ``Slots``), which is still in the CPU's caches."""
+        """Give producers every free slot, up to the window ahead of the batch being prepared (also from the
+        ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one)."""
         self.k_next = self.slots.assign(self.ring.control, self.k_next, self.k + self.window)
 
     def assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:

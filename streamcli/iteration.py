@@ -68,6 +68,7 @@ class Iteration:
         self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
         self._position = Position.start_of(0, epochs.rows)
+        self.next_batch = 0  # the position's batch, read without making the position
         # (epoch, next batch, tickets, cursors) after the last batch handed out, until ``position`` is read
         self._after: tuple[int, int, int, np.ndarray] | None = None
         # Ranks on one schedule: this rank's rows after batch k (``_own``); the rest follow from ``_world``.
@@ -94,7 +95,7 @@ class Iteration:
 
     @position.setter
     def position(self, pos: Position) -> None:
-        self._position, self._own, self._after = pos, None, None
+        self._position, self._own, self._after, self.next_batch = pos, None, None, pos.batch
 
     def start(self) -> Iterator[Batch]:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
@@ -217,14 +218,13 @@ class Iteration:
 
     def _costly_and_uneven(self) -> bool:
         """Whether the workers read costly steps unevenly over the last ``BALANCE_BATCHES`` batches (see above)."""
-        k = self.position.batch  # the next batch to hand to the consumer
-        if k < self._epoch_first + BALANCE_SKIP or not self.epochs.balanceable(self.epoch):
+        k, last = self.next_batch, self._measure_from  # (not ``position``: making it per batch costs a state)
+        if k < self._epoch_first + BALANCE_SKIP or (last is not None and k - last[0] < BALANCE_BATCHES):
             return False
-        last = self._measure_from
+        if not self.epochs.balanceable(self.epoch):
+            return False
         if last is None and None in self.epochs.lengths():
             self.adaptive = False  # rows of unknown length are balanced from the start already
-            return False
-        if last is not None and k - last[0] < BALANCE_BATCHES:
             return False
         control = self.ring.control
         self._measure_from = (k, control.busy(), sum(control.steps()))  # the start of the next window
@@ -273,6 +273,7 @@ class Iteration:
             shared = self._world is not None  # (then the other ranks' rows only when the position is read)
             cursors = self._position.cursors if shared else rec.cursors
             self._after = (epoch, rec.k + 1, rec.tickets, cursors)  # (the position is made when read)
+            self.next_batch = rec.k + 1
             self._own = (rec.k, rec.cursors) if shared else None
 
     def stats(self) -> LoaderStats:

@@ -20,12 +20,12 @@ from streamcli.batch import Deferred
 LENGTHS = [5, 9, 3, 12, 7, 4, 10, 6]
 
 
-def test_an_in_process_epoch_publishes_no_slot_and_writes_no_summary_or_cursor_table() -> None:
+def test_an_in_process_epoch_publishes_no_slot_and_writes_no_claims_or_cursor_table() -> None:
     with StreamLoader(CountingSource(LENGTHS), 3, 4) as loader:
         batches = [to_numpy(b) for b in loader]
         ring = loader.ring
         assert ring.control.handed == 0  # no batch was handed out to a producer: the loader filled it itself
-        assert all(not s["summary"].any() and not s["cursor"].any() for s in ring.slots)  # never written
+        assert all(not s["claims"].any() and not s["cursor"].any() for s in ring.slots)  # never written
         stats = loader.stats
     steps = sum(int(b["valid"].sum()) for b in batches)
     assert steps == sum(LENGTHS)

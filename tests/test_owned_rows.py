@@ -1,5 +1,5 @@
 """Rows owned by whichever producer writes them, on the one schedule (issue 35 §1, the balanced policy): every
-producer plans every row, writes the rows it owns from that plan (``BatchRuns.only``, the flags and summary of
+producer plans every row, writes the rows it owns from that plan (``BatchRuns.only``, the flags and cursors of
 those rows alone), and a row that changes hands at a batch boundary is reopened where the plan says
 (``open(item, start=pos)``). The bytes are those of one producer writing every row."""
 
@@ -15,7 +15,7 @@ from _sources import CountingBlocks, CountingSource
 from streamcli.fills import writers
 from streamcli.fills.balanced import Balancer
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Reader, Rows
 from streamcli.fills.spec import Skip
 from streamcli.scheduled import cursor as _cursor
@@ -36,7 +36,7 @@ def _views() -> Views:
         stream=np.full((T, B), -7, np.int64),
         position=np.full((T, B), -7, np.int64),
         replayed=np.ones((T, B), bool),
-        summary=np.full((B, 4), -7, np.int64),
+        claims=np.full(B, -7, np.int64),
         cursor=np.full((B, _cursor.WIDTH), -7, np.int64),
     )
 
@@ -47,7 +47,7 @@ def _rows(source: StreamSource, skips: list[Skip]) -> Rows:
 
 
 def _cells(v: Views) -> list[bytes]:
-    return [a.tobytes() for a in (*v.data, v.first, v.valid, v.stream, v.position, v.replayed, v.summary, v.cursor)]
+    return [a.tobytes() for a in (*v.data, v.first, v.valid, v.stream, v.position, v.replayed, v.claims, v.cursor)]
 
 
 def _columns(v: Views, rows: np.ndarray) -> Views:
@@ -59,7 +59,7 @@ def _columns(v: Views, rows: np.ndarray) -> Views:
         stream=v.stream[:, rows],
         position=v.position[:, rows],
         replayed=v.replayed[:, rows],
-        summary=v.summary[rows],
+        claims=v.claims[rows],
         cursor=v.cursor[rows],
     )
 
@@ -81,7 +81,7 @@ def _batches(source: CountingSource, owners: np.ndarray | None, *, pack: bool, s
             plan = sched.next_plan()
             if owners is None:
                 write_flags(v, plan, steps_t)
-                write_summary(v, plan, rows.fill(v, plan))
+                write_cursors(v, plan, rows.fill(v, plan))
                 continue
             mine = owners[k] == w
             for b in np.flatnonzero(~mine).tolist():
@@ -89,7 +89,7 @@ def _batches(source: CountingSource, owners: np.ndarray | None, *, pack: bool, s
             part, cols = plan.only(mine), np.flatnonzero(mine).tolist()
             others = _cells(_columns(v, ~mine))
             write_flags(v, part, steps_t, cols)
-            write_summary(v, part, rows.fill(v, part), cols)
+            write_cursors(v, part, rows.fill(v, part), cols)
             assert _cells(_columns(v, ~mine)) == others  # the other producers' rows are theirs alone
         out.append(_cells(v))
     for rows in readers:

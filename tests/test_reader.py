@@ -43,7 +43,7 @@ def _views() -> Views:
         stream=np.zeros((T, B), np.int64),
         position=np.zeros((T, B), np.int64),
         replayed=np.zeros((T, B), bool),
-        summary=np.zeros((B, 4), np.int64),
+        claims=np.zeros(B, np.int64),
         cursor=np.zeros((B, _cursor.WIDTH), np.int64),
     )
 

@@ -1,7 +1,7 @@
 """The balanced policy on the one schedule (``fills.writers.Balanced``): rows move to an idle producer.
 
 Every producer plans every row of every batch (the plan follows from the lengths, and each producer makes every
-claim anyway) and writes, from that plan, the rows it owns (``Control.owned_by``): their data, flags and summary,
+claim anyway) and writes, from that plan, the rows it owns (``Control.owned_by``): their data, flags and cursors,
 then it counts them done (``set_written``). A row changes hands only at a batch boundary, and its new owner reopens
 its stream where the plan says (``open(item, start=pos)``, as a resumed row does, in ``iterators.Rows``), so who
 writes a row never changes a byte.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Rows
 from streamcli.fills.owned import OwnedRows
 from streamcli.scheduled.schedule import BatchRuns, Schedule
@@ -109,7 +109,7 @@ class Balancer(OwnedRows):
         return left
 
     def _write(self, plan: BatchRuns, mine: np.ndarray) -> None:
-        """This producer's rows ``mine`` of batch ``plan.k``, then their flags and summary, then their completion.
+        """This producer's rows ``mine`` of batch ``plan.k``, then their flags and cursors, then their completion.
         While another producer is idle (only then may a row move) the rows are filled one by one, each timed."""
         v = self.slot(plan.k)
         self.faults.k = plan.k
@@ -128,6 +128,6 @@ class Balancer(OwnedRows):
                 one[b] = False
         else:  # (one call: a row's own fill costs a pass over the plan)
             short = self.rows.fill(v, part)
-        write_summary(v, part, short, cols)
+        write_cursors(v, part, short, cols)
         self.steps += self.rows.steps - steps
         self.control.set_written(cols, plan.k + 1)

@@ -1,7 +1,8 @@
-"""What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's summary.
+"""What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's cursor
+and tickets taken.
 
-Flags cost a few array operations per batch whatever B, plus a few per run that ends inside the batch. The summary
-and the cursors come from the plan, corrected where a stream broke its promise.
+Flags cost a few array operations per batch whatever B, plus a few per run that ends inside the batch. The cursors
+and tickets taken come from the plan, corrected where a stream broke its promise.
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ from streamcli.batch import FLAGS
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.schedule import BatchRuns, Run
-from streamcli.shared.ring_layout import Summary
 
 # As plain ints: numpy compares an array with an ``IntEnum`` member several times slower than with an int.
-_LIVE, _SHORT, _FOLLOW = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW)
-_CLAIMS, _DRY, _ALIVE, _VALID = int(Summary.CLAIMS), int(Summary.DRY), int(Summary.LIVE), int(Summary.VALID)
+_LIVE, _SHORT, _FOLLOW, _DRY = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW), int(RowPhase.DRY)
 
 
 @dataclass
 class Views:
-    """One slot's arrays, time-major: the data fields in declared order, the flags, the summary and cursors."""
+    """One slot's arrays, time-major: the data fields in declared order, the flags, each row's tickets taken in the
+    batch and its cursor after it."""
 
     data: list[np.ndarray]
     first: np.ndarray
@@ -32,7 +32,7 @@ class Views:
     stream: np.ndarray
     position: np.ndarray
     replayed: np.ndarray
-    summary: np.ndarray
+    claims: np.ndarray
     cursor: np.ndarray
     _rows: list[list[np.ndarray]] | None = field(default=None, init=False)  # ``row_columns``, made at its first call
     _steps: list[list[list[np.ndarray]]] | None = field(default=None, init=False)  # ``row_steps``, at its first call
@@ -55,13 +55,13 @@ class Views:
         if (lo, hi) == (0, self.valid.shape[1]):
             return self
         arrays = (self.first, self.valid, self.stream, self.position, self.replayed)
-        rest = [a[:, lo:hi] for a in arrays] + [self.summary[lo:hi], self.cursor[lo:hi]]
+        rest = [a[:, lo:hi] for a in arrays] + [self.claims[lo:hi], self.cursor[lo:hi]]
         return Views([a[:, lo:hi] for a in self.data], *rest)
 
     @classmethod
     def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
-        """A slot's arrays by name (``shared.ring``): the data fields ``names``, then the flags, summary and cursors."""
-        return cls([tb[n] for n in names], *(tb[n] for n in (*FLAGS, "summary", "cursor")))
+        """A slot's arrays by name (``shared.ring``): the data fields ``names``, the flags, tickets taken, cursors."""
+        return cls([tb[n] for n in names], *(tb[n] for n in (*FLAGS, "claims", "cursor")))
 
 
 def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:
@@ -149,21 +149,17 @@ def pad(v: Views, b: int, t0: int, t1: int) -> None:
     v.stream[t0:t1, b] = v.position[t0:t1, b] = -1
 
 
-def write_summary(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
-    """Every row's cursor and counts, or those of rows ``cols``; rows in ``short`` hold a stream that ended
-    before its promise (their cursor says so)."""
-    cur, claims, dry, s = cursors_after(plan, short), plan.claims, plan.dry, v.summary
-    if cols is not None:  # only these rows: the others are not this writer's
-        cur, claims, dry = cur[cols], claims[cols], dry[cols]
-        s = np.empty((len(cols), s.shape[1]), s.dtype)
-    s[:, _CLAIMS] = claims
-    s[:, _DRY] = dry
-    s[:, _ALIVE] = _live(cur)
-    s[:, _VALID] = 0  # the loader counts the valid steps from the flags, once every part is written
-    if cols is not None:
-        v.cursor[cols], v.summary[cols] = cur, s
-    else:
-        v.cursor[...] = cur
+def write_cursors(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
+    """Every row's tickets taken and cursor after the batch, or those of rows ``cols``; rows in ``short`` hold a
+    stream that ended before its promise (their cursor says so)."""
+    if cols is None:
+        v.claims[...] = plan.claims
+        v.cursor[...] = cursors_after(plan, short)
+        return
+    cur = plan.cursors[cols]  # (a copy: the plan is kept as planned)
+    if short:
+        cur[[i for i, b in enumerate(cols) if b in short and cur[i, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
+    v.claims[cols], v.cursor[cols] = plan.claims[cols], cur
 
 
 def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
@@ -174,6 +170,11 @@ def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
         cur = cur.copy()  # the plan is kept as planned
         cur[[b for b in short if cur[b, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
     return cur
+
+
+def any_dry(cursors: np.ndarray) -> bool:
+    """Whether a row's claim found no stream: the tickets ran out ("drop" ends the epoch there)."""
+    return bool((cursors[:, _cursor.STATE] == _DRY).any())
 
 
 def _live(cursors: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Rows
 from streamcli.fills.owned import OwnedRows
 from streamcli.scheduled.handed import HandedSchedule
@@ -118,7 +118,7 @@ class Handover(OwnedRows):
         return g.try_plan(probe)
 
     def _write(self, g: HandedSchedule, plan: BatchRuns) -> None:
-        """The group's rows of batch ``plan.k``: data, flags and summary, then their completion. A row's cost is what
+        """The group's rows of batch ``plan.k``: data, flags and cursors, then their completion. A row's cost is what
         the plan's probe spent reading it and an equal share of the fill (rows of known length are read there)."""
         v, mine, read = self.slot(plan.k), g.owned, self.rows.read
         cols = np.flatnonzero(mine).tolist()
@@ -132,7 +132,7 @@ class Handover(OwnedRows):
             cost[b] = cost.get(b, 0.0) + share
         self.control.set_load(self.w, sum(cost.values()))
         self.rows.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
-        write_summary(v, part, short, cols)
+        write_cursors(v, part, short, cols)
         self.steps += self.rows.steps - steps
         self.control.set_written(cols, plan.k + 1)
 
@@ -155,7 +155,7 @@ class Handover(OwnedRows):
         return b
 
     def _release(self, g: HandedSchedule, b: int, k: int) -> None:
-        """Hand row ``b`` over after batch ``k``, with its cursor there (as that batch's summary holds it)."""
+        """Hand row ``b`` over after batch ``k``, with its cursor there (as that batch's slot holds it)."""
         item, pos, state, flags = self.slot(k).cursor[b].tolist()
         g.drop(b)
         self.rows.drop(b)

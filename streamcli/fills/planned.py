@@ -17,7 +17,7 @@ import numpy as np
 from streamcli.fills import iterators, windows, writers
 from streamcli.fills.balanced import Balancer
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Views, write_flags, write_summary
+from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.handover import Handover
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
@@ -144,7 +144,7 @@ class Filler:
         if plan.k >= control.handed:
             return False
         v = self._slot(plan.k)
-        write_summary(v, plan, self._fill(v, plan))  # the loader of workers reads the rows' cursors from the slot
+        write_cursors(v, plan, self._fill(v, plan))  # the loader of workers reads the rows' cursors from the slot
         policy.done(control, plan.k)
         self._pending = None
         return True

@@ -5,7 +5,7 @@ touches shared memory.
 - ``streams``: an epoch's streams in ticket order (segments, the seeded shuffle, a rank's share where ranks deal
   them); ``epochs``: each epoch's streams and batches, on one global batch shared by the ranks.
 - ``claims``: the order of the claims, from lengths known or found (``ClaimOrder``), and how many batches an
-  epoch holds; ``open_rows``: rows whose stream's length is found as it is read (by the filler's ``Probe``).
+  epoch holds; a length not known is an open bound that the schedule raises by reading (``Probe``).
 - ``schedule``: every row's state as arrays, advanced a batch at a time into a ``BatchRuns`` (``plans``).
 - ``cursor``: the record of where a row stands between two batches; ``state``: the resumable, fingerprinted
   ``state_dict``; ``seek``: the state at any batch, from lengths alone.

@@ -59,7 +59,8 @@ def record(item: int, pos: int, state: int, replay: bool, open_ended: bool) -> t
 
 def to_json(cursors: np.ndarray) -> list[list[int]]:
     """``[[item, pos, state, flags], ...]``, one per row: plain data for ``state_dict()``."""
-    return [[int(v) for v in row] for row in cursors]
+    rows: list[list[int]] = cursors.astype(np.int64, copy=False).tolist()  # (Python ints: C speed)
+    return rows
 
 
 def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) -> np.ndarray:

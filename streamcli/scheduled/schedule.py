@@ -30,7 +30,7 @@ from streamcli.scheduled.plans import Run as Run
 # ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
 # (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
 # stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
-# ``SHORT`` (``fills.flags.write_summary``).
+# ``SHORT`` (``fills.flags.write_cursors``).
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker

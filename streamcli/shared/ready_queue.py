@@ -1,15 +1,10 @@
-"""Where a batch waits for its consumer: a thread that prepares the next batches while the consumer works.
+"""Where a batch waits for its consumer: a thread that waits for the next batches and builds their tensors while
+the consumer works, so ``next()`` only takes one off a queue (failures travel through the queue too).
 
-With workers, preparing a batch in the main process means waiting for the workers to finish it, then reading its
-summary and building its tensors and the weak reference that returns its slot. ``ReadyQueue`` runs
-that in a background thread, a couple of batches ahead, so ``next()`` only takes a finished batch off a queue.
-Failures travel through the queue and are raised by ``next()`` in the consumer's thread.
-
-The thread only helps while the consumer is the slower side. While the consumer waits for every batch, handing each
-one over costs a second wake-up of the main process (the thread's, then the consumer's, which often finds the GIL
-still taken and sleeps once more), and with as many cores as workers each wake-up takes a core from a worker. So
-after a few batches in a row that the consumer had to wait for, the thread parks and ``next()`` prepares the batch
-itself; after a few in a row that were whole before they were asked for, the thread takes over again.
+The thread helps only while the consumer is the slower side: while the consumer waits for every batch, each hand-over
+costs a second wake-up of the main process, taken from a worker's core. So after a few batches in a row that the
+consumer waited for, the thread parks and ``next()`` prepares the batch itself; after a few that were whole before
+they were asked for, the thread takes over again.
 """
 
 from __future__ import annotations
@@ -29,7 +24,10 @@ _STOPPED = (
     "the thread preparing batches has stopped, because the loader was closed or a newer iter(loader) started "
     "another epoch; iterate the newest iter(loader), or create a new StreamLoader if this one is closed"
 )
-_SWITCH = 3  # items in a row that decide a switch between the thread and the consumer making them
+_SWITCH = 3  # items in a row waited for that park the thread (the consumer makes them)
+# Items in a row found whole that wake it again: more than park it, so that a few batches the workers happen to
+# finish early (a faster consumer's usual jitter) do not bring back the thread's second wake-up a batch.
+_RESUME = 8
 
 
 class _Failure:
@@ -167,7 +165,7 @@ class ReadyQueue(Generic[T]):
             if item is None:
                 raise LoaderUsageError(_STOPPED)
             self._streak = 0 if self._waited() else self._streak + 1
-            if self._streak >= _SWITCH:
+            if self._streak >= _RESUME:
                 with self._cv:
                     self._streak, self._parked = 0, False
                     self._cv.notify_all()

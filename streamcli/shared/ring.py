@@ -1,16 +1,8 @@
-"""Where a batch is carried: one shared-memory segment holding S batch slots plus a small control block.
+"""Where a batch is carried: one shared-memory segment (``shared.segment``) holding S batch slots plus a small control
+block (``shared.control``), made by the loader; workers attach by name and write their rows straight into slots.
 
-The loader (main process) creates the segment (``shared.segment``: its ownership and lifetime across processes).
-Workers attach by name and write their rows straight into slots, so no array is ever pickled. Layout
-(``shared.ring_layout``), all 64-byte aligned:
-
-- the control block (``shared.control``): the shared state through which the loader and the producers
-  coordinate (hand-out counter, rows, claims, tickets, the producers' counters and the items' costs);
-- per slot: every field as ``(T, B, *shape)`` (or ``(B, T, *shape)`` for layout "BT"), the per-step flags,
-  a summary per row (tickets taken, failed claims, holds a live original stream, valid steps), and every row's
-  cursor after the batch (``scheduled.cursor``).
-
-How large a ring may be, and how deep it runs by default, is ``shared.sizing``.
+A slot holds every field as ``(T, B, *shape)`` (``(B, T, *shape)`` for layout "BT"), the per-step flags and, with
+workers, each row's tickets taken in the batch and its cursor after it (``shared.ring_layout``).
 """
 
 from __future__ import annotations

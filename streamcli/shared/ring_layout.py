@@ -1,4 +1,4 @@
-"""Where everything sits in the ring's segment: ``RingSpec`` computes the layout, ``Summary`` names a row's record.
+"""Where everything sits in the ring's segment: ``RingSpec`` computes the layout.
 
 Separate from ``ring`` because the layout is plain arithmetic on a picklable spec: the worker computes the same
 offsets from it, and ``sizing`` sizes a ring from it before any segment exists. All entries are 64-byte aligned.
@@ -7,7 +7,6 @@ offsets from it, and ``sizing`` sizes a ring from it before any segment exists. 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
@@ -16,19 +15,7 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.shared import control
 from streamcli.source import Field
 
-
-class Summary(IntEnum):
-    """The columns of a slot's summary, one record per row: tickets taken in the batch, claims that found no
-    stream, whether the row holds a live original stream at the batch's end, and its valid steps."""
-
-    CLAIMS = 0
-    DRY = 1
-    LIVE = 2
-    VALID = 3
-
-
-SUMMARY = len(Summary)  # the summary's width
-PER_ROW = ("summary", "cursor")  # slot entries that are not (T, B) arrays
+PER_ROW = ("claims", "cursor")  # slot entries that are not (T, B) arrays: a row's tickets taken, its cursor after
 _ALIGN = 64
 Entry = tuple[int, tuple[int, ...], str]
 
@@ -71,7 +58,7 @@ class RingSpec:
             slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
         for name, dt in FLAG_DTYPES.items():
             slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
-        slot["summary"] = (take(B * SUMMARY * 8) - slot0, (B, SUMMARY), "<i8")
+        slot["claims"] = (take(B * 8) - slot0, (B,), "<i8")
         slot["cursor"] = (take(B * _cursor.WIDTH * 8) - slot0, (B, _cursor.WIDTH), "<i8")
         return ctl, slot, slot0, off - slot0
 

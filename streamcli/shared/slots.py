@@ -1,13 +1,9 @@
 """Which slot holds which batch, and when a slot may be written again: the lifetime guarantee.
 
-A slot is free, handed out to the producers (batch k is being made in it), or lent to the consumer (the batch's
-tensors are views of it). A lent slot comes back only when every array over it is gone. The loader makes a
-batch's arrays from one fresh buffer object (``Ring.holder``); arrays and tensors made from them keep it alive,
-and a weak reference to it says when the last of them has died. So a batch the consumer holds is never
-overwritten, however long it is held, and nothing is copied unless the consumer holds so many batches that the
-producers would run out of slots (``crowded``).
-
-Only the loader's threads use this (the consumer's and ``ReadyQueue``), one at a time.
+A slot is free, handed out to the producers, or lent to the consumer. A batch's arrays are made from one fresh
+buffer object (``Ring.holder``) that they keep alive; a weak reference to it returns the slot once the last of them
+has died, so a held batch is never overwritten (copied only where the producers would run out of slots,
+``crowded``). Only the loader's threads use this, one at a time.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The loader's side of the worker processes: start them, wait for batches, collect their rare messages.
 
-Work is handed out through shared memory (``control.Control``): the pool only watches the batches completed,
-reads a worker's pipe when the worker has counted a message there, and checks every worker's liveness
-about four times a second while it waits, so a death anywhere (which can stall the living workers too) is
-reported within a second, as a ``WorkerError`` naming the worker, its exit and what it was reading.
-
-``timeout=`` (seconds without progress) counts from the moment every worker has started: a worker's start-up
-(spawn, imports, the source's ``setup_worker``) reads no step, and on a busy machine may take longer than the
-timeout. A start-up has a limit of its own, ``max(timeout, STARTUP_S)``, past which the error says where the
-worker is (in ``setup_worker``, or not yet there); a worker that dies while starting is reported the same way.
+Work goes through shared memory (``control.Control``); the pool watches completion, reads a worker's pipe when the
+worker has counted a message there, and checks liveness a few times a second while it waits, so a death is reported
+within a second as a ``WorkerError`` naming the worker, its exit and what it was reading. ``timeout=`` counts from
+the moment every worker has started; a start-up has its own limit, ``max(timeout, STARTUP_S)``.
 """
 
 from __future__ import annotations
@@ -248,12 +243,9 @@ class WorkerPool:
 
 
 class _Stall:
-    """``timeout=``: seconds without progress (a step read, a stream opened, a row completed: ``Control.progress``),
-    not without a batch or an answer, counted from the start of a wait once every worker has started (a start-up has
-    its own limit: ``WorkerPool.all_started``); ``check`` raises ``WorkerError`` once there were more. With
-    ``timeout=None`` it warns once a wait after ``STALL_WARN_S`` seconds, naming where each worker is, and the wait
-    goes on. Made once: a wait only restarts the clock, and the progress is read only by ``check`` (a few times a
-    second while the loader is blocked), never on a wait's way in."""
+    """``timeout=``: seconds without progress (``Control.progress``), counted from a wait's start once every worker
+    has started; ``check`` raises ``WorkerError`` past it. With ``timeout=None`` it warns once after
+    ``STALL_WARN_S`` seconds, and the wait goes on. Made once per pool: a wait only restarts its clock."""
 
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool

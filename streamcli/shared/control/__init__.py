@@ -30,17 +30,14 @@ class Aborted(Exception):
 
 
 class Control:
-    """The control block's arrays behind methods, in four parts: the epoch's tables (the generation, the cursors
-    and streams the epoch starts from, the tickets, the hand-out counter: batch k may be written once ``handed >
-    k``); the rows (owner, next claim key, batches completed; rows given up or handed over to an idle producer);
-    completion (batch k is whole once its one producer marked it, ``set_done``, or, under a row policy, once every
-    row has completed it, ``written_min() > k``); and the producers' reports (counters, idle flag, mark).
+    """The control block's arrays behind methods, in four parts: the epoch's tables (batch k may be written once
+    ``handed > k``); the rows (owner, next claim key, batches completed, rows moving between producers);
+    completion (batch k is whole once its one producer marked it, ``set_done``, or every row has completed it,
+    ``written_min() > k``); and the producers' reports.
 
-    Tickets stay in canonical order through one rule: where producers plan rows whose lengths are not all known,
-    a claim at key K is made only when K is the smallest ``claim`` of all rows (``fills.turns``); with every
-    length known each row's keys follow from the lengths (``scheduled.claims``). Values in ``claim`` and
-    ``written`` only grow within an epoch, and each row has one writer at a time (its owner, changed only under
-    the lock), so readers need no lock: a stale read only makes them wait longer.
+    Where lengths are not all known, a claim at key K is made only when K is the smallest ``claim`` of all rows
+    (``fills.turns``), so tickets stay in canonical order. ``claim`` and ``written`` only grow within an epoch and
+    each row has one writer at a time, so readers need no lock: a stale read only makes them wait longer.
     """
 
     def __init__(
@@ -177,9 +174,8 @@ class Control:
     # ------------------------------------------------------------------ rows: claims, owners, rows given up
 
     def earliest_claim(self) -> int:
-        """The smallest key any row may still claim at, read in one pass. Keys only grow within an epoch, so the
-        minimum of one pass never exceeds the true one. (An argmin, then a second read of that row, may: the row can
-        publish a later key between the two reads while another row still waits below it.)"""
+        """The smallest key any row may still claim at, read in one pass (keys only grow, so it never exceeds the
+        true one; an argmin then a second read of that row could)."""
         return int(self._rows.claim.min())
 
     def set_claim(self, b: int, key: int) -> None:
@@ -302,8 +298,8 @@ class Control:
         self._ctl.awaited = k
 
     def wake_due(self) -> bool:
-        """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark and
-        wakes the loader (a second wake-up is harmless)."""
+        """Whether the batch the loader is blocked on is whole: the first producer to see it clears the mark and
+        wakes the loader."""
         k = self._ctl.awaited
         if k < 0 or not self.batch_done(k):
             return False
