@@ -9,9 +9,8 @@ which producer writes which part of which batch, and how it marks that part done
   rows of its block (``split_rows``) of every batch, plans those rows only, and marks those rows done.
 - ``Balanced``: iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths
   are not all known): each producer writes the rows it owns, and a row moves to an idle producer at a batch
-  boundary. With every length known every producer plans every row (``fills.balanced``); otherwise each plans
-  its own, in groups that may stand at different batches, and a row is handed over at a boundary its giver
-  chooses (``fills.handover``).
+  boundary (``fills.owned``). With every length known every producer plans every row (``fills.balanced``);
+  otherwise each plans its own, in groups that may stand at different batches (``fills.handover``).
 
 A random-access source whose lengths are not all known is read through ``open`` like an iterator source.
 """
@@ -78,7 +77,7 @@ class Balanced(_Policy):
         return split_rows(self.B, self.W)[self.w]
 
     def done(self, control: Control, k: int) -> None:  # pragma: no cover - rows are counted done one by one
-        raise AssertionError("a balanced producer counts its rows done itself (fills.balanced)")
+        raise AssertionError("a balanced producer counts its rows done itself (fills.owned)")
 
 
 Planned = WholeBatches | RowBlocks | Balanced

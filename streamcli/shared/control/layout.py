@@ -5,7 +5,7 @@ the named views through which ``Control`` reads them, and the row table an epoch
 - ``ctl`` int64[16]: the single values, by name (``ControlValues``);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its owner, next claim and batches completed, by column (``RowTable``);
-- ``held`` int64[B, 4]: the cursor of a row between producers;
+- ``held`` int64[B, 4]: the cursor of a row handed over between producers;
 - ``wstat`` float64[W, 5]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
@@ -86,7 +86,7 @@ class ControlValues(Values):
     handed = Int64(4)  # batches handed out: batch k may be written once ``handed > k``
     ready = Int64(5)  # the generation whose tables are written (producers may start it)
     awaited = Int64(6)  # the batch the loader is blocked on (-1: none)
-    given = Int64(7)  # rows given up mid-stream and not yet taken
+    spare = Int64(7)  # unused (it counted rows given up before one balancing protocol): the others keep their place
     moved = Int64(8)  # rows moved mid-stream since the loader started
     epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
     balanced = Int64(10)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
@@ -110,7 +110,7 @@ class WorkerStats:
         self.steps = wstat[:, self.STEPS]  # steps read
         self.idle = wstat[:, self.IDLE]  # 1 while it has nothing to do
         self.sent = wstat[:, self.SENT]  # messages it has sent over its pipe
-        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last batch (``fills.handover``)
+        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last timed batch (``fills.owned``)
         self.items = wstat.data.cast("B").cast("d") if wstat.size else memoryview(b"").cast("d")
 
 
@@ -120,7 +120,7 @@ class RowTable:
     WIDTH = 3
 
     def __init__(self, rows: np.ndarray) -> None:
-        # Its producer; ``NO_OWNER`` while it waits for a claim, ``given_by(w)`` once producer w gave it up.
+        # Its producer; ``NO_OWNER`` while it waits for a claim.
         self.owner = rows[:, 0]
         self.claim = rows[:, 1]  # the canonical key of its next possible claim (``NEVER``: none this epoch)
         self.written = rows[:, 2]  # the batches it has completed
@@ -143,11 +143,6 @@ def arrays(
         ("mark", (num_workers, 3), "<i8"),
         ("done", (num_slots,), "<i8"),
     )
-
-
-def given_by(w: int) -> int:
-    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
-    return -2 - w
 
 
 def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
