@@ -135,7 +135,7 @@ def test_balanced_epochs_of_known_lengths_run_on_the_schedule() -> None:
     policy = choose(known=True, balanced=True)
     assert policy == writers.Balanced(1, 2, 5)
     assert isinstance(policy, writers.Balanced) and policy.rows == (0, 5) and policy.block == (2, 5)
-    assert choose(known=False, balanced=True) == writers.Balanced(1, 2, 5, known=False)  # (``fills.handover``)
+    assert choose(known=False, balanced=True) == writers.Balanced(1, 2, 5, known=False)  # (``fills.balanced.Handover``)
     assert choose(known=True, balanced=True, w=0, W=1) == writers.RowBlocks(0, 1, 5)  # (no one to balance with)
     assert choose(known=True, balanced=False) == writers.RowBlocks(1, 2, 5)
 

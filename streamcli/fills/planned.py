@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from streamcli.fills import iterators, windows, writers
-from streamcli.fills.balanced import Balancer
+from streamcli.fills.balanced import Balancer, Handover
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_flags, write_summary
-from streamcli.fills.handover import Handover
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.fills.turns import ProducerTurns

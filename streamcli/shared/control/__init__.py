@@ -298,7 +298,7 @@ class Control:
         self._wstat.load[w] = seconds
 
     def load_of(self, w: int) -> float:
-        """Seconds producer ``w``'s rows took in their last timed batch, as it said last (``fills.owned``)."""
+        """Seconds producer ``w``'s rows took in their last timed batch, as it said last (``fills.balanced``)."""
         return float(self._wstat.load[w])
 
     def sent(self, w: int) -> int:

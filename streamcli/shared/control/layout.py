@@ -110,7 +110,7 @@ class WorkerStats:
         self.steps = wstat[:, self.STEPS]  # steps read
         self.idle = wstat[:, self.IDLE]  # 1 while it has nothing to do
         self.sent = wstat[:, self.SENT]  # messages it has sent over its pipe
-        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last timed batch (``fills.owned``)
+        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last timed batch (``fills.balanced``)
         self.items = wstat.data.cast("B").cast("d") if wstat.size else memoryview(b"").cast("d")
 
 
