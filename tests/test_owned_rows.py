@@ -178,7 +178,7 @@ def test_the_cheapest_row_moves_after_its_batch_is_marked_but_never_one_whose_st
 
     def balancer(control: _Control) -> Balancer:
         rows = _rows(source, [])
-        own = Balancer(cast(Any, control), sched, rows, rows.faults, lambda k: _views(), w=1, block=(0, B),
+        own = Balancer(cast(Any, control), sched, rows, rows.faults, lambda k: _views(), w=1,
                        lock=nullcontext(), busy=lambda: None)  # fmt: skip
         own.cost = {0: 3.0, 1: 0.1, 2: 0.5}  # (row 3: not measured yet)
         return own

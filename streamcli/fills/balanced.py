@@ -29,7 +29,8 @@ from streamcli.shared.control import NEVER, Control
 
 
 class OwnedRows:
-    """Producer ``w``'s rows under the balanced policy, planned by ``sched``; ``block``: those it owns at the start."""
+    """Producer ``w``'s rows under the balanced policy (at first its block of them, ``epoch_rows``), planned by
+    ``sched``."""
 
     def __init__(
         self,
@@ -40,24 +41,15 @@ class OwnedRows:
         slot: Callable[[int], Views],
         *,
         w: int,
-        block: tuple[int, int],
         lock: AbstractContextManager[Any],
         busy: Callable[[], None],
     ) -> None:
         self.control, self.sched, self.rows, self.faults, self.slot = control, sched, rows, faults, slot
-        self.w, self.block, self.lock, self.busy = w, block, lock, busy
+        self.w, self.lock, self.busy = w, lock, busy
         self.steps_t = np.arange(sched.T, dtype=np.int64)
         self.cost: dict[int, float] = {}  # per row owned: the seconds its last timed batch took here
         self.probed: dict[int, float] = {}  # per row: the seconds the plan of the batch being written read it
         self.steps = 0  # valid steps written, for the busy statistics
-        self.set_up = False
-
-    def take_block(self) -> None:
-        """At the epoch's first piece of work: the rows of this producer's block become its own."""
-        if not self.set_up:
-            with self.lock:  # the lock orders owners between processes
-                self.control.take_waiting(self.w, *self.block)
-            self.set_up = True
 
     def arrived(self) -> tuple[int, int, np.ndarray] | None:
         """The row handed over to this producer, once its giver has let it go: (row, the first batch this producer
@@ -132,7 +124,6 @@ class Balancer(OwnedRows):
     def step(self) -> bool:
         """Write this producer's rows of its earliest batch that is handed out; False when there is none."""
         control = self.control
-        self.take_block()
         self.arrived()  # (the owner column makes the row this producer's; this ends the hand-over)
         owned, written = control.owned_by(self.w)
         at = np.where(owned, written, NEVER)
@@ -168,7 +159,6 @@ class Handover(OwnedRows):
 
     def step(self) -> bool:
         """Write the rows of one group's next batch, if one can go on; False when there is nothing to do."""
-        self.take_block()
         got = self.arrived()
         if got is not None:
             b, at, cursor = got

@@ -115,13 +115,13 @@ class Filler:
             owned[lo:hi] = True
             handed = HandedSchedule(order, start, self.first, control.tickets, owned=owned, **kw)
             args = (control, handed, self.rows, self.faults, self._slot)
-            self.owner = Handover(*args, block=policy.block, **own)
+            self.owner = Handover(*args, **own)
             return policy
         lo, hi = policy.rows
         sched = Schedule(order, start, self.first, control.tickets, rows=(lo + off, hi + off), **kw)
         self.sched = sched
         if isinstance(policy, writers.Balanced):  # (it plans every row itself and moves rows)
-            self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, block=policy.block, **own)
+            self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, **own)
         return policy
 
     def _turn_wait(self) -> None:

@@ -10,7 +10,6 @@ import numpy as np
 from streamcli.shared.control.layout import (
     CALLS,
     NEVER,
-    NO_OWNER,
     SMALL,
     ControlValues,
     RowTable,
@@ -19,7 +18,7 @@ from streamcli.shared.control.layout import (
     epoch_rows,
 )
 
-__all__ = ["CLOSING", "NEVER", "NO_OWNER", "Aborted", "Control", "arrays", "epoch_rows"]
+__all__ = ["CLOSING", "NEVER", "Aborted", "Control", "arrays", "epoch_rows"]
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit" (or to stop starting)
 
@@ -190,12 +189,6 @@ class Control:
     def owned_by(self, w: int) -> tuple[np.ndarray, np.ndarray]:
         """The rows producer ``w`` owns (a mask), and the batches each row has completed (a copy)."""
         return self._rows.owner == w, self._rows.written.copy()
-
-    def take_waiting(self, w: int, lo: int, hi: int) -> None:
-        """Make producer ``w`` the owner of the rows ``lo .. hi-1`` that wait for a claim (hold the lock): under
-        the balanced policy on the schedule every producer plans every claim, so a row is always someone's."""
-        owner = self._rows.owner[lo:hi]
-        owner[owner == NO_OWNER] = w
 
     @property
     def moved(self) -> int:

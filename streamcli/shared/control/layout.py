@@ -27,7 +27,6 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 
-NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
 
@@ -120,8 +119,7 @@ class RowTable:
     WIDTH = 3
 
     def __init__(self, rows: np.ndarray) -> None:
-        # Its producer; ``NO_OWNER`` while it waits for a claim.
-        self.owner = rows[:, 0]
+        self.owner = rows[:, 0]  # the producer that writes it
         self.claim = rows[:, 1]  # the canonical key of its next possible claim (``NEVER``: none this epoch)
         self.written = rows[:, 2]  # the batches it has completed
 
@@ -146,14 +144,13 @@ def arrays(
 
 
 def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
-    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): each row belongs
+    to the producer of its block (``bounds``), which reopens its stream."""
     B = len(cursors)
     state = cursors[:, _cursor.STATE]
-    owner = np.full(B, NO_OWNER, np.int64)
+    owner = np.zeros(B, np.int64)
     for w, (lo, hi) in enumerate(bounds):
         owner[lo:hi] = w
-    owner[state == RowPhase.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
     claim = first * T * B + np.arange(B, dtype=np.int64)
     claim[state == RowPhase.DRY] = NEVER
     return owner, claim, np.full(B, first, np.int64), cursors.copy()
