@@ -43,10 +43,11 @@ def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
     c.await_batch(6)
     c.publish(5, slot=1)
     assert c.take_ticket() == 2
-    c.give_row(0, 1, (0, 0, 0, 0))
-    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 1, 7, 1, 2, 0, -1, 0, 0]  # ..., row_offset, move_row, to, at
+    c.set_idle(1, True)
+    assert c.hand_over(0, 1, 6, [0, 0, 0, 0]) and c.arrived(1) is not None
+    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 0, 1, 7, 1, 2, 0, -1, 1, 6]  # ..., row_offset, move_row, to, at
     assert (c.generation, c.tickets, c.first_batch, len(c.order_table()), c.handed) == (3, 3, 5, 4, 6)
-    assert (c.epoch, c.balanced, c.given, c.moved, c.tables_ready(3)) == (7, True, 1, 1, True)
+    assert (c.epoch, c.balanced, c.moved, c.tables_ready(3)) == (7, True, 1, True)
     positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
     assert positions == list(range(ControlValues.SIZE))  # one name per value, none shared
 

@@ -137,37 +137,22 @@ def test_control_block_is_used_only_through_its_methods() -> None:
         assert c.busy().tolist() == [0.5, 0.25]
         c.count_sent(1)
         assert c.sent(1) == 1 and c.sent(0) == 0
-        # a live row given up mid-stream: it keeps its claim key, takes no ticket, and goes to whoever asks first
+        # a live row handed over mid-stream to an idle producer, from the batch after its giver's last
         assert not c.idle_elsewhere(1)
         c.set_idle(0, True)
         assert c.idle_elsewhere(1) and not c.idle_elsewhere(0)
-        c.set_written(0, 6)
-        c.give_row(0, 0, cursor=(3, 11, RowPhase.LIVE, 0))
-        assert c.given == 1 and c.moved == 1
-        assert c.take_given(1, top=6, own=False) is None  # its next batch (6) is not handed out below 6
-        assert c.take_given(0, top=7, own=False) is None  # the giver takes it back only when it has nothing to do
-        got = c.take_given(1, top=7, own=False)
-        assert got is not None and got[0] == 0 and got[1].tolist() == [3, 11, RowPhase.LIVE, 0]
-        assert c.given == 0 and c.moved == 1
-        assert c.take_given(0, top=7, own=True) is None  # taken
-        c.set_written(0, 7)
-        c.give_row(0, 1, cursor=(3, 15, RowPhase.LIVE, 0))
-        got = c.take_given(1, top=8, own=True)
-        assert got is not None and got[0] == 0 and c.given == 0 and c.moved == 2
-        # a hand-over at the boundary the giver chooses (``fills.handover``): producer 1 is idle
         c.set_idle(0, False)
         assert c.taker(0) is None
         c.set_idle(1, True)
         assert c.taker(1) is None and c.taker(0) == 1  # never itself
-        assert not c.commit(1, 0, 5)  # producer 0 is not idle
-        assert c.commit(1, 1, 5) and c.moving == (1, 1, 5)
-        assert c.taker(0) is None and not c.commit(0, 1, 6)  # one hand-over at a time
-        assert c.arrived(1) is None  # not handed over yet
-        c.hand_over((5, 2, RowPhase.LIVE, 0))
-        assert c.arrived(0) is None
+        c.set_written(1, 6)
+        assert c.hand_over(1, 1, 6, [5, 2, RowPhase.LIVE, 0]) and c.moving == (1, 1, 6)
+        assert c.owned_by(1)[0].tolist() == [False, True]
+        assert c.taker(0) is None and not c.hand_over(0, 1, 6, [3, 11, RowPhase.LIVE, 0])  # one at a time
+        assert c.arrived(0) is None and c.moved == 0
         got2 = c.arrived(1)
-        assert got2 is not None and got2[:2] == (1, 5) and got2[2].tolist() == [5, 2, RowPhase.LIVE, 0]
-        assert c.moving[0] == -1 and c.moved == 3
+        assert got2 is not None and got2[:2] == (1, 6) and got2[2].tolist() == [5, 2, RowPhase.LIVE, 0]
+        assert c.moving[0] == -1 and c.moved == 1 and c.taker(0) == 1
         c.set_generation(3)
         assert c.generation == 3
     finally:

@@ -135,42 +135,67 @@ def test_balanced_epochs_of_known_lengths_run_on_the_schedule() -> None:
     policy = choose(known=True, balanced=True)
     assert policy == writers.Balanced(1, 2, 5)
     assert isinstance(policy, writers.Balanced) and policy.rows == (0, 5) and policy.block == (2, 5)
-    assert choose(known=False, balanced=True) == writers.Balanced(1, 2, 5, known=False)  # (``fills.handover``)
+    assert choose(known=False, balanced=True) == writers.Balanced(1, 2, 5, known=False)  # (``fills.balanced.Handover``)
     assert choose(known=True, balanced=True, w=0, W=1) == writers.RowBlocks(0, 1, 5)  # (no one to balance with)
     assert choose(known=True, balanced=False) == writers.RowBlocks(1, 2, 5)
 
 
 class _Control:
-    """What ``Balancer._give_one`` asks of the control block: the rows given up."""
+    """What ``OwnedRows.write`` asks of the control block, recorded: every batch waits for producer 1's batch 1,
+    producer 0 is idle (its load ``idle_load``), and no producer is timed row by row (the costs stay as set)."""
 
-    def __init__(self) -> None:
-        self.given: list[tuple[int, int]] = []
+    def __init__(self, idle_load: float = 0.0) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.idle_load = idle_load
 
-    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
-        self.given.append((b, w))
+    def idle_elsewhere(self, w: int) -> bool:
+        return False
+
+    def set_load(self, w: int, seconds: float) -> None:
+        pass
+
+    def written_min(self) -> int:
+        return 1
+
+    def taker(self, w: int) -> int:
+        return 0
+
+    def load_of(self, w: int) -> float:
+        return self.idle_load
+
+    def set_written(self, rows: list[int], batches: int) -> None:
+        self.calls.append(("written", tuple(rows), batches))
+
+    def hand_over(self, b: int, to: int, k: int, cursor: list[int]) -> bool:
+        self.calls.append(("hand_over", b, to, k, tuple(cursor)))
+        return True
 
 
-def test_the_cheapest_row_moves_but_never_one_whose_stream_broke_its_promise() -> None:
+def test_the_cheapest_row_moves_after_its_batch_is_marked_but_never_one_whose_stream_broke_its_promise() -> None:
     source = CountingSource(LENGTHS)
     order = np.array([(i, 0, 0, n) for i, n in enumerate(LENGTHS)], np.int64)
     sched = Schedule(order, _cursor.fresh(B), 0, 0, T=T, pack=True, segment=0, restream=False)
-    control, rows = _Control(), _rows(source, [])
-    balancer = Balancer(
-        cast(Any, control),
-        sched,
-        rows,
-        rows.faults,
-        lambda k: _views(),
-        w=1,
-        block=(0, B),
-        lock=nullcontext(),
-        busy=lambda: None,
-    )
-    plan = balancer._plan(1)
+
+    def balancer(control: _Control) -> Balancer:
+        rows = _rows(source, [])
+        own = Balancer(cast(Any, control), sched, rows, rows.faults, lambda k: _views(), w=1,
+                       lock=nullcontext(), busy=lambda: None)  # fmt: skip
+        own.cost = {0: 3.0, 1: 0.1, 2: 0.5}  # (row 3: not measured yet)
+        return own
+
+    sched.next_plan()
+    plan = sched.next_plan()  # batch 1
     mine = np.array([True, True, True, True, False])
-    balancer.cost = {0: 3.0, 1: 0.1, 2: 0.5}  # (row 3: not measured yet)
-    rows.readers[1] = Reader(item=0, pos=2, it=None, dead=True)  # ended before its promise: it stays
-    left = balancer._give_one(plan, mine)
-    assert control.given == [(2, 1)] and left.tolist() == [True, True, False, True, False]
-    left = balancer._give_one(plan, left)  # row 0 is the costliest left that may move: it stays
-    assert control.given == [(2, 1)] and left.tolist() == [True, True, False, True, False]
+    control = _Control()
+    own = balancer(control)
+    own.write(plan.only(mine), [0, 1, 2, 3])
+    # Row 1 is the cheapest: marked written through batch 1 with the others, then handed over from batch 2 on, with
+    # its cursor after batch 1 (the plan's).
+    assert control.calls == [("written", (0, 1, 2, 3), 2), ("hand_over", 1, 0, 2, tuple(plan.cursors[1].tolist()))]
+    assert 1 not in own.cost and 1 not in own.rows.readers
+    own = balancer(control)
+    own.rows.readers[1] = Reader(item=0, pos=2, it=None, dead=True)  # ended before its promise: it stays
+    assert own._choose([0, 1, 2, 3], 1) == (2, 0)
+    assert own._choose([0, 1], 1) == (-1, -1)  # row 0 is the costliest left that may move: it stays
+    assert balancer(_Control(idle_load=3.55))._choose([0, 1, 2], 1) == (-1, -1)  # the taker would be no less busy
+    assert own._choose([0, 1, 2, 3], 0) == (-1, -1)  # batch 0 is not what every batch waits for

@@ -6,7 +6,7 @@ writer policy (whole batches round-robin, fixed row blocks, or balanced), chosen
 Every policy runs on the schedule: ``planned.Filler`` follows the ``scheduled.schedule``; ``windows`` fills whole
 batches from random-access sources, ``iterators`` is the reader of step and block sources (one open stream per
 row; streams of unknown length read as the schedule plans them), ``turns`` shares the claims of such streams between
-producers, ``balanced`` and ``handover`` move rows to an idle producer (lengths known, or not all known),
-``flags`` writes the flags and summaries, ``faults`` reports a source that fails or breaks its promise.
-``checks``: each step or block against the declared fields (the plugin contract).
+producers, ``balanced`` moves rows to an idle producer (one protocol, whether lengths are known or not),
+``flags`` writes the flags and summaries, ``faults`` reports a source that fails or breaks
+its promise. ``checks``: each step or block against the declared fields (the plugin contract).
 """

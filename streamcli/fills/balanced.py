@@ -1,16 +1,14 @@
-"""The balanced policy on the one schedule (``fills.writers.Balanced``): rows move to an idle producer.
+"""The balanced policy's producer (``fills.writers.Balanced``): each producer writes the rows it owns, and one
+protocol moves a row to an idle producer at a batch boundary, whether every length is known (``Balancer``: every
+producer plans every row from the lengths) or not (``Handover``: each plans its own rows, in groups).
 
-Every producer plans every row of every batch (the plan follows from the lengths, and each producer makes every
-claim anyway) and writes, from that plan, the rows it owns (``Control.owned_by``): their data, flags and cursors,
-then it counts them done (``set_written``). A row changes hands only at a batch boundary, and its new owner reopens
-its stream where the plan says (``open(item, start=pos)``, as a resumed row does, in ``iterators.Rows``), so who
-writes a row never changes a byte.
-
-A producer that holds the batch everything waits for while another is idle gives up its cheapest row (measured:
-the seconds its last batch took, timed while another producer was idle), never its last one nor one whose stream
-broke its promise (its new owner would report it again); the idle producer takes it (``take_given``) and writes it
-from the batch it is at. Costs differ by orders of magnitude between streams, so the row that moves is chosen by
-time, not by count.
+A row's cost is the seconds its last batch took to read (its plan's reads included), timed row by row while
+another producer is idle; a producer's load, the seconds its last batch took, is published. The producer that has
+just written the batch ``k`` everything waits for gives its cheapest row to an idle producer if the move lowers
+the busier load, never its last row nor one whose stream broke its promise (the taker would reopen the stream past
+where it broke). It marks its rows of ``k`` written first, then hands the row over with its cursor after ``k``
+(``Control.hand_over``): the taker writes it from ``k + 1`` (its completion mark says so, and the hand-over's
+batch), as a resumed row (``open(item, start=pos)``), so who writes a row changes no byte.
 """
 
 from __future__ import annotations
@@ -25,13 +23,14 @@ import numpy as np
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Rows
-from streamcli.fills.owned import OwnedRows
+from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import NEVER, Control
 
 
-class Balancer(OwnedRows):
-    """Producer ``w``'s side of a balanced epoch planned by ``sched``; ``block``: the rows it owns at the start."""
+class OwnedRows:
+    """Producer ``w``'s rows under the balanced policy (at first its block of them, ``epoch_rows``), planned by
+    ``sched``."""
 
     def __init__(
         self,
@@ -42,92 +41,186 @@ class Balancer(OwnedRows):
         slot: Callable[[int], Views],
         *,
         w: int,
-        block: tuple[int, int],
         lock: AbstractContextManager[Any],
         busy: Callable[[], None],
     ) -> None:
-        super().__init__(control, rows, faults, slot, T=sched.T, w=w, block=block, lock=lock, busy=busy)
-        self.sched, self.B = sched, sched.B
+        self.control, self.sched, self.rows, self.faults, self.slot = control, sched, rows, faults, slot
+        self.w, self.lock, self.busy = w, lock, busy
+        self.steps_t = np.arange(sched.T, dtype=np.int64)
+        self.cost: dict[int, float] = {}  # per row owned: the seconds its last timed batch took here
+        self.probed: dict[int, float] = {}  # per row: the seconds the plan of the batch being written read it
+        self.steps = 0  # valid steps written, for the busy statistics
+
+    def arrived(self) -> tuple[int, int, np.ndarray] | None:
+        """The row handed over to this producer, once its giver has let it go: (row, the first batch this producer
+        writes it in, its cursor there)."""
+        b, to, _ = self.control.moving
+        if b < 0 or to != self.w:
+            return None
+        with self.lock:
+            return self.control.arrived(self.w)
+
+    def write(self, part: BatchRuns, cols: list[int], read: set[tuple[int, int]] | None = None) -> int:
+        """This producer's rows ``cols`` of batch ``part.k`` (``part``: their plan; ``read``: the runs its reads
+        wrote already): flags, data, cursors, then their completion, and a row handed over if one goes (-1 if
+        none). While another producer is idle the rows are read one by one, each timed."""
+        v, rows, cost, probed, control = self.slot(part.k), self.rows, self.cost, self.probed, self.control
+        self.faults.k = part.k
+        write_flags(v, part, self.steps_t, cols)
+        steps, t0 = rows.steps, time.perf_counter()
+        if control.idle_elsewhere(self.w):
+            one = np.zeros(len(part.cursors), bool)
+            short: set[int] = set()
+            for b in cols:
+                one[b] = True
+                t = time.perf_counter()
+                short |= rows.fill(v, part if len(cols) == 1 else part.only(one), read)
+                cost[b] = probed.get(b, 0.0) + time.perf_counter() - t
+                one[b] = False
+        else:  # (one call: a row's own fill costs a pass over the plan)
+            short = rows.fill(v, part, read)
+        control.set_load(self.w, sum(probed.values()) + time.perf_counter() - t0)
+        probed.clear()
+        write_cursors(v, part, short, cols)
+        self.steps += rows.steps - steps
+        b, taker = self._choose(cols, part.k)
+        control.set_written(cols, part.k + 1)  # (before the owner changes: the taker goes on from the next batch)
+        if b < 0:
+            return -1
+        with self.lock:
+            if not control.hand_over(b, taker, part.k + 1, part.cursors[b].tolist()):
+                return -1
+        rows.drop(b)
+        cost.pop(b, None)
+        if rows.tracer is not None:
+            t = time.perf_counter()
+            rows.tracer.complete("row move", t, t, {"row": b, "after_batch": part.k})
+        return b
+
+    def _choose(self, cols: list[int], k: int) -> tuple[int, int]:
+        """(row, taker) if the cheapest of rows ``cols`` (the costliest stays) goes to an idle producer after batch
+        ``k``: every batch waits for this producer's batch ``k``, and the move lowers the busier load. Else -1."""
+        control, cost, readers = self.control, self.cost, self.rows.readers
+        if len(cols) < 2 or control.written_min() != k or (taker := control.taker(self.w)) is None:
+            return -1, -1
+        # (a row whose stream broke its promise stays: its taker would reopen the stream past where it broke)
+        movable = [b for b in cols if cost.get(b, 0.0) > 0 and not (b in readers and readers[b].dead)]
+        if len(movable) < 2:
+            return -1, -1
+        b = min(movable, key=lambda r: (cost[r], r))
+        if cost[b] >= sum(cost.values()) - control.load_of(taker):
+            return -1, -1  # (the busier of the two would be no less busy)
+        return b, taker
+
+
+class Balancer(OwnedRows):
+    """Every length known: this producer plans every row and writes its own, each at the earliest batch it has not
+    completed (a row handed over goes on where the plan says, which is where its cursor says)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self.plans: dict[int, BatchRuns] = {}  # batches not yet whole: a row taken over is written from them
 
     def step(self) -> bool:
         """Write this producer's rows of its earliest batch that is handed out; False when there is none."""
-        control, lock, w = self.control, self.lock, self.w
-        self.take_block()
-        top = control.handed
-        if control.given:
-            with lock:
-                control.take_given(w, top, own=False)
-        k, mine = self._earliest()
-        if k >= top and control.given:  # nothing else to do: take back a row given up here
-            with lock:
-                control.take_given(w, top, own=True)
-            k, mine = self._earliest()
-        if k >= top:
+        control = self.control
+        self.arrived()  # (the owner column makes the row this producer's; this ends the hand-over)
+        owned, written = control.owned_by(self.w)
+        at = np.where(owned, written, NEVER)
+        k = int(at.min()) if len(at) else NEVER
+        if k >= control.handed:
             return False
         self.busy()
         done = control.written_min()
         for j in [j for j in self.plans if j < done]:
             del self.plans[j]
-        plan = self._plan(k)
-        if done == k and mine.sum() > 1 and control.idle_elsewhere(w):
-            mine = self._give_one(plan, mine)
-        self._write(plan, mine)
+        while self.sched.k <= k:
+            plan = self.sched.next_plan()
+            self.plans[plan.k] = plan
+        mine = at == k
+        self.write(self.plans[k].only(mine), np.flatnonzero(mine).tolist())
         return True
 
-    def _earliest(self) -> tuple[int, np.ndarray]:
-        """The earliest batch some row of this producer still has to write, and those rows (a mask)."""
-        owned, written = self.control.owned_by(self.w)
-        at = np.where(owned, written, NEVER)
-        k = int(at.min()) if len(at) else NEVER
-        return k, at == k
 
-    def _plan(self, k: int) -> BatchRuns:
-        sched = self.sched
-        while sched.k <= k:
-            plan = sched.next_plan()
-            self.plans[plan.k] = plan
-        return self.plans[k]
+class Handover(OwnedRows):
+    """Lengths not all known: a stream of unknown length is read as its batch is planned, by the one producer that
+    owns its row, so this producer plans its own rows, its claims by turns with the others' (``fills.turns``). A
+    claim whose turn has not come does not hold it: the rows whose claims wait split off into a group of their own
+    (``scheduled.handed``), resumed once their turn comes, while the others go on; groups merge where they meet. A
+    row handed over joins a group at its boundary, set from its cursor. No producer waits for another, so the turns
+    cannot deadlock."""
 
-    def _give_one(self, plan: BatchRuns, mine: np.ndarray) -> np.ndarray:
-        """Give up the cheapest of this producer's rows of batch ``plan.k`` to an idle producer; returns the rows
-        left to write."""
-        b = self.cheapest(mine, least=2)  # (the costliest stays)
-        if b < 0:
-            return mine
-        self.rows.drop(b)
-        del self.cost[b]
-        before = self.plans.get(plan.k - 1)  # (the cursor it is given up at: the taker follows the plan, not it)
-        item, pos, state, flags = before.cursors[b].tolist() if before is not None else (-1, 0, 0, 0)
-        with self.lock:
-            self.control.give_row(b, self.w, (item, pos, state, flags))
-        if self.rows.tracer is not None:
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        assert isinstance(self.sched, HandedSchedule)
+        self.template = self.sched
+        self.groups = [self.sched]  # the schedules of this producer's rows, each at its own batch
+        self.changed = False  # a group moved on, or a row came: groups may merge
+
+    def step(self) -> bool:
+        """Write the rows of one group's next batch, if one can go on; False when there is nothing to do."""
+        got = self.arrived()
+        if got is not None:
+            b, at, cursor = got
+            into = next((g for g in self.groups if g.k == at and g.opening is None), None)
+            if into is None:
+                into = self.template.alone(at)
+                self.groups.append(into)
+            into.adopt(b, cursor.tolist())
+            self.changed = True
+        if self.changed and len(self.groups) > 1:
+            self._merge()
+        handed = self.control.handed
+        for g in sorted(self.groups, key=lambda g: g.k):
+            if g.k >= handed:
+                break
+            if g.stalled and not g.claim_order.next_ready():
+                continue  # every row of it still waits for its turn
+            plan = self._plan(g)
+            if plan is None:
+                waiting = g.waiting()
+                if len(waiting) == int(g.owned.sum()):
+                    g.stalled = True  # every row of it waits for its turn
+                    continue
+                self.groups.append(g.split(waiting))  # the others go on without them
+                plan = self._plan(g)
+                assert plan is not None, "a group planned on with a claim still waiting"
+            self.busy()
+            g.stalled, self.changed = False, True
+            mine, read = g.owned, self.rows.read
+            gone = self.write(plan, np.flatnonzero(mine).tolist(), read)  # (a group plans its own rows only)
+            self.rows.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
+            if gone >= 0:
+                g.drop(gone)
+            return True
+        return False  # (the worker loop says so: ``Control.set_idle``, read by ``Control.taker``)
+
+    def _merge(self) -> None:
+        """Groups at the same batch boundary become one; groups left without rows go."""
+        by_k: dict[int, HandedSchedule] = {}
+        kept = []
+        for g in self.groups:
+            if g.opening is None and not g.owned.any():
+                continue
+            into = by_k.get(g.k) if g.opening is None else None
+            if into is not None:
+                into.merge(g)
+                continue
+            if g.opening is None:
+                by_k[g.k] = g
+            kept.append(g)
+        self.groups = kept or [self.template.alone(self.template.k)]
+        self.changed = False
+
+    def _plan(self, g: HandedSchedule) -> BatchRuns | None:
+        """The group's next plan (None while a claim waits for its turn); the time its reads take is the rows'."""
+        rows, probed = self.rows, self.probed
+        rows.v, self.faults.k = self.slot(g.k), g.k
+
+        def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
             t = time.perf_counter()
-            self.rows.tracer.complete("row move", t, t, {"row": b, "batch": plan.k, "stream": item, "given": True})
-        left = mine.copy()
-        left[b] = False
-        return left
+            got = rows.probe(b, item, pos, t0, n, fresh)
+            probed[b] = probed.get(b, 0.0) + time.perf_counter() - t
+            return got
 
-    def _write(self, plan: BatchRuns, mine: np.ndarray) -> None:
-        """This producer's rows ``mine`` of batch ``plan.k``, then their flags and cursors, then their completion.
-        While another producer is idle (only then may a row move) the rows are filled one by one, each timed."""
-        v = self.slot(plan.k)
-        self.faults.k = plan.k
-        cols = np.flatnonzero(mine).tolist()
-        part = plan.only(mine)
-        write_flags(v, part, self.steps_t, cols)
-        steps = self.rows.steps
-        if len(cols) > 1 and self.control.idle_elsewhere(self.w):
-            one = np.zeros(self.B, bool)
-            short: set[int] = set()
-            for b in cols:
-                one[b] = True
-                t0 = time.perf_counter()
-                short |= self.rows.fill(v, plan.only(one))
-                self.cost[b] = time.perf_counter() - t0
-                one[b] = False
-        else:  # (one call: a row's own fill costs a pass over the plan)
-            short = self.rows.fill(v, part)
-        write_cursors(v, part, short, cols)
-        self.steps += self.rows.steps - steps
-        self.control.set_written(cols, plan.k + 1)
+        return g.try_plan(probe)

@@ -1,9 +1,6 @@
-"""How a filler reports a source that fails or breaks its promised length: a ``SourceError``, or a ``Skip``.
-
-Under ``on_error="raise"`` an exception from the source stops the epoch with a ``SourceError`` naming the plugin,
-the item and the step; under ``"skip"`` the item ends where it failed and is reported with the batch. A stream
-whose length differs from what ``length()`` promised is reported as a length mismatch. A step or block that
-breaks the declared fields (``StepSpecError``) is the plugin's bug: it is never skipped nor wrapped.
+"""How a filler reports a source that fails (a ``SourceError`` under ``on_error="raise"``; under ``"skip"`` the item
+ends where it failed, a ``Skip``) or breaks its promised length (a ``Skip`` of kind "length"). A step that breaks the
+declared fields (``StepSpecError``) is the plugin's bug: it is never skipped nor wrapped.
 """
 
 from __future__ import annotations
@@ -22,8 +19,8 @@ SOURCE_ERRORS = (Exception, SystemExit)  # ``sys.exit()`` inside a source is an 
 
 
 def item_file(item: Any) -> str | None:
-    """The file behind an item, to name in a message: the item itself when it is a path, or a tuple's first
-    member (``(path, first, count)``); None for an item that names no file (a count, a text)."""
+    """The file behind an item, to name in a message: the item when it is a path, or a tuple's first member; None
+    for an item that names no file (a count, a text)."""
     first = item[0] if isinstance(item, (tuple, list)) and item else item
     if not isinstance(first, (str, os.PathLike)):
         return None
@@ -46,8 +43,7 @@ class Faults:
     stamps: Stamps | None = None
 
     def check_data(self, item: int) -> None:
-        """Refuse item ``item`` if it changed since the loader's index measured it (never skipped: the index is
-        stale, not the item damaged)."""
+        """Refuse item ``item`` if it changed since the loader's index measured it (the index is stale: no skip)."""
         if self.stamps is not None:
             self.stamps.check(item)
 

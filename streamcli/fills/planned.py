@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from streamcli.fills import iterators, windows, writers
-from streamcli.fills.balanced import Balancer
+from streamcli.fills.balanced import Balancer, Handover
 from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_cursors, write_flags
-from streamcli.fills.handover import Handover
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.fills.turns import ProducerTurns
@@ -106,13 +105,13 @@ class Filler:
             owned[lo:hi] = True
             handed = HandedSchedule(order, start, self.first, control.tickets, owned=owned, **kw)
             args = (control, handed, self.rows, self.faults, self._slot)
-            self.owner = Handover(*args, block=policy.block, **own)
+            self.owner = Handover(*args, **own)
             return policy
         lo, hi = policy.rows
         sched = Schedule(order, start, self.first, control.tickets, rows=(lo + off, hi + off), **kw)
         self.sched = sched
         if isinstance(policy, writers.Balanced):  # (it plans every row itself and moves rows)
-            self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, block=policy.block, **own)
+            self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, **own)
         return policy
 
     def _turn_wait(self) -> None:

@@ -1,12 +1,8 @@
-"""Claims shared between producers that each plan their own block of rows (``scheduled.claims.Turns``).
-
-When every length is known, each producer replays every row's claims from the lengths and waits on no one. A
-stream of unknown length is read by the one producer whose block holds its row, so only that producer learns where
-it ends. Then the claims go by the rule the ring's control block keeps for any row: each row publishes the key of
-its next possible claim (exact, or a lower bound while its stream is open), and a claim is made only when its key
-is the smallest of all, taking the epoch's shared tickets. The order of the tickets, hence every batch, is the
-one the lengths give. No producer waits on a row it could advance itself: a producer reads its open rows through
-the batch (and publishes their bounds past it) before it waits for any claim of that batch.
+"""Claims shared between producers that each plan their own rows (``scheduled.claims.Turns``): where a stream of
+unknown length is read by the one producer that owns its row, each row publishes the key of its next possible claim
+(exact, or a lower bound while its stream is open), and a claim is made only when its key is the smallest of all,
+taking the epoch's shared tickets: the tickets, hence the batches, come in the order the lengths give. A producer
+reads its open rows through a batch (publishing their bounds past it) before it waits for any claim of it.
 """
 
 from __future__ import annotations
@@ -24,8 +20,8 @@ _NAP_S = 1e-4  # the longest nap of a producer waiting for its turn: how late it
 
 
 class ProducerTurns:
-    """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait). While it waits
-    it has nothing to do: ``idle()`` says so to the other producers, and ``busy()`` when its turn has come."""
+    """Producer ``w``'s side of the shared claims, in generation ``gen`` (a new one aborts a wait); ``idle()`` and
+    ``busy()`` tell the other producers when it waits and when its turn has come."""
 
     def __init__(
         self,

@@ -1,19 +1,7 @@
-"""Who writes a row: the writer policy of an epoch, chosen once when its tables are read (``choose``).
-
-What goes into a row is the schedule's (``scheduled.schedule``), the same for every policy: a policy only says
-which producer writes which part of which batch, and how it marks that part done, so no policy changes a byte.
-
-- ``WholeBatches``: random-access sources (``window(item)``). Producer ``w`` of ``W`` fills every batch ``k``
-  with ``k % W == w`` whole, and marks the batch done.
-- ``RowBlocks``: iterator sources, whose streams stay in the process that reads them. Producer ``w`` writes the
-  rows of its block (``split_rows``) of every batch, plans those rows only, and marks those rows done.
-- ``Balanced``: iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths
-  are not all known): each producer writes the rows it owns, and a row moves to an idle producer at a batch
-  boundary. With every length known every producer plans every row (``fills.balanced``); otherwise each plans
-  its own, in groups that may stand at different batches, and a row is handed over at a boundary its giver
-  chooses (``fills.handover``).
-
-A random-access source whose lengths are not all known is read through ``open`` like an iterator source.
+"""Who writes a row: the writer policy of an epoch, chosen once when its tables are read (``choose``). What goes
+into a row is the schedule's, the same for every policy: a policy only says which producer writes which part of
+which batch, and how it marks that part done, so no policy changes a byte. A random-access source whose lengths are
+not all known is read through ``open`` like an iterator source.
 """
 
 from __future__ import annotations
@@ -42,7 +30,7 @@ class _Policy:
 
 @dataclass(frozen=True)
 class WholeBatches(_Policy):
-    """Producer ``w`` of ``W`` fills batches ``w, w + W, ...`` whole."""
+    """Random-access sources (``window(item)``): producer ``w`` of ``W`` fills batches ``w, w + W, ...`` whole."""
 
     def writes(self, k: int) -> bool:
         return k % self.W == self.w
@@ -53,7 +41,8 @@ class WholeBatches(_Policy):
 
 @dataclass(frozen=True)
 class RowBlocks(_Policy):
-    """Producer ``w`` of ``W`` writes rows ``lo .. hi-1`` of every batch (all of them when it is the only one)."""
+    """Iterator sources, whose streams stay in the process that reads them: producer ``w`` of ``W`` plans and writes
+    the rows of its block (``split_rows``) of every batch (all of them when it is the only one)."""
 
     @property
     def rows(self) -> tuple[int, int]:
@@ -68,8 +57,9 @@ class RowBlocks(_Policy):
 
 @dataclass(frozen=True)
 class Balanced(_Policy):
-    """Producer ``w`` of ``W`` writes the rows it owns, at first its block: planning every row where every length
-    is ``known`` (``fills.balanced``), else its own (``fills.handover``)."""
+    """Iterator sources with ``balance`` and workers (and, unless ``balance=False``, those whose lengths are not all
+    known): producer ``w`` of ``W`` writes the rows it owns, at first its block, and a row moves to an idle
+    producer (``fills.balanced``)."""
 
     known: bool = True
 
@@ -85,11 +75,9 @@ Planned = WholeBatches | RowBlocks | Balanced
 
 
 def choose(*, by_batch: bool, w: int, W: int, B: int, known: bool, balanced: bool, fixed: bool = False) -> Planned:
-    """The policy of an epoch: ``by_batch`` for random-access sources, ``known`` when every stream's length is
-    (``ClaimOrder.applies``; streams of unknown length are planned as they are read, ``scheduled.open_rows``),
+    """The policy of an epoch: ``by_batch`` for random-access sources, ``known`` when every stream's length is,
     ``balanced`` when the loader balances the epoch's rows, ``fixed`` when it was told not to (``balance=False``:
-    rows of unknown length are balanced unless so). One producer has no one to balance with, and the batches are
-    the same either way."""
+    rows of unknown length are balanced unless so). One producer has no one to balance with."""
     if by_batch and known:
         return WholeBatches(w, W, B)
     if W > 1 and (balanced or not (known or fixed)):

@@ -177,7 +177,7 @@ class ClaimOrder:
             self.turns.publish(b, claim_step * self.B + b)
 
     def drop(self, b: int) -> None:
-        """Row ``b`` goes to another producer (``fills.handover``): its next claim is no longer this order's."""
+        """Row ``b`` goes to another producer (``fills.balanced``): its next claim is no longer this order's."""
         self._heap = [(key, r) for key, r in self._heap if r != b]
         heapq.heapify(self._heap)
 

@@ -1,6 +1,6 @@
 """Schedules of rows that change hands and stand at different batches: a producer plans the rows it owns, in groups.
 
-Under the balanced policy of lengths not all known (``fills.handover``) each producer plans its own rows, its claims
+Under the balanced policy of lengths not all known (``fills.balanced``) each producer plans its own rows, its claims
 by turns with the others' (``scheduled.claims.Turns``). A claim whose turn has not come must not hold the
 producer's other rows: the rows whose claims wait split off into a schedule of their own (``split``), which goes on
 from where the plan stood once their turn comes, while the rest go on to later batches. Groups that stand at the

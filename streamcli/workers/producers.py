@@ -46,14 +46,14 @@ class InProcess:
         self.busy_s = 0.0  # seconds spent filling, for the statistics
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
-        return None  # nothing runs between batches: nothing to stop
+        return None  # nothing runs between batches
 
     def begin(self, gen: int) -> None:
         self.filler.begin(gen)
 
     def fill(self, slot: int) -> tuple[BatchRuns, set[int]]:
         """Plan the next batch and fill it into ``slot``: its plan, and the rows whose stream ended before its
-        promise. Warnings the source raises from the library's own files are shown at the user's line."""
+        promise (a source's warnings are shown at the user's line)."""
         t0 = time.perf_counter()
         made = at_user_line(lambda: self.filler.fill_batch(slot))
         t1 = time.perf_counter()
@@ -92,20 +92,13 @@ class Workers:
     ) -> None:
         if mp_context != "fork":
             check_main_guard()
-        check_picklable(source, items, spec.plugin)
-        try:
-            pickle.dumps(spec.transform)
-        except Exception as exc:
-            raise TypeError(
-                f"transform {spec.transform!r} cannot be pickled for worker processes ({exc}); make it "
-                "a module-level class or function, or use num_workers=0"
-            ) from exc
+        check_picklable(source, items, spec)
         env = dict(os.environ)
         specs = [
             WorkerSpec(w=w, fill_spec=spec, ring=ring.spec, source=source, items=list(items), env=env)
             for w in range(len(bounds))
         ]
-        self.pool: WorkerPool | None = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
+        self.pool = WorkerPool(specs, ring, mp_context, lambda i: item_name(source, items[i]))
         self.pool.on_skip = on_skip
         self.control = ring.control
 
@@ -117,33 +110,34 @@ class Workers:
         return self.control.steps()
 
     def start_epoch(self, gen: int, timeout: float | None) -> None:
-        assert self.pool is not None
         self.pool.start_epoch(gen, timeout)
 
     def begin(self, gen: int) -> None:
         return None  # each worker begins when it acknowledges the epoch (``start_epoch``)
 
     def wait(self, k: int, timeout: float | None, stop: Callable[[], bool] | None) -> bool:
-        assert self.pool is not None
         return self.pool.wait_batch(k, timeout, stop)
 
     def ready_batches(self, k: int) -> int:
-        assert self.pool is not None
         return self.pool.ready_batches(k)
 
     def close(self) -> None:
         return None  # the loader's finalizer stops the pool (``pool.shutdown``): it must not hold the loader
 
 
-def check_picklable(source: StreamSource, items: Sequence[Any], plugin: str) -> None:
-    """Refuse, before any process starts, a source or item that cannot travel to a spawned worker."""
-    try:
-        pickle.dumps(source)
-    except Exception as exc:
-        raise TypeError(
-            f"source {plugin!r} cannot be pickled for worker processes ({exc}); make it a "
-            "module-level class holding only paths and options, or use num_workers=0"
-        ) from exc
+def check_picklable(source: StreamSource, items: Sequence[Any], spec: FillSpec) -> None:
+    """Refuse, before any process starts, a source, transform or item that cannot travel to a spawned worker."""
+    plugin = spec.plugin
+    for what, obj, fix in (
+        (f"source {plugin!r}", source, "module-level class holding only paths and options"),
+        (f"transform {spec.transform!r}", spec.transform, "module-level class or function"),
+    ):
+        try:
+            pickle.dumps(obj)
+        except Exception as exc:
+            raise TypeError(
+                f"{what} cannot be pickled for worker processes ({exc}); make it a {fix}, or use num_workers=0"
+            ) from exc
     for i, item in enumerate(items):
         try:
             pickle.dumps(item)

@@ -10,17 +10,15 @@ import numpy as np
 from streamcli.shared.control.layout import (
     CALLS,
     NEVER,
-    NO_OWNER,
     SMALL,
     ControlValues,
     RowTable,
     WorkerStats,
     arrays,
     epoch_rows,
-    given_by,
 )
 
-__all__ = ["CLOSING", "NEVER", "NO_OWNER", "Aborted", "Control", "arrays", "epoch_rows"]
+__all__ = ["CLOSING", "NEVER", "Aborted", "Control", "arrays", "epoch_rows"]
 
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit" (or to stop starting)
 
@@ -31,7 +29,7 @@ class Aborted(Exception):
 
 class Control:
     """The control block's arrays behind methods, in four parts: the epoch's tables (batch k may be written once
-    ``handed > k``); the rows (owner, next claim key, batches completed, rows moving between producers);
+    ``handed > k``); the rows (owner, next claim key, batches completed; a row handed over to an idle producer);
     completion (batch k is whole once its one producer marked it, ``set_done``, or every row has completed it,
     ``written_min() > k``); and the producers' reports.
 
@@ -104,10 +102,9 @@ class Control:
         self._ctl.tickets = tickets
 
     def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
-        """The row table the epoch starts from (``epoch_rows``); no batch is done, no row given up or moving."""
+        """The row table the epoch starts from (``epoch_rows``); no batch is done, no row moving."""
         rows = self._rows
         rows.owner[:], rows.claim[:], rows.written[:], self._held[:] = owner, claim, written, held
-        self._ctl.given = 0
         self._ctl.move_row = -1
         self._done_array[:] = 0
 
@@ -171,7 +168,7 @@ class Control:
         self._ctl.tickets = ticket + 1
         return ticket
 
-    # ------------------------------------------------------------------ rows: claims, owners, rows given up
+    # ------------------------------------------------------------------ rows: claims, owners
 
     def earliest_claim(self) -> int:
         """The smallest key any row may still claim at, read in one pass (keys only grow, so it never exceeds the
@@ -189,54 +186,15 @@ class Control:
         """The rows producer ``w`` owns (a mask), and the batches each row has completed (a copy)."""
         return self._rows.owner == w, self._rows.written.copy()
 
-    def take_waiting(self, w: int, lo: int, hi: int) -> None:
-        """Make producer ``w`` the owner of the rows ``lo .. hi-1`` that wait for a claim (hold the lock): under
-        the balanced policy on the schedule every producer plans every claim, so a row is always someone's."""
-        owner = self._rows.owner[lo:hi]
-        owner[owner == NO_OWNER] = w
-
-    def give_row(self, b: int, w: int, cursor: tuple[int, int, int, int]) -> None:
-        """Producer ``w`` gives live row ``b`` up mid-stream, at a batch boundary (its completed batches say which),
-        for an idle producer to go on with (hold the lock). Its claim key stays as announced: the row takes no
-        ticket, it only changes hands."""
-        self._held[b] = cursor
-        self._rows.owner[b] = given_by(w)  # not NO_OWNER: the row is not waiting for a claim
-        self._ctl.given += 1
-        self._ctl.moved += 1
-
-    @property
-    def given(self) -> int:
-        """Rows given up mid-stream that no producer has taken yet (a cheap check before ``take_given``)."""
-        return self._ctl.given
-
     @property
     def moved(self) -> int:
         """Rows moved between producers mid-stream since the loader started."""
         return self._ctl.moved
 
-    def take_given(self, w: int, top: int, own: bool) -> tuple[int, np.ndarray] | None:
-        """Make producer ``w`` the owner of the earliest row given up mid-stream whose next batch is below
-        ``top`` (hold the lock): (row, its cursor), or None. Rows ``w`` gave up itself only if ``own``: a giver
-        takes one back only when it has nothing else to do, never before the idle producer can."""
-        owner, written = self._rows.owner, self._rows.written
-        given = owner <= given_by(0)
-        if not own:
-            given &= owner != given_by(w)
-        rows = np.flatnonzero(given & (written < top))
-        if not len(rows):
-            return None
-        b = int(rows[np.argmin(written[rows])])
-        owner[b] = w
-        self._ctl.given -= 1
-        held: np.ndarray = self._held[b].copy()
-        return b, held
-
-    # ------------------------------------------------------------------ hand-overs at a boundary the giver chooses
+    # ------------------------------------------------------------------ a row handed over to an idle producer
 
     def taker(self, w: int) -> int | None:
-        """An idle producer other than ``w``, if no hand-over is in flight (hold the lock). The giver commits to
-        give it a row from a later boundary (``commit``), writes the row until then, and hands it over with its
-        cursor there (``hand_over``); the taker adopts it at that boundary (``arrived``). One at a time."""
+        """An idle producer other than ``w``, if no hand-over is in flight: the one a row may go to."""
         if self._ctl.move_row >= 0:
             return None
         idle = self._wstat.idle.copy()
@@ -244,13 +202,16 @@ class Control:
         found = np.flatnonzero(idle)
         return int(found[0]) if len(found) else None
 
-    def commit(self, b: int, to: int, k: int) -> bool:
-        """Row ``b`` goes to producer ``to`` from batch ``k`` on, if ``to`` is still idle and no other row is moving
-        (hold the lock)."""
+    def hand_over(self, b: int, to: int, k: int, cursor: list[int]) -> bool:
+        """Row ``b`` goes to producer ``to`` from batch ``k`` on, at ``cursor`` (its giver has marked it written
+        through ``k - 1``), unless another hand-over is in flight (hold the lock). One at a time: the taker ends it
+        (``arrived``)."""
         ctl = self._ctl
-        if ctl.move_row >= 0 or not self._wstat.idle[to]:
+        if ctl.move_row >= 0:
             return False
         ctl.move_row, ctl.move_to, ctl.move_at = b, to, k
+        self._held[b] = cursor
+        self._rows.owner[b] = to  # last: a taker that sees itself the owner sees the cursor
         return True
 
     @property
@@ -259,15 +220,8 @@ class Control:
         ctl = self._ctl
         return ctl.move_row, ctl.move_to, ctl.move_at
 
-    def hand_over(self, cursor: tuple[int, int, int, int]) -> None:
-        """The giver has written the moving row up to the boundary: its cursor there (hold the lock)."""
-        ctl = self._ctl
-        b = ctl.move_row
-        self._held[b] = cursor
-        self._rows.owner[b] = ctl.move_to  # last: a taker that sees itself the owner sees the cursor
-
     def arrived(self, w: int) -> tuple[int, int, np.ndarray] | None:
-        """(row, batch, its cursor there) if a row coming to producer ``w`` has been released (hold the lock); the
+        """(row, batch, its cursor there) if a row has been handed over to producer ``w`` (hold the lock); the
         hand-over is over then."""
         ctl = self._ctl
         b = ctl.move_row
@@ -333,7 +287,7 @@ class Control:
         self._wstat.load[w] = seconds
 
     def load_of(self, w: int) -> float:
-        """Seconds producer ``w``'s rows took in their last batch, as it said last (``fills.handover``)."""
+        """Seconds producer ``w``'s rows took in their last timed batch, as it said last (``fills.balanced``)."""
         return float(self._wstat.load[w])
 
     def sent(self, w: int) -> int:

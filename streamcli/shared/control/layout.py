@@ -5,7 +5,7 @@ the named views through which ``Control`` reads them, and the row table an epoch
 - ``ctl`` int64[16]: the single values, by name (``ControlValues``);
 - ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
 - ``rows`` int64[B, 3]: per row, its owner, next claim and batches completed, by column (``RowTable``);
-- ``held`` int64[B, 4]: the cursor of a row between producers;
+- ``held`` int64[B, 4]: the cursor of a row handed over between producers;
 - ``wstat`` float64[W, 5]: per producer, its counters, by column (``WorkerStats``);
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
@@ -27,7 +27,6 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 
-NO_OWNER = -1  # a row waiting for its next claim: any producer may take it
 NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
 
@@ -86,7 +85,7 @@ class ControlValues(Values):
     handed = Int64(4)  # batches handed out: batch k may be written once ``handed > k``
     ready = Int64(5)  # the generation whose tables are written (producers may start it)
     awaited = Int64(6)  # the batch the loader is blocked on (-1: none)
-    given = Int64(7)  # rows given up mid-stream and not yet taken
+    spare = Int64(7)  # unused (it counted rows given up before one balancing protocol): the others keep their place
     moved = Int64(8)  # rows moved mid-stream since the loader started
     epoch = Int64(9)  # the epoch being produced (a transform's ``ctx.epoch``)
     balanced = Int64(10)  # 1 when the epoch's rows move to an idle producer (``fills.writers.Balanced``)
@@ -110,7 +109,7 @@ class WorkerStats:
         self.steps = wstat[:, self.STEPS]  # steps read
         self.idle = wstat[:, self.IDLE]  # 1 while it has nothing to do
         self.sent = wstat[:, self.SENT]  # messages it has sent over its pipe
-        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last batch (``fills.handover``)
+        self.load = wstat[:, self.LOAD]  # seconds its rows took in their last timed batch (``fills.balanced``)
         self.items = wstat.data.cast("B").cast("d") if wstat.size else memoryview(b"").cast("d")
 
 
@@ -120,8 +119,7 @@ class RowTable:
     WIDTH = 3
 
     def __init__(self, rows: np.ndarray) -> None:
-        # Its producer; ``NO_OWNER`` while it waits for a claim, ``given_by(w)`` once producer w gave it up.
-        self.owner = rows[:, 0]
+        self.owner = rows[:, 0]  # the producer that writes it
         self.claim = rows[:, 1]  # the canonical key of its next possible claim (``NEVER``: none this epoch)
         self.written = rows[:, 2]  # the batches it has completed
 
@@ -145,20 +143,14 @@ def arrays(
     )
 
 
-def given_by(w: int) -> int:
-    """The owner value of a live row producer ``w`` gave up mid-stream: any other producer may go on with it."""
-    return -2 - w
-
-
 def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): rows with a
-    stream (or dry) belong to the producer of their block, which reopens them; idle rows wait for a claim."""
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): each row belongs
+    to the producer of its block (``bounds``), which reopens its stream."""
     B = len(cursors)
     state = cursors[:, _cursor.STATE]
-    owner = np.full(B, NO_OWNER, np.int64)
+    owner = np.zeros(B, np.int64)
     for w, (lo, hi) in enumerate(bounds):
         owner[lo:hi] = w
-    owner[state == RowPhase.IDLE] = NO_OWNER  # (a SHORT row pads until its claim: its block's producer keeps it)
     claim = first * T * B + np.arange(B, dtype=np.int64)
     claim[state == RowPhase.DRY] = NEVER
     return owner, claim, np.full(B, first, np.int64), cursors.copy()
