@@ -268,6 +268,29 @@ class ClaimOrder:
         self.close(b, next_claim_step(key // self.B, steps, self.T, self.pack))
         return key, b, Claim(first, count, False, steps)
 
+    def claim_until(self, limit: int, got: list[tuple[int, ...]]) -> None:
+        """Make every claim below key ``limit``, each appended to ``got`` as (row, step, first ticket, count, dry,
+        steps): ``advance`` in one loop, for the usual order (its own tickets, every length known)."""
+        assert self.turns is None and isinstance(self._tickets, Tickets)
+        heap, steps, n, B, T, pack, restream = self._heap, self._steps, self.n, self.B, self.T, self.pack, self.restream
+        pop, push, taken = heapq.heappop, heapq.heappush, self._tickets.taken
+        while heap and heap[0][0] < limit:
+            key, b = pop(heap)
+            step, first, empty_replays = key // B, taken, 0
+            while True:
+                ticket, taken = taken, taken + 1
+                if ticket >= n and (not restream or n == 0 or empty_replays >= n):
+                    got.append((b, step, first, taken - first, True, 0))
+                    break
+                m = int(steps[ticket % n])
+                assert m >= 0, "a stream of unknown length is claimed without a reader"
+                if m:
+                    push(heap, ((step + m if pack else ((step + m - 1) // T + 1) * T) * B + b, b))
+                    got.append((b, step, first, taken - first, False, m))
+                    break
+                empty_replays += ticket >= n
+        self._tickets.taken = taken
+
 
 def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boundary: str, epoch_end: str) -> int:
     """Batches yielded in an epoch whose streams, in ticket order, have these lengths."""

@@ -17,9 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.scheduled.claims import OPEN
-from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns, Opening
-from streamcli.scheduled.schedule import FOREIGN, IDLE, LIVE, SHORT, Schedule
+from streamcli.scheduled.schedule import FOREIGN, IDLE, LIVE, SHORT, Probe, Schedule
 
 
 class HandedSchedule(Schedule):
@@ -38,8 +37,8 @@ class HandedSchedule(Schedule):
         there)."""
         if self.opening is None:
             self.opening = self.open_batch(probe)
-        elif self._reads is not None:
-            self._reads.probe = probe
+        else:
+            self._probe = probe
         if not self.make_claims(self.opening, wait=False):
             return None
         opening, self.opening = self.opening, None
@@ -64,14 +63,16 @@ class HandedSchedule(Schedule):
         other.claim_order = self.claim_order.split(mine)
         if self.opening is not None:
             op = self.opening
-            reads = self._reads
-            other._reads = None
-            opener = None
-            if reads is not None:
-                other._reads = Reads(reads.probe, reads.q0, reads.T, reads.pack, reads.segment)
-                other._reads.found = {key: f for key, f in reads.found.items() if mine[key[0]]}
-                reads.found = {key: f for key, f in reads.found.items() if not mine[key[0]]}
-                opener = other._reads.opener(self.order, self.lo)
+            walks, got = self._walks, self._got  # (what was read and claimed of each row in this batch)
+            other._walks, other._got = (
+                {b: w for b, w in walks.items() if mine[b]},
+                {b: g for b, g in got.items() if mine[b]},
+            )
+            self._walks, self._got = (
+                {b: w for b, w in walks.items() if not mine[b]},
+                {b: g for b, g in got.items() if not mine[b]},
+            )
+            opener = None if op.opener is None else other.open_ticket
             other.opening = Opening(
                 [g for g in op.got if mine[g[0]]], [b for b in op.opened if mine[b]], opener, op.limit
             )

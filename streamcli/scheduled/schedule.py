@@ -1,10 +1,11 @@
 """Where every row stands in each batch, planned from the streams' lengths: the schedule a filler follows.
 
 The claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in canonical key order, a row claiming
-again where its stream ends, or at the next batch under "pad"); a length not known is found by the filler's probe
-as the plan reads the stream into its batch (``claims.Probe``). ``Schedule`` keeps every row's state as arrays
-and turns each batch into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few
-rows that cross a stream's end, as runs. A broken promise (a stream ends early) changes what is written, not the plan.
+again where its stream ends, or at the next batch under "pad"). A length not known is an open bound that reading
+raises: the plan reads such a stream into its batch through the filler's ``Probe`` and so finds its end. ``Schedule``
+keeps every row's state as arrays and turns each batch into a ``BatchRuns``: the rows one stream covers for the whole
+batch, as arrays, and the few rows that cross a stream's end, as runs. A broken promise (a stream ends early)
+changes what is written, not the plan.
 
 Every producer computes the same plans, so batch k's content is a pure function of the source, the loader's
 settings, the epoch and k: the same for any number of workers and any timing.
@@ -13,7 +14,8 @@ settings, the epoch and k: the same for any number of workers and any timing.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +23,6 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
 from streamcli.scheduled.crossings import COLUMNS, cross_many
 from streamcli.scheduled.cursor import RowPhase
-from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
@@ -35,6 +36,14 @@ LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
+EMPTY = -1  # an opener's answer: the stream claimed has no step (the row takes the next ticket at the same key)
+Probe = Callable[[int, int, int, int, int, bool], int]
+"""Reads a stream of unknown length into the batch being planned, ``(row, item, pos, batch step, steps, open)``
+(``open``: a new stream, opened at ``pos``; else the row's stream goes on): the steps read if the stream ended
+within them (it looks one step ahead), else ``OPEN``."""
+Walk = list[Any]
+"""A row's walk through a batch that stopped at a claim not yet made (a row read before the batch's claims):
+``[batch step, claims used, runs, pads, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens]``."""
 
 
 class Schedule:
@@ -92,7 +101,9 @@ class Schedule:
         self._kinds = np.zeros((max(LIVE, SHORT, IDLE, DRY, FOLLOW) + 2, 3), np.int64)
         self._kinds[LIVE + 1], self._kinds[SHORT + 1], self._kinds[DRY + 1] = (1, 0, T), (0, 1, T), (0, 1, 0)
         self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
-        self._reads: Reads | None = None
+        self._probe: Probe | None = None  # the batch's reader of open bounds
+        self._walks: dict[int, Walk] = {}  # the rows read before the batch's claims, where they stopped
+        self._got: dict[int, list[tuple[int, ...]]] = {}  # the batch's claims so far by row, where rows are read
         for b, cursor in enumerate(start.tolist()):
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
@@ -110,6 +121,7 @@ class Schedule:
         other = copy.copy(self)
         other._bind(self.table.copy())
         other.due = {k: set(rows) for k, rows in self.due.items()}
+        other._walks, other._got = dict(self._walks), {b: list(g) for b, g in self._got.items()}
         return other
 
     def touch(self, rows: Iterable[int]) -> None:
@@ -125,7 +137,7 @@ class Schedule:
         self.table[b] = (item, pos, IDLE, 0, 0, replay, expect, 0, q0)
         if state == DRY:
             self.state[b] = DRY
-        elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
+        elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``_walk``)
             self.state[b], self.stop[b], self.seg_end[b] = FOLLOW, pos + OPEN, pos
         elif state in (LIVE, SHORT):
             length = self.claim_order.item_length(item)
@@ -148,24 +160,58 @@ class Schedule:
         return self.close_batch(opening)
 
     def open_batch(self, probe: Probe | None = None) -> Opening:
-        """Begin the next batch's plan: its open rows are read through it (``open_rows``)."""
-        q0 = self.k * self.T
-        reads = self._reads = None if probe is None else Reads(probe, q0, self.T, self.pack, self.segment)
-        cols = (self.state, self.pos, self.stop, self.item, self.seg_end, self.claim_q)
-        opened = [] if reads is None else reads.extend(self.claim_order, self.lo, cols)
-        opener = None if reads is None else reads.opener(self.order, self.lo)
+        """Begin the next batch's plan: the rows whose stream's end is an open bound are read, to their end or the
+        batch's (``_walk``); where one ends, its next claim enters the claim order."""
+        self._probe, self._walks, self._got = probe, {}, {}
+        opened, lo, q0 = [], self.lo, self.k * self.T
+        opener = None if probe is None else self.open_ticket
+        rows = np.flatnonzero(((self.state == LIVE) & (self.stop >= OPEN)) | (self.state == FOLLOW))
+        for b in rows.tolist() if probe is not None else ():
+            s0, w = self.state[b], self._walk(b, None, ())
+            t, state, claim_q = w[0], w[6], w[11]
+            if state in (IDLE, SHORT):  # its stream ended: its next claim is known
+                self.claim_order.close(b + lo, claim_q)
+            else:
+                self.claim_order.read_through(b + lo, q0)
+                if s0 == state == LIVE and len(w[2]) == 1 and w[2][0][2] == t:  # read on through it: a whole row
+                    continue
+            self._walks[b] = w
+            opened.append(b)
         return Opening([], opened, opener, (self.k + 1) * self.T * self.B_all)
+
+    def open_ticket(self, b: int, ticket: int, step: int) -> int:
+        """``ClaimOrder.advance``'s opener: row ``b`` (of every row) takes the stream of unknown length that
+        ``ticket`` names at epoch step ``step`` and reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
+        b -= self.lo
+        w = self._walks.get(b)
+        got = self._got.get(b, [])
+        used = 0 if w is None else w[1]
+        runs = 0 if w is None else len(w[2])
+        w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)])
+        if w[6] == IDLE and len(w[2]) == runs and w[0] == step - self.k * self.T:
+            w[1] = len(got)  # (the claim goes on: its next ticket is taken at the same key)
+            return EMPTY
+        w[1] = len(got) + 1
+        return int(w[11]) if w[6] in (IDLE, SHORT) else OPEN
 
     def make_claims(self, opening: Opening, wait: bool = True) -> bool:
         """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
         call again)."""
         order_of_claims, got, lo, B, B_all = self.claim_order, opening.got, self.lo, self.B, self.B_all
+        if opening.opener is None and order_of_claims.turns is None:  # (the usual order: one loop)
+            order_of_claims.claim_until(opening.limit, got)
+            if lo or B_all != B:
+                got[:] = [(g[0] - lo, *g[1:]) for g in got if lo <= g[0] < lo + B]
+            return True
+        by_row = self._got if opening.opener is not None else None
         while (key := order_of_claims.next_key()) < opening.limit:
             if not wait and not order_of_claims.ready(key):
                 return False
             key, b, c = order_of_claims.advance(opening.opener)
             if lo <= b < lo + B:
-                got.append((b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
+                got.append(claim := (b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
+                if by_row is not None:
+                    by_row.setdefault(b - lo, []).append(claim[1:])
         return True
 
     def close_batch(self, opening: Opening) -> BatchRuns:
@@ -222,13 +268,26 @@ class Schedule:
                 state[b] = IDLE if claim == q1 else SHORT
             self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
         n_pads = len(out.pads)
-        many = self._cross_many(crossing.difference(opened), got, q0, out) if len(crossing) >= self.MANY else None
+        walks = self._walks
+        many = self._cross_many(crossing.difference(walks), got, q0, out) if len(crossing) >= self.MANY else None
         one_by_one = sorted(crossing.difference(many) if many else crossing)
-        by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
-        for b, *claim in got if one_by_one else ():
-            by_row.setdefault(b, []).append(tuple(claim))
+        by_row = self._got
+        if not by_row and one_by_one:  # row -> its claims (step, first, n, dry, steps)
+            for b, *claim in got:
+                by_row.setdefault(b, []).append(tuple(claim))
         for b in one_by_one:
-            self._cross(b, q0, by_row.get(b, []), out)
+            w = walks.get(b)
+            claims = by_row.get(b, ())
+            self._finish(b, self._walk(b, w, claims[w[1] :] if w is not None else claims, out.runs, out.pads))
+        if len(got) < 16:
+            for b, _, _, count, dry, _ in got:
+                out.claims[b] += count
+                out.dry[b] += dry
+        else:
+            claimed = np.array(got, np.int64)
+            np.add.at(out.claims, claimed[:, 0], claimed[:, 3])
+            np.add.at(out.dry, claimed[:, 0], claimed[:, 4])
+        self._walks, self._got = {}, {}
         if many and one_by_one:  # each row's runs and padding in step order, the rows in order, as one by one
             out.runs.sort()
             out.pads[n_pads:] = sorted(out.pads[n_pads:])
@@ -268,7 +327,6 @@ class Schedule:
         )
         out.runs += crossed.runs
         out.pads += crossed.pads
-        out.claims[crossed.rows] += crossed.claims
         if self.EVENTS and len(crossed.rows):  # (the rows filed by batch: a few batches hold them all)
             ranked = np.argsort(crossed.due, kind="stable")
             batches, first = np.unique(crossed.due[ranked], return_index=True)
@@ -334,23 +392,43 @@ class Schedule:
             dry=same.dry,
         )
 
-    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
-        """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
-        read into plain values once, and written back at the end)."""
-        T, claim_order, order = self.T, self.claim_order, self.order
-        item, pos, state, flags, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
-        replay, fresh = replay != 0, False  # a stream is fresh only from its claim to its first run, in one batch
-        runs, pads = out.runs, out.pads
-        t, c = 0, 0
+    def _walk(
+        self, b: int, w: Walk | None, claims: Any, runs: list[Run] | None = None, pads: list[Any] | None = None
+    ) -> Walk:
+        """Row ``b``'s runs and padding through the batch, from where its walk ``w`` stopped (None: the batch's start)
+        with its claims ``claims`` (step, first ticket, count, dry, steps), to the batch's end or a claim not made
+        yet; a stream whose end is an open bound is read (the probe) until it ends or the batch does. ``runs`` and
+        ``pads``: where they go (else the walk's own lists)."""
+        T, segment, pack, q0 = self.T, self.segment, self.pack, self.k * self.T
+        if w is None:
+            item, pos, state, _, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
+            t, fresh, opens, runs, pads = 0, False, False, [] if runs is None else runs, [] if pads is None else pads
+        else:
+            _, _, runs_w, pads_w, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens = w
+            t = w[0]
+            if runs is None or pads is None:
+                runs, pads = runs_w, pads_w
+            else:
+                runs += runs_w
+                pads += pads_w
+        c, n_claims = 0, len(claims)
         while t < T:
-            if (state == LIVE and stop >= OPEN) or state == FOLLOW:  # what the reads found (``open_rows``)
-                assert self._reads is not None
-                t, pos, state, stop, seg_end, claim_q = self._reads.plan(
-                    b, q0 + t, runs, pads, item, replay, stop, expect
-                )
+            if state == LIVE and stop >= OPEN:  # an open bound: read the stream to its end or the batch's
+                assert self._probe is not None
+                n_max = min(T - t, seg_end - pos) if segment else T - t
+                got = self._probe(b, item, pos, t, n_max, opens)
+                n, opens = n_max if got >= OPEN else got, False
+                if n:
+                    runs.append((b, t, n, item, pos, replay != 0, fresh, stop, expect, seg_end))
+                fresh, pos, t = False, pos + n, t + n
+                if got < OPEN:  # it ended: the row claims there ("pack") or at the next batch ("pad")
+                    claim_q = q0 + t if pack or not t else q0 + T
+                    state, stop = (IDLE if claim_q == q0 + t else SHORT), pos
+                elif segment and pos == seg_end:
+                    state = FOLLOW
             elif state == LIVE:
                 n = min(stop - pos, T - t)
-                runs.append((b, t, n, item, pos, replay, fresh, stop, expect, seg_end))
+                runs.append((b, t, n, item, pos, replay != 0, fresh, stop, expect, seg_end))
                 fresh = False
                 pos += n
                 t += n
@@ -366,28 +444,55 @@ class Schedule:
                 t = e
                 if claim_t <= T:
                     state = IDLE
-            elif state == IDLE:  # its claim (``write._claim_planned``): tickets first .. first + count - 1
-                step, first, count, is_dry, steps = row_claims[c]
+            elif state == IDLE:  # its claim: tickets first .. first + count - 1
+                if c == n_claims:
+                    break  # not made yet
+                step, first, count, is_dry, steps = claims[c]
                 c += 1
                 assert step == q0 + t, (b, step, q0, t)
-                out.claims[b] += count
                 taken = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
                 if taken >= first:
-                    item, start, _, expect = order[taken % claim_order.n].tolist()
-                    pos, replay = start, taken >= claim_order.n
+                    item, start, _, expect = self.order[taken % self.claim_order.n].tolist()
+                    pos, replay = start, int(taken >= self.claim_order.n)
                 if is_dry:
                     state = DRY
-                    out.dry[b] += 1
                     continue
-                stop = start + (steps if steps >= 0 else OPEN)  # (not known: read from its claim on, ``open_rows``)
-                seg_end = (start // self.segment + 1) * self.segment if self.segment else -1  # (mid-segment: replan)
-                claim_q = next_claim_step(step, steps, T, self.pack)
-                fresh, state = True, LIVE
+                stop = start + (steps if steps >= 0 else OPEN)  # (not known: an open bound, read from its claim)
+                seg_end = (start // segment + 1) * segment if segment else -1  # (mid-segment: replan)
+                claim_q = next_claim_step(step, steps, T, pack)
+                fresh, opens, state = True, steps < 0, LIVE
+            elif state == FOLLOW:  # the item's next segment, of an item of unknown length, goes on the same row
+                if t and not pack:  # "pad": it starts at the next batch
+                    pads.append((b, t, T))
+                    t = T
+                else:
+                    seg_end, fresh, state = pos + segment, True, LIVE
             else:  # DRY
                 pads.append((b, t, T))
                 t = T
-        if state == SHORT and claim_q == q0 + T:  # its claim is at the next batch's first step: free now
+        return [
+            t,
+            c + (0 if w is None else w[1]),
+            runs,
+            pads,
+            item,
+            pos,
+            state,
+            stop,
+            replay,
+            expect,
+            seg_end,
+            claim_q,
+            fresh,
+            opens,
+        ]
+
+    def _finish(self, b: int, w: Walk) -> None:
+        """Row ``b``'s state after the batch, from its walk through it, filed under the batch of its next event."""
+        t, _, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, _, _ = w
+        q1 = (self.k + 1) * self.T
+        assert t == self.T, f"row {b}'s claim was not made"
+        if state == SHORT and claim_q == q1:  # its claim is at the next batch's first step: free now
             state = IDLE
-        flags = self._flags(replay, expect)
-        self.table[b] = (item, pos, state, flags, stop, replay, expect, seg_end, claim_q)
-        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q0 + T)
+        self.table[b] = (item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q)
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q1)
