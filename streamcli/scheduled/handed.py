@@ -63,6 +63,7 @@ class HandedSchedule(Schedule):
         other.claim_order = self.claim_order.split(mine)
         if self.opening is not None:
             op = self.opening
+            self.claims_of(-1)
             walks, got = self._walks, self._got  # (what was read and claimed of each row in this batch)
             other._walks, other._got = (
                 {b: w for b, w in walks.items() if mine[b]},
@@ -78,6 +79,7 @@ class HandedSchedule(Schedule):
             )
             other.stalled = True  # (its rows wait for their turn: looked at again once the earliest may go)
             op.got[:] = [g for g in op.got if not mine[g[0]]]
+            other._claims, other._seen, self._seen = other.opening.got, len(other.opening.got), len(op.got)
             op.opened[:] = [b for b in op.opened if not mine[b]]
         return other
 

@@ -103,7 +103,9 @@ class Schedule:
         self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
         self._probe: Probe | None = None  # the batch's reader of open bounds
         self._walks: dict[int, Walk] = {}  # the rows read before the batch's claims, where they stopped
-        self._got: dict[int, list[tuple[int, ...]]] = {}  # the batch's claims so far by row, where rows are read
+        self._claims: list[tuple[int, ...]] = []  # the batch's claims: (row, step, first, count, dry, steps)
+        self._got: dict[int, list[tuple[int, ...]]] = {}  # ... by row: those of ``_claims[:_seen]``
+        self._seen = 0
         for b, cursor in enumerate(start.tolist()):
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
@@ -121,7 +123,7 @@ class Schedule:
         other = copy.copy(self)
         other._bind(self.table.copy())
         other.due = {k: set(rows) for k, rows in self.due.items()}
-        other._walks, other._got = dict(self._walks), {b: list(g) for b, g in self._got.items()}
+        other._walks, other._got, other._claims = dict(self._walks), {b: list(g) for b, g in self._got.items()}, []
         return other
 
     def touch(self, rows: Iterable[int]) -> None:
@@ -162,7 +164,7 @@ class Schedule:
     def open_batch(self, probe: Probe | None = None) -> Opening:
         """Begin the next batch's plan: the rows whose stream's end is an open bound are read, to their end or the
         batch's (``_walk``); where one ends, its next claim enters the claim order."""
-        self._probe, self._walks, self._got = probe, {}, {}
+        self._probe, self._walks, self._got, self._claims, self._seen = probe, {}, {}, [], 0
         opened, lo, q0 = [], self.lo, self.k * self.T
         opener = None if probe is None else self.open_ticket
         rows = np.flatnonzero(((self.state == LIVE) & (self.stop >= OPEN)) | (self.state == FOLLOW))
@@ -177,14 +179,13 @@ class Schedule:
                     continue
             self._walks[b] = w
             opened.append(b)
-        return Opening([], opened, opener, (self.k + 1) * self.T * self.B_all)
+        return Opening(self._claims, opened, opener, (self.k + 1) * self.T * self.B_all)
 
     def open_ticket(self, b: int, ticket: int, step: int) -> int:
         """``ClaimOrder.advance``'s opener: row ``b`` (of every row) takes the stream of unknown length that
         ``ticket`` names at epoch step ``step`` and reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
         b -= self.lo
-        w = self._walks.get(b)
-        got = self._got.get(b, [])
+        w, got = self._walks.get(b), self.claims_of(b)
         used = 0 if w is None else w[1]
         runs = 0 if w is None else len(w[2])
         w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)])
@@ -197,22 +198,16 @@ class Schedule:
     def make_claims(self, opening: Opening, wait: bool = True) -> bool:
         """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
         call again)."""
-        order_of_claims, got, lo, B, B_all = self.claim_order, opening.got, self.lo, self.B, self.B_all
-        if opening.opener is None and order_of_claims.turns is None:  # (the usual order: one loop)
-            order_of_claims.claim_until(opening.limit, got)
-            if lo or B_all != B:
-                got[:] = [(g[0] - lo, *g[1:]) for g in got if lo <= g[0] < lo + B]
-            return True
-        by_row = self._got if opening.opener is not None else None
-        while (key := order_of_claims.next_key()) < opening.limit:
-            if not wait and not order_of_claims.ready(key):
-                return False
-            key, b, c = order_of_claims.advance(opening.opener)
-            if lo <= b < lo + B:
-                got.append(claim := (b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
-                if by_row is not None:
-                    by_row.setdefault(b - lo, []).append(claim[1:])
-        return True
+        rows = (self.lo, self.lo + self.B)
+        return self.claim_order.claim_until(opening.limit, opening.got, opening.opener, wait, rows)
+
+    def claims_of(self, b: int) -> list[tuple[int, ...]]:
+        """Row ``b``'s claims in the batch so far, (step, first ticket, count, dry, steps), by row as they come."""
+        got, by_row = self._claims, self._got
+        for g in got[self._seen :]:
+            by_row.setdefault(g[0], []).append(g[1:])
+        self._seen = len(got)
+        return by_row.get(b, [])
 
     def close_batch(self, opening: Opening) -> BatchRuns:
         """The batch's plan once its claims are made; the rows' state moves past it."""
@@ -272,9 +267,8 @@ class Schedule:
         many = self._cross_many(crossing.difference(walks), got, q0, out) if len(crossing) >= self.MANY else None
         one_by_one = sorted(crossing.difference(many) if many else crossing)
         by_row = self._got
-        if not by_row and one_by_one:  # row -> its claims (step, first, n, dry, steps)
-            for b, *claim in got:
-                by_row.setdefault(b, []).append(tuple(claim))
+        if one_by_one:
+            self.claims_of(-1)
         for b in one_by_one:
             w = walks.get(b)
             claims = by_row.get(b, ())
@@ -287,7 +281,7 @@ class Schedule:
             claimed = np.array(got, np.int64)
             np.add.at(out.claims, claimed[:, 0], claimed[:, 3])
             np.add.at(out.dry, claimed[:, 0], claimed[:, 4])
-        self._walks, self._got = {}, {}
+        self._walks, self._got, self._claims, self._seen = {}, {}, [], 0
         if many and one_by_one:  # each row's runs and padding in step order, the rows in order, as one by one
             out.runs.sort()
             out.pads[n_pads:] = sorted(out.pads[n_pads:])
