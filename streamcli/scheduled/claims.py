@@ -1,16 +1,10 @@
-"""An epoch's claims planned from the streams' lengths: which tickets each row takes, and where.
+"""An epoch's claims: which tickets each row takes, and where, in canonical key order (``(batch * T + t) * B + row``).
 
-Tickets go out in canonical key order (``(batch * T + t) * B + row``): a stream claimed at epoch step ``s`` ends
-at ``s + length`` and its row claims again there ("pack") or at the next batch ("pad"). When every stream's
-length is known, that order follows from the lengths alone: ``count_batches`` replays it to count an epoch's
-batches, and every producer replays it batch by batch (``scheduled.schedule``), waiting on no one. A length not
-known is found as the stream is read (``scheduled.open_rows``): the row's next key is unknown (open) until then,
-and where several producers plan their own rows, a claim waits for its turn (``Turns``, ``fills.turns``).
-
-The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
-leaves its row padding until its planned next claim (``RowPhase.SHORT``), and one that runs on is cut at it. So
-with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
-row's batches.
+A stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims again there ("pack") or at the next
+batch ("pad"). With every length known the order follows from the lengths alone, and every producer replays it
+waiting on no one; a length not known is an open bound that reading raises (``scheduled.schedule``), and where
+several producers plan their own rows a claim waits for its turn (``Turns``). The lengths are the promise: a
+stream that ends early leaves its row padding until its planned claim, so a lying source changes no other row.
 """
 
 from __future__ import annotations
@@ -26,20 +20,17 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 
 OPEN = 1 << 60
-"""The steps of a stream whose length is not known yet: a lower bound that its reader raises as it reads, and
-the ``stop`` of a row reading it (``scheduled.schedule``), until its end is found."""
+"""The steps of a stream whose length is not known yet: an open bound (and the ``stop`` of a row reading it)."""
 NO_CLAIM = 1 << 62
 """``ClaimOrder.next_key`` where no claim is left: above any key."""
 Opener = Callable[[int, int, int], int]
-"""Opens the stream of a ticket whose length is unknown on row ``b`` at epoch step ``q``, ``(b, ticket, q)``,
-and reads it as far as the batch goes (``scheduled.open_rows``): -1 if it is empty, the epoch step of the row's
-next claim if it ended in the batch, else ``OPEN``."""
+"""``(b, ticket, q)``: row ``b`` reads the open stream of ``ticket`` from epoch step ``q`` as far as the batch goes:
+-1 if it is empty, the step of the row's next claim if it ended, else ``OPEN`` (``Schedule.open_ticket``)."""
 
 
 class Turns(Protocol):
-    """Claims shared with producers that read other rows (``fills.turns``): a row's claim waits for its turn
-    (its key is the smallest that any row may claim at), takes the epoch's shared tickets, and publishes the
-    row's next key (None: it claims no more), or a lower bound of it while its stream's length is not known."""
+    """Claims shared with producers that read other rows (``fills.turns``): a claim waits for its turn, takes the
+    shared tickets, and publishes the row's next key (None: no more), or a lower bound of it while it is open."""
 
     def ready(self, key: int) -> bool: ...
 
@@ -109,9 +100,8 @@ class ClaimOrder:
         turns: Turns | None = None,
         owned: np.ndarray | None = None,
     ) -> ClaimOrder:
-        """The order from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
-        and the row cursors ``start`` at batch ``first``; with ``turns``, of the rows this producer plans
-        (``owned``, a mask; None: all)."""
+        """The order from the ring's tables ``order`` and ``start`` (the row cursors at batch ``first``); with
+        ``turns``, of the rows this producer plans (``owned``, a mask; None: all)."""
         B, q0 = len(start), first * T
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
         item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
@@ -158,15 +148,11 @@ class ClaimOrder:
         heapq.heapify(self._heap)
 
     def read_through(self, b: int, step: int) -> None:
-        """Row ``b``'s stream of unknown length goes on past the batch that holds epoch step ``step`` (the step
-        after it exists): tell the other producers the earliest its next claim may be."""
+        """Row ``b``'s open stream goes on past the batch of epoch step ``step``: tell the other producers the
+        earliest its next claim may be."""
         if self.turns is not None:
             after = (step // self.T + 1) * self.T  # the next batch's first step: its stream has it
             self.turns.publish(b, (after + 1 if self.pack else after + self.T) * self.B + b)
-
-    def ready(self, key: int) -> bool:
-        """Whether a claim at ``key`` may be made now (its turn has come; always, without other producers)."""
-        return self.turns is None or self.turns.ready(key)
 
     def pending(self) -> bool:
         """Whether any row will claim again."""
@@ -178,7 +164,7 @@ class ClaimOrder:
 
     def next_ready(self) -> bool:
         """Whether the earliest claim still to make may be made now."""
-        return bool(self._heap) and self.ready(self._heap[0][0])
+        return bool(self._heap) and (self.turns is None or self.turns.ready(self._heap[0][0]))
 
     def rows_before(self, limit: int) -> list[int]:
         """The rows with a claim still to make at a key below ``limit``, in row order."""

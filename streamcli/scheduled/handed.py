@@ -1,15 +1,11 @@
 """Schedules of rows that change hands and stand at different batches: a producer plans the rows it owns, in groups.
 
-Under the balanced policy of lengths not all known (``fills.handover``) each producer plans its own rows, its claims
-by turns with the others' (``scheduled.claims.Turns``). A claim whose turn has not come must not hold the
-producer's other rows: the rows whose claims wait split off into a schedule of their own (``split``), which goes on
-from where the plan stood once their turn comes, while the rest go on to later batches. Groups that stand at the
-same batch boundary merge again (``merge``). A row taken from another producer starts a group of its own at the
-boundary it was handed over at (``adopt``), set from its cursor there as a resumed row is; one given away leaves its
-group (``drop``). So who plans a row, and in which group, never changes its plan.
-
-The claims stay in the one order every producer shares: a row's key in the control block is a valid lower bound
-while the row waits in another group or moves, because whoever held it read it through the batch before.
+Under the balanced policy of lengths not all known (``fills.handover``) each producer plans its own rows, claiming
+by turns with the others (``claims.Turns``). A claim whose turn has not come must not hold the producer's other
+rows: the rows whose claims wait split off into a group of their own (``split``) while the rest go on; groups at
+the same batch merge again (``merge``); a row taken from another producer starts a group at the boundary it was
+handed over at (``adopt``), one given away leaves (``drop``). Who plans a row, and in which group, never changes
+its plan: a row's key in the control block stays a valid lower bound while it waits or moves.
 """
 
 from __future__ import annotations

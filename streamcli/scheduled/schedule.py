@@ -1,19 +1,16 @@
-"""Where every row stands in each batch, planned from the streams' lengths: the schedule a filler follows.
+"""Every row's next event (a claim or a stream's end) in one key order: the plan of each batch, which a filler follows.
 
-The claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in canonical key order, a row claiming
-again where its stream ends, or at the next batch under "pad"). A length not known is an open bound that reading
-raises: the plan reads such a stream into its batch through the filler's ``Probe`` and so finds its end. ``Schedule``
-keeps every row's state as arrays and turns each batch into a ``BatchRuns``: the rows one stream covers for the whole
-batch, as arrays, and the few rows that cross a stream's end, as runs. A broken promise (a stream ends early)
-changes what is written, not the plan.
-
-Every producer computes the same plans, so batch k's content is a pure function of the source, the loader's
-settings, the epoch and k: the same for any number of workers and any timing.
+The claims follow from the lengths (``claims.ClaimOrder``). A length not known is an open bound that reading raises:
+the plan reads such a stream into its batch (the filler's ``Probe``) and so finds its end. A batch's plan
+(``BatchRuns``) is the rows one stream covers for the whole batch, as arrays, and the rows that change, as runs; its
+cost follows the rows that change. A broken promise (a stream ends early) changes what is written, not the plan.
+Every producer computes the same plans: batch k is a pure function of the source, the settings, the epoch and k.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,17 +18,14 @@ import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
-from streamcli.scheduled.crossings import COLUMNS, cross_many
+from streamcli.scheduled.crossings import COLUMNS, cross_many, read_on
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
 
-# A row's state is its cursor's (``RowPhase``): the schedule keeps the very value the cursor after a batch holds.
-# ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
-# (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
-# stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
-# ``SHORT`` (``fills.flags.write_summary``).
+# A row's state is its cursor's (``RowPhase``). ``SHORT`` here means "padding until ``claim_q``"; a stream that falls
+# short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor ``SHORT``.
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
@@ -42,25 +36,18 @@ Probe = Callable[[int, int, int, int, int, bool], int]
 (``open``: a new stream, opened at ``pos``; else the row's stream goes on): the steps read if the stream ended
 within them (it looks one step ahead), else ``OPEN``."""
 Walk = list[Any]
-"""A row's walk through a batch that stopped at a claim not yet made (a row read before the batch's claims):
-``[batch step, claims used, runs, pads, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens]``."""
+"""Where a row's walk through a batch stands (``Schedule._walk``): ``[batch step, claims used, runs, pads, item, pos,
+state, stop, replay, expect, seg_end, claim_q, fresh, opens]``."""
 
 
 class Schedule:
-    """Every row's state as arrays, advanced one batch at a time (``next_plan``), from an epoch's start or a
-    resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
-    stream) and ``start`` (the row cursors at batch ``first``).
+    """Every row's state as a table, advanced one batch at a time (``next_plan``) from the ring's tables ``order``
+    (item, first step, open-ended, promised length per stream) and ``start`` (the row cursors at batch ``first``).
 
-    Each row's next event (its stream's end, the end of its padding, its claim) is kept by the batch it falls in
-    (``due``); a batch plans those rows, the rows its claims and reads change, and nothing else: every other row
-    reads on, pads on or stays dry, as it did in the batch before. A stream of unknown length is an open bound that
-    the batch's reads raise (``open_rows``).
-
-    A producer that writes only the rows ``lo .. hi-1`` of each batch (``rows``: a worker reading iterator
-    streams, which stay in its process) plans only those: the claims are made for every row, in the one order
-    all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
-    others. A producer that owns a changing set of rows (``owned``, a mask over every row) plans those only
-    (``scheduled.handed``)."""
+    Each row is filed under the batch of its next event (``due``); a batch plans those rows and the rows its claims
+    and reads change (``_walk``, one state machine for every row), and every other row reads on, pads on or stays
+    dry. A producer that writes the rows ``lo .. hi-1`` (``rows``) makes every row's claims and plans its own,
+    numbered from 0; one that owns a changing set of rows (``owned``, a mask) plans those (``scheduled.handed``)."""
 
     EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
     MANY = 48  # from this many crossing rows in a batch, those of the usual shapes are planned together (``crossings``)
@@ -92,15 +79,12 @@ class Schedule:
         self.k = first
         B, q0 = self.B, first * T
         start = start[self.lo : hi]
-        # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
-        # the names below are its columns.
         self._bind(np.zeros((B, len(COLUMNS)), np.int64))
         self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
-        # What a row whose state changes nothing in a batch does, by state (FOREIGN first): (reads the whole batch,
-        # pads it, the steps its position counts on).
+        # What a row that changes nothing does in a batch, by state (FOREIGN first): (reads, pads, position counts on).
         self._kinds = np.zeros((max(LIVE, SHORT, IDLE, DRY, FOLLOW) + 2, 3), np.int64)
         self._kinds[LIVE + 1], self._kinds[SHORT + 1], self._kinds[DRY + 1] = (1, 0, T), (0, 1, T), (0, 1, 0)
-        self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
+        self._same: tuple[BatchRuns, np.ndarray] | None = None  # the plan's parts kept while no row changes
         self._probe: Probe | None = None  # the batch's reader of open bounds
         self._walks: dict[int, Walk] = {}  # the rows read before the batch's claims, where they stopped
         self._claims: list[tuple[int, ...]] = []  # the batch's claims: (row, step, first, count, dry, steps)
@@ -169,7 +153,7 @@ class Schedule:
         opener = None if probe is None else self.open_ticket
         rows = np.flatnonzero(((self.state == LIVE) & (self.stop >= OPEN)) | (self.state == FOLLOW))
         for b in rows.tolist() if probe is not None else ():
-            s0, w = self.state[b], self._walk(b, None, ())
+            s0, w = self.state[b], self._walk(b, None, (), [], [])
             t, state, claim_q = w[0], w[6], w[11]
             if state in (IDLE, SHORT):  # its stream ended: its next claim is known
                 self.claim_order.close(b + lo, claim_q)
@@ -186,10 +170,10 @@ class Schedule:
         ``ticket`` names at epoch step ``step`` and reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
         b -= self.lo
         w, got = self._walks.get(b), self.claims_of(b)
-        used = 0 if w is None else w[1]
-        runs = 0 if w is None else len(w[2])
-        w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)])
-        if w[6] == IDLE and len(w[2]) == runs and w[0] == step - self.k * self.T:
+        used, runs, pads = (0, [], []) if w is None else (w[1], w[2], w[3])
+        n_runs = len(runs)
+        w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)], runs, pads)
+        if w[6] == IDLE and len(runs) == n_runs and w[0] == step - self.k * self.T:
             w[1] = len(got)  # (the claim goes on: its next ticket is taken at the same key)
             return EMPTY
         w[1] = len(got) + 1
@@ -228,7 +212,7 @@ class Schedule:
         ends: list[tuple[int, int, int]] = []
         rest = [b for b in changed if b not in crossing]
         if len(rest) >= self.MANY:  # (the same as the loop below, as arrays: most of these rows cross)
-            ends, rest = self._read_on(rest, kind, crossing, q1)
+            ends, rest = read_on(self.table, rest, kind, crossing, q1, T), []
         for b, (_, p, s, _, stop, _, _, _, claim) in zip(rest, self.table[rest].tolist(), strict=True):
             if s == LIVE and stop - p >= T:
                 kind[b] = (1, 0, T)
@@ -240,23 +224,7 @@ class Schedule:
                 kind[b] = (0, 1, 0)
             elif s != FOREIGN:
                 crossing.add(b)
-        whole = np.flatnonzero(kind[:, 0])
-        rows = self.table[whole]  # (one gather: the plan's arrays are its columns)
-        out = BatchRuns(
-            k=k,
-            whole=whole,
-            item=rows[:, 0],
-            pos=rows[:, 1],
-            replay=rows[:, 5] != 0,
-            stop=rows[:, 4],
-            expect=rows[:, 6],
-            seg_end=rows[:, 7],
-            runs=[],
-            pads=[(b, 0, T) for b in np.flatnonzero(kind[:, 1]).tolist()],
-            cursors=self.table[:, :4],  # (copied below, once the rows have moved past the batch)
-            claims=np.zeros(B, np.int64),
-            dry=np.zeros(B, np.int64),
-        )
+        out = self._plan(k, np.flatnonzero(kind[:, 0]), np.flatnonzero(kind[:, 1]))
         pos += kind[:, 2]
         for b, left, claim in ends:
             if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
@@ -270,9 +238,12 @@ class Schedule:
         if one_by_one:
             self.claims_of(-1)
         for b in one_by_one:
-            w = walks.get(b)
-            claims = by_row.get(b, ())
-            self._finish(b, self._walk(b, w, claims[w[1] :] if w is not None else claims, out.runs, out.pads))
+            w, claims = walks.get(b), by_row.get(b, ())
+            if w is not None:  # (read before the batch's claims: its runs so far, then the rest from where it stopped)
+                out.runs += w[2]
+                out.pads += w[3]
+                claims = claims[w[1] :]
+            self._finish(b, self._walk(b, w, claims, out.runs, out.pads))
         if len(got) < 16:
             for b, _, _, count, dry, _ in got:
                 out.claims[b] += count
@@ -289,36 +260,10 @@ class Schedule:
         self.k = k + 1
         return out
 
-    def _read_on(
-        self, rest: list[int], kind: np.ndarray, crossing: set[int], q1: int
-    ) -> tuple[list[tuple[int, int, int]], list[int]]:
-        """Of the changed ``rest`` rows, those that read on or pad on through the batch (their ``kind``; the ends
-        they file) and those that cross (added to ``crossing``); returns the ends and no rows left to look at."""
-        T, r = self.T, np.array(rest, np.int64)
-        t = self.table[r]
-        s, left, claim = t[:, 2], t[:, 4] - t[:, 1], t[:, 8]
-        reads, pads_on, dry = (s == LIVE) & (left >= T), (s == SHORT) & (claim >= q1), s == DRY
-        kind[r[reads]] = (1, 0, T)
-        kind[r[pads_on]] = np.stack([0 * claim, 1 + 0 * claim, np.where(claim > q1, T, 0)], axis=1)[pads_on]
-        kind[r[dry]] = (0, 1, 0)
-        crossing.update(r[~(reads | pads_on | dry) & (s != FOREIGN)].tolist())
-        after = np.where(t[:, 4] < OPEN, left - T, OPEN)
-        ends = list(zip(r[reads].tolist(), after[reads].tolist(), claim[reads].tolist(), strict=True))
-        ends += [(b, -1, c) for b, c in zip(r[pads_on].tolist(), claim[pads_on].tolist(), strict=True)]
-        return ends, []
-
     def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:
         """Plan the crossing ``rows`` of the usual shapes together (``crossings``); returns those planned."""
-        crossed = cross_many(
-            self.table,
-            np.array(sorted(rows), np.int64),
-            np.array(got, np.int64).reshape(-1, 6),
-            self.order[: self.claim_order.n],
-            q0=q0,
-            T=self.T,
-            pack=self.pack,
-            segment=self.segment,
-        )
+        at, claims, order = np.array(sorted(rows), np.int64), np.array(got, np.int64).reshape(-1, 6), self.order
+        crossed = cross_many(self.table, at, claims, order[: self.claim_order.n], q0, self.T, self.pack, self.segment)
         out.runs += crossed.runs
         out.pads += crossed.pads
         if self.EVENTS and len(crossed.rows):  # (the rows filed by batch: a few batches hold them all)
@@ -343,68 +288,37 @@ class Schedule:
             return
         self.due.setdefault(max(at, q // self.T), set()).add(b)
 
-    def _steady(self) -> BatchRuns:
-        """A batch in which no row changes: the rows' parts are those of the batch before but the positions."""
-        same = self._same
-        if same is None:
-            state = self.state
-            whole = np.flatnonzero(state == LIVE)
-            rows = self.table[whole]
-            zeros = np.zeros(self.B, np.int64)
-            same = self._same = BatchRuns(
-                k=-1,
-                whole=whole,
-                item=rows[:, 0],
-                pos=np.where((state == LIVE) | (state == SHORT), self.T, 0),  # (the steps each position counts on)
-                replay=rows[:, 5] != 0,
-                stop=rows[:, 4],
-                expect=rows[:, 6],
-                seg_end=rows[:, 7],
-                runs=[],
-                pads=[(b, 0, self.T) for b in np.flatnonzero((state == SHORT) | (state == DRY)).tolist()],
-                cursors=self.table[:, :4],
-                claims=zeros,
-                dry=zeros,
-            )
-        pos = self.pos
-        at = pos[same.whole]
-        pos += same.pos
-        k, self.k = self.k, self.k + 1
-        return BatchRuns(
-            k=k,
-            whole=same.whole,
-            item=same.item,
-            pos=at,
-            replay=same.replay,
-            stop=same.stop,
-            expect=same.expect,
-            seg_end=same.seg_end,
-            runs=[],
-            pads=list(same.pads),
-            cursors=self.table[:, :4].copy(),
-            claims=same.claims,
-            dry=same.dry,
-        )
+    def _plan(self, k: int, whole: np.ndarray, pads: np.ndarray) -> BatchRuns:
+        """Batch ``k``'s plan with the ``whole`` rows' parts gathered from the table, the ``pads`` rows padding."""
+        rows, zeros = self.table[whole], np.zeros(self.B, np.int64)
+        cols = [rows[:, c] for c in (0, 1, 5, 4, 6, 7)]  # item, pos, replay, stop, expect, seg_end
+        cols[2] = cols[2] != 0
+        pads_at = [(b, 0, self.T) for b in pads.tolist()]
+        return BatchRuns(k, whole, *cols, [], pads_at, self.table[:, :4], zeros, zeros.copy())
 
-    def _walk(
-        self, b: int, w: Walk | None, claims: Any, runs: list[Run] | None = None, pads: list[Any] | None = None
-    ) -> Walk:
-        """Row ``b``'s runs and padding through the batch, from where its walk ``w`` stopped (None: the batch's start)
-        with its claims ``claims`` (step, first ticket, count, dry, steps), to the batch's end or a claim not made
-        yet; a stream whose end is an open bound is read (the probe) until it ends or the batch does. ``runs`` and
-        ``pads``: where they go (else the walk's own lists)."""
+    def _steady(self) -> BatchRuns:
+        """A batch in which no row changes: the parts of the batch before but the positions."""
+        if self._same is None:
+            state = self.state
+            same = self._plan(-1, np.flatnonzero(state == LIVE), np.flatnonzero((state == SHORT) | (state == DRY)))
+            self._same = same, np.where((state == LIVE) | (state == SHORT), self.T, 0)  # (the steps counted on)
+        same, counts = self._same
+        at = self.pos[same.whole]
+        self.pos += counts
+        self.k += 1
+        return dataclasses.replace(same, k=self.k - 1, pos=at, pads=list(same.pads), cursors=self.table[:, :4].copy())
+
+    def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any]) -> Walk:
+        """Row ``b``'s runs and padding through the batch, into ``runs`` and ``pads``, from where its walk ``w``
+        stopped (None: the batch's start) with its ``claims`` (step, first ticket, count, dry, steps), to the batch's
+        end or a claim not made yet. A stream whose end is an open bound is read (the probe) to its end or the
+        batch's; a row's state changes here and nowhere else."""
         T, segment, pack, q0 = self.T, self.segment, self.pack, self.k * self.T
         if w is None:
             item, pos, state, _, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
-            t, fresh, opens, runs, pads = 0, False, False, [] if runs is None else runs, [] if pads is None else pads
+            t, used, fresh, opens = 0, 0, False, False
         else:
-            _, _, runs_w, pads_w, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens = w
-            t = w[0]
-            if runs is None or pads is None:
-                runs, pads = runs_w, pads_w
-            else:
-                runs += runs_w
-                pads += pads_w
+            t, used, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens = w
         c, n_claims = 0, len(claims)
         while t < T:
             if state == LIVE and stop >= OPEN:  # an open bound: read the stream to its end or the batch's
@@ -464,22 +378,7 @@ class Schedule:
             else:  # DRY
                 pads.append((b, t, T))
                 t = T
-        return [
-            t,
-            c + (0 if w is None else w[1]),
-            runs,
-            pads,
-            item,
-            pos,
-            state,
-            stop,
-            replay,
-            expect,
-            seg_end,
-            claim_q,
-            fresh,
-            opens,
-        ]
+        return [t, c + used, runs, pads, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens]
 
     def _finish(self, b: int, w: Walk) -> None:
         """Row ``b``'s state after the batch, from its walk through it, filed under the batch of its next event."""
