@@ -1,5 +1,5 @@
-"""A batch before the earliest row's next event is the batch before with positions moved on (``Schedule._steady``):
-the same plans as planning every row in every batch, and most batches of long streams cost no row's planning."""
+"""The schedule plans each batch from the rows whose events fall in it (``Schedule.due``): the same plans as planning
+every row in every batch, and most batches of long streams cost no row's planning at all."""
 
 from __future__ import annotations
 

@@ -3,13 +3,14 @@
     python benchmarks/investigations/schedule_paths.py           # about 10 s: 3 rounds of 400 batches
 
 Issue 35 §3 asked whether one engine should plan a batch of 16 rows some cheaper way than the array pass built for
-wide batches. A batch before the earliest row's next event is planned from the parts kept while nothing changes
-(``Schedule._steady``), any other by one pass over the rows' arrays (``Schedule.close_batch``) and, for each row that
-crosses a stream's end, one by one in Python (``_cross``; ``_walk`` since issue 49's session 3). This times each path
-per call, with the shortcut on (as shipped) and off (``Schedule.EVENTS = False``: every batch planned in full), so the
-pass over every row can be set against planning all 16 rows one by one at ``_walk``'s cost a row. The timers wrap
-the methods (``time.thread_time``, about a µs a call). The trees before issue 49 name the paths ``_steady``,
-``_close``, ``_measure`` and the switch ``STRETCHES``: the script times those where it finds them.
+wide batches. Since issue 49 the schedule files each row under the batch of its next event: a batch where no row
+has one is planned from the parts kept while nothing changes (``Schedule._steady``), any other plans the rows of
+its events (``Schedule.close_batch``, and ``_cross`` for each row that crosses a stream's end, one by one in
+Python). This times each path per call, with the events on (as shipped) and off (``Schedule.EVENTS = False``:
+every row planned in every batch), so the pass over every row can be set against planning all 16 rows one by one
+at ``_cross``'s cost a row. The timers wrap the methods (``time.thread_time``, about a µs a call). The trees before
+issue 49 name the paths ``_steady``, ``_close``, ``_measure`` and the switch ``STRETCHES``: the script times those
+where it finds them.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from streamcli.scheduled import schedule
 B, T, WARMUP = 16, 8, 20
 STAGES = tuple(
     name
-    for name in ("next_plan", "_steady", "close_batch", "_close", "_cross", "_walk", "_measure")
+    for name in ("next_plan", "_steady", "close_batch", "_close", "_cross", "_measure")
     if hasattr(schedule.Schedule, name)
 )
 SWITCH = "EVENTS" if hasattr(schedule.Schedule, "EVENTS") else "STRETCHES"  # (its name before issue 49)
@@ -107,10 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             batch = statistics.median(p[stage] for p, _ in runs)
             print(f"| {'on' if stretch else 'off'} | {stage} | {calls:.2f} | {each:.1f} | {batch:.1f} |")
     close = statistics.median(c["_close" if "_close" in STAGES else "close_batch"] for _, c in got[False])
-    walk = "_walk" if "_walk" in STAGES else "_cross"
-    cross = statistics.median(c[walk] for _, c in got[False])
+    cross = statistics.median(c["_cross"] for _, c in got[False])
     print(
-        f"\nevery row planned: {close:.0f} µs a batch; {B} rows one by one at {walk}'s {cross:.1f} µs a row: "
+        f"\nevery row planned: {close:.0f} µs a batch; {B} rows one by one at _cross's {cross:.1f} µs a row: "
         f"{B * cross:.0f} µs"
     )
     return 0

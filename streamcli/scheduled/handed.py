@@ -54,8 +54,8 @@ class HandedSchedule(Schedule):
         mine[rows] = True
         other.state[~mine & other.owned] = FOREIGN
         self.state[mine] = FOREIGN
-        self.touch()
-        other.touch()
+        self.touch(())
+        other.touch(())
         other.claim_order = self.claim_order.split(mine)
         if self.opening is not None:
             op = self.opening
@@ -84,7 +84,7 @@ class HandedSchedule(Schedule):
         assert self.k == other.k and self.opening is None and other.opening is None
         rows = np.flatnonzero(other.owned)
         self.table[rows] = other.table[rows]
-        self.touch()
+        self.touch(rows.tolist())
         self.claim_order.merge(other.claim_order)
 
     def alone(self, k: int) -> HandedSchedule:
@@ -92,8 +92,8 @@ class HandedSchedule(Schedule):
         other = self.fork()
         assert isinstance(other, HandedSchedule)
         other.state[:] = FOREIGN
-        other.k, other.opening, other.stalled = k, None, False
-        other.touch()
+        other.k, other.opening, other.stalled, other.due = k, None, False, {}
+        other.touch(())
         other.claim_order = self.claim_order.split(np.zeros(self.B, bool))
         return other
 
@@ -102,7 +102,7 @@ class HandedSchedule(Schedule):
         known (an open row's bound stays as its last owner published it)."""
         assert self.state[b] == FOREIGN and self.opening is None, f"row {b} is planned here already"
         self._set_row(b, cursor, self.k * self.T)
-        self.touch()
+        self.touch([b])
         state = self.state[b]
         if state == IDLE or (state in (LIVE, SHORT) and self.stop[b] < OPEN):
             self.claim_order.close(b, int(self.claim_q[b]))
@@ -112,4 +112,4 @@ class HandedSchedule(Schedule):
         assert self.opening is None
         self.claim_order.drop(b)
         self.state[b] = FOREIGN
-        self.touch()
+        self.touch([b])

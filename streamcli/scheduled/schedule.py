@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
-from streamcli.scheduled.crossings import COLUMNS, cross_many
+from streamcli.scheduled.crossings import COLUMNS, cross_many, read_on
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
@@ -29,7 +29,6 @@ from streamcli.scheduled.plans import Run as Run
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
-NO_EVENT = 1 << 62
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
 EMPTY = -1  # an opener's answer: the stream claimed has no step (the row takes the next ticket at the same key)
 Probe = Callable[[int, int, int, int, int, bool], int]
@@ -45,14 +44,12 @@ class Schedule:
     """Every row's state as a table, advanced one batch at a time (``next_plan``) from the ring's tables ``order``
     (item, first step, open-ended, promised length per stream) and ``start`` (the row cursors at batch ``first``).
 
-    A batch before the earliest row's next event (``next_event``) with no claim and no read that changes a row is
-    the batch before with positions moved on (``_steady``); any other is one pass over the rows' arrays, which finds
-    the rows that read on, pad on or stay dry, and the rows that change (``_walk``, one state machine for every row;
-    ``crossings`` for many at once). A producer that writes the rows ``lo .. hi-1`` (``rows``) makes every row's
-    claims and plans its own, numbered from 0; one that owns a changing set of rows (``owned``) plans those
-    (``scheduled.handed``)."""
+    Each row is filed under the batch of its next event (``due``); a batch plans those rows and the rows its claims
+    and reads change (``_walk``, one state machine for every row), and every other row reads on, pads on or stays
+    dry. A producer that writes the rows ``lo .. hi-1`` (``rows``) makes every row's claims and plans its own,
+    numbered from 0; one that owns a changing set of rows (``owned``, a mask) plans those (``scheduled.handed``)."""
 
-    EVENTS = True  # (tests turn it off: no batch taken as steady, to compare the plans)
+    EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
     MANY = 48  # from this many crossing rows in a batch, those of the usual shapes are planned together (``crossings``)
 
     def __init__(
@@ -83,7 +80,10 @@ class Schedule:
         B, q0 = self.B, first * T
         start = start[self.lo : hi]
         self._bind(np.zeros((B, len(COLUMNS)), np.int64))
-        self.next_event = first  # the batch of the earliest row's next event (its stream's end, padding's, claim)
+        self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
+        # What a row that changes nothing does in a batch, by state (FOREIGN first): (reads, pads, position counts on).
+        self._kinds = np.zeros((max(LIVE, SHORT, IDLE, DRY, FOLLOW) + 2, 3), np.int64)
+        self._kinds[LIVE + 1], self._kinds[SHORT + 1], self._kinds[DRY + 1] = (1, 0, T), (0, 1, T), (0, 1, 0)
         self._same: tuple[BatchRuns, np.ndarray] | None = None  # the plan's parts kept while no row changes
         self._probe: Probe | None = None  # the batch's reader of open bounds
         self._walks: dict[int, Walk] = {}  # the rows read before the batch's claims, where they stopped
@@ -94,7 +94,7 @@ class Schedule:
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
                 self.state[b] = FOREIGN
-        self.touch()
+        self.touch(range(B))
 
     def _bind(self, table: np.ndarray) -> None:
         self.table = table
@@ -106,12 +106,13 @@ class Schedule:
         """A copy that plans on by itself from where this one stands (its own rows' table and events)."""
         other = copy.copy(self)
         other._bind(self.table.copy())
+        other.due = {k: set(rows) for k, rows in self.due.items()}
         other._walks, other._got, other._claims = dict(self._walks), {b: list(g) for b, g in self._got.items()}, []
         return other
 
-    def touch(self) -> None:
-        """Plan the next batch in full (rows' states were set from outside it)."""
-        self.next_event = min(self.next_event, self.k)
+    def touch(self, rows: Iterable[int]) -> None:
+        """Plan ``rows`` afresh in the next batch (their state was set from outside its events)."""
+        self.due.setdefault(self.k, set()).update(rows)
         self._same = None
 
     def _set_row(self, b: int, cursor: list[int], q0: int) -> None:
@@ -148,12 +149,10 @@ class Schedule:
         """Begin the next batch's plan: the rows whose stream's end is an open bound are read, to their end or the
         batch's (``_walk``); where one ends, its next claim enters the claim order."""
         self._probe, self._walks, self._got, self._claims, self._seen = probe, {}, {}, [], 0
-        opened: list[int] = []
-        lo, q0 = self.lo, self.k * self.T
-        if probe is None:
-            return Opening(self._claims, opened, None, (self.k + 1) * self.T * self.B_all)
+        opened, lo, q0 = [], self.lo, self.k * self.T
+        opener = None if probe is None else self.open_ticket
         rows = np.flatnonzero(((self.state == LIVE) & (self.stop >= OPEN)) | (self.state == FOLLOW))
-        for b in rows.tolist():
+        for b in rows.tolist() if probe is not None else ():
             s0, w = self.state[b], self._walk(b, None, (), [], [])
             t, state, claim_q = w[0], w[6], w[11]
             if state in (IDLE, SHORT):  # its stream ended: its next claim is known
@@ -164,7 +163,7 @@ class Schedule:
                     continue
             self._walks[b] = w
             opened.append(b)
-        return Opening(self._claims, opened, self.open_ticket, (self.k + 1) * self.T * self.B_all)
+        return Opening(self._claims, opened, opener, (self.k + 1) * self.T * self.B_all)
 
     def open_ticket(self, b: int, ticket: int, step: int) -> int:
         """``ClaimOrder.advance``'s opener: row ``b`` (of every row) takes the stream of unknown length that
@@ -196,76 +195,106 @@ class Schedule:
 
     def close_batch(self, opening: Opening) -> BatchRuns:
         """The batch's plan once its claims are made; the rows' state moves past it."""
-        k, T = self.k, self.T
+        k, T, B = self.k, self.T, self.B
+        due = self.due.pop(k, None)
         got, opened = opening.got, opening.opened
-        if self.EVENTS and k < self.next_event and not got and not opened:
+        if self.EVENTS and due is None and not got and not opened:
             return self._steady()
         self._same = None
         q0, q1 = k * T, (k + 1) * T
-        state, pos, stop, claim_q = self.state, self.pos, self.stop, self.claim_q
-        whole = (state == LIVE) & (stop - pos >= T)
-        whole[opened] = False  # (read already: its walk goes on from where it stopped)
-        waits, dry = (state == SHORT) & (claim_q >= q1), state == DRY
-        crossing = ~(whole | waits | dry) & (state != FOREIGN)
-        crossing[[g[0] for g in got]] = True
-        out = self._plan(k, np.flatnonzero(whole), np.flatnonzero((waits | dry) & ~crossing))
-        pos[whole] += T
-        pos[waits & (claim_q > q1) & ~crossing] += T  # padding on: the position counts on
-        ended = np.flatnonzero(whole & (stop == pos))
-        state[ended] = SHORT
-        rows = np.flatnonzero(crossing)
-        n_pads, walks = len(out.pads), self._walks
-        many = self._cross_many(rows, got, q0, out) if len(rows) >= self.MANY else None
-        if many is not None:
-            crossing[many] = False
-        one_by_one = np.flatnonzero(crossing).tolist()
+        crossing = {g[0] for g in got}.union(opened)  # (an opened row is planned from what was read, ``_cross``)
+        changed = sorted(crossing.union(due or ()) if self.EVENTS else range(B))
+        state, pos = self.state, self.pos
+        # The rows that change nothing read on, pad on (their position counts on) or stay dry: ``kind`` says which.
+        kind = self._kinds[state + 1]
+        kind[changed] = 0
+        # (row, its stream's steps left after the batch, its next claim): the rows planned here
+        ends: list[tuple[int, int, int]] = []
+        rest = [b for b in changed if b not in crossing]
+        if len(rest) >= self.MANY:  # (the same as the loop below, as arrays: most of these rows cross)
+            ends, rest = read_on(self.table, rest, kind, crossing, q1, T), []
+        for b, (_, p, s, _, stop, _, _, _, claim) in zip(rest, self.table[rest].tolist(), strict=True):
+            if s == LIVE and stop - p >= T:
+                kind[b] = (1, 0, T)
+                ends.append((b, stop - p - T if stop < OPEN else OPEN, claim))
+            elif s == SHORT and claim >= q1:
+                kind[b] = (0, 1, T if claim > q1 else 0)
+                ends.append((b, -1, claim))
+            elif s == DRY:
+                kind[b] = (0, 1, 0)
+            elif s != FOREIGN:
+                crossing.add(b)
+        out = self._plan(k, np.flatnonzero(kind[:, 0]), np.flatnonzero(kind[:, 1]))
+        pos += kind[:, 2]
+        for b, left, claim in ends:
+            if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
+                state[b] = IDLE if claim == q1 else SHORT
+            self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
+        n_pads = len(out.pads)
+        walks = self._walks
+        many = self._cross_many(crossing.difference(walks), got, q0, out) if len(crossing) >= self.MANY else None
+        one_by_one = sorted(crossing.difference(many) if many else crossing)
         by_row = self._got
         if one_by_one:
             self.claims_of(-1)
         for b in one_by_one:
-            w, claims = walks.get(b), by_row.get(b, [])
+            w, claims = walks.get(b), by_row.get(b, ())
             if w is not None:  # (read before the batch's claims: its runs so far, then the rest from where it stopped)
                 out.runs += w[2]
                 out.pads += w[3]
                 claims = claims[w[1] :]
             self._finish(b, self._walk(b, w, claims, out.runs, out.pads))
-        state[(state == SHORT) & (claim_q == q1)] = IDLE  # (their claim is at the next batch's first step)
         if len(got) < 16:
-            for b, _, _, count, is_dry, _ in got:
+            for b, _, _, count, dry, _ in got:
                 out.claims[b] += count
-                out.dry[b] += is_dry
+                out.dry[b] += dry
         else:
             claimed = np.array(got, np.int64)
-            out.claims += np.bincount(claimed[:, 0], claimed[:, 3], self.B).astype(np.int64)
-            out.dry += np.bincount(claimed[:, 0], claimed[:, 4], self.B).astype(np.int64)
+            np.add.at(out.claims, claimed[:, 0], claimed[:, 3])
+            np.add.at(out.dry, claimed[:, 0], claimed[:, 4])
         self._walks, self._got, self._claims, self._seen = {}, {}, [], 0
-        if many is not None and one_by_one:  # each row's runs and padding in step order, the rows in order
+        if many and one_by_one:  # each row's runs and padding in step order, the rows in order, as one by one
             out.runs.sort()
             out.pads[n_pads:] = sorted(out.pads[n_pads:])
         out.cursors = out.cursors.copy()
         self.k = k + 1
-        # The batch of each row's next event: its stream's end, its padding's end, its claim (an open row's reads
-        # find its end, a dry row has none).
-        at = np.where(state == LIVE, (q1 + stop - pos - 1) // T, np.where(state == SHORT, claim_q - 1, claim_q) // T)
-        at[(state == DRY) | (state == FOLLOW) | (state == FOREIGN) | (stop >= OPEN)] = NO_EVENT
-        self.next_event = max(int(at.min(initial=NO_EVENT)), k + 1)
         return out
 
-    def _cross_many(self, rows: np.ndarray, got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> np.ndarray:
+    def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:
         """Plan the crossing ``rows`` of the usual shapes together (``crossings``); returns those planned."""
-        rows = np.setdiff1d(rows, list(self._walks)) if self._walks else rows
-        claims, order = np.array(got, np.int64).reshape(-1, 6), self.order[: self.claim_order.n]
-        planned, runs, pads = cross_many(self.table, rows, claims, order, q0, self.T, self.pack, self.segment)
-        out.runs += runs
-        out.pads += pads
-        return planned
+        at, claims, order = np.array(sorted(rows), np.int64), np.array(got, np.int64).reshape(-1, 6), self.order
+        crossed = cross_many(self.table, at, claims, order[: self.claim_order.n], q0, self.T, self.pack, self.segment)
+        out.runs += crossed.runs
+        out.pads += crossed.pads
+        if self.EVENTS and len(crossed.rows):  # (the rows filed by batch: a few batches hold them all)
+            ranked = np.argsort(crossed.due, kind="stable")
+            batches, first = np.unique(crossed.due[ranked], return_index=True)
+            for at, rows_at in zip(batches.tolist(), np.split(crossed.rows[ranked], first[1:]), strict=True):
+                self.due.setdefault(at, set()).update(rows_at.tolist())
+        return set(crossed.rows.tolist())
+
+    def _file(self, b: int, state: int, left: int, claim: int, q: int) -> None:
+        """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start; ``left``: its stream's steps left, or
+        ``OPEN``), under the batch of its next event."""
+        if not self.EVENTS:
+            return
+        if state == LIVE and left < OPEN:  # its stream ends
+            at = (q + left - 1) // self.T
+        elif state == SHORT:  # its padding ends
+            at = (claim - 1) // self.T
+        elif state == IDLE:  # it claims
+            at = claim // self.T
+        else:  # dry, planned elsewhere, or open (its reads find its end)
+            return
+        self.due.setdefault(max(at, q // self.T), set()).add(b)
 
     def _plan(self, k: int, whole: np.ndarray, pads: np.ndarray) -> BatchRuns:
         """Batch ``k``'s plan with the ``whole`` rows' parts gathered from the table, the ``pads`` rows padding."""
-        rows, z, cursors = self.table[whole], np.zeros(self.B, np.int64), self.table[:, :4]
-        item, pos, replay, stop, expect, seg_end = (rows[:, c] for c in (0, 1, 5, 4, 6, 7))
+        rows, zeros = self.table[whole], np.zeros(self.B, np.int64)
+        cols = [rows[:, c] for c in (0, 1, 5, 4, 6, 7)]  # item, pos, replay, stop, expect, seg_end
+        cols[2] = cols[2] != 0
         pads_at = [(b, 0, self.T) for b in pads.tolist()]
-        return BatchRuns(k, whole, item, pos, replay != 0, stop, expect, seg_end, [], pads_at, cursors, z, z.copy())
+        return BatchRuns(k, whole, *cols, [], pads_at, self.table[:, :4], zeros, zeros.copy())
 
     def _steady(self) -> BatchRuns:
         """A batch in which no row changes: the parts of the batch before but the positions."""
@@ -352,7 +381,11 @@ class Schedule:
         return [t, c + used, runs, pads, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens]
 
     def _finish(self, b: int, w: Walk) -> None:
-        """Row ``b``'s state after the batch, from its walk through it."""
+        """Row ``b``'s state after the batch, from its walk through it, filed under the batch of its next event."""
         t, _, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, _, _ = w
+        q1 = (self.k + 1) * self.T
         assert t == self.T, f"row {b}'s claim was not made"
+        if state == SHORT and claim_q == q1:  # its claim is at the next batch's first step: free now
+            state = IDLE
         self.table[b] = (item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q)
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q1)
