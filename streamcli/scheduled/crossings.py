@@ -69,7 +69,7 @@ def cross_many(
         one, c = one[:0], got[:0]
     pad_at = np.flatnonzero(padding)
     # The stream that ends, in each row that has one; then padding, or the stream claimed.
-    heads = np.union1d(pad_at, one[e[one] > 0])
+    heads = np.concatenate([pad_at, one[e[one] > 0]])  # (disjoint: no claim, one claim; ranked below)
     h = t[heads]
     taken = c[:, 2] + c[:, 3] - 1  # the last of a claim's tickets (those before it are empty)
     item, start, _, length = order[taken % max(n_streams, 1)].T

@@ -149,10 +149,12 @@ class Schedule:
         """Begin the next batch's plan: the rows whose stream's end is an open bound are read, to their end or the
         batch's (``_walk``); where one ends, its next claim enters the claim order."""
         self._probe, self._walks, self._got, self._claims, self._seen = probe, {}, {}, [], 0
-        opened, lo, q0 = [], self.lo, self.k * self.T
-        opener = None if probe is None else self.open_ticket
+        opened: list[int] = []
+        lo, q0 = self.lo, self.k * self.T
+        if probe is None:
+            return Opening(self._claims, opened, None, (self.k + 1) * self.T * self.B_all)
         rows = np.flatnonzero(((self.state == LIVE) & (self.stop >= OPEN)) | (self.state == FOLLOW))
-        for b in rows.tolist() if probe is not None else ():
+        for b in rows.tolist():
             s0, w = self.state[b], self._walk(b, None, (), [], [])
             t, state, claim_q = w[0], w[6], w[11]
             if state in (IDLE, SHORT):  # its stream ended: its next claim is known
@@ -163,7 +165,7 @@ class Schedule:
                     continue
             self._walks[b] = w
             opened.append(b)
-        return Opening(self._claims, opened, opener, (self.k + 1) * self.T * self.B_all)
+        return Opening(self._claims, opened, self.open_ticket, (self.k + 1) * self.T * self.B_all)
 
     def open_ticket(self, b: int, ticket: int, step: int) -> int:
         """``ClaimOrder.advance``'s opener: row ``b`` (of every row) takes the stream of unknown length that
@@ -238,7 +240,7 @@ class Schedule:
         if one_by_one:
             self.claims_of(-1)
         for b in one_by_one:
-            w, claims = walks.get(b), by_row.get(b, ())
+            w, claims = walks.get(b), by_row.get(b, [])
             if w is not None:  # (read before the batch's claims: its runs so far, then the rest from where it stopped)
                 out.runs += w[2]
                 out.pads += w[3]
@@ -250,8 +252,8 @@ class Schedule:
                 out.dry[b] += dry
         else:
             claimed = np.array(got, np.int64)
-            np.add.at(out.claims, claimed[:, 0], claimed[:, 3])
-            np.add.at(out.dry, claimed[:, 0], claimed[:, 4])
+            out.claims += np.bincount(claimed[:, 0], claimed[:, 3], self.B).astype(np.int64)
+            out.dry += np.bincount(claimed[:, 0], claimed[:, 4], self.B).astype(np.int64)
         self._walks, self._got, self._claims, self._seen = {}, {}, [], 0
         if many and one_by_one:  # each row's runs and padding in step order, the rows in order, as one by one
             out.runs.sort()
@@ -290,11 +292,10 @@ class Schedule:
 
     def _plan(self, k: int, whole: np.ndarray, pads: np.ndarray) -> BatchRuns:
         """Batch ``k``'s plan with the ``whole`` rows' parts gathered from the table, the ``pads`` rows padding."""
-        rows, zeros = self.table[whole], np.zeros(self.B, np.int64)
-        cols = [rows[:, c] for c in (0, 1, 5, 4, 6, 7)]  # item, pos, replay, stop, expect, seg_end
-        cols[2] = cols[2] != 0
+        rows, z, cursors = self.table[whole], np.zeros(self.B, np.int64), self.table[:, :4]
+        item, pos, replay, stop, expect, seg_end = (rows[:, c] for c in (0, 1, 5, 4, 6, 7))
         pads_at = [(b, 0, self.T) for b in pads.tolist()]
-        return BatchRuns(k, whole, *cols, [], pads_at, self.table[:, :4], zeros, zeros.copy())
+        return BatchRuns(k, whole, item, pos, replay != 0, stop, expect, seg_end, [], pads_at, cursors, z, z.copy())
 
     def _steady(self) -> BatchRuns:
         """A batch in which no row changes: the parts of the batch before but the positions."""
