@@ -10,7 +10,6 @@ Every producer computes the same plans: batch k is a pure function of the source
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -307,7 +306,12 @@ class Schedule:
         at = self.pos[same.whole]
         self.pos += counts
         self.k += 1
-        return dataclasses.replace(same, k=self.k - 1, pos=at, pads=list(same.pads), cursors=self.table[:, :4].copy())
+        item, replay, stop, expect, seg_end = same.item, same.replay, same.stop, same.expect, same.seg_end
+        cursors = self.table[:, :4].copy()
+        pads, claims, dry = list(same.pads), same.claims, same.dry
+        return BatchRuns(
+            self.k - 1, same.whole, item, at, replay, stop, expect, seg_end, [], pads, cursors, claims, dry
+        )
 
     def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any]) -> Walk:
         """Row ``b``'s runs and padding through the batch, into ``runs`` and ``pads``, from where its walk ``w``
