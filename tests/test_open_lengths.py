@@ -21,8 +21,11 @@ from streamcli.scheduled.schedule import Schedule
 LENGTHS = [3, 11, 5, 0, 20, 1, 9, 0, 14, 2, 4, 4]
 
 
-def _schedule(lengths: list[int], known: bool, start: np.ndarray, *, pack: bool, restream: bool) -> Schedule:
-    order = np.array([(i, 0, 0, n if known else -1) for i, n in enumerate(lengths)], np.int64)
+def _schedule(lengths: list[int], known: bool | str, start: np.ndarray, *, pack: bool, restream: bool) -> Schedule:
+    """``known``: every length, none, or "half" (the odd items' only: an epoch that mixes open and known bounds)."""
+    order = np.array(
+        [(i, 0, 0, n if known is True or (known == "half" and i % 2) else -1) for i, n in enumerate(lengths)], np.int64
+    )
     return Schedule(order, start, 0, 0, T=4, pack=pack, segment=0, restream=restream)
 
 
@@ -40,9 +43,12 @@ def _content(plan: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("unknown", [False, "half"])
 @pytest.mark.parametrize("restream", [False, True])
 @pytest.mark.parametrize("pack", [True, False])
-def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: bool, restream: bool) -> None:
+def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(
+    pack: bool, restream: bool, unknown: bool | str
+) -> None:
     calls: list[tuple[int, ...]] = []
 
     def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
@@ -55,14 +61,14 @@ def test_unknown_lengths_found_by_reading_plan_what_the_true_lengths_plan(pack: 
     resumed[3] = _cursor.record(2, 3, RowPhase.LIVE, False, False)  # ... and finds its end in the batch
     for start in (_cursor.fresh(5), resumed):
         known = _schedule(LENGTHS, True, start, pack=pack, restream=restream)
-        found = _schedule(LENGTHS, False, start, pack=pack, restream=restream)
+        found = _schedule(LENGTHS, unknown, start, pack=pack, restream=restream)
         for _ in range(25):
             assert _content(found.next_plan(probe)) == _content(known.next_plan())
     assert calls and all(1 <= n <= 4 and t0 + n == 4 for _, _, _, t0, n, _ in calls)
     # A resumed stream whose reopen finds it over (it ended at the cut): the row claims at the batch's start.
     over = _cursor.fresh(2)
     over[1] = _cursor.record(2, 5, RowPhase.LIVE, False, False)
-    plan = _schedule(LENGTHS, False, over, pack=pack, restream=restream).next_plan(probe)
+    plan = _schedule(LENGTHS, unknown, over, pack=pack, restream=restream).next_plan(probe)
     assert plan.claims[1] == 1 and all(n > 0 for _, _, n, *_ in plan.runs)
     assert [r[:2] + r[6:7] for r in plan.runs if r[0] == 1] == [(1, 0, True)]
 

@@ -34,7 +34,7 @@ from streamcli.scheduled import schedule
 B, T, WARMUP = 16, 8, 20
 STAGES = tuple(
     name
-    for name in ("next_plan", "_steady", "close_batch", "_close", "_cross", "_measure")
+    for name in ("next_plan", "_steady", "close_batch", "_close", "_cross", "_walk", "_measure")
     if hasattr(schedule.Schedule, name)
 )
 SWITCH = "EVENTS" if hasattr(schedule.Schedule, "EVENTS") else "STRETCHES"  # (its name before issue 49)
@@ -108,9 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             batch = statistics.median(p[stage] for p, _ in runs)
             print(f"| {'on' if stretch else 'off'} | {stage} | {calls:.2f} | {each:.1f} | {batch:.1f} |")
     close = statistics.median(c["_close" if "_close" in STAGES else "close_batch"] for _, c in got[False])
-    cross = statistics.median(c["_cross"] for _, c in got[False])
+    walk = "_walk" if "_walk" in STAGES else "_cross"  # (``_walk`` since issue 49's session 3)
+    cross = statistics.median(c[walk] for _, c in got[False])
     print(
-        f"\nevery row planned: {close:.0f} µs a batch; {B} rows one by one at _cross's {cross:.1f} µs a row: "
+        f"\nevery row planned: {close:.0f} µs a batch; {B} rows one by one at {walk}'s {cross:.1f} µs a row: "
         f"{B * cross:.0f} µs"
     )
     return 0

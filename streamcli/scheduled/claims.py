@@ -1,16 +1,10 @@
-"""An epoch's claims planned from the streams' lengths: which tickets each row takes, and where.
+"""An epoch's claims: which tickets each row takes, and where, in canonical key order (``(batch * T + t) * B + row``).
 
-Tickets go out in canonical key order (``(batch * T + t) * B + row``): a stream claimed at epoch step ``s`` ends
-at ``s + length`` and its row claims again there ("pack") or at the next batch ("pad"). When every stream's
-length is known, that order follows from the lengths alone: ``count_batches`` replays it to count an epoch's
-batches, and every producer replays it batch by batch (``scheduled.schedule``), waiting on no one. A length not
-known is found as the stream is read (``scheduled.open_rows``): the row's next key is unknown (open) until then,
-and where several producers plan their own rows, a claim waits for its turn (``Turns``, ``fills.turns``).
-
-The lengths are the promise: a stream that ends before its promised length, or fails under ``on_error="skip"``,
-leaves its row padding until its planned next claim (``RowPhase.SHORT``), and one that runs on is cut at it. So
-with honest lengths the batches are exactly those of the unplanned order, and a lying source changes no other
-row's batches.
+A stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims again there ("pack") or at the next
+batch ("pad"). With every length known the order follows from the lengths alone, and every producer replays it
+waiting on no one; a length not known is an open bound that reading raises (``scheduled.schedule``), and where
+several producers plan their own rows a claim waits for its turn (``Turns``). The lengths are the promise: a
+stream that ends early leaves its row padding until its planned claim, so a lying source changes no other row.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from __future__ import annotations
 import copy
 import heapq
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -26,20 +20,17 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 
 OPEN = 1 << 60
-"""The steps of a stream whose length is not known yet: a lower bound that its reader raises as it reads, and
-the ``stop`` of a row reading it (``scheduled.schedule``), until its end is found."""
+"""The steps of a stream whose length is not known yet: an open bound (and the ``stop`` of a row reading it)."""
 NO_CLAIM = 1 << 62
 """``ClaimOrder.next_key`` where no claim is left: above any key."""
 Opener = Callable[[int, int, int], int]
-"""Opens the stream of a ticket whose length is unknown on row ``b`` at epoch step ``q``, ``(b, ticket, q)``,
-and reads it as far as the batch goes (``scheduled.open_rows``): -1 if it is empty, the epoch step of the row's
-next claim if it ended in the batch, else ``OPEN``."""
+"""``(b, ticket, q)``: row ``b`` reads the open stream of ``ticket`` from epoch step ``q`` as far as the batch goes:
+-1 if it is empty, the step of the row's next claim if it ended, else ``OPEN`` (``Schedule.open_ticket``)."""
 
 
 class Turns(Protocol):
-    """Claims shared with producers that read other rows (``fills.turns``): a row's claim waits for its turn
-    (its key is the smallest that any row may claim at), takes the epoch's shared tickets, and publishes the
-    row's next key (None: it claims no more), or a lower bound of it while its stream's length is not known."""
+    """Claims shared with producers that read other rows (``fills.turns``): a claim waits for its turn, takes the
+    shared tickets, and publishes the row's next key (None: no more), or a lower bound of it while it is open."""
 
     def ready(self, key: int) -> bool: ...
 
@@ -65,37 +56,13 @@ def stream_end(pos: int, item_length: int, segment: int) -> int:
     return min(((pos - 1) // segment + 1) * segment if pos else segment, item_length)
 
 
-class Tickets:
-    """The tickets of a producer that plans every row's claims itself: a counter (``Turns`` is the other source,
-    shared between producers)."""
-
-    def __init__(self, taken: int) -> None:
-        self.taken = taken
-
-    def ticket(self) -> int:
-        self.taken += 1
-        return self.taken - 1
-
-
-class Claim(NamedTuple):
-    """What a row takes at one key: tickets ``first .. first + n - 1`` (all but the last are empty; the last is
-    the row's stream, or makes it dry), and that stream's steps (-1: not known, ``scheduled.open_rows``)."""
-
-    first: int
-    n: int
-    dry: bool
-    steps: int = 0
-
-
 class ClaimOrder:
     """The order of an epoch's claims (which tickets each row takes, at which key), from its start or a resumed
-    position, advanced as far as it is asked.
+    position, advanced as far as it is asked (``claim_until``).
 
     ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays; -1 where
-    its length is unknown: the claim opens it to learn it, ``advance``); ``due`` the (key, row) of every row's
-    next claim whose key is known; ``tickets`` the tickets already taken. A row reading a stream of unknown
-    length has no key until its end is found (``close``). The tickets come from a counter (``Tickets``), or from
-    ``turns`` where other producers claim for the other rows."""
+    its length is unknown: an open bound, read at its claim); the heap holds the (key, row) of every row's next claim
+    whose key is known. The tickets are counted here (``taken``), or shared with other producers (``turns``)."""
 
     def __init__(
         self,
@@ -113,7 +80,7 @@ class ClaimOrder:
         self.turns = turns  # other producers plan the other rows: ``due`` holds this one's rows only
         self._steps = np.asarray(steps, np.int64)  # an array, not a list: an epoch may hold 10^5 streams and more
         self.n = len(self._steps)
-        self._tickets: Tickets | Turns = turns if turns is not None else Tickets(tickets)
+        self.taken = tickets  # (this order's own count: where the tickets are shared, the control block counts them)
         self._heap = list(due)
         heapq.heapify(self._heap)
         self._item_length = np.zeros(0, np.int64)  # promised length per item, for rows that reopen (``of_ring``)
@@ -133,9 +100,8 @@ class ClaimOrder:
         turns: Turns | None = None,
         owned: np.ndarray | None = None,
     ) -> ClaimOrder:
-        """The order from the ring's tables: ``order`` (item, first step, open-ended, the item's promised length)
-        and the row cursors ``start`` at batch ``first``; with ``turns``, of the rows this producer plans
-        (``owned``, a mask; None: all)."""
+        """The order from the ring's tables ``order`` and ``start`` (the row cursors at batch ``first``); with
+        ``turns``, of the rows this producer plans (``owned``, a mask; None: all)."""
         B, q0 = len(start), first * T
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
         item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
@@ -182,19 +148,11 @@ class ClaimOrder:
         heapq.heapify(self._heap)
 
     def read_through(self, b: int, step: int) -> None:
-        """Row ``b``'s stream of unknown length goes on past the batch that holds epoch step ``step`` (the step
-        after it exists): tell the other producers the earliest its next claim may be."""
+        """Row ``b``'s open stream goes on past the batch of epoch step ``step``: tell the other producers the
+        earliest its next claim may be."""
         if self.turns is not None:
             after = (step // self.T + 1) * self.T  # the next batch's first step: its stream has it
             self.turns.publish(b, (after + 1 if self.pack else after + self.T) * self.B + b)
-
-    def steps_of(self, ticket: int) -> int:
-        """The promised steps of the stream that ``ticket`` names."""
-        return int(self._steps[ticket % self.n])
-
-    def ready(self, key: int) -> bool:
-        """Whether a claim at ``key`` may be made now (its turn has come; always, without other producers)."""
-        return self.turns is None or self.turns.ready(key)
 
     def pending(self) -> bool:
         """Whether any row will claim again."""
@@ -206,17 +164,11 @@ class ClaimOrder:
 
     def next_ready(self) -> bool:
         """Whether the earliest claim still to make may be made now."""
-        return bool(self._heap) and self.ready(self._heap[0][0])
+        return bool(self._heap) and (self.turns is None or self.turns.ready(self._heap[0][0]))
 
     def rows_before(self, limit: int) -> list[int]:
         """The rows with a claim still to make at a key below ``limit``, in row order."""
         return sorted({b for key, b in self._heap if key < limit})
-
-    @property
-    def taken(self) -> int:
-        """The tickets taken so far (by this order: not known here where the tickets are shared)."""
-        assert isinstance(self._tickets, Tickets), "the tickets are shared: the control block counts them"
-        return self._tickets.taken
 
     def split(self, rows: np.ndarray) -> ClaimOrder:
         """The claims of ``rows`` (a mask) leave this order for a new one, which shares its tickets."""
@@ -232,41 +184,62 @@ class ClaimOrder:
         for entry in other._heap:
             heapq.heappush(self._heap, entry)
 
-    def advance(self, opener: Opener | None = None) -> tuple[int, int, Claim]:
-        """Make the earliest claim of the schedule, (key, row, what it takes), on lengths: those promised, and
-        those that ``opener`` finds by reading. Empty streams are taken at the same key; a row whose tickets run
-        out is dry (or, with ``restream``, replays them). With other producers the claim waits for its turn and
-        takes the shared tickets (consecutive: no other row may claim until this one publishes its next key)."""
-        key, b = heapq.heappop(self._heap)
-        turns, n = self.turns, self.n
-        if turns is not None:
-            turns.wait(b, key)
-        take = self._tickets.ticket
-        first, count, empty_replays = -1, 0, 0
-        while True:
-            ticket = take()
-            first, count = ticket if first < 0 else first, count + 1
-            replay = ticket >= n
-            if replay and (not self.restream or n == 0 or empty_replays >= n):
+    def claim_until(
+        self,
+        limit: int,
+        got: list[tuple[int, ...]],
+        opener: Opener | None = None,
+        wait: bool = True,
+        rows: tuple[int, int] = (0, NO_CLAIM),
+    ) -> bool:
+        """Make the claims below key ``limit`` in key order, each appended to ``got`` as (row - ``rows``, epoch step,
+        first ticket, count, dry, the stream's steps; -1: an open bound that ``opener`` reads) for the ``rows`` lo ..
+        hi - 1. Empty streams are taken at the same key; a row whose tickets run out is dry (or, with ``restream``,
+        replays them). With other producers a claim waits for its turn and takes the shared tickets (consecutive: no
+        other row claims until this one publishes its next key); without ``wait``, stop before one whose turn has not
+        come (False)."""
+        heap, steps, n, B, T, pack, turns = self._heap, self._steps, self.n, self.B, self.T, self.pack, self.turns
+        pop, push, taken, restream, (lo, hi) = heapq.heappop, heapq.heappush, self.taken, self.restream, rows
+        while heap and heap[0][0] < limit:
+            if turns is not None and not wait and not turns.ready(heap[0][0]):
+                return False
+            key, b = pop(heap)
+            if turns is not None:
+                turns.wait(b, key)
+            step, first, empty_replays, nxt = key // B, -1, 0, 0
+            while True:
+                if turns is None:
+                    ticket, taken = taken, taken + 1
+                else:
+                    ticket = turns.ticket()
+                first = ticket if first < 0 else first
+                if ticket >= n and (not restream or n == 0 or empty_replays >= n):
+                    m = -2  # dry
+                    break
+                m = int(steps[ticket % n])
+                if m < 0:  # an open bound: the opener reads it, and says where the row claims next
+                    assert opener is not None, "a stream of unknown length is claimed without a reader"
+                    nxt = opener(b, ticket, step)
+                    if nxt >= 0:
+                        break
+                    m = 0
+                if m:
+                    nxt = step + m if pack else ((step + m - 1) // T + 1) * T
+                    break
+                empty_replays += ticket >= n
+            if m == -2:
                 if turns is not None:
                     turns.publish(b, None)
-                return key, b, Claim(first, count, True)
-            steps = int(self._steps[ticket % n])
-            if steps < 0:  # unknown: the opener reads it, and says where the row claims next
-                assert opener is not None, "a stream of unknown length is claimed without a reader"
-                nxt = opener(b, ticket, key // self.B)
-                if nxt >= 0:
-                    if nxt < OPEN:
-                        self.close(b, nxt)
-                    else:  # (an open stream's row has no key until its end is found: ``close``)
-                        self.read_through(b, key // self.B)
-                    return key, b, Claim(first, count, False, -1)
-                steps = 0
-            if steps:
-                break
-            empty_replays += replay
-        self.close(b, next_claim_step(key // self.B, steps, self.T, self.pack))
-        return key, b, Claim(first, count, False, steps)
+            elif nxt >= OPEN:  # (an open bound's row has no key until its end is found: ``close``)
+                self.read_through(b, step)
+            elif turns is None:
+                push(heap, (nxt * B + b, b))
+            else:
+                self.close(b, nxt)
+            if lo <= b < hi:
+                got.append((b - lo, step, first, ticket - first + 1, m == -2, max(m, -1)))
+        self.taken = taken
+        return True
 
 
 def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boundary: str, epoch_end: str) -> int:
@@ -279,16 +252,18 @@ def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boun
     last_step = -1  # epoch step of the last original step
     last_ticket_batch = 0  # batch in which ticket n-1 was taken
     first_dry_batch: int | None = None
-    while claims.pending():
-        key, _, claim = claims.advance()
-        batch = key // (T * B)
-        if claim.first <= n - 1 < claim.first + claim.n:
-            last_ticket_batch = batch
-        if claim.dry:
-            if first_dry_batch is None:
-                first_dry_batch = batch
-            continue
-        last_step = max(last_step, key // B + claims.steps_of(claim.first + claim.n - 1) - 1)
+    got: list[tuple[int, ...]] = []
+    while claims.pending():  # (64 batches' claims at a time)
+        got.clear()
+        claims.claim_until(claims.next_key() + 64 * T * B, got)
+        for _, step, first, count, dry, steps in got:
+            batch = step // T
+            if first <= n - 1 < first + count:
+                last_ticket_batch = batch
+            if dry:
+                first_dry_batch = batch if first_dry_batch is None else first_dry_batch
+            else:
+                last_step = max(last_step, step + steps - 1)
     batches = last_step // T + 1
     if epoch_end == "restream":
         return max(batches, last_ticket_batch + 1)

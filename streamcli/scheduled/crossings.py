@@ -1,10 +1,10 @@
-"""The crossings of a wide batch's usual shapes, planned together with array operations.
+"""A wide batch's changed rows planned together with array operations: the same plan as ``Schedule._walk``'s.
 
 A row *crosses* a batch when it does not read one stream throughout it. Most crossings are of two shapes: the
-row's stream (of known length) ends in the batch and the row pads to the batch's end, its claim being at the next
-one ("pad"); or the row makes one claim, where its stream ends or at the batch's start, of a stream of known
-length that covers the rest of the batch. A wide batch of short streams holds hundreds of them, and planning them
-together costs less than one by one (``Schedule``'s ``_cross``); the plan is the same, runs and padding included.
+row's stream (of known length) ends in the batch and the row pads to the batch's end ("pad"); or the row makes one
+claim, where its stream ends or at the batch's start, of a stream of known length that covers the rest of the batch.
+A wide batch of short streams holds hundreds of them (``cross_many``), and as many rows whose event only files them
+again (``read_on``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.plans import Run
 
@@ -21,17 +22,16 @@ COLUMNS = ("item", "pos", "state", "flags", "stop", "replay", "expect", "seg_end
 """The columns of ``Schedule``'s table of rows: a row's cursor record first (``scheduled.cursor``), then where its
 stream stops, whether it is replayed, its item's promised length, its segment's end and its next claim."""
 ITEM, POS, STATE, FLAGS, STOP, REPLAY, EXPECT, SEG_END, CLAIM_Q = range(len(COLUMNS))
-LIVE, SHORT, IDLE = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.IDLE)
+LIVE, SHORT, IDLE, DRY = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.IDLE), int(RowPhase.DRY)
 
 
 class Crossed(NamedTuple):
-    """What ``cross_many`` planned: the rows, their runs and padding (each row's in step order), the tickets each
-    row took, and the batch of each row's next event."""
+    """What ``cross_many`` planned: the rows, their runs and padding (each row's in step order), and the batch of
+    each row's next event."""
 
     rows: np.ndarray
     runs: list[Run]
     pads: list[tuple[int, int, int]]
-    claims: np.ndarray
     due: np.ndarray
 
 
@@ -40,7 +40,6 @@ def cross_many(
     rows: np.ndarray,
     got: np.ndarray,
     order: np.ndarray,
-    *,
     q0: int,
     T: int,
     pack: bool,
@@ -70,7 +69,7 @@ def cross_many(
         one, c = one[:0], got[:0]
     pad_at = np.flatnonzero(padding)
     # The stream that ends, in each row that has one; then padding, or the stream claimed.
-    heads = np.union1d(pad_at, one[e[one] > 0])
+    heads = np.concatenate([pad_at, one[e[one] > 0]])  # (disjoint: no claim, one claim; ranked below)
     h = t[heads]
     taken = c[:, 2] + c[:, 3] - 1  # the last of a claim's tickets (those before it are empty)
     item, start, _, length = order[taken % max(n_streams, 1)].T
@@ -105,14 +104,31 @@ def cross_many(
     new_state = np.where(ended, np.where(next_q == q1, IDLE, SHORT), LIVE)
     flags = _cursor.REPLAYED * replay + _cursor.OPEN_ENDED * ((segment != 0) & (length < 0))
     new[one] = np.stack([item, new_pos, new_state, flags, new_stop, replay, length, seg_end, next_q], axis=1)
-    claims = np.zeros(len(rows), np.int64)
-    claims[one] = c[:, 3]
     done = np.zeros(len(rows), bool)
     done[pad_at] = done[one] = True
-    new, claims = new[done], claims[done]
+    new = new[done]
     # The batch of each row's next event (``Schedule._file``): its stream's end, its padding's end, its claim.
     s, q = new[:, STATE], new[:, CLAIM_Q]
     due = np.where(s == LIVE, (q1 + new[:, STOP] - new[:, POS] - 1) // T, np.where(s == SHORT, (q - 1) // T, q // T))
     planned = rows[done]
     table[planned] = new
-    return Crossed(planned, runs, pads, claims, np.maximum(due, q1 // T))
+    return Crossed(planned, runs, pads, np.maximum(due, q1 // T))
+
+
+def read_on(
+    table: np.ndarray, rest: list[int], kind: np.ndarray, crossing: set[int], q1: int, T: int
+) -> list[tuple[int, int, int]]:
+    """Of the changed ``rest`` rows, those that read on or pad on through the batch ending at epoch step ``q1`` (their
+    ``kind``: reads, pads, position counts on) and those that cross (added to ``crossing``); returns what the first
+    file: (row, its stream's steps left after the batch or -1, its next claim)."""
+    r = np.array(rest, np.int64)
+    t = table[r]
+    s, left, claim = t[:, STATE], t[:, STOP] - t[:, POS], t[:, CLAIM_Q]
+    reads, pads_on, dry = (s == LIVE) & (left >= T), (s == SHORT) & (claim >= q1), s == DRY
+    kind[r[reads]] = (1, 0, T)
+    kind[r[pads_on]] = np.stack([0 * claim, 1 + 0 * claim, np.where(claim > q1, T, 0)], axis=1)[pads_on]
+    kind[r[dry]] = (0, 1, 0)
+    crossing.update(r[~(reads | pads_on | dry) & (s >= 0)].tolist())  # (not a row another producer plans)
+    after = np.where(t[:, STOP] < OPEN, left - T, OPEN)
+    ends = list(zip(r[reads].tolist(), after[reads].tolist(), claim[reads].tolist(), strict=True))
+    return ends + [(b, -1, c) for b, c in zip(r[pads_on].tolist(), claim[pads_on].tolist(), strict=True)]

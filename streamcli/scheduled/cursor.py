@@ -1,11 +1,7 @@
-"""A row's cursor: the one record that says where a batch row stands between two batches.
+"""A row's cursor: the record of where a batch row stands between two batches, ``[item, pos, state, flags]``.
 
-Every producer writes the cursor of each of its rows into the slot it just filled, so for any batch handed out
-the loader knows, without asking a worker, what every row will do next: continue stream ``item`` at step
-``pos`` (``LIVE``), start the next segment of it at ``pos`` (``FOLLOW``), pad where a short stream would have
-gone on (``SHORT``), take the next ticket (``IDLE``), or nothing more this epoch (``DRY``): ``RowPhase``. A
-producer starts an epoch, fresh or resumed, from a table of the same records. This module alone knows the
-record's layout.
+A state holds one per row, and a producer starts an epoch, fresh or resumed, from a table of them. This module
+alone knows the record's layout.
 """
 
 from __future__ import annotations
@@ -24,20 +20,11 @@ WIDTH = 4
 
 
 class RowPhase(IntEnum):
-    """What a row does next: the STATE column of its cursor, and the state the schedule keeps for it.
-
-    The transitions, written once (``scheduled.schedule`` makes them; fillers only report what a stream did):
-
-    - ``IDLE`` -> ``LIVE``: the row takes the next ticket at its claim; -> ``DRY`` when the tickets run out.
-    - ``LIVE`` -> ``IDLE``: its stream ends where promised and the row claims again there ("pack") or at the
-      next batch ("pad"); -> ``SHORT``: it ended before its promise (or failed under on_error="skip"), or pads
-      to its claim; -> ``FOLLOW``: its segment ended and its item, of unknown length, goes on.
-    - ``FOLLOW`` -> ``LIVE``: the row's next step starts the next segment of the same item (segments of items
-      whose length is unknown stay on their row).
-    - ``SHORT`` -> ``IDLE``: its planned claim (``scheduled.claims``) has come; until then the row is padding
-      and ``pos`` counts on as if the stream did.
-    - ``DRY``: nothing more this epoch.
-    """
+    """What a row does next (its cursor's STATE; ``Schedule._walk`` makes the transitions): take the next ticket
+    (``IDLE``; -> ``LIVE``, or ``DRY`` when the tickets run out), go on reading ``item`` at ``pos`` (``LIVE``; ->
+    ``IDLE`` at its end, or ``SHORT``), pad until its planned claim with ``pos`` counting on (``SHORT``, also a
+    stream that ended before its promise), start the next segment of an item of unknown length on the same row
+    (``FOLLOW``), or nothing more this epoch (``DRY``)."""
 
     IDLE = 0
     LIVE = 1

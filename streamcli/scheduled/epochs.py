@@ -1,12 +1,9 @@
-"""A loader's epochs: each epoch's streams and how many batches it yields, from the items' lengths.
+"""A loader's epochs: each epoch's streams and batch count, pure functions of the items' lengths (asked once, when
+needed), the settings, the epoch and a loaded state's re-plan (``scheduled.replan``).
 
-Everything here is a pure function of the items' lengths (asked of the source once, and only when needed), the
-loader's settings and the epoch number, and of a loaded state's re-plan (``scheduled.replan``) for its epoch.
-
-Ranks share one schedule of ``rows = world_size * batch_size`` rows (the global batch) whenever every length is
-known: rank ``r`` writes global rows ``[r * B, (r + 1) * B)``, so the global batches are the same for every world
-size. Streams of unknown length cannot be planned alike on every rank without talking, so with ``world_size > 1``
-(and ``batches_per_epoch``) each rank deals itself a share of them and runs a schedule of its own ``B`` rows.
+With every length known, ranks share one schedule of ``world_size * batch_size`` rows (rank ``r`` writes rows
+``[r * B, (r + 1) * B)``), so the global batches are the same for every world size; otherwise each rank deals itself
+a share of the streams and runs a schedule of its own ``B`` rows.
 """
 
 from __future__ import annotations
@@ -69,8 +66,7 @@ class Epochs:
         return self.replan if self.replan is not None and self.replan.epoch == epoch else None
 
     def balanceable(self, epoch: int) -> bool:
-        """Whether rows may move between producers in ``epoch`` (``balance``): only on one rank's own schedule of the
-        streams as planned at the epoch's start (a shared or re-planned one is followed as planned)."""
+        """Whether rows may move between producers in ``epoch``: only on one rank's schedule, not re-planned."""
         return self.config.world_size == 1 and self.replanned(epoch) is None
 
     def streams(self, epoch: int) -> Streams:
@@ -123,8 +119,8 @@ class Epochs:
         return min(counts) if c.epoch_end == "drop" else max(counts)
 
     def batches(self, epoch: int, replan: Replan | None = None) -> int:
-        """The batches epoch ``epoch`` yields; ``TypeError`` if that needs lengths the source does not report.
-        ``replan``: a loaded state's, which its epoch will follow once it starts (until then not ``self.replan``)."""
+        """The batches epoch ``epoch`` yields (``TypeError`` if that needs lengths the source does not report);
+        ``replan``: a loaded state's, which its epoch will follow."""
         c = self.config
         if c.batches_per_epoch is not None or not self.shared:
             target = self.target(epoch)

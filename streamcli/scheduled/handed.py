@@ -1,15 +1,11 @@
 """Schedules of rows that change hands and stand at different batches: a producer plans the rows it owns, in groups.
 
-Under the balanced policy of lengths not all known (``fills.balanced``) each producer plans its own rows, its claims
-by turns with the others' (``scheduled.claims.Turns``). A claim whose turn has not come must not hold the
-producer's other rows: the rows whose claims wait split off into a schedule of their own (``split``), which goes on
-from where the plan stood once their turn comes, while the rest go on to later batches. Groups that stand at the
-same batch boundary merge again (``merge``). A row taken from another producer starts a group of its own at the
-boundary it was handed over at (``adopt``), set from its cursor there as a resumed row is; one given away leaves its
-group (``drop``). So who plans a row, and in which group, never changes its plan.
-
-The claims stay in the one order every producer shares: a row's key in the control block is a valid lower bound
-while the row waits in another group or moves, because whoever held it read it through the batch before.
+Under the balanced policy of lengths not all known (``fills.balanced``) each producer plans its own rows, claiming
+by turns with the others (``claims.Turns``). A claim whose turn has not come must not hold the producer's other
+rows: the rows whose claims wait split off into a group of their own (``split``) while the rest go on; groups at
+the same batch merge again (``merge``); a row taken from another producer starts a group at the boundary it was
+handed over at (``adopt``), one given away leaves (``drop``). Who plans a row, and in which group, never changes
+its plan: a row's key in the control block stays a valid lower bound while it waits or moves.
 """
 
 from __future__ import annotations
@@ -17,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from streamcli.scheduled.claims import OPEN
-from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns, Opening
-from streamcli.scheduled.schedule import FOREIGN, IDLE, LIVE, SHORT, Schedule
+from streamcli.scheduled.schedule import FOREIGN, IDLE, LIVE, SHORT, Probe, Schedule
 
 
 class HandedSchedule(Schedule):
@@ -38,8 +33,8 @@ class HandedSchedule(Schedule):
         there)."""
         if self.opening is None:
             self.opening = self.open_batch(probe)
-        elif self._reads is not None:
-            self._reads.probe = probe
+        else:
+            self._probe = probe
         if not self.make_claims(self.opening, wait=False):
             return None
         opening, self.opening = self.opening, None
@@ -64,19 +59,23 @@ class HandedSchedule(Schedule):
         other.claim_order = self.claim_order.split(mine)
         if self.opening is not None:
             op = self.opening
-            reads = self._reads
-            other._reads = None
-            opener = None
-            if reads is not None:
-                other._reads = Reads(reads.probe, reads.q0, reads.T, reads.pack, reads.segment)
-                other._reads.found = {key: f for key, f in reads.found.items() if mine[key[0]]}
-                reads.found = {key: f for key, f in reads.found.items() if not mine[key[0]]}
-                opener = other._reads.opener(self.order, self.lo)
+            self.claims_of(-1)
+            walks, got = self._walks, self._got  # (what was read and claimed of each row in this batch)
+            other._walks, other._got = (
+                {b: w for b, w in walks.items() if mine[b]},
+                {b: g for b, g in got.items() if mine[b]},
+            )
+            self._walks, self._got = (
+                {b: w for b, w in walks.items() if not mine[b]},
+                {b: g for b, g in got.items() if not mine[b]},
+            )
+            opener = None if op.opener is None else other.open_ticket
             other.opening = Opening(
                 [g for g in op.got if mine[g[0]]], [b for b in op.opened if mine[b]], opener, op.limit
             )
             other.stalled = True  # (its rows wait for their turn: looked at again once the earliest may go)
             op.got[:] = [g for g in op.got if not mine[g[0]]]
+            other._claims, other._seen, self._seen = other.opening.got, len(other.opening.got), len(op.got)
             op.opened[:] = [b for b in op.opened if not mine[b]]
         return other
 

@@ -11,8 +11,8 @@ import numpy as np
 
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
 """(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
-a stream's steps in a row that it does not cover for the whole batch. ``stop`` is where the stream ends in its
-item (its segment's end or the item's promised length); ``fresh``: the run starts the stream (``is_first``)."""
+a stream's steps in a row it does not cover for the whole batch; ``stop``: where the stream ends in its item
+(``OPEN``-based where its length is not known); ``fresh``: the run starts the stream (``is_first``)."""
 
 
 @dataclass

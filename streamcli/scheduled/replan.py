@@ -1,10 +1,8 @@
 """The rest of an epoch re-planned for another global batch: what a state saved with ``G`` rows becomes on ``G'``.
 
-A row cannot keep its place when the number of rows changes, so the rest of the epoch is planned afresh from the
-batch the state stands at, every row idle: first the streams in flight, each continued from its position as a
-stream of its own (its ``first step`` is that position, so its first step there is ``is_first``), in the order of
-the rows that held them, then the epoch's streams not yet started, in their ticket order. Every step is then
-delivered exactly once. A ``Replan`` is plain data saved in the state, so a re-planned epoch can be re-planned again.
+The rest of the epoch is planned afresh from the state's batch, every row idle: first the streams in flight, each
+continued from its position as a stream of its own (in the order of the rows that held them), then the streams not
+yet started, in ticket order; so every step is delivered once. A ``Replan`` is plain data saved in the state.
 """
 
 from __future__ import annotations

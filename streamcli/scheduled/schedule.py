@@ -1,57 +1,52 @@
-"""Where every row stands in each batch, planned from the streams' lengths: the schedule a filler follows.
+"""Every row's next event (a claim or a stream's end) in one key order: the plan of each batch, which a filler follows.
 
-The claims follow from the lengths (``scheduled.claims.ClaimOrder``: tickets in canonical key order, a row claiming
-again where its stream ends, or at the next batch under "pad"); a length not known is found by the filler's probe
-as the plan reads the stream into its batch (``claims.Probe``). ``Schedule`` keeps every row's state as arrays
-and turns each batch into a ``BatchRuns``: the rows one stream covers for the whole batch, as arrays, and the few
-rows that cross a stream's end, as runs. A broken promise (a stream ends early) changes what is written, not the plan.
-
-Every producer computes the same plans, so batch k's content is a pure function of the source, the loader's
-settings, the epoch and k: the same for any number of workers and any timing.
+The claims follow from the lengths (``claims.ClaimOrder``). A length not known is an open bound that reading raises:
+the plan reads such a stream into its batch (the filler's ``Probe``) and so finds its end. A batch's plan
+(``BatchRuns``) is the rows one stream covers for the whole batch, as arrays, and the rows that change, as runs; its
+cost follows the rows that change. A broken promise (a stream ends early) changes what is written, not the plan.
+Every producer computes the same plans: batch k is a pure function of the source, the settings, the epoch and k.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN, ClaimOrder, Turns, next_claim_step, stream_end
-from streamcli.scheduled.crossings import COLUMNS, cross_many
+from streamcli.scheduled.crossings import COLUMNS, cross_many, read_on
 from streamcli.scheduled.cursor import RowPhase
-from streamcli.scheduled.open_rows import Probe, Reads
 from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fillers import plans from here)
 from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
 
-# A row's state is its cursor's (``RowPhase``): the schedule keeps the very value the cursor after a batch holds.
-# ``SHORT`` here means "padding until ``claim_q``": a stream that has ended is ``SHORT`` until its row's claim
-# (at once under "pack", at the next batch under "pad"), so only a resumed short row ends a batch ``SHORT``. A
-# stream that falls short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor
-# ``SHORT`` (``fills.flags.write_cursors``).
+# A row's state is its cursor's (``RowPhase``). ``SHORT`` here means "padding until ``claim_q``"; a stream that falls
+# short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor ``SHORT``.
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
+EMPTY = -1  # an opener's answer: the stream claimed has no step (the row takes the next ticket at the same key)
+Probe = Callable[[int, int, int, int, int, bool], int]
+"""Reads a stream of unknown length into the batch being planned, ``(row, item, pos, batch step, steps, open)``
+(``open``: a new stream, opened at ``pos``; else the row's stream goes on): the steps read if the stream ended
+within them (it looks one step ahead), else ``OPEN``."""
+Walk = list[Any]
+"""Where a row's walk through a batch stands (``Schedule._walk``): ``[batch step, claims used, runs, pads, item, pos,
+state, stop, replay, expect, seg_end, claim_q, fresh, opens]``."""
 
 
 class Schedule:
-    """Every row's state as arrays, advanced one batch at a time (``next_plan``), from an epoch's start or a
-    resumed position: the ring's tables ``order`` (item, first step, open-ended, the item's promised length per
-    stream) and ``start`` (the row cursors at batch ``first``).
+    """Every row's state as a table, advanced one batch at a time (``next_plan``) from the ring's tables ``order``
+    (item, first step, open-ended, promised length per stream) and ``start`` (the row cursors at batch ``first``).
 
-    Each row's next event (its stream's end, the end of its padding, its claim) is kept by the batch it falls in
-    (``due``); a batch plans those rows, the rows its claims and reads change, and nothing else: every other row
-    reads on, pads on or stays dry, as it did in the batch before. A stream of unknown length is an open bound that
-    the batch's reads raise (``open_rows``).
-
-    A producer that writes only the rows ``lo .. hi-1`` of each batch (``rows``: a worker reading iterator
-    streams, which stay in its process) plans only those: the claims are made for every row, in the one order
-    all producers share, and the rest is planned for its rows alone, numbered from 0 as if the batch held no
-    others. A producer that owns a changing set of rows (``owned``, a mask over every row) plans those only
-    (``scheduled.handed``)."""
+    Each row is filed under the batch of its next event (``due``); a batch plans those rows and the rows its claims
+    and reads change (``_walk``, one state machine for every row), and every other row reads on, pads on or stays
+    dry. A producer that writes the rows ``lo .. hi-1`` (``rows``) makes every row's claims and plans its own,
+    numbered from 0; one that owns a changing set of rows (``owned``, a mask) plans those (``scheduled.handed``)."""
 
     EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
     MANY = 48  # from this many crossing rows in a batch, those of the usual shapes are planned together (``crossings``)
@@ -83,16 +78,17 @@ class Schedule:
         self.k = first
         B, q0 = self.B, first * T
         start = start[self.lo : hi]
-        # Every row's state, one row of this table each (so that a crossing row reads and writes it in one call);
-        # the names below are its columns.
         self._bind(np.zeros((B, len(COLUMNS)), np.int64))
         self.due: dict[int, set[int]] = {}  # batch -> the rows with an event in it
-        # What a row whose state changes nothing in a batch does, by state (FOREIGN first): (reads the whole batch,
-        # pads it, the steps its position counts on).
+        # What a row that changes nothing does in a batch, by state (FOREIGN first): (reads, pads, position counts on).
         self._kinds = np.zeros((max(LIVE, SHORT, IDLE, DRY, FOLLOW) + 2, 3), np.int64)
         self._kinds[LIVE + 1], self._kinds[SHORT + 1], self._kinds[DRY + 1] = (1, 0, T), (0, 1, T), (0, 1, 0)
-        self._same: BatchRuns | None = None  # the rows' parts that stay while no row changes (``_steady``)
-        self._reads: Reads | None = None
+        self._same: tuple[BatchRuns, np.ndarray] | None = None  # the plan's parts kept while no row changes
+        self._probe: Probe | None = None  # the batch's reader of open bounds
+        self._walks: dict[int, Walk] = {}  # the rows read before the batch's claims, where they stopped
+        self._claims: list[tuple[int, ...]] = []  # the batch's claims: (row, step, first, count, dry, steps)
+        self._got: dict[int, list[tuple[int, ...]]] = {}  # ... by row: those of ``_claims[:_seen]``
+        self._seen = 0
         for b, cursor in enumerate(start.tolist()):
             self._set_row(b, cursor, q0)
             if owned is not None and rows is None and not owned[b]:
@@ -110,6 +106,7 @@ class Schedule:
         other = copy.copy(self)
         other._bind(self.table.copy())
         other.due = {k: set(rows) for k, rows in self.due.items()}
+        other._walks, other._got, other._claims = dict(self._walks), {b: list(g) for b, g in self._got.items()}, []
         return other
 
     def touch(self, rows: Iterable[int]) -> None:
@@ -125,7 +122,7 @@ class Schedule:
         self.table[b] = (item, pos, IDLE, 0, 0, replay, expect, 0, q0)
         if state == DRY:
             self.state[b] = DRY
-        elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``open_rows``)
+        elif state == FOLLOW:  # the item's next segment starts at ``pos`` (``_walk``)
             self.state[b], self.stop[b], self.seg_end[b] = FOLLOW, pos + OPEN, pos
         elif state in (LIVE, SHORT):
             length = self.claim_order.item_length(item)
@@ -148,25 +145,54 @@ class Schedule:
         return self.close_batch(opening)
 
     def open_batch(self, probe: Probe | None = None) -> Opening:
-        """Begin the next batch's plan: its open rows are read through it (``open_rows``)."""
-        q0 = self.k * self.T
-        reads = self._reads = None if probe is None else Reads(probe, q0, self.T, self.pack, self.segment)
-        cols = (self.state, self.pos, self.stop, self.item, self.seg_end, self.claim_q)
-        opened = [] if reads is None else reads.extend(self.claim_order, self.lo, cols)
-        opener = None if reads is None else reads.opener(self.order, self.lo)
-        return Opening([], opened, opener, (self.k + 1) * self.T * self.B_all)
+        """Begin the next batch's plan: the rows whose stream's end is an open bound are read, to their end or the
+        batch's (``_walk``); where one ends, its next claim enters the claim order."""
+        self._probe, self._walks, self._got, self._claims, self._seen = probe, {}, {}, [], 0
+        opened: list[int] = []
+        lo, q0 = self.lo, self.k * self.T
+        if probe is None:
+            return Opening(self._claims, opened, None, (self.k + 1) * self.T * self.B_all)
+        rows = np.flatnonzero(((self.state == LIVE) & (self.stop >= OPEN)) | (self.state == FOLLOW))
+        for b in rows.tolist():
+            s0, w = self.state[b], self._walk(b, None, (), [], [])
+            t, state, claim_q = w[0], w[6], w[11]
+            if state in (IDLE, SHORT):  # its stream ended: its next claim is known
+                self.claim_order.close(b + lo, claim_q)
+            else:
+                self.claim_order.read_through(b + lo, q0)
+                if s0 == state == LIVE and len(w[2]) == 1 and w[2][0][2] == t:  # read on through it: a whole row
+                    continue
+            self._walks[b] = w
+            opened.append(b)
+        return Opening(self._claims, opened, self.open_ticket, (self.k + 1) * self.T * self.B_all)
+
+    def open_ticket(self, b: int, ticket: int, step: int) -> int:
+        """``ClaimOrder.advance``'s opener: row ``b`` (of every row) takes the stream of unknown length that
+        ``ticket`` names at epoch step ``step`` and reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
+        b -= self.lo
+        w, got = self._walks.get(b), self.claims_of(b)
+        used, runs, pads = (0, [], []) if w is None else (w[1], w[2], w[3])
+        n_runs = len(runs)
+        w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)], runs, pads)
+        if w[6] == IDLE and len(runs) == n_runs and w[0] == step - self.k * self.T:
+            w[1] = len(got)  # (the claim goes on: its next ticket is taken at the same key)
+            return EMPTY
+        w[1] = len(got) + 1
+        return int(w[11]) if w[6] in (IDLE, SHORT) else OPEN
 
     def make_claims(self, opening: Opening, wait: bool = True) -> bool:
         """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
         call again)."""
-        order_of_claims, got, lo, B, B_all = self.claim_order, opening.got, self.lo, self.B, self.B_all
-        while (key := order_of_claims.next_key()) < opening.limit:
-            if not wait and not order_of_claims.ready(key):
-                return False
-            key, b, c = order_of_claims.advance(opening.opener)
-            if lo <= b < lo + B:
-                got.append((b - lo, key // B_all, c.first, c.n, c.dry, c.steps))
-        return True
+        rows = (self.lo, self.lo + self.B)
+        return self.claim_order.claim_until(opening.limit, opening.got, opening.opener, wait, rows)
+
+    def claims_of(self, b: int) -> list[tuple[int, ...]]:
+        """Row ``b``'s claims in the batch so far, (step, first ticket, count, dry, steps), by row as they come."""
+        got, by_row = self._claims, self._got
+        for g in got[self._seen :]:
+            by_row.setdefault(g[0], []).append(g[1:])
+        self._seen = len(got)
+        return by_row.get(b, [])
 
     def close_batch(self, opening: Opening) -> BatchRuns:
         """The batch's plan once its claims are made; the rows' state moves past it."""
@@ -187,7 +213,7 @@ class Schedule:
         ends: list[tuple[int, int, int]] = []
         rest = [b for b in changed if b not in crossing]
         if len(rest) >= self.MANY:  # (the same as the loop below, as arrays: most of these rows cross)
-            ends, rest = self._read_on(rest, kind, crossing, q1)
+            ends, rest = read_on(self.table, rest, kind, crossing, q1, T), []
         for b, (_, p, s, _, stop, _, _, _, claim) in zip(rest, self.table[rest].tolist(), strict=True):
             if s == LIVE and stop - p >= T:
                 kind[b] = (1, 0, T)
@@ -199,36 +225,35 @@ class Schedule:
                 kind[b] = (0, 1, 0)
             elif s != FOREIGN:
                 crossing.add(b)
-        whole = np.flatnonzero(kind[:, 0])
-        rows = self.table[whole]  # (one gather: the plan's arrays are its columns)
-        out = BatchRuns(
-            k=k,
-            whole=whole,
-            item=rows[:, 0],
-            pos=rows[:, 1],
-            replay=rows[:, 5] != 0,
-            stop=rows[:, 4],
-            expect=rows[:, 6],
-            seg_end=rows[:, 7],
-            runs=[],
-            pads=[(b, 0, T) for b in np.flatnonzero(kind[:, 1]).tolist()],
-            cursors=self.table[:, :4],  # (copied below, once the rows have moved past the batch)
-            claims=np.zeros(B, np.int64),
-            dry=np.zeros(B, np.int64),
-        )
+        out = self._plan(k, np.flatnonzero(kind[:, 0]), np.flatnonzero(kind[:, 1]))
         pos += kind[:, 2]
         for b, left, claim in ends:
             if left == 0 or (left < 0 and claim == q1):  # the stream ends with the batch, or the padding does
                 state[b] = IDLE if claim == q1 else SHORT
             self._file(b, LIVE if left > 0 else int(state[b]), left, claim, q1)
         n_pads = len(out.pads)
-        many = self._cross_many(crossing.difference(opened), got, q0, out) if len(crossing) >= self.MANY else None
+        walks = self._walks
+        many = self._cross_many(crossing.difference(walks), got, q0, out) if len(crossing) >= self.MANY else None
         one_by_one = sorted(crossing.difference(many) if many else crossing)
-        by_row: dict[int, list[tuple[int, ...]]] = {}  # row -> its claims (step, first, n, dry, steps)
-        for b, *claim in got if one_by_one else ():
-            by_row.setdefault(b, []).append(tuple(claim))
+        by_row = self._got
+        if one_by_one:
+            self.claims_of(-1)
         for b in one_by_one:
-            self._cross(b, q0, by_row.get(b, []), out)
+            w, claims = walks.get(b), by_row.get(b, [])
+            if w is not None:  # (read before the batch's claims: its runs so far, then the rest from where it stopped)
+                out.runs += w[2]
+                out.pads += w[3]
+                claims = claims[w[1] :]
+            self._finish(b, self._walk(b, w, claims, out.runs, out.pads))
+        if len(got) < 16:
+            for b, _, _, count, dry, _ in got:
+                out.claims[b] += count
+                out.dry[b] += dry
+        else:
+            claimed = np.array(got, np.int64)
+            out.claims += np.bincount(claimed[:, 0], claimed[:, 3], self.B).astype(np.int64)
+            out.dry += np.bincount(claimed[:, 0], claimed[:, 4], self.B).astype(np.int64)
+        self._walks, self._got, self._claims, self._seen = {}, {}, [], 0
         if many and one_by_one:  # each row's runs and padding in step order, the rows in order, as one by one
             out.runs.sort()
             out.pads[n_pads:] = sorted(out.pads[n_pads:])
@@ -236,39 +261,12 @@ class Schedule:
         self.k = k + 1
         return out
 
-    def _read_on(
-        self, rest: list[int], kind: np.ndarray, crossing: set[int], q1: int
-    ) -> tuple[list[tuple[int, int, int]], list[int]]:
-        """Of the changed ``rest`` rows, those that read on or pad on through the batch (their ``kind``; the ends
-        they file) and those that cross (added to ``crossing``); returns the ends and no rows left to look at."""
-        T, r = self.T, np.array(rest, np.int64)
-        t = self.table[r]
-        s, left, claim = t[:, 2], t[:, 4] - t[:, 1], t[:, 8]
-        reads, pads_on, dry = (s == LIVE) & (left >= T), (s == SHORT) & (claim >= q1), s == DRY
-        kind[r[reads]] = (1, 0, T)
-        kind[r[pads_on]] = np.stack([0 * claim, 1 + 0 * claim, np.where(claim > q1, T, 0)], axis=1)[pads_on]
-        kind[r[dry]] = (0, 1, 0)
-        crossing.update(r[~(reads | pads_on | dry) & (s != FOREIGN)].tolist())
-        after = np.where(t[:, 4] < OPEN, left - T, OPEN)
-        ends = list(zip(r[reads].tolist(), after[reads].tolist(), claim[reads].tolist(), strict=True))
-        ends += [(b, -1, c) for b, c in zip(r[pads_on].tolist(), claim[pads_on].tolist(), strict=True)]
-        return ends, []
-
     def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:
         """Plan the crossing ``rows`` of the usual shapes together (``crossings``); returns those planned."""
-        crossed = cross_many(
-            self.table,
-            np.array(sorted(rows), np.int64),
-            np.array(got, np.int64).reshape(-1, 6),
-            self.order[: self.claim_order.n],
-            q0=q0,
-            T=self.T,
-            pack=self.pack,
-            segment=self.segment,
-        )
+        at, claims, order = np.array(sorted(rows), np.int64), np.array(got, np.int64).reshape(-1, 6), self.order
+        crossed = cross_many(self.table, at, claims, order[: self.claim_order.n], q0, self.T, self.pack, self.segment)
         out.runs += crossed.runs
         out.pads += crossed.pads
-        out.claims[crossed.rows] += crossed.claims
         if self.EVENTS and len(crossed.rows):  # (the rows filed by batch: a few batches hold them all)
             ranked = np.argsort(crossed.due, kind="stable")
             batches, first = np.unique(crossed.due[ranked], return_index=True)
@@ -291,66 +289,59 @@ class Schedule:
             return
         self.due.setdefault(max(at, q // self.T), set()).add(b)
 
+    def _plan(self, k: int, whole: np.ndarray, pads: np.ndarray) -> BatchRuns:
+        """Batch ``k``'s plan with the ``whole`` rows' parts gathered from the table, the ``pads`` rows padding."""
+        rows, z, cursors = self.table[whole], np.zeros(self.B, np.int64), self.table[:, :4]
+        item, pos, replay, stop, expect, seg_end = (rows[:, c] for c in (0, 1, 5, 4, 6, 7))
+        pads_at = [(b, 0, self.T) for b in pads.tolist()]
+        return BatchRuns(k, whole, item, pos, replay != 0, stop, expect, seg_end, [], pads_at, cursors, z, z.copy())
+
     def _steady(self) -> BatchRuns:
-        """A batch in which no row changes: the rows' parts are those of the batch before but the positions."""
-        same = self._same
-        if same is None:
+        """A batch in which no row changes: the parts of the batch before but the positions."""
+        if self._same is None:
             state = self.state
-            whole = np.flatnonzero(state == LIVE)
-            rows = self.table[whole]
-            zeros = np.zeros(self.B, np.int64)
-            same = self._same = BatchRuns(
-                k=-1,
-                whole=whole,
-                item=rows[:, 0],
-                pos=np.where((state == LIVE) | (state == SHORT), self.T, 0),  # (the steps each position counts on)
-                replay=rows[:, 5] != 0,
-                stop=rows[:, 4],
-                expect=rows[:, 6],
-                seg_end=rows[:, 7],
-                runs=[],
-                pads=[(b, 0, self.T) for b in np.flatnonzero((state == SHORT) | (state == DRY)).tolist()],
-                cursors=self.table[:, :4],
-                claims=zeros,
-                dry=zeros,
-            )
-        pos = self.pos
-        at = pos[same.whole]
-        pos += same.pos
-        k, self.k = self.k, self.k + 1
+            same = self._plan(-1, np.flatnonzero(state == LIVE), np.flatnonzero((state == SHORT) | (state == DRY)))
+            self._same = same, np.where((state == LIVE) | (state == SHORT), self.T, 0)  # (the steps counted on)
+        same, counts = self._same
+        at = self.pos[same.whole]
+        self.pos += counts
+        self.k += 1
+        item, replay, stop, expect, seg_end = same.item, same.replay, same.stop, same.expect, same.seg_end
+        cursors = self.table[:, :4].copy()
+        pads, claims, dry = list(same.pads), same.claims, same.dry
         return BatchRuns(
-            k=k,
-            whole=same.whole,
-            item=same.item,
-            pos=at,
-            replay=same.replay,
-            stop=same.stop,
-            expect=same.expect,
-            seg_end=same.seg_end,
-            runs=[],
-            pads=list(same.pads),
-            cursors=self.table[:, :4].copy(),
-            claims=same.claims,
-            dry=same.dry,
+            self.k - 1, same.whole, item, at, replay, stop, expect, seg_end, [], pads, cursors, claims, dry
         )
 
-    def _cross(self, b: int, q0: int, row_claims: list[tuple[int, ...]], out: BatchRuns) -> None:
-        """Row ``b``'s runs and padding in a batch where it does not read one stream throughout (the row's state is
-        read into plain values once, and written back at the end)."""
-        T, claim_order, order = self.T, self.claim_order, self.order
-        item, pos, state, flags, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
-        replay, fresh = replay != 0, False  # a stream is fresh only from its claim to its first run, in one batch
-        runs, pads = out.runs, out.pads
-        t, c = 0, 0
+    def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any]) -> Walk:
+        """Row ``b``'s runs and padding through the batch, into ``runs`` and ``pads``, from where its walk ``w``
+        stopped (None: the batch's start) with its ``claims`` (step, first ticket, count, dry, steps), to the batch's
+        end or a claim not made yet. A stream whose end is an open bound is read (the probe) to its end or the
+        batch's; a row's state changes here and nowhere else."""
+        T, segment, pack, q0 = self.T, self.segment, self.pack, self.k * self.T
+        if w is None:
+            item, pos, state, _, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
+            t, used, fresh, opens = 0, 0, False, False
+        else:
+            t, used, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens = w
+        c, n_claims = 0, len(claims)
         while t < T:
-            if (state == LIVE and stop >= OPEN) or state == FOLLOW:  # what the reads found (``open_rows``)
-                assert self._reads is not None
-                t, pos, state, stop, seg_end, claim_q = self._reads.plan(
-                    b, q0 + t, runs, pads, item, replay, stop, expect
-                )
+            if state == LIVE and stop >= OPEN:  # an open bound: read the stream to its end or the batch's
+                assert self._probe is not None
+                n_max = min(T - t, seg_end - pos) if segment else T - t
+                got = self._probe(b, item, pos, t, n_max, opens)
+                n, opens = n_max if got >= OPEN else got, False
+                if n:
+                    runs.append((b, t, n, item, pos, replay != 0, fresh, stop, expect, seg_end))
+                fresh, pos, t = False, pos + n, t + n
+                if got < OPEN:  # it ended: the row claims there ("pack") or at the next batch ("pad")
+                    claim_q = q0 + t if pack or not t else q0 + T
+                    state, stop = (IDLE if claim_q == q0 + t else SHORT), pos
+                elif segment and pos == seg_end:
+                    state = FOLLOW
             elif state == LIVE:
                 n = min(stop - pos, T - t)
-                runs.append((b, t, n, item, pos, replay, fresh, stop, expect, seg_end))
+                runs.append((b, t, n, item, pos, replay != 0, fresh, stop, expect, seg_end))
                 fresh = False
                 pos += n
                 t += n
@@ -366,28 +357,40 @@ class Schedule:
                 t = e
                 if claim_t <= T:
                     state = IDLE
-            elif state == IDLE:  # its claim (``write._claim_planned``): tickets first .. first + count - 1
-                step, first, count, is_dry, steps = row_claims[c]
+            elif state == IDLE:  # its claim: tickets first .. first + count - 1
+                if c == n_claims:
+                    break  # not made yet
+                step, first, count, is_dry, steps = claims[c]
                 c += 1
                 assert step == q0 + t, (b, step, q0, t)
-                out.claims[b] += count
                 taken = first + count - 1 - is_dry  # the stream it takes (dry: the last empty one it passed)
                 if taken >= first:
-                    item, start, _, expect = order[taken % claim_order.n].tolist()
-                    pos, replay = start, taken >= claim_order.n
+                    item, start, _, expect = self.order[taken % self.claim_order.n].tolist()
+                    pos, replay = start, int(taken >= self.claim_order.n)
                 if is_dry:
                     state = DRY
-                    out.dry[b] += 1
                     continue
-                stop = start + (steps if steps >= 0 else OPEN)  # (not known: read from its claim on, ``open_rows``)
-                seg_end = (start // self.segment + 1) * self.segment if self.segment else -1  # (mid-segment: replan)
-                claim_q = next_claim_step(step, steps, T, self.pack)
-                fresh, state = True, LIVE
+                stop = start + (steps if steps >= 0 else OPEN)  # (not known: an open bound, read from its claim)
+                seg_end = (start // segment + 1) * segment if segment else -1  # (mid-segment: replan)
+                claim_q = next_claim_step(step, steps, T, pack)
+                fresh, opens, state = True, steps < 0, LIVE
+            elif state == FOLLOW:  # the item's next segment, of an item of unknown length, goes on the same row
+                if t and not pack:  # "pad": it starts at the next batch
+                    pads.append((b, t, T))
+                    t = T
+                else:
+                    seg_end, fresh, state = pos + segment, True, LIVE
             else:  # DRY
                 pads.append((b, t, T))
                 t = T
-        if state == SHORT and claim_q == q0 + T:  # its claim is at the next batch's first step: free now
+        return [t, c + used, runs, pads, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens]
+
+    def _finish(self, b: int, w: Walk) -> None:
+        """Row ``b``'s state after the batch, from its walk through it, filed under the batch of its next event."""
+        t, _, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, _, _ = w
+        q1 = (self.k + 1) * self.T
+        assert t == self.T, f"row {b}'s claim was not made"
+        if state == SHORT and claim_q == q1:  # its claim is at the next batch's first step: free now
             state = IDLE
-        flags = self._flags(replay, expect)
-        self.table[b] = (item, pos, state, flags, stop, replay, expect, seg_end, claim_q)
-        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q0 + T)
+        self.table[b] = (item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q)
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q1)

@@ -1,8 +1,5 @@
-"""The loader's state at any batch, computed from stream lengths alone: nothing is decoded.
-
-A distributed export starts each task in the middle of the run. Its state there depends only on the lengths
-of the streams (and the settings), so it is found by running the very same engine over a stand-in source
-whose steps are one byte and cost nothing: the rule that decides every claim is then exactly the real one.
+"""The loader's state at any batch, from stream lengths alone (a distributed export starts each task there): the
+same engine runs over a stand-in source whose steps are one byte, so every claim follows the real rule.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """An epoch's streams, in ticket order: segments, the seeded shuffle and, where ranks deal them, this rank's share.
 
-A *stream* is what a ticket hands a row: ``(item, first step, open-ended)``. Without ``segment`` every item
-is one stream. With ``segment=N`` an item of known length L is cut into ceil(L / N) streams of at most N
-steps, shuffled like any other stream; an item of unknown length is one open-ended stream whose next segment,
-once its N-th step shows the item goes on, starts on the same row (``cursor.RowPhase.FOLLOW``).
-
-Ranks share one schedule of the whole epoch's streams when every length is known (``scheduled.epochs``). Where
-some are unknown, each rank deals itself a share of every epoch's shuffled streams, every rank computing the same
-split round-robin (``rank_of_streams``, which splits greedily by length where lengths are known). Everything here
-is a pure function of lengths, seed and epoch.
-
-A source may order the epoch's streams itself (the ``stream_order`` hook, ``source.stream_order_of``): then
-that order replaces the seeded permutation, and may leave streams out of the epoch (``streamcli.mix``
-interleaves its sources by weight). The rank split comes after it, as after the permutation.
+A *stream* is what a ticket hands a row: ``(item, first step, open-ended)``. With ``segment=N`` an item of known
+length L is cut into ceil(L / N) streams; one of unknown length is one open-ended stream whose segments follow on
+its row (``RowPhase.FOLLOW``). Where ranks deal the streams, every rank computes the same split
+(``rank_of_streams``). A source's ``stream_order`` hook replaces the seeded permutation (``streamcli.mix``).
 """
 
 from __future__ import annotations
@@ -48,10 +39,8 @@ class Streams:
 
 
 def all_streams(lengths: Sequence[int | None], segment: int, order: StreamOrder | None = None) -> Streams:
-    """Every item's streams in item order, before shuffling; ``order``: the source's ``stream_order`` hook.
-
-    Built with numpy, not lists: at a million items, lists of Python ints would take several times the arrays'
-    memory while they are built."""
+    """Every item's streams in item order, before shuffling; ``order``: the source's ``stream_order`` hook (numpy, not
+    lists: at a million items lists would take several times the memory)."""
     n = len(lengths)
     known = all(x is not None for x in lengths)
     plen = np.fromiter((-1 if x is None else x for x in lengths), np.int64, n)
@@ -59,8 +48,7 @@ def all_streams(lengths: Sequence[int | None], segment: int, order: StreamOrder 
         whole = np.arange(n, dtype=np.int64)
         return Streams(whole, np.zeros(n, np.int64), np.zeros(n, bool), plen if known else None, order)
     has = plen >= 0
-    # An item of known length is cut into ceil(L / segment) streams (an empty one stays one empty stream); one of
-    # unknown length is one open-ended stream whose segments follow on its row.
+    # (an empty item stays one empty stream)
     counts = np.where(has, np.maximum(1, -(-plen // segment)), 1)
     items = np.repeat(np.arange(n, dtype=np.int64), counts)
     first = np.cumsum(counts) - counts  # each item's first stream
