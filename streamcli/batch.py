@@ -76,6 +76,8 @@ class Batch(Mapping[str, "torch.Tensor"]):
     - ``replayed`` bool (T, B): the step belongs to a replayed stream (``epoch_end="restream"``).
     - ``source`` int64 (T, B), only from a mixed source (``streamcli.mix``), else None: the index into
       ``mix.names`` of the source a step's stream came from, or -1 on padding.
+    - ``extras``: more about the batch. ``extras["writers"]``, where balancing moves rows between workers: the
+      worker that wrote each row (a (B,) numpy array).
     """
 
     data: dict[str, torch.Tensor]

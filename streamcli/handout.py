@@ -121,6 +121,7 @@ class HandOut:
             if not alive():
                 raise Aborted
             self.k = k
+            writers = None
             if isinstance(producers, InProcess):  # a function call: nothing published, marked or waited for
                 slot = self.slots.take_free()
                 t0 = time.perf_counter() if self.tracer is not None else 0.0
@@ -134,6 +135,9 @@ class HandOut:
                 self._wait(k)
                 v = self.ring.slots[slot]
                 claims, cursors = int(v["claims"].sum()), v["cursor"].copy()  # (the slot is written again)
+                writer = v["writer"]
+                if writer[0]:  # rows that move (``fills.balanced``): each names its producer, as worker + 1
+                    writers, writer[:] = writer - 1, 0
             dry = drop and not dropped and any_dry(cursors)
             skips = self.pending.pop(k, ())  # (no list made for a batch without skips)
             n_valid = int(np.count_nonzero(v["valid"]))  # once every part is written, whoever wrote it
@@ -155,6 +159,8 @@ class HandOut:
             batch = None
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
                 batch = self.assemble(torch, slot, epoch.number, k)
+                if writers is not None:
+                    batch.extras["writers"] = writers
             else:
                 self.slots.give_back(slot)
             yield Ready(k, batch, last, tickets, cursors, n_live, n_valid, skips)

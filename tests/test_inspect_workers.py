@@ -1,7 +1,7 @@
 """``streamcli inspect`` names the worker that made each row: from the loader's options (fixed row blocks,
 ``split_rows``; random-access sources batch by batch), checked against the workers themselves (each step written
-by a source that records its process id, and the trace that names each worker's process); ``"moves"`` under
-balance, ``"main"`` without workers."""
+by a source that records its process id, and the trace that names each worker's process); under balance, from
+the batch's record of who wrote each row; ``"main"`` without workers."""
 
 from __future__ import annotations
 
@@ -76,6 +76,29 @@ def test_each_rows_worker_is_the_process_that_wrote_its_steps(tmp_path: Path, so
         assert [got[k][1] for k in (0, 1)] == [[0, 0, 0], [1, 1, 1]]
     else:
         assert got[0][1] == [0, 0, 1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("known", [True, False], ids=["known lengths", "unknown lengths"])
+def test_under_balance_each_rows_worker_is_the_process_that_wrote_it(tmp_path: Path, known: bool) -> None:
+    trace = tmp_path / "trace.json"
+    source = PidSource([40, 3, 5, 36, 4, 6, 30, 5, 7, 4, 33, 6], report_length=known)  # uneven: rows move
+    seen: list[tuple[int, int, int]] = []  # (batch, row, pid) of each row's steps
+    workers: list[Any] = []
+    with StreamLoader(source, 4, 3, num_workers=2, balance=True, seed=2, trace=trace) as loader:
+        row_workers = RowWorkers.of(loader, lengths_known=known)
+        for k, batch in enumerate(loader):
+            x, valid = batch["x"].numpy(), batch.valid.numpy()
+            for b in range(4):
+                pids = set(x[:, b, 0][valid[:, b]].tolist())
+                assert len(pids) <= 1, (k, b, pids)  # a row moves only between batches
+                if pids:
+                    seen.append((k, b, pids.pop()))
+                    workers.append(row_workers.worker(batch, b, balanced_now=True))
+    worker_of_pid = pids_of_workers(trace)
+    assert "moves" not in workers
+    assert workers == [worker_of_pid[pid] for _, _, pid in seen]
+    assert set(workers) == {0, 1}
 
 
 def test_the_json_of_batch_k_names_each_rows_worker(tmp_path: Path) -> None:

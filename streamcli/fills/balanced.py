@@ -82,6 +82,8 @@ class OwnedRows:
         control.set_load(self.w, sum(probed.values()) + time.perf_counter() - t0)
         probed.clear()
         write_cursors(v, part, short, cols)
+        if v.writer is not None:
+            v.writer[cols] = self.w + 1  # (0: none; who wrote a row is timing's choice, ``inspect`` shows it)
         self.steps += rows.steps - steps
         b, taker = self._choose(cols, part.k)
         control.set_written(cols, part.k + 1)  # (before the owner changes: the taker goes on from the next batch)

@@ -99,7 +99,7 @@ def _array(got: Any, name: str, where: Callable[[], str], what: str, fix: str) -
     return a if type(a) is np.ndarray else np.asarray(a)
 
 
-RESERVED = {*FLAGS, "reset", "claims", "cursor"}  # (slot entries of their own)
+RESERVED = {*FLAGS, "reset", "claims", "cursor", "writer"}  # (slot entries of their own)
 
 
 def short_repr(value: object, width: int = 60) -> str:

@@ -34,6 +34,7 @@ class Views:
     replayed: np.ndarray
     claims: np.ndarray
     cursor: np.ndarray
+    writer: np.ndarray | None = None  # each row's producer, kept where rows move (``fills.balanced``)
     _rows: list[list[np.ndarray]] | None = field(default=None, init=False)  # ``row_columns``, made at its first call
     _steps: list[list[list[np.ndarray]]] | None = field(default=None, init=False)  # ``row_steps``, at its first call
 
@@ -56,12 +57,14 @@ class Views:
             return self
         arrays = (self.first, self.valid, self.stream, self.position, self.replayed)
         rest = [a[:, lo:hi] for a in arrays] + [self.claims[lo:hi], self.cursor[lo:hi]]
-        return Views([a[:, lo:hi] for a in self.data], *rest)
+        v = Views([a[:, lo:hi] for a in self.data], *rest)
+        v.writer = None if self.writer is None else self.writer[lo:hi]
+        return v
 
     @classmethod
     def of(cls, tb: dict[str, np.ndarray], names: list[str]) -> Views:
         """A slot's arrays by name (``shared.ring``): the data fields ``names``, the flags, tickets taken, cursors."""
-        return cls([tb[n] for n in names], *(tb[n] for n in (*FLAGS, "claims", "cursor")))
+        return cls([tb[n] for n in names], *(tb[n] for n in (*FLAGS, "claims", "cursor", "writer")))
 
 
 def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Which producer made each row of a batch, from the loader's options alone: batches do not record it.
+"""Which producer made each row of a batch: from the loader's options, or, where rows move, from the batch.
 
 The loader's writer policy (``streamcli.fills.writers``) decides it, and it follows from the options:
 
@@ -8,7 +8,7 @@ The loader's writer policy (``streamcli.fills.writers``) decides it, and it foll
 - an iterator source with a fixed block of rows per worker: worker ``w`` writes rows ``split_rows(B, W)[w]``;
 - ``balance`` on (given, the source's ``costly_steps``, turned on by the loader's measure, or streams of unknown
   length that are not told ``balance=False``): a row moves to whichever worker is idle, which only the engine
-  knows, so the row's worker is ``"moves"``.
+  knows: the batch records it (``batch.extras["writers"]``), and a batch that does not is ``"moves"``.
 
 An export does not keep its loader's workers: none is known there.
 """
@@ -25,7 +25,7 @@ from streamcli.source import has_window
 MAIN = "main"
 MOVES = "moves"
 Worker = int | str
-"""A row's producer: a worker's number, ``MAIN`` (in-process) or ``MOVES`` (``balance``: not known)."""
+"""A row's producer: a worker's number, ``MAIN`` (in-process) or ``MOVES`` (``balance``, not recorded)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ class RowWorkers:
         if self.workers == 0:
             return MAIN
         if self.moves(balanced_now):
-            return MOVES
+            writers = getattr(batch, "extras", {}).get("writers")
+            return MOVES if writers is None else int(writers[row])
         if self.whole_batches:
             return batch.index % self.workers
         return next(w for w, (lo, hi) in enumerate(split_rows(self.batch_size, self.workers)) if lo <= row < hi)

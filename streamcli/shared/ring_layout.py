@@ -15,7 +15,8 @@ from streamcli.scheduled import cursor as _cursor
 from streamcli.shared import control
 from streamcli.source import Field
 
-PER_ROW = ("claims", "cursor")  # slot entries that are not (T, B) arrays: a row's tickets taken, its cursor after
+# Slot entries that are not (T, B) arrays: a row's tickets taken, its cursor after the batch, and who wrote it.
+PER_ROW = ("claims", "cursor", "writer")
 _ALIGN = 64
 Entry = tuple[int, tuple[int, ...], str]
 
@@ -60,6 +61,7 @@ class RingSpec:
             slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
         slot["claims"] = (take(B * 8) - slot0, (B,), "<i8")
         slot["cursor"] = (take(B * _cursor.WIDTH * 8) - slot0, (B, _cursor.WIDTH), "<i8")
+        slot["writer"] = (take(B * 2) - slot0, (B,), "<i2")  # under balance: the producer that wrote each row
         return ctl, slot, slot0, off - slot0
 
     @property
