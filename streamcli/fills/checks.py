@@ -1,8 +1,6 @@
-"""The plugin contract, checked: the declared fields when a loader is made, and each step's (or block's) fields
-against them as a producer reads. The reader checks the usual step itself where it copies it; what is left lands
-here: array-likes and scalars are converted, and a mismatch raises ``StepSpecError`` naming the plugin, the item,
-the step and the field, with the fix (``where()`` builds that name only on error).
-"""
+"""The plugin contract, checked: the declared fields, and each step's or block's fields as a producer reads them
+(the usual step is checked by the reader where it copies it). A mismatch raises ``StepSpecError`` naming the
+plugin, the item, the step and the field, with the fix (``where()`` builds that name only on error)."""
 
 from __future__ import annotations
 
@@ -18,7 +16,9 @@ from streamcli.source import Field
 Spec = Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]  # (name, shape, dtype) per field, in field order
 
 
-def step_field(step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any], where: Callable[[], str]) -> Any:
+def step_field(
+    step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any], where: Callable[[], str]
+) -> np.ndarray:
     """Field ``name`` of one step as an array of ``shape`` and ``dtype`` (scalars and lists converted), or raise
     ``StepSpecError``; ``where()`` says "plugin ... item ... step N"."""
     a = _array(step, name, where, "step", "yield a dict with every declared field")
@@ -40,13 +40,8 @@ def block_arrays(block: Any, spec: Spec, where: Callable[[], str]) -> list[np.nd
             a = block[name]
             if type(a) is not np.ndarray and isinstance(a, np.ndarray):
                 a = a.view(np.ndarray)  # a memmap's slice: slicing it again makes more memmaps, slower to make
-            if (
-                type(a) is not np.ndarray
-                or a.shape[1:] != shape
-                or (a.dtype is not dtype and a.dtype != dtype)
-                or not len(a)
-                or (out and len(a) != len(out[0]))
-            ):
+            n = len(out[0]) if out else len(a)
+            if type(a) is not np.ndarray or a.shape[1:] != shape or a.dtype != dtype or not n or len(a) != n:
                 break
             out.append(a)
         else:

@@ -34,8 +34,7 @@ _END = object()  # a stream's end (``next(it, _END)``), and a reader holding no 
 
 @dataclass(slots=True)
 class Reader:
-    """One row's open stream: its item, the next position it yields, and the block being read (block sources) or
-    the step read ahead (a stream of open length)."""
+    """One row's open stream: its item, next position, the block being read or the step read ahead."""
 
     item: int
     pos: int
@@ -65,8 +64,7 @@ class Rows:
         self.source, self.blocks, self.faults, self.mark, self.tf = source, blocks, faults, mark, tf
         self.spec = [(f.name, f.shape, f.np_dtype) for f in fields]  # ``tf``'s output fields, where it is set
         self.beat = mark.data  # ``mark`` as a memoryview: it stores an int quicker
-        # Workers name each step as it is read (a worker's death or a stall names it); in process, each run.
-        self.steps_marked = True
+        self.steps_marked = True  # workers name each step read (a death or a stall names it); in process, each run
         self.readers: dict[int, Reader] = {}
         self.read: set[tuple[int, int]] = set()  # (row, batch step) of the runs ``probe`` wrote into ``v``
         self.v: Views | None = None  # the slot of the batch being planned, which ``probe`` writes into
@@ -86,24 +84,16 @@ class Rows:
             r.close()
 
     def fill(self, v: Views, plan: BatchRuns, read: set[tuple[int, int]] | None = None) -> set[int]:
-        """Write the data of batch ``plan.k`` (its flags are written before, from the plan) but the runs ``read``
-        while it was planned, (row, first step) each. Returns the rows that end the batch holding a stream that
-        ran out before its promise."""
+        """Write the data of batch ``plan.k`` but the runs ``read`` as it was planned, (row, first step) each. Returns
+        the rows that end the batch holding a stream that ran out before its promise."""
         tracer = self.tracer
         began = time.perf_counter() if tracer is not None else 0.0
         T = len(v.valid)
         short: set[int] = set()
         readers, copy = self.readers, self._blocks if self.blocks else self._steps
         dests = v.row_columns() if self.blocks else v.row_steps()
-        for b, item, p, stop, expect, seg_end in zip(
-            plan.whole.tolist(),
-            plan.item.tolist(),
-            plan.pos.tolist(),
-            plan.stop.tolist(),
-            plan.expect.tolist(),
-            plan.seg_end.tolist(),
-            strict=True,
-        ):
+        whole = (plan.whole, plan.item, plan.pos, plan.stop, plan.expect, plan.seg_end)
+        for b, item, p, stop, expect, seg_end in zip(*(a.tolist() for a in whole), strict=True):
             if read and (b, 0) in read:
                 continue
             r = readers.get(b)
@@ -129,8 +119,7 @@ class Rows:
         b, t0, n, item, p, _, fresh, stop, expect, seg_end = run
         r = self.readers.get(b)
         if r is None or fresh or r.item != item or r.pos != p:
-            if r is not None:
-                r.close()
+            self.drop(b)
             r = self.readers[b] = self._open(item, p)
         got = 0 if r.dead else (self._blocks if self.blocks else self._steps)(r, dests[b], t0, n)
         if got < n:
@@ -143,8 +132,7 @@ class Rows:
         return r.dead and t0 + n == T
 
     def _ran_out(self, v: Views, b: int, r: Reader, t: int, t1: int, expect: int) -> None:
-        """Row ``b``'s stream gave nothing for batch steps ``t .. t1 - 1``: it ended before its promise (reported
-        here) or failed (reported where it failed). The row pads, and its reader keeps the plan's position."""
+        """Row ``b``'s stream ended (reported) or failed (reported where it failed) before batch step ``t``: pad."""
         if not r.dead:
             r.dead = True
             self.faults.mismatch(r.item, r.pos, expect, f"ended after {r.pos} steps")
@@ -152,8 +140,7 @@ class Rows:
         r.pos += t1 - t
 
     def _open(self, item: int, pos: int) -> Reader:
-        """Stream ``item`` from step ``pos``, transformed; a dead reader if it failed to open under on_error="skip"
-        (reported as skipped; under "raise" the failure raises ``SourceError``)."""
+        """Stream ``item`` from step ``pos``, transformed; a dead reader if it failed to open under "skip"."""
         t0 = time.perf_counter() if self.tracer is not None else 0.0
         faults = self.faults
         self.mark[0], self.mark[1], self.mark[2] = item, pos, OPENING  # a death or a stall here names this stream
@@ -170,7 +157,7 @@ class Rows:
         return Reader(item, pos, it, dead=it is None)
 
     def _next(self, r: Reader) -> Any:
-        """The stream's next step or block, or ``_END`` (with the reader dead after a failure under "skip")."""
+        """The stream's next step or block, or ``_END`` (the reader dead if it failed under "skip")."""
         assert r.it is not None
         self.mark[0], self.mark[1], self.mark[2] = r.item, r.pos, READING
         try:
@@ -180,8 +167,7 @@ class Rows:
             return _END
 
     def _failed(self, r: Reader, t: int, exc: BaseException) -> None:
-        """Step ``r.pos + t`` failed to read: report it (under on_error="raise" this raises; a step that breaks the
-        declared fields always raises), and the row is dead from there."""
+        """Step ``r.pos + t`` failed (reported: under "raise", or for a broken step, this raises): the row is dead."""
         self.faults.fail(r.item, r.pos + t, exc, "reading")
         r.dead = True
 
@@ -189,8 +175,7 @@ class Rows:
         return checks.block_arrays(block, self.spec, lambda: self.faults.where(r.item, r.pos, "block at step"))
 
     def _look_ahead(self, r: Reader) -> bool:
-        """Whether the stream has a step after those read; the block or step read to know is kept for the next
-        read."""
+        """Whether the stream has a step after those read (the one read to know is kept for the next read)."""
         if r.it is None or r.ahead is not _END or (r.blk is not None and r.j < len(r.blk[0])):
             return r.it is not None
         got = self._next(r)
@@ -223,8 +208,7 @@ class Rows:
         return got
 
     def _blocks(self, r: Reader, cols: list[np.ndarray], t0: int, n: int) -> int:
-        """Copy up to ``n`` steps of the row's blocks into batch steps ``t0 ..`` of its columns ``cols``, each block
-        checked once, where it is read. Returns the steps copied."""
+        """Copy up to ``n`` steps of the row's blocks, each checked once, into batch steps ``t0 ..``."""
         got = 0
         while got < n:
             blk, j = r.blk, r.j
@@ -242,9 +226,8 @@ class Rows:
         return got
 
     def _steps(self, r: Reader, dests: list[list[np.ndarray]], t0: int, n: int) -> int:
-        """Copy up to ``n`` steps of the row's stream into batch steps ``t0 ..`` (``dests``: the row's step views,
-        per field): per step one ``next()``, one check and one copy, the loop a hand-written reader runs. Returns
-        the steps copied."""
+        """Copy up to ``n`` steps of the row's stream into batch steps ``t0 ..`` (``dests``: the row's step views per
+        field), each checked: the loop a hand-written reader runs. Returns the steps copied."""
         it = r.it
         assert it is not None
         if r.ahead is not _END:  # the step read ahead where the length is open comes first

@@ -1,10 +1,7 @@
-"""A producer's transform (``StreamLoader(transform=...)``): run on each block of steps as it is read.
-
-The source's steps and blocks are checked against the source's own fields, handed to the transform with a
-``Context`` (the stream, the block's first position, the epoch and the stream's seed), and what comes back is
-checked against the loader's fields (the transform's output). Iterator sources are wrapped where they are
-opened (``wrap``): a step is a block of one. Random-access sources transform the slice a run reads (``apply``).
-The epoch is the one the loader published in the control block when it began the epoch.
+"""A producer's transform (``StreamLoader(transform=...)``), run on each block of steps as it is read: checked
+against the source's fields, handed to the transform with a ``Context`` (stream, first position, epoch, seed), and
+what comes back checked against the loader's fields. Iterator sources are wrapped where they open (``wrap``; a step
+is a block of one); random-access sources transform the slice a run reads (``apply``).
 """
 
 from __future__ import annotations
@@ -29,10 +26,11 @@ class Transformer:
     def __init__(self, fill_spec: FillSpec, control: Control, name: Callable[[int], str]) -> None:
         assert fill_spec.source_fields is not None
         self.transform, self.plugin, self.name = fill_spec.transform, fill_spec.plugin, name
-        self.seed, self.control = fill_spec.config.seed, control
+        self.control = control
+        self.seed_of = functools.lru_cache(4096)(functools.partial(stream_seed, fill_spec.config.seed))
+        self.named = getattr(self.transform, "__name__", type(self.transform).__name__)
         self.raw = [(f.name, f.shape, f.np_dtype) for f in fill_spec.source_fields]
         self.out = fill_spec.fields
-        self.seeds: dict[tuple[int, int], int] = {}  # (epoch, item): the stream's seed, computed once
 
     @classmethod
     def of(cls, fill_spec: FillSpec, control: Control, name: Callable[[int], str]) -> Transformer | None:
@@ -44,12 +42,7 @@ class Transformer:
         n = len(arrays[0])
         block = {name: _read_only(a) for (name, _, _), a in zip(self.raw, arrays, strict=True)}
         epoch = self.control.epoch
-        seed = self.seeds.get((epoch, item))
-        if seed is None:
-            if len(self.seeds) > 4096:
-                self.seeds.clear()
-            seed = self.seeds[epoch, item] = stream_seed(self.seed, epoch, item)
-        named = type(self.transform).__name__ if not hasattr(self.transform, "__name__") else self.transform.__name__
+        named, seed = self.named, self.seed_of(epoch, item)
         try:
             got = self.transform(block, Context(stream=item, position=pos, epoch=epoch, seed=seed))
         except Exception as exc:
