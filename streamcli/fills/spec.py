@@ -12,10 +12,8 @@ from streamcli.source import Field
 
 @dataclass(frozen=True)
 class FillSpec:
-    """The static facts every producer shares: the plugin's name, the fields written into the batch and the loader's one
-    configuration. Picklable. The settings are read from ``config``, never copied. With a ``transform``
-    (``fills.transformed``), producers read ``source_fields`` and write ``fields``, its output. With ``stamps``,
-    an item changed since the loader's index was written is refused where it is opened (``StaleIndexError``)."""
+    """The facts every producer shares, picklable: the plugin's name, the fields written into the batch and the
+    loader's configuration. With a ``transform``, producers read ``source_fields`` and write ``fields``."""
 
     plugin: str
     fields: tuple[Field, ...]
@@ -23,14 +21,13 @@ class FillSpec:
     transform: Any = None
     source_fields: tuple[Field, ...] | None = None
     trace: str | None = None  # a trace file (``streamcli.trace``): each worker records its events for it
-    stamps: Stamps | None = None  # the loader's index's: each item is checked where it is opened
+    stamps: Stamps | None = None  # the loader's index's: an item changed since is refused where it is opened
 
 
 @dataclass(frozen=True)
 class Skip:
     """An item skipped under on_error="skip" (``kind="skip"``), or a stream whose length differs from what
-    ``length()`` promised (``kind="length"``; ``error`` says both numbers), reported with the batch in which it
-    happened."""
+    ``length()`` promised (``kind="length"``), reported with the batch in which it happened."""
 
     batch: int
     item: int
@@ -42,7 +39,5 @@ class Skip:
 
     def describe(self) -> str:
         """``'name' (stream 3, file /data/x.mp4) at step 5: ValueError: ...``: what was skipped, where, why."""
-        where = (
-            f"stream {self.item}, file {self.file}" if self.file and self.file != self.name else f"stream {self.item}"
-        )
+        where = f"stream {self.item}" + (f", file {self.file}" if self.file and self.file != self.name else "")
         return f"{self.name!r} ({where}) at step {self.step}: {self.error}"

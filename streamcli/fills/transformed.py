@@ -1,10 +1,7 @@
-"""A producer's transform (``StreamLoader(transform=...)``): run on each block of steps as it is read.
-
-The source's steps and blocks are checked against the source's own fields, handed to the transform with a
-``Context`` (the stream, the block's first position, the epoch and the stream's seed), and what comes back is
-checked against the loader's fields (the transform's output). Iterator sources are wrapped where they are
-opened (``wrap``): a step is a block of one. Random-access sources transform the slice a run reads
-(``apply``). The epoch is the one the loader published in the control block when it began the epoch.
+"""A producer's transform (``StreamLoader(transform=...)``), run on each block of steps as it is read: checked
+against the source's fields, handed to the transform with a ``Context`` (stream, first position, epoch, seed), and
+what comes back checked against the loader's fields. Iterator sources are wrapped where they open (``wrap``; a step
+is a block of one); random-access sources transform the slice a run reads (``apply``).
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from streamcli.errors import TransformError
 from streamcli.fills import checks
 from streamcli.fills.spec import FillSpec
 from streamcli.shared.control import Control
-from streamcli.source import Field
+from streamcli.source import Field, close_stream
 from streamcli.transforms import Context, stream_seed
 
 
@@ -29,84 +26,68 @@ class Transformer:
     def __init__(self, fill_spec: FillSpec, control: Control, name: Callable[[int], str]) -> None:
         assert fill_spec.source_fields is not None
         self.transform, self.plugin, self.name = fill_spec.transform, fill_spec.plugin, name
-        self.seed, self.control = fill_spec.config.seed, control
-        self.raw = fill_spec.source_fields
-        self.raw_spec = [(f.name, f.shape, f.np_dtype) for f in self.raw]
+        self.control = control
+        self.seed_of = functools.lru_cache(4096)(functools.partial(stream_seed, fill_spec.config.seed))
+        self.named = getattr(self.transform, "__name__", type(self.transform).__name__)
+        self.raw = [(f.name, f.shape, f.np_dtype) for f in fill_spec.source_fields]
         self.out = fill_spec.fields
-        self._seeds: dict[tuple[int, int], int] = {}
 
     @classmethod
     def of(cls, fill_spec: FillSpec, control: Control, name: Callable[[int], str]) -> Transformer | None:
         return None if fill_spec.transform is None else cls(fill_spec, control, name)
 
-    def _seed(self, epoch: int, item: int) -> int:
-        key = (epoch, item)
-        got = self._seeds.get(key)
-        if got is None:
-            if len(self._seeds) > 4096:
-                self._seeds.clear()
-            got = self._seeds[key] = stream_seed(self.seed, epoch, item)
-        return got
-
     def apply(self, arrays: Sequence[np.ndarray], item: int, pos: int) -> list[np.ndarray]:
         """The transformed block of ``item`` from step ``pos``: ``arrays`` in source field order, the result in
         the loader's field order; raises ``TransformError`` if the transform fails or breaks its fields."""
         n = len(arrays[0])
-        block = {f.name: _read_only(a) for f, a in zip(self.raw, arrays, strict=True)}
+        block = {name: _read_only(a) for (name, _, _), a in zip(self.raw, arrays, strict=True)}
         epoch = self.control.epoch
-        ctx = Context(stream=item, position=pos, epoch=epoch, seed=self._seed(epoch, item))
+        named, seed = self.named, self.seed_of(epoch, item)
         try:
-            got = self.transform(block, ctx)
+            got = self.transform(block, Context(stream=item, position=pos, epoch=epoch, seed=seed))
         except Exception as exc:
             raise TransformError(
-                f"transform {_name(self.transform)} failed on {self._where(item, pos)}: {type(exc).__name__}: {exc}"
+                f"transform {named} failed on {self._at(item, pos)}: {type(exc).__name__}: {exc}"
             ) from exc
         out: list[np.ndarray] = []
         for f in self.out:
             try:
                 a = got[f.name]
             except (KeyError, TypeError, IndexError):
-                where = self._where(item, pos)
                 raise TransformError(
-                    f"transform {_name(self.transform)} returned no field {f.name!r} on {where}; "
-                    "return every field of the block"
+                    f"transform {named} returned no field {f.name!r} on {self._at(item, pos)}; return every field "
+                    "of the block"
                 ) from None
             a = np.asarray(a)
             if a.shape != (n, *f.shape) or a.dtype != f.np_dtype:
                 raise TransformError(
-                    f"transform {_name(self.transform)} returned field {f.name!r} as {a.dtype.name}{list(a.shape)} "
-                    f"on {self._where(item, pos)}, but the batch expects {f.np_dtype.name}{[n, *f.shape]} (the "
-                    "transform's fields(), else the source's); keep the block's step count and declare a changed "
-                    "shape or dtype with a fields(fields) member"
+                    f"transform {named} returned field {f.name!r} as {a.dtype.name}{list(a.shape)} on "
+                    f"{self._at(item, pos)}, but the batch expects {f.np_dtype.name}{[n, *f.shape]} (the transform's "
+                    "fields(), else the source's); keep the block's step count and declare a changed shape or dtype "
+                    "with a fields(fields) member"
                 )
             out.append(a)
         return out
 
-    def _where(self, item: int, pos: int) -> str:
-        return f"plugin {self.plugin!r} item {self.name(item)!r} block at step {pos}"
-
     def wrap(self, it: Iterator[Any], item: int, start: int, blocks: bool) -> Iterator[Any]:
         """The source's iterator of ``item`` from ``start``, transformed: blocks stay blocks, steps stay steps."""
-        names, spec = [f.name for f in self.out], self.raw_spec
-        pos = start
+        names, pos = [f.name for f in self.out], start
         try:
-            if blocks:
-                for block in it:
-                    arrays = checks.block_arrays(block, self.raw_spec, self.raw, functools.partial(self._at, item, pos))
-                    out = self.apply(arrays, item, pos)
-                    pos += len(out[0])
-                    yield dict(zip(names, out, strict=True))
-            else:
-                for step in it:
-                    where = functools.partial(self._at, item, pos, "step")
-                    arrays = [checks.step_field(step, name, shape, dtype, where)[None] for name, shape, dtype in spec]
-                    out = self.apply(arrays, item, pos)
-                    pos += 1
-                    yield {k: a[0] for k, a in zip(names, out, strict=True)}
+            for got in it:
+                where = functools.partial(self._at, item, pos, "block at step" if blocks else "step")
+                if blocks:
+                    arrays = checks.block_arrays(got, self.raw, where)
+                else:
+                    arrays = [
+                        checks.step_field(got, name, shape, dtype, where)[None] for name, shape, dtype in self.raw
+                    ]
+                out = self.apply(arrays, item, pos)
+                pos += len(out[0])
+                yield (
+                    dict(zip(names, out, strict=True)) if blocks else {k: a[0] for k, a in zip(names, out, strict=True)}
+                )
         finally:
-            close = getattr(it, "close", None)
-            if callable(close):
-                close()
+            close_stream(it)
 
     def _at(self, item: int, pos: int, what: str = "block at step") -> str:
         return f"plugin {self.plugin!r} item {self.name(item)!r} {what} {pos}"
@@ -117,10 +98,6 @@ def _read_only(a: Any) -> np.ndarray:
     v = np.asarray(a).view()
     v.flags.writeable = False
     return v
-
-
-def _name(transform: Any) -> str:
-    return type(transform).__name__ if not hasattr(transform, "__name__") else str(transform.__name__)
 
 
 def raw_fields(fill_spec: FillSpec) -> tuple[Field, ...]:
