@@ -11,7 +11,7 @@ The events:
 - ``fill`` (a producer, per batch, its part of it): split into ``plan`` (from the fill's start to its first read:
   the batch planned, its flags written), ``read`` (a row or block of rows: each step read from the source and
   copied into the shared slot as it comes, so reading and copying are one loop, one event), ``open`` (a stream
-  opened at a position, inside a read) and ``write`` (after the last read: the batch's summary written and its
+  opened at a position, inside a read) and ``write`` (after the last read: the rows' cursors written and the
   rows marked done);
 - ``wait`` (the consumer, per batch): the time inside ``next()``, on the consumer's thread;
 - ``stall`` (the hand-out, per batch it had to wait for): the producers had not finished the batch yet;
