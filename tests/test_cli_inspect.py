@@ -62,8 +62,8 @@ def test_batch_k_json_is_the_kth_batch_for_k_0_5_40(clips: Path, video_scans: st
     for k in (0, 5, 40):
         cache = f"cache_dir={video_scans}"
         got = inspect_json("video", str(clips), *OPTS, "-s", cache, "-w", workers, "--batch", str(k))
-        made_by = [r.pop("worker") for r in got["rows"]]  # video's costly steps: balance moves rows
-        assert made_by == (["main"] * 3 if workers == "0" else ["moves"] * 3)
+        made_by = [r.pop("worker") for r in got["rows"]]  # video's costly steps: balance moves rows, recorded
+        assert made_by == ["main"] * 3 if workers == "0" else set(made_by) <= {0, 1}
         assert got == want[k]
         assert got["batch"] == k and len(got["rows"]) == 3 and {"row", "stream", "item"} <= set(got["rows"][0])
 
