@@ -128,6 +128,8 @@ class Iteration:
         except BaseException:
             self.close()  # nothing outlives the error
             raise
+        for v in self.ring.slots:  # a batch abandoned mid-write must not name its rows' writers in this epoch
+            v["writer"][:] = 0
         # Only now: a producer of the old generation may still have been taking a ticket until it acknowledged.
         streams = self.epochs.streams(epoch)
         self.n_streams = len(streams)
