@@ -1,99 +1,99 @@
-"""Where a batch is consumed: ``StreamLoader``, the façade over the parts.
-
-It holds a source's declared fields and items (``declared``) and epochs (``scheduled.epochs``), the shared-memory
-ring that carries its batches (``shared.ring``), the producers that fill them (``workers.producers``: in-process or
-worker processes), the hand-out of each batch to the consumer (``handout``) and the epochs' run (``iteration``),
-and keeps what ``state_dict`` saves (``scheduled.resume``); ``wiring`` builds and joins them.
-"""
+"""``StreamLoader``: the façade a training loop holds, and the one place that builds the parts it holds, in order:
+the declared fields and items (``declared``), their lengths and epochs (``scheduled.epochs``), the shared-memory ring
+(``shared.ring``), the producers that fill it (``workers.producers``), the hand-out to the consumer (``handout``)
+and the epochs' run (``iteration``); what ``state_dict`` saves is ``scheduled.resume``'s."""
 
 from __future__ import annotations
 
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from streamcli.batch import Batch
 from streamcli.caller import user_stacklevel
 from streamcli.config import DEFAULT_START_METHOD, LoaderConfig
+from streamcli.declared import Declared
 from streamcli.errors import LoaderClosedError
-from streamcli.source import StreamSource, call_default_segment, check_source, has_costly_steps, item_name
-from streamcli.stats import LoaderStats
-from streamcli.wiring import build
-from streamcli.workers.pool import WorkerPool
+from streamcli.fills.spec import FillSpec, Skip
+from streamcli.handout import READY_DEPTH, HandOut
+from streamcli.index import for_loader
+from streamcli.iteration import Iteration
+from streamcli.lengths import Lengths
+from streamcli.scheduled.epochs import Epochs
+from streamcli.scheduled.resume import Resume
+from streamcli.shared.ring import Ring
+from streamcli.shared.sizing import loader_ring
+from streamcli.shared.tensors import import_torch, split_rows
+from streamcli.source import (
+    StreamSource,
+    call_default_segment,
+    check_source,
+    has_costly_steps,
+    has_window,
+    item_name,
+    source_lookup,
+    stream_order_of,
+)
+from streamcli.stats import LoaderStats, Tally
+from streamcli.trace import Tracer
+from streamcli.workers.pool import shutdown
+from streamcli.workers.producers import InProcess, Workers
 
 
 class StreamLoader:
-    """Temporally coherent batches from many streams of one source.
-
-    A source with ``block_steps = True`` yields blocks (field -> array of ``n`` steps) instead of steps; the
-    loader splits them across batches (``supports_blocks`` says this loader can).
+    """Temporally coherent batches from many streams of one source: row ``b`` of each (T, B, ...) batch continues
+    the stream it held in the batch before (``docs/concepts.md``).
 
     Args:
-        source: a ``StreamSource`` (see ``streamcli.source``), e.g. ``load_source("text", "samples/text")``.
-        batch_size: B, the number of rows; each row carries one stream at a time.
+        source: a ``StreamSource`` (``streamcli.source``), e.g. ``load_source("text", "samples/text")``; one with
+            ``block_steps = True`` yields blocks of ``n`` steps, split across batches.
+        batch_size: B, the rows; each carries one stream at a time.
         time_steps: T, the steps per row per batch.
-        num_workers: producer processes; 0 runs in-process (how workers share the rows: ``balance``).
-        seed: the stream order of epoch ``e`` is ``default_rng([seed, e]).permutation`` of the streams; it also
-            seeds ``ctx.seed`` of a transform.
+        num_workers: producer processes; 0 reads in the main process.
+        seed: epoch ``e`` orders the streams by ``default_rng([seed, e]).permutation``; it also seeds a transform's
+            ``ctx.seed``.
         shuffle: False keeps the order of ``source.items()`` in every epoch.
-        boundary: "pad" (after a stream ends the rest of its row is padding; the next starts at the next
-            batch) or "pack" (the next stream starts at the very next step).
-        epoch_end: "pad" (every step of every stream exactly once; idle rows are padding), "restream"
-            (idle rows replay streams, flagged in ``batch.replayed``) or "drop" (stop when a row runs dry).
+        boundary: "pad" (the rest of a row after its stream ends is padding; the next starts at the next batch) or
+            "pack" (the next starts at the very next step).
+        epoch_end: "pad" (every step of every stream exactly once; idle rows pad), "restream" (idle rows replay
+            streams, flagged in ``batch.replayed``) or "drop" (stop when a row runs dry).
         layout: "TB" for (T, B, ...) tensors, "BT" for (B, T, ...).
-        on_error: "raise" (a source exception stops the epoch with a ``SourceError``) or "skip" (the item
-            ends where it failed, is logged on the ``streamcli`` logger and counted in ``stats.skipped``).
+        on_error: "raise" (a source's exception stops the epoch: ``SourceError``) or "skip" (the item ends where it
+            failed, logged on the ``streamcli`` logger and counted in ``stats.skipped``).
         pin_memory: copy batches into page-locked memory when CUDA is present (warns once otherwise).
-        prefetch: batches the workers may write ahead of the consumer. By default (None) as many as fit in
-            the CPU's last-level cache and in a quarter of the free shared memory, from 4 to 16 (a ring that
-            fits in the cache keeps the workers' copies out of main memory). In-process (4 by default) it only
-            sets how many batches the consumer may keep before later ones are copies.
-        timeout: seconds without progress before a ``WorkerError`` (None: wait as long as workers live, with one
-            ``RuntimeWarning`` naming the worker, the item and the source's call after ``workers.pool.STALL_WARN_S``
-            = 30 s, ``$STREAMCLI_STALL_WARN_S``), counted once every worker has started; a worker's start (imports,
-            ``setup_worker``) may take up to ``max(timeout, 120)`` s. Needs ``num_workers >= 1``: in-process a hung
-            source cannot be stopped safely, so the pair is refused.
-        mp_context: the multiprocessing start method of the workers: "forkserver" (the default on Linux: every
-            worker is a fork of one clean server process that imported streamcli and your main module once),
-            "spawn" (the default elsewhere: each worker imports them afresh) or "fork" (forks whatever threads
-            and CUDA state the parent holds). Under the first two your main module is imported again without
-            running its ``if __name__ == "__main__":`` block, hence that guard. The source and the transform are
-            pickled to the workers with any of them.
-        segment: cut every item into streams of at most this many steps (0: whole items). Each segment is a
-            stream of its own (its own ticket, ``is_first`` at its first step; ``batch.position`` stays the
-            step's index in the item), opened with ``open(item, start=k*segment)``. Items of unknown length
-            are cut too: the next segment starts on the same row once the item is seen to go on.
-        batches_per_epoch: yield exactly this many batches every epoch, cutting the epoch or continuing it
-            with padding (replays under ``epoch_end="restream"``); ``len()`` is then this number.
-        rank: this process's index among ``world_size`` processes (DDP) sharing one global batch of
-            ``world_size * batch_size`` rows planned alike from the lengths: it holds rows ``[rank * B, (rank+1) * B)``
-            (the same global batches on any world size); by default from the ``torch.distributed`` process group,
-            else ``RANK``, else 0. Without lengths (``batches_per_epoch``) each rank deals itself a share of streams.
-        world_size: the number of such processes; by default from the process group, else ``WORLD_SIZE``,
-            else 1.
-        balance: with workers, give a row's next stream to whichever worker is free, and move a row to an idle
-            worker when the others hold up the batch (a reopen at its position): for steps that cost far more
-            than their copy, and unevenly (decoding video). False keeps a fixed block of rows per worker, the
-            cheaper way when rows cost alike. By default (None) from the start if the source says its steps are
-            costly (``costly_steps``, see ``streamcli.source.BaseSource``), else once the workers are measured
-            to read costly steps unevenly (``streamcli.iteration``): the epoch then goes on balanced from the
-            batch you are at. Batches are the same either way. Sources of unknown length balance unless told not to.
-            On several ranks (``world_size > 1``) each worker keeps a fixed block of its rank's rows: an explicit
-            ``balance=True`` there warns once (``RuntimeWarning``) and has no effect.
-        transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``, run by the
-            producers on each block of steps as it is read (``streamcli.transforms``); ``ctx.seed`` is fixed per
-            stream and epoch, so a draw from it is the same on every step of a stream. Its optional
-            ``fields(fields)`` member gives the batch's fields.
-        index: the path or URL of an index (``streamcli index``) to take the items and their lengths from, so
-            start-up calls neither ``items()`` nor ``length()``; refused (``StaleIndexError``) if it was written by
-            another source or with other settings. By default the index the source found next to its data, if any.
-        trace: write a Chrome / Perfetto trace of the producers and the consumer to this file when the loader
-            closes (``streamcli.trace``: each producer's fills split into plan, open, read and write, the consumer's
-            waits, stalls and row moves); open it at https://ui.perfetto.dev. Off (None) it costs nothing.
+        prefetch: batches written ahead of the consumer; None: as many as fit the CPU's last-level cache and a
+            quarter of the free shared memory, 4 to 16 (in-process 4: the batches you may keep before later ones
+            are copies).
+        timeout: seconds without progress before a ``WorkerError`` (a worker's start may take ``max(timeout,
+            120)``); None waits while workers live, warning once after 30 s (``$STREAMCLI_STALL_WARN_S``). Needs
+            ``num_workers >= 1``: a hung source cannot be stopped in-process.
+        mp_context: how workers start: "forkserver" (the default on Linux), "spawn" (elsewhere) or "fork". The first
+            two import your main module again without its ``if __name__ == "__main__":`` block; the source and the
+            transform are pickled to the workers.
+        segment: cut every item into streams of at most this many steps (0: whole items), each its own ticket and
+            ``is_first``, opened with ``open(item, start=k*segment)``; ``batch.position`` stays the item's step.
+        batches_per_epoch: exactly this many batches every epoch (cut, or continued with padding); ``len()``.
+        rank: this process's index among ``world_size`` (DDP) sharing one global batch of ``world_size *
+            batch_size`` rows: it holds rows ``[rank * B, (rank+1) * B)``. By default from ``torch.distributed``,
+            else ``RANK``, else 0.
+        world_size: by default from the process group, else ``WORLD_SIZE``, else 1.
+        balance: with workers, give a row's next stream to a free worker and move a row to an idle one (reopened at
+            its position), for costly, uneven steps (video); False keeps a fixed block of rows per worker. None:
+            on if the source says ``costly_steps``, for unknown lengths, or once workers are measured uneven. No
+            effect (a warning) when ``world_size > 1``. Batches are the same either way.
+        transform: ``transform(block, ctx) -> block``, or a spelling such as ``"crop=112,flip"``
+            (``streamcli.transforms``), run by the producers on each block read; ``ctx.seed`` is fixed per stream
+            and epoch. Its optional ``fields(fields)`` member gives the batch's fields.
+        index: an index (``streamcli index``) to take the items and lengths from instead of ``items()`` and
+            ``length()``; refused (``StaleIndexError``) if written by another source or settings. By default the
+            one the source finds beside its data.
+        trace: write a Perfetto trace of the producers and the consumer to this file at close
+            (``docs/inspect.md``).
 
     Batches for the same source, seed, sizes and modes are bit-identical for every ``num_workers``.
-    Iterating the loader again starts the next epoch. Use it as a context manager, or call ``close()``.
+    Iterating again starts the next epoch. Use it as a context manager, or call ``close()``.
     """
 
     supports_blocks = True  # sources with ``block_steps = True`` are read block by block
@@ -124,7 +124,7 @@ class StreamLoader:
         index: str | os.PathLike[str] | None = None,
         trace: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.source = check_source(source)
+        source = self.source = check_source(source)
         segment = segment or call_default_segment(source)  # e.g. the video source's own segment=N
         config = LoaderConfig(
             batch_size,
@@ -162,20 +162,65 @@ class StreamLoader:
                 RuntimeWarning,
                 stacklevel=user_stacklevel(),
             )
-        parts = build(self, self.source, config, transform, index, trace)
-        self.plugin, self.fields, self.items = parts.plugin, parts.fields, parts.items
-        self.prefetch, self.epochs, self.fill_spec, self.ring = (
-            parts.prefetch,
-            parts.epochs,
-            parts.fill_spec,
-            parts.ring,
+        # An index (``streamcli index``) holds the items and lengths: then no listing and no length() here.
+        found = for_loader(source, index)
+        declared = Declared.read(source, transform, None if found is None else found.items)
+        self.plugin, self.fields, self.items = declared.plugin, declared.fields, declared.items
+        indexed = None if found is None else found.length_list()
+        self._lengths = Lengths(source, self.plugin, self.items, config.on_error, indexed)
+        # Slots: ``prefetch`` being filled, plus the one the consumer holds, one being assembled and those prepared
+        # ahead of it. A ring too large for this machine is refused here, before torch's import, the items' lengths
+        # and any memory or process.
+        extra = 2 + (READY_DEPTH if config.num_workers else 0)
+        self.prefetch, ring_args = loader_ring(self.fields, config, config.prefetch, extra, len(self.items))
+        import_torch()  # before any process or segment, so a signal during it finds nothing to clean up
+        self.epochs = Epochs(config, len(self.items), self._lengths.all, self.plugin, stream_order_of(source))
+        fill_spec = FillSpec(
+            self.plugin,
+            self.fields,
+            config,
+            transform=declared.transform,
+            source_fields=None if declared.transform is None else declared.source_fields,
+            trace=None if trace is None else os.fspath(trace),
+            stamps=None if found is None else found.stamps,
         )
-        self._lengths, self._resume, self._finalizer = parts.lengths, parts.resume, parts.finalizer
-        self._producers, self._handout, self._iteration = parts.producers, parts.handout, parts.iteration
+        tracer = None if trace is None else Tracer(trace, "consumer")
+        if tracer is not None:
+            tracer.clear_parts()
+        self.ring = ring = Ring.create({**ring_args, "num_streams": len(self.epochs.all)})
+        finalizer = weakref.finalize(self, shutdown, None, ring)  # frees the ring when the loader is collected
+        bounds = split_rows(config.batch_size, max(config.num_workers, 1))
+        self._resume = resume = Resume(
+            plugin=self.plugin, fields=self.fields, items=self.items, config=config, epochs=self.epochs
+        )
+        pending: dict[int, list[Skip]] = {}
 
-    @property
-    def _pool(self) -> WorkerPool | None:
-        return self._producers.pool
+        # A closure over data, not a bound method: the finalizer holds the pool, and must not hold the loader.
+        def on_skip(skip: Skip) -> None:
+            pending.setdefault(skip.batch, []).append(skip)
+
+        producers: InProcess | Workers
+        try:
+            if config.num_workers:
+                producers = Workers(fill_spec, source, self.items, ring, bounds, config.mp_context, on_skip)
+                finalizer.detach()
+                finalizer = weakref.finalize(self, shutdown, producers.pool, ring)
+            else:
+                producers = InProcess(fill_spec, source, self.items, ring, on_skip, tracer)
+        except BaseException:
+            finalizer()  # nothing outlives the error
+            raise
+        self._producers, self._pool = producers, producers.pool
+        self._handout = handout = HandOut(ring, self.fields, config, producers, self.prefetch, source_lookup(source))
+        handout.pending = pending
+        # Whether a measure may turn balance on: iterator streams (a random-access source's batches are shared whole)
+        # with workers to share them, and balance left to the loader.
+        adaptive = config.balance is None and config.num_workers >= 2 and not has_window(source)
+        tally = Tally(sum(f.nbytes for f in self.fields) * config.batch_size * config.time_steps)
+        run = Iteration(
+            config, self.epochs, ring, handout, producers, bounds, resume, tally, finalizer, adaptive=adaptive
+        )
+        self._iteration, handout.tracer, run.tracer = run, tracer, tracer
 
     @property
     def _ready_queue(self) -> Any:
@@ -188,42 +233,28 @@ class StreamLoader:
         no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
         if self._iteration.closed:
             raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
-        return self._epoch_batches()
-
-    def _epoch_batches(self) -> Iterator[Batch]:
-        yield from self._iteration.start()
+        return self._iteration.start()
 
     # ----------------------------------------------------------------------------------------- resume
     def state_dict(self) -> dict[str, Any]:
-        """The position right after the last batch handed out, as plain JSON-serialisable data.
-
-        Save it next to the model's checkpoint; ``load_state_dict`` on a loader with the same source and settings
-        (any ``num_workers`` and rank) continues from there, bit-identically. Valid at any time: before the first batch,
-        mid-epoch and between epochs.
-        """
+        """The position right after the last batch handed out, as JSON-serialisable data, valid at any time: with
+        ``load_state_dict`` a loader of the same source and settings (any ``num_workers`` and rank) goes on from there
+        bit-identically."""
         return self._resume.state(self._iteration.position)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state`` (from ``state_dict()``): the next ``iter(loader)`` resumes that epoch at its next
-        batch, reopening each row's stream at its position; the one after starts the following epoch.
-
-        A state of another global batch (``world_size * batch_size``) re-plans its epoch's rest, every step once
-        (``docs/training.md``, "Resizing a run"); the same global batch on any world size resumes exactly.
-        Raises ``StateError`` (a ``ValueError``) naming what differs if the state comes from another source, item
-        list or item lengths, time steps, seed, shuffle or mode, or from another streamcli version, and
-        naming the field if a value cannot come from a real run (tampered with). A refused state changes nothing.
-        """
+        """Continue from ``state_dict()``'s ``state``: the next ``iter(loader)`` resumes its epoch at the next batch,
+        reopening each row's stream at its position. Another global batch (``world_size * batch_size``) re-plans the
+        epoch's rest, every step once (``docs/training.md``, "Resizing a run"). A state of another source, items,
+        lengths, settings or version, or tampered with, is refused (``StateError`` naming it) and changes nothing."""
         if self._iteration.closed:
             raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
         self._iteration.tally.skipped += self._resume.load(state)
 
     # ------------------------------------------------------------------------------------ information
     def __len__(self) -> int:
-        """Batches in the next epoch (the current one while iterating).
-
-        With ``batches_per_epoch`` it is that number. Otherwise it needs every item's length and can vary from
-        epoch to epoch with the shuffle (with several ranks it is the same on every rank).
-        """
+        """Batches in the next epoch (the current one while iterating): ``batches_per_epoch``, else from every item's
+        length (it can vary with the shuffle; it is the same on every rank)."""
         run = self._iteration
         if self._resume.loaded is not None:  # a loaded state's epoch, as its re-plan (another global batch) has it
             return self.epochs.batches(int(self._resume.loaded["epoch"]), self._resume.loaded_replan())

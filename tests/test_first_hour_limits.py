@@ -46,7 +46,7 @@ def segments_of(pid: int) -> list[str]:
 def test_a_ring_beyond_shared_memory_is_refused_before_torch_or_any_segment(
     monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:
-    import streamcli.wiring
+    import streamcli.loader
 
     def no_torch() -> None:
         raise AssertionError("torch was imported before the ring's size was checked")
@@ -54,7 +54,7 @@ def test_a_ring_beyond_shared_memory_is_refused_before_torch_or_any_segment(
     monkeypatch.setattr(sizing, "_shm_free", lambda root="/dev/shm": 64 * 2**20)  # a default Docker container
     # 4 x 4096 steps of 1 KiB and the flags: 16.5 MiB a slot, 6 slots in-process.
     with monkeypatch.context() as m, pytest.raises(SharedMemoryError) as info:
-        m.setattr(streamcli.wiring, "import_torch", no_torch)
+        m.setattr(streamcli.loader, "import_torch", no_torch)
         StreamLoader(CountingSource([3], pad=1024), 4, 4096)
     msg = str(info.value)
     assert "needs 99 MiB of shared memory (6 batch slots of 16.5 MiB: batch_size=4 x time_steps=4096 steps)" in msg
