@@ -12,14 +12,28 @@ from typing import Any
 
 import numpy as np
 
+from streamcli.batch import FLAGS
 from streamcli.caller import at_user_line
 from streamcli.errors import ConfigError, SourceError
-from streamcli.fills.checks import check_fields
 from streamcli.source import Field, StreamSource, item_name, plugin_name
 from streamcli.transforms import output_fields
 from streamcli.transforms import resolve as resolve_transform
 
 log = logging.getLogger("streamcli")
+RESERVED = {*FLAGS, "reset", "claims", "cursor", "writer"}  # (slot entries of their own)
+
+
+def check_fields(fields: tuple[Field, ...]) -> None:
+    """The declared fields, when a loader is made: at least one, unique names, none a batch flag's."""
+    if not fields:
+        raise ValueError("the source declares no fields; fields() must return at least one Field")
+    names = [f.name for f in fields]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"the source declares field(s) {sorted(dup)} more than once; give each a unique name")
+    bad = RESERVED.intersection(names)
+    if bad:
+        raise ValueError(f"field name(s) {sorted(bad)} clash with batch flags; rename them in fields()")
 
 
 def calling(plugin: str, doing: str, fn: Callable[[], Any]) -> Any:

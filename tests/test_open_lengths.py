@@ -79,7 +79,7 @@ def test_unknown_lengths_are_planned_on_the_schedule_unless_rows_are_balanced() 
 
     assert choose(1) == writers.RowBlocks(0, 1, 4)
     assert choose(2) == writers.Balanced(0, 2, 4, known=False)  # (rows move to an idle worker unless balance=False)
-    assert choose(2, fixed=True) == writers.RowBlocks(0, 2, 4)  # (claims by turns, ``fills.turns``)
+    assert choose(2, fixed=True) == writers.RowBlocks(0, 2, 4)  # (claims by turns, ``fills.iterators``)
 
 
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
@@ -101,7 +101,7 @@ def test_an_in_process_epoch_of_unknown_lengths_runs_on_the_schedule_and_reads_e
 @pytest.mark.parametrize("boundary", ["pack", "pad"])
 def test_workers_with_fixed_row_blocks_share_the_claims_of_unknown_lengths(boundary: str, no_leaks: None) -> None:
     # balance=False: each worker reads its block of rows, planning them on the schedule; the claims of streams
-    # whose ends only the other worker learns go by the keys published in the control block (``fills.turns``).
+    # whose ends only the other worker learns go by the keys published in the control block (``fills.iterators``).
     def epoch(workers: int) -> tuple[list[dict[str, np.ndarray]], Any]:
         source = CountingSource(LENGTHS, report_length=False)
         kw: dict[str, Any] = {"boundary": boundary, "segment": 3, "balance": False, "seed": 4}

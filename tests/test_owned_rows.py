@@ -14,10 +14,9 @@ from _sources import CountingBlocks, CountingSource
 
 from streamcli.fills import writers
 from streamcli.fills.balanced import Balancer
-from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Reader, Rows
-from streamcli.fills.spec import Skip
+from streamcli.fills.spec import Faults, Skip
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.schedule import Schedule
 from streamcli.scheduled.streams import all_streams, shuffled

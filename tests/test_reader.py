@@ -11,10 +11,9 @@ import pytest
 from _sources import CountingBlocks, CountingSource
 
 from streamcli.errors import StepSpecError
-from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views
 from streamcli.fills.iterators import Rows
-from streamcli.fills.spec import Skip
+from streamcli.fills.spec import Faults, Skip
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN
 

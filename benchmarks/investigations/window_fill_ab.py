@@ -32,7 +32,7 @@ from benchmarks.bench_arrays import write_recordings
 from benchmarks.bench_tokens import EOT, write_corpus
 from streamcli import StreamLoader, load_source
 from streamcli.fills import flags, windows
-from streamcli.fills.faults import Faults
+from streamcli.fills.spec import Faults
 
 FLAG_NAMES = ("first", "valid", "stream", "position", "replayed")
 

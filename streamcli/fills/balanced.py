@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Rows
+from streamcli.fills.spec import Faults
 from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import NEVER, Control
@@ -146,7 +146,7 @@ class Balancer(OwnedRows):
 
 class Handover(OwnedRows):
     """Lengths not all known: a stream of unknown length is read as its batch is planned, by the one producer that
-    owns its row, so this producer plans its own rows, its claims by turns with the others' (``fills.turns``). A
+    owns its row, so this producer plans its own rows, its claims by turns with the others' (``fills.iterators``). A
     claim whose turn has not come does not hold it: the rows whose claims wait split off into a group of their own
     (``scheduled.handed``), resumed once their turn comes, while the others go on; groups merge where they meet. A
     row handed over joins a group at its boundary, set from its cursor. No producer waits for another, so the turns

@@ -1,35 +1,39 @@
 """The reader of iterator sources (``open(item, start)``): one open iterator per row, each step checked as it is
-copied into the slot, and a look-ahead where a stream's length is open.
+copied into the slot, and where a stream's length is open, a look-ahead and claims by turns.
 
 A row opens its stream where the plan starts it, or reopens it where a resumed or moved row goes on: nothing is
 replayed. A stream that ends before its promise, or fails under ``on_error="skip"``, pads its row until its planned
 end; one that goes on past it is cut there; either is reported. A stream of unknown length is read as its batch is
-planned (``probe``), one step looked ahead to find its end; the fill skips the runs read so (``read``).
+planned (``Rows.probe``), one step looked ahead to find its end; the fill skips the runs read so (``read``). Where
+producers each read their own such rows, claims wait their turn across them (``ProducerTurns``).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamcli.fills import checks
-from streamcli.fills.faults import SOURCE_ERRORS, Faults
+from streamcli.errors import StepSpecError
 from streamcli.fills.flags import Views, pad
-from streamcli.fills.transformed import Transformer
+from streamcli.fills.spec import SOURCE_ERRORS, Faults
 from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.plans import BatchRuns, Run
+from streamcli.shared.control import NEVER, Aborted, Control
 from streamcli.shared.control.layout import OPENING, READING
 from streamcli.source import Field, StreamSource, close_stream
 
 if TYPE_CHECKING:
+    from streamcli.fills.transformed import Transformer
     from streamcli.trace import Tracer
 
 _END = object()  # a stream's end (``next(it, _END)``), and a reader holding no step read ahead
+_NAP_S = 1e-4  # the longest nap of a producer waiting for its turn: how late it sees that its turn has come
 
 
 @dataclass(slots=True)
@@ -162,17 +166,13 @@ class Rows:
         self.mark[0], self.mark[1], self.mark[2] = r.item, r.pos, READING
         try:
             return next(r.it, _END)
-        except SOURCE_ERRORS as exc:
-            self._failed(r, 0, exc)
+        except SOURCE_ERRORS as exc:  # reported (under "raise", or for a broken step, this raises): the row is dead
+            self.faults.fail(r.item, r.pos, exc, "reading")
+            r.dead = True
             return _END
 
-    def _failed(self, r: Reader, t: int, exc: BaseException) -> None:
-        """Step ``r.pos + t`` failed (reported: under "raise", or for a broken step, this raises): the row is dead."""
-        self.faults.fail(r.item, r.pos + t, exc, "reading")
-        r.dead = True
-
     def _block(self, r: Reader, block: Any) -> list[np.ndarray]:
-        return checks.block_arrays(block, self.spec, lambda: self.faults.where(r.item, r.pos, "block at step"))
+        return block_arrays(block, self.spec, lambda: self.faults.where(r.item, r.pos, "block at step"))
 
     def _look_ahead(self, r: Reader) -> bool:
         """Whether the stream has a step after those read (the one read to know is kept for the next read)."""
@@ -265,7 +265,8 @@ class Rows:
                     if marked:
                         mark[1] = pos + t
         except SOURCE_ERRORS as exc:  # the source's ``next()`` (a broken step raises ``StepSpecError`` through)
-            self._failed(r, t, exc)
+            self.faults.fail(r.item, pos + t, exc, "reading")
+            r.dead = True
         r.pos = pos + t
         self.steps += t
         return t
@@ -273,4 +274,107 @@ class Rows:
     def _field(self, r: Reader, t: int, step: Any, f: int) -> np.ndarray:
         """Field ``f`` of step ``r.pos + t``, converted (a scalar, a list), or ``StepSpecError`` naming it."""
         name, shape, dtype = self.spec[f]
-        return checks.step_field(step, name, shape, dtype, lambda: self.faults.where(r.item, r.pos + t, "step"))
+        return step_field(step, name, shape, dtype, lambda: self.faults.where(r.item, r.pos + t, "step"))
+
+
+Spec = Sequence[tuple[str, tuple[int, ...], np.dtype[Any]]]  # (name, shape, dtype) per field, in field order
+
+
+def step_field(
+    step: Any, name: str, shape: tuple[int, ...], dtype: np.dtype[Any], where: Callable[[], str]
+) -> np.ndarray:
+    """Field ``name`` of one step as an array of ``shape`` and ``dtype`` (scalars and lists converted), or raise
+    ``StepSpecError``; ``where()`` says "plugin ... item ... step N"."""
+    a = _array(step, name, where, "step", "yield a dict with every declared field")
+    if a.shape != shape or a.dtype != dtype:
+        raise StepSpecError(
+            f"{where()}: field {name!r} is {a.dtype.name}{list(a.shape)} but the source declared "
+            f"{dtype.name}{list(shape)}; make the step match fields() (e.g. resize or .astype)"
+        )
+    return a
+
+
+def block_arrays(block: Any, spec: Spec, where: Callable[[], str]) -> list[np.ndarray]:
+    """A block's arrays in field order, each ``(n, *shape)`` with the same ``n >= 1``, or raise ``StepSpecError``
+    naming the field that is missing, mis-shaped or of another step count than the rest (``where()`` says
+    "plugin ... item ... block at step N")."""
+    out: list[np.ndarray] = []
+    try:  # the usual block: exact arrays, checked in a few comparisons each
+        for name, shape, dtype in spec:
+            a = block[name]
+            if type(a) is not np.ndarray and isinstance(a, np.ndarray):
+                a = a.view(np.ndarray)  # a memmap's slice: slicing it again makes more memmaps, slower to make
+            n = len(out[0]) if out else len(a)
+            if type(a) is not np.ndarray or a.shape[1:] != shape or a.dtype != dtype or not n or len(a) != n:
+                break
+            out.append(a)
+        else:
+            return out
+    except (KeyError, TypeError, IndexError):
+        pass
+    out = []
+    for name, shape, dtype in spec:  # the full check: converts array-likes, and names what is wrong
+        fix = "with block_steps=True yield a dict of (n, *shape) arrays, one per declared field"
+        a = _array(block, name, where, "block", fix)
+        if a.ndim != len(shape) + 1 or a.shape[1:] != shape or a.dtype != dtype or len(a) < 1:
+            raise StepSpecError(
+                f"{where()}: field {name!r} is {a.dtype.name}{list(a.shape)} but a block of n >= 1 steps must be "
+                f"{dtype.name}[n, {', '.join(map(str, shape))}]; make the block match fields()"
+            )
+        if out and len(a) != len(out[0]):
+            raise StepSpecError(
+                f"{where()}: fields of one block must have the same n steps; {name!r} has {len(a)}, another has "
+                f"{len(out[0])}"
+            )
+        out.append(a)
+    return out
+
+
+def _array(got: Any, name: str, where: Callable[[], str], what: str, fix: str) -> np.ndarray:
+    """Field ``name`` of a step or block (``what``) as an array (scalars and lists converted), or raise naming it."""
+    try:
+        a = got[name]
+    except (KeyError, TypeError, IndexError):
+        raise StepSpecError(f"{where()}: the {what} has no field {name!r} (got {type(got).__name__}); {fix}") from None
+    return a if type(a) is np.ndarray else np.asarray(a)
+
+
+class ProducerTurns:
+    """Producer side of the schedule's ``Turns`` (rows of unknown length, each read by the producer that owns it):
+    each row publishes the key of its next possible claim (a lower bound while its stream is open), and a claim is
+    made only when its key is the smallest of all, so the shared tickets come in the order the lengths give. A new
+    generation ``gen`` aborts a wait; ``idle()`` and ``busy()`` tell the others when this producer waits."""
+
+    def __init__(
+        self,
+        control: Control,
+        lock: AbstractContextManager[Any],
+        gen: int,
+        mark: np.ndarray,
+        idle: Callable[[], None] = lambda: None,
+        busy: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.control, self.lock, self.gen, self.mark, self.idle, self.busy = control, lock, gen, mark, idle, busy
+
+    def ready(self, key: int) -> bool:
+        return self.control.earliest_claim() >= key
+
+    def wait(self, b: int, key: int) -> None:
+        control, spins = self.control, 0
+        if self.ready(key):
+            return
+        self.idle()
+        while control.earliest_claim() < key:
+            if control.generation != self.gen:
+                raise Aborted
+            self.mark[0] = -1  # reading nothing meanwhile: a timeout or a death now is not this source's
+            spins += 1
+            time.sleep(min(_NAP_S, 2e-6 * spins))
+        self.busy()
+
+    def ticket(self) -> int:
+        with self.lock:  # orders the ticket counter between processes
+            return self.control.take_ticket()
+
+    def publish(self, b: int, key: int | None) -> None:
+        self.control.set_claim(b, NEVER if key is None else key)

@@ -16,11 +16,10 @@ import numpy as np
 
 from streamcli.fills import iterators, windows, writers
 from streamcli.fills.balanced import Balancer, Handover
-from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_cursors, write_flags
-from streamcli.fills.spec import FillSpec, Skip
+from streamcli.fills.iterators import ProducerTurns
+from streamcli.fills.spec import Faults, FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
-from streamcli.fills.turns import ProducerTurns
 from streamcli.scheduled.claims import ClaimOrder
 from streamcli.scheduled.handed import HandedSchedule
 from streamcli.scheduled.schedule import BatchRuns, Schedule
@@ -45,7 +44,7 @@ class Filler:
         lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.config, self.ring, self.w, self.W = fill_spec.config, ring, w, W
-        self.lock = lock or contextlib.nullcontext()  # orders the shared tickets (``fills.turns``)
+        self.lock = lock or contextlib.nullcontext()  # orders the shared tickets (``fills.iterators``)
         self.faults = Faults(fill_spec.plugin, source, items, self.config.on_error, on_skip, stamps=fill_spec.stamps)
         self.mark = ring.control.mark_of(w)
         self.by_batch = has_window(source)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.errors import TransformError
-from streamcli.fills import checks
+from streamcli.fills.iterators import block_arrays, step_field
 from streamcli.fills.spec import FillSpec
 from streamcli.shared.control import Control
 from streamcli.source import Field, close_stream
@@ -76,11 +76,9 @@ class Transformer:
             for got in it:
                 where = functools.partial(self._at, item, pos, "block at step" if blocks else "step")
                 if blocks:
-                    arrays = checks.block_arrays(got, self.raw, where)
+                    arrays = block_arrays(got, self.raw, where)
                 else:
-                    arrays = [
-                        checks.step_field(got, name, shape, dtype, where)[None] for name, shape, dtype in self.raw
-                    ]
+                    arrays = [step_field(got, name, shape, dtype, where)[None] for name, shape, dtype in self.raw]
                 out = self.apply(arrays, item, pos)
                 pos += len(out[0])
                 yield (

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from streamcli.errors import StepSpecError
-from streamcli.fills.faults import SOURCE_ERRORS, Faults
 from streamcli.fills.flags import Views, pad
+from streamcli.fills.spec import SOURCE_ERRORS, Faults
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
 from streamcli.shared.control.layout import WINDOWING

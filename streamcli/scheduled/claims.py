@@ -29,7 +29,7 @@ Opener = Callable[[int, int, int], int]
 
 
 class Turns(Protocol):
-    """Claims shared with producers that read other rows (``fills.turns``): a claim waits for its turn, takes the
+    """Claims shared with producers that read other rows (``fills.iterators``): a claim waits for its turn, takes the
     shared tickets, and publishes the row's next key (None: no more), or a lower bound of it while it is open."""
 
     def ready(self, key: int) -> bool: ...

@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from streamcli.caller import at_user_line
-from streamcli.fills.checks import short_repr
 from streamcli.fills.planned import Filler
-from streamcli.fills.spec import FillSpec, Skip
+from streamcli.fills.spec import FillSpec, Skip, short_repr
 from streamcli.scheduled.plans import BatchRuns
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, item_name

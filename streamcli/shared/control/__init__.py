@@ -34,7 +34,7 @@ class Control:
     ``written_min() > k``); and the producers' reports.
 
     Where lengths are not all known, a claim at key K is made only when K is the smallest ``claim`` of all rows
-    (``fills.turns``), so tickets stay in canonical order. ``claim`` and ``written`` only grow within an epoch and
+    (``fills.iterators``), so tickets stay in canonical order. ``claim`` and ``written`` only grow within an epoch and
     each row has one writer at a time, so readers need no lock: a stale read only makes them wait longer.
     """
 
