@@ -210,7 +210,7 @@ class StreamLoader:
         except BaseException:
             finalizer()  # nothing outlives the error
             raise
-        self._producers, self._pool = producers, producers.pool
+        self._pool = producers.pool  # (tests read it)
         self._handout = handout = HandOut(ring, self.fields, config, producers, self.prefetch, source_lookup(source))
         handout.pending = pending
         # Whether a measure may turn balance on: iterator streams (a random-access source's batches are shared whole)
