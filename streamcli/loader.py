@@ -233,7 +233,10 @@ class StreamLoader:
         no loaded state and no position, and an older iterator is superseded only once a newer one starts."""
         if self._iteration.closed:
             raise LoaderClosedError("this StreamLoader is closed; create a new one (or iterate inside its with block)")
-        return self._iteration.start()
+        return self._epoch_batches()
+
+    def _epoch_batches(self) -> Iterator[Batch]:  # a generator: the epoch starts at its first ``next()``
+        yield from self._iteration.start()
 
     # ----------------------------------------------------------------------------------------- resume
     def state_dict(self) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from streamcli.errors import TransformError
-from streamcli.fills.iterators import block_arrays, step_field
-from streamcli.fills.spec import FillSpec
+from streamcli.fills.spec import FillSpec, block_arrays, step_field
 from streamcli.shared.control import Control
 from streamcli.source import Field, close_stream
 from streamcli.transforms import Context, stream_seed
