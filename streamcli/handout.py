@@ -29,9 +29,8 @@ from streamcli.trace import Tracer
 from streamcli.workers.producers import InProcess, Workers
 
 READY_DEPTH = 2  # batches the ``ReadyQueue`` thread prepares before the consumer asks
-# Batches in a row the consumer waited for that end the thread (the consumer makes them itself: a hand-over between
-# threads is a second wake-up a batch, taken from a worker's core); batches in a row found whole that start it again.
-# More start it than end it, so that a faster consumer's jitter does not bring the thread back and forth.
+# Batches in a row the consumer waited for that end the thread; batches in a row found whole that start it again
+# (more, so that a faster consumer's jitter does not bring it back and forth)
 _SWITCH, _RESUME = 3, 8
 _STOPPED = (
     "the thread preparing batches has stopped, because the loader was closed or a newer iter(loader) started "
@@ -112,8 +111,8 @@ class HandOut:
         return True
 
     def batches(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
-        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``) while the
-        consumer works; in-process, inside ``next()``."""
+        """The epoch's batches as they become whole: in process made inside ``next()``; with workers through a
+        ``ReadyQueue``."""
         ready = self._prepare(torch, epoch, alive)
         if self.producers.pool is None:
             return ready
@@ -144,8 +143,10 @@ class HandOut:
                 v = self.ring.slots[slot]
             else:
                 self.fill_window()
-                slot = self.slots.take(k)
-                self._wait(k)
+                slot, queue = self.slots.take(k), self.ready_queue
+                t0 = time.perf_counter() if self.tracer is not None else 0.0
+                self.waited = producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
+                self._note_busy(t0, k, self.waited)
                 v = self.ring.slots[slot]
                 claims, cursors = int(v["claims"].sum()), v["cursor"].copy()  # (the slot is written again)
                 writer = v["writer"]
@@ -181,13 +182,6 @@ class HandOut:
             if last:
                 return
             k += 1
-
-    def _wait(self, k: int) -> None:
-        queue, producers = self.ready_queue, self.producers
-        assert isinstance(producers, Workers)
-        t0 = time.perf_counter() if self.tracer is not None else 0.0
-        self.waited = producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
-        self._note_busy(t0, k, self.waited)
 
     def _note_busy(self, t0: float, k: int, stalled: bool) -> None:
         """After batch ``k`` is whole: the consumer's stall since ``t0`` traced, the producers' busy time noted."""
@@ -253,10 +247,9 @@ class _Failure:
 class ReadyQueue(Generic[T]):
     """The consumer's ``next()`` over ``items``. While the consumer is the slower side a thread advances ``items`` up
     to ``depth`` ahead (calling ``idle()`` while the queue is full: freed slots go to the workers) and ``next()`` takes
-    one off a deque without a lock. After ``_SWITCH`` items in a row the consumer waited for, the thread ends once its
-    item is queued and ``next()`` advances ``items`` itself, with no hand-over at all; after ``_RESUME`` in a row that
-    were whole before it asked (``waited()``: making the last one waited for the producers), a thread starts again.
-    One thread at most advances ``items`` at a time; failures reach the consumer in order."""
+    one off a deque without a lock. While the consumer waits anyway (``_SWITCH`` in a row), the thread ends and
+    ``next()`` advances ``items`` itself: no hand-over, no second wake-up a batch taken from a worker's core. After
+    ``_RESUME`` in a row that were whole before it asked (``waited()``), a thread starts again."""
 
     def __init__(
         self,
@@ -282,9 +275,9 @@ class ReadyQueue(Generic[T]):
         self._thread.start()
 
     def _run(self) -> None:
-        while not (self.parked or self._stop):
+        while not (self.parked or self._stop or self._over):
             item = self._advance()
-            if item is None or not self._put(item) or self._over:
+            if item is None or not self._put(item):
                 return
 
     def _advance(self, catch: type[BaseException] = BaseException) -> object | None:
@@ -318,7 +311,7 @@ class ReadyQueue(Generic[T]):
         return False
 
     def stopping(self) -> bool:
-        """Whether the consumer has gone: waits for a batch check this and raise ``Aborted``."""
+        """Whether the consumer has gone (a wait for a batch then raises ``Aborted``)."""
         return self._stop
 
     def __iter__(self) -> ReadyQueue[T]:
@@ -337,18 +330,14 @@ class ReadyQueue(Generic[T]):
     def _take(self) -> object:
         """The next item off the queue, waited for if need be."""
         waited = False
-        while True:
-            try:
-                item = self._queue.popleft()
-                break
-            except IndexError:
-                pass
+        while not self._queue:
             with self._cv:
                 if not self._queue:
                     if self._stop or self._thread is None or not self._thread.is_alive():
-                        raise LoaderUsageError(_STOPPED) from None
+                        raise LoaderUsageError(_STOPPED)
                     self._cv.wait(0.1)  # woken when the thread adds one
                     waited = True
+        item = self._queue.popleft()  # (only this thread takes)
         if len(self._queue) == self._depth - 1:  # it was full: the thread may be waiting for room
             with self._cv:
                 self._cv.notify_all()
