@@ -34,8 +34,10 @@ from benchmarks.workloads import VARIANTS
 TARGETS = [
     ("streamcli.workers.pool", "WorkerPool.wait_batch", "wait on the pipes"),
     ("streamcli.workers.pool", "WorkerPool.drain", "wait on the pipes"),
-    ("streamcli.shared.ready_queue", "ReadyQueue._take", "ready-queue hand-off"),
+    ("streamcli.shared.ready_queue", "ReadyQueue._take", "ready-queue hand-off"),  # (before issue 49, session 4)
     ("streamcli.shared.ready_queue", "ReadyQueue._make", "ready-queue hand-off"),
+    ("streamcli.handout", "ReadyQueue._take", "ready-queue hand-off"),
+    ("streamcli.handout", "ReadyQueue._make", "ready-queue hand-off"),
     ("streamcli.handout", "HandOut.assemble", "assemble"),
     ("streamcli.handout", "HandOut._prepare", "gen: prepare (its own lines)"),
     ("streamcli.handout", "HandOut.fill_window", "publish slots"),
@@ -104,14 +106,13 @@ def one_run(variant: str, workers: int, batches: int) -> dict[str, float]:
     timers = Timers()
     saved = []
     for mod_name, path, label in TARGETS:
-        mod = importlib.import_module(mod_name)
         *owner_path, name = path.split(".")
-        owner: Any = mod
         try:
+            owner: Any = importlib.import_module(mod_name)
             for part in owner_path:
                 owner = getattr(owner, part)
             fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-        except (AttributeError, KeyError):
+        except (ImportError, AttributeError, KeyError):
             continue
         saved.append((owner, name, fn))
         setattr(owner, name, timers.wrap(fn, label))
