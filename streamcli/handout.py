@@ -1,23 +1,26 @@
 """Where a batch is handed out: slots given to the producers (``Control.publish``), batch k waited for, and its slot
-wrapped as a ``Batch`` of zero-copy tensors, lent until its last view dies (``shared.slots``).
+wrapped as a ``Batch`` of zero-copy tensors, lent until its last view dies (``shared.slots``). With workers, a thread
+may do this ahead of the consumer (``ReadyQueue``), only while the consumer is the slower side.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from streamcli.batch import FLAGS, Batch, Deferred
 from streamcli.config import LoaderConfig
+from streamcli.errors import LoaderUsageError
 from streamcli.fills.flags import any_dry, cursors_after, live_rows
 from streamcli.fills.spec import Skip
 from streamcli.shared.control import Aborted
-from streamcli.shared.ready_queue import ReadyQueue
 from streamcli.shared.ring import Ring
 from streamcli.shared.slots import Slots
 from streamcli.shared.tensors import pad_slot, pin_available
@@ -26,6 +29,15 @@ from streamcli.trace import Tracer
 from streamcli.workers.producers import InProcess, Workers
 
 READY_DEPTH = 2  # batches the ``ReadyQueue`` thread prepares before the consumer asks
+# Batches in a row the consumer waited for that end the thread; batches in a row found whole that start it again
+# (more, so that a faster consumer's jitter does not bring it back and forth)
+_SWITCH, _RESUME = 3, 8
+_STOPPED = (
+    "the thread preparing batches has stopped, because the loader was closed or a newer iter(loader) started "
+    "another epoch; iterate the newest iter(loader), or create a new StreamLoader if this one is closed"
+)
+T = TypeVar("T")
+_DONE = object()
 
 
 @dataclass
@@ -99,8 +111,8 @@ class HandOut:
         return True
 
     def batches(self, torch: Any, epoch: Epoch, alive: Callable[[], bool]) -> Iterator[Ready]:
-        """The epoch's batches as they become whole: with workers prepared by a thread (``ReadyQueue``) while the
-        consumer works; in-process, inside ``next()``."""
+        """The epoch's batches as they become whole: in process made inside ``next()``; with workers through a
+        ``ReadyQueue``."""
         ready = self._prepare(torch, epoch, alive)
         if self.producers.pool is None:
             return ready
@@ -131,8 +143,10 @@ class HandOut:
                 v = self.ring.slots[slot]
             else:
                 self.fill_window()
-                slot = self.slots.take(k)
-                self._wait(k)
+                slot, queue = self.slots.take(k), self.ready_queue
+                t0 = time.perf_counter() if self.tracer is not None else 0.0
+                self.waited = producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
+                self._note_busy(t0, k, self.waited)
                 v = self.ring.slots[slot]
                 claims, cursors = int(v["claims"].sum()), v["cursor"].copy()  # (the slot is written again)
                 writer = v["writer"]
@@ -168,13 +182,6 @@ class HandOut:
             if last:
                 return
             k += 1
-
-    def _wait(self, k: int) -> None:
-        queue, producers = self.ready_queue, self.producers
-        assert isinstance(producers, Workers)
-        t0 = time.perf_counter() if self.tracer is not None else 0.0
-        self.waited = producers.wait(k, self.config.timeout, queue.stopping if queue is not None else None)
-        self._note_busy(t0, k, self.waited)
 
     def _note_busy(self, t0: float, k: int, stalled: bool) -> None:
         """After batch ``k`` is whole: the consumer's stall since ``t0`` traced, the producers' busy time noted."""
@@ -230,3 +237,144 @@ class HandOut:
             (t0, b0), (t1, b1) = (recent[0] if len(recent) > 1 else hist[-2]), hist[-1]
             return tuple(float(x) for x in np.clip((b1 - b0) / max(t1 - t0, 1e-9), 0.0, 1.0))
         return () if closed else tuple(0.0 for _ in range(max(workers, 1)))
+
+
+class _Failure:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class ReadyQueue(Generic[T]):
+    """The consumer's ``next()`` over ``items``. While the consumer is the slower side a thread advances ``items`` up
+    to ``depth`` ahead (calling ``idle()`` while the queue is full: freed slots go to the workers) and ``next()`` takes
+    one off a deque without a lock. While the consumer waits anyway (``_SWITCH`` in a row), the thread ends and
+    ``next()`` advances ``items`` itself: no hand-over, no second wake-up a batch taken from a worker's core. After
+    ``_RESUME`` in a row that were whole before it asked (``waited()``), a thread starts again."""
+
+    def __init__(
+        self,
+        items: Iterator[T],
+        depth: int = 2,
+        idle: Callable[[], None] = lambda: None,
+        waited: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._items, self._depth, self._idle, self._waited = items, depth, idle, waited
+        self._queue: deque[object] = deque()
+        self._cv = threading.Condition()  # only to sleep while the queue is empty (consumer) or full (thread)
+        self._stop = False  # the consumer has gone: the thread ends, and its waits for a batch raise ``Aborted``
+        self.parked = False  # the consumer advances ``items`` itself (once the thread, asked to end, has ended)
+        self._over = False  # ``items`` is exhausted, failed or aborted
+        self._streak = 0  # items in a row that argue for switching
+        self.failed = False  # advancing ``items`` raised: the consumer got (or will get) the exception
+        self._thread: threading.Thread | None = None
+        self._start()
+
+    def _start(self) -> None:
+        self.parked = False
+        self._thread = threading.Thread(target=self._run, name="streamcli-ready", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not (self.parked or self._stop or self._over):
+            item = self._advance()
+            if item is None or not self._put(item):
+                return
+
+    def _advance(self, catch: type[BaseException] = BaseException) -> object | None:
+        """The next item, ``_DONE`` or a ``_Failure`` (of a ``catch``); None if the loader aborted."""
+        try:
+            return next(self._items)
+        except StopIteration:
+            self._over = True
+            return _DONE
+        except Aborted:  # stopped while waiting for a batch
+            self._over = True
+            return None
+        except catch as exc:  # every failure reaches the consumer
+            self._over = True
+            return _Failure(exc)
+        except BaseException:
+            self._over = True
+            raise
+
+    def _put(self, item: object) -> bool:
+        wait = 5e-4
+        while not self._stop:
+            with self._cv:
+                if len(self._queue) < self._depth:
+                    self._queue.append(item)
+                    self._cv.notify_all()
+                    return True
+                self._cv.wait(wait)  # woken when the consumer takes one
+            self._idle()
+            wait = min(2 * wait, 0.02)  # a consumer that pauses (to evaluate, say) costs next to nothing
+        return False
+
+    def stopping(self) -> bool:
+        """Whether the consumer has gone (a wait for a batch then raises ``Aborted``)."""
+        return self._stop
+
+    def __iter__(self) -> ReadyQueue[T]:
+        return self
+
+    def __next__(self) -> T:
+        item = self._make() if self.parked else self._take()
+        if item is _DONE:
+            self._queue.appendleft(_DONE)  # stay exhausted
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self.failed = True
+            raise item.exc
+        return item  # type: ignore[return-value]
+
+    def _take(self) -> object:
+        """The next item off the queue, waited for if need be."""
+        waited = False
+        while not self._queue:
+            with self._cv:
+                if not self._queue:
+                    if self._stop or self._thread is None or not self._thread.is_alive():
+                        raise LoaderUsageError(_STOPPED)
+                    self._cv.wait(0.1)  # woken when the thread adds one
+                    waited = True
+        item = self._queue.popleft()  # (only this thread takes)
+        if len(self._queue) == self._depth - 1:  # it was full: the thread may be waiting for room
+            with self._cv:
+                self._cv.notify_all()
+        self._streak = self._streak + 1 if waited else 0
+        if self._streak >= _SWITCH and item is not _DONE:
+            self._streak, self.parked = 0, True  # the thread queues the item it is making, then ends
+        return item
+
+    def _make(self) -> object:
+        """Parked: advance ``items`` here, once the thread has ended; start it again once the producers are ahead."""
+        if self._thread is not None:
+            self._thread.join()  # (its last item is queued, or it failed)
+            self._thread = None
+        if self._queue:  # queued by the thread before it ended
+            return self._queue.popleft()
+        if self._over:
+            raise LoaderUsageError(_STOPPED)
+        item = self._advance(Exception)  # a KeyboardInterrupt is the consumer's own: raised as it is
+        if item is None:
+            raise LoaderUsageError(_STOPPED)
+        self._streak = 0 if self._waited() else self._streak + 1
+        if self._streak >= _RESUME and not self._over:
+            self._streak = 0
+            self._start()
+        return item
+
+    def stop(self) -> None:
+        """End the thread and close the iterator it was running; safe to call twice."""
+        self._stop = True
+        with self._cv:
+            self._queue.clear()
+            self._cv.notify_all()  # unblock a put
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5.0)
+        if thread is None or not thread.is_alive():
+            close = getattr(self._items, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()

@@ -1,9 +1,7 @@
-"""How the loader's epochs run: which epoch an iterator starts (the next one, or a loaded state's), the
-generation that supersedes an older iterator, the epoch's set-up in the control block, and the position and
-counters that move past each batch handed to the consumer.
-
-``Iteration`` holds the loader's running parts and is the only one to close them; it holds no reference to the
-loader itself, so the loader's finalizer still runs when the loader is dropped.
+"""How the loader's epochs run: which epoch an iterator starts (the next one, or a loaded state's), the generation
+that supersedes an older iterator, the epoch's set-up in the control block, and the position and counters that move
+past each batch handed out. ``Iteration`` closes the loader's running parts; it holds no reference to the loader, so
+the loader's finalizer still runs when the loader is dropped.
 """
 
 from __future__ import annotations
@@ -68,34 +66,36 @@ class Iteration:
         self._epoch_first = 0
         self.producers, self.bounds, self.resume, self.finalizer = producers, bounds, resume, finalizer
         self._position = Position.start_of(0, epochs.rows)
-        self.next_batch = 0  # the position's batch, read without making the position
-        # (epoch, next batch, tickets, cursors) after the last batch handed out, until ``position`` is read
-        self._after: tuple[int, int, int, np.ndarray] | None = None
-        # Ranks on one schedule: this rank's rows after batch k (``_own``); the rest follow from ``_world``.
+        # (epoch, the last batch handed out): the position past it is made when read, and with ranks on one
+        # schedule only then are the other ranks' rows replayed (``_world``)
+        self._handed: tuple[int, Ready] | None = None
         self._world: World | None = None
-        self._own: tuple[int, np.ndarray] | None = None
         self.epoch, self.gen, self.active, self.closed = -1, 0, False, False
         self.n_streams = len(epochs.all)  # this epoch's streams (this rank's share)
         self.tally = tally
         self.tracer: Tracer | None = None  # ``streamcli.trace``: the consumer's waits recorded, when set
-        # (tickets, cursors) after the last batch handed out, while its live rows are not counted (``stats``)
-        self._live_after: tuple[int, np.ndarray | None] | None = None
+        self._uncounted: Ready | None = None  # the last batch handed out, its live rows not yet counted (``stats``)
 
     @property
     def position(self) -> Position:
         """Where the loader stands: the global rows' cursors and tickets, every rank's alike."""
-        if self._after is not None:  # made only now that it is asked for
-            (epoch, batch, tickets, cursors), self._after = self._after, None
-            self._position = Position(epoch, batch, tickets, cursors, self._position.skipped)
-        if self._own is not None and self._world is not None:
-            (k, own), pos = self._own, self._position
-            pos.tickets, pos.cursors = self._world.at(k + 1, own, self.epochs.offset)
-            self._own = None
+        if self._handed is not None:  # made only now that it is asked for
+            (epoch, rec), self._handed = self._handed, None
+            tickets, cursors = rec.tickets, rec.cursors
+            assert cursors is not None
+            if self._world is not None:
+                tickets, cursors = self._world.at(rec.k + 1, cursors, self.epochs.offset)
+            self._position = Position(epoch, rec.k + 1, tickets, cursors, self._position.skipped)
         return self._position
 
     @position.setter
     def position(self, pos: Position) -> None:
-        self._position, self._own, self._after, self.next_batch = pos, None, None, pos.batch
+        self._position, self._handed = pos, None
+
+    @property
+    def next_batch(self) -> int:
+        """The position's batch, read without making the position."""
+        return self._position.batch if self._handed is None else self._handed[1].k + 1
 
     def start(self) -> Iterator[Batch]:
         """Start the next epoch (or the loaded state's), superseding any older iterator."""
@@ -142,7 +142,7 @@ class Iteration:
         self.producers.begin(gen)
         control.open_epoch(gen, pos.batch)
         handout.slots.new_epoch()  # only now: no producer writes the old epoch's slots any more
-        self._live_after = None
+        self._uncounted = None
         self.tally.streams_done = max(0, min(pos.tickets, self.n_streams) - live_rows(own))
         # Under "drop" a dry row means the epoch already ended; with a fixed length it goes on as padding.
         dropped = self.config.epoch_end == "drop" and bool((own[:, _cursor.STATE] == RowPhase.DRY).any())
@@ -264,26 +264,19 @@ class Iteration:
             skipped.append([skip.item, skip.step])
             tally.skips.append(skip.describe())
             log.warning("skipped item %s", skip.describe())
-        if rec.n_live is None:  # counted when the statistics are asked for
-            self._live_after = (rec.tickets, rec.cursors)
-        else:
-            tally.streams_done, self._live_after = max(0, min(rec.tickets, self.n_streams) - rec.n_live), None
+        self._uncounted = rec  # its live rows are counted when the statistics are asked for
         if rec.last:
             self.position = Position.start_of(epoch + 1, self.epochs.rows)
         else:
-            assert rec.cursors is not None
-            shared = self._world is not None  # (then the other ranks' rows only when the position is read)
-            cursors = self._position.cursors if shared else rec.cursors
-            self._after = (epoch, rec.k + 1, rec.tickets, cursors)  # (the position is made when read)
-            self.next_batch = rec.k + 1
-            self._own = (rec.k, rec.cursors) if shared else None
+            self._handed = (epoch, rec)
 
     def stats(self) -> LoaderStats:
         control, closed, handout, tally, c = self.ring.control, self.closed, self.handout, self.tally, self.config
-        if self._live_after is not None:
-            (tickets, cursors), self._live_after = self._live_after, None
-            assert cursors is not None
-            tally.streams_done = max(0, min(tickets, self.n_streams) - live_rows(cursors))
+        if self._uncounted is not None:
+            rec, self._uncounted = self._uncounted, None
+            assert rec.cursors is not None
+            live = live_rows(rec.cursors) if rec.n_live is None else rec.n_live
+            tally.streams_done = max(0, min(rec.tickets, self.n_streams) - live)
         elapsed = time.perf_counter() - tally.first_next if tally.first_next else 0.0
         return LoaderStats(
             batches=tally.batches,

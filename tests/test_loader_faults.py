@@ -89,9 +89,9 @@ def test_killed_worker_is_reported_while_the_consumer_prepares_batches_itself(no
     with StreamLoader(SlowSource([10**5] * 4, delay=0.002), 4, 2, num_workers=2, epoch_end="restream") as loader:
         it = iter(loader)
         deadline = time.monotonic() + 30  # the consumer waits for nearly every batch: it parks within a few
-        while not (loader._ready_queue is not None and loader._ready_queue._parked) and time.monotonic() < deadline:
+        while not (loader._ready_queue is not None and loader._ready_queue.parked) and time.monotonic() < deadline:
             next(it)
-        assert loader._ready_queue is not None and loader._ready_queue._parked  # the path under test
+        assert loader._ready_queue is not None and loader._ready_queue.parked  # the path under test
         victim = loader._pool.procs[1].pid if loader._pool is not None else -1
         _kill_and_expect_report(it, victim, "1")
 

@@ -7,5 +7,4 @@
 - ``control``: the control block, the shared state of the loader and the producers, behind methods.
 - ``slots``: which slot holds which batch; a slot lent to the consumer returns when its last view dies.
 - ``tensors``: the signal-safe torch import, pinned memory and the slot chores around a batch.
-- ``ready_queue``: the thread that prepares the next batches while the consumer works (with workers).
 """

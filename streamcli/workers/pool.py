@@ -33,10 +33,8 @@ from streamcli.workers.worker import WorkerSpec, worker_main
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
 _HUP = select.POLLHUP | select.POLLERR
-# The longest block between two checks of the batch: a lost wake-up (the mark and the count are plain stores in
-# shared memory, so in rare races each side can miss the other's) costs at most this. Each timeout is a wake-up
-# of the main process, which on a machine with as many cores as workers takes CPU from them: a shorter block slows
-# the batches (the figure: ``benchmarks/HISTORY.md``, "Figures that code comments gave").
+# The longest block between two checks of the batch: what a lost wake-up costs (the mark and the count are plain
+# stores in shared memory: in rare races each side misses the other's). Each timeout is a wake-up taken from a worker.
 _WAKE_MS = 20
 # With ``timeout=``, the longest a worker may take to start: a plugin's setup_worker may load a model, and the
 # imports of a spawned worker alone take seconds on a loaded machine. A larger timeout= raises it.
@@ -74,17 +72,14 @@ class WorkerPool:
         self._stall = _Stall(self)  # one for the loader's life: each wait only restarts its clock
         # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
         alive, self._alive = ctx.Pipe(duplex=False)
-        # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
-        # long as the process (``workers.watchdog``).
+        # The parent-death signal follows the thread that started a worker: only the main thread lives as long as the
+        # process (``workers.watchdog``).
         pdeathsig = threading.current_thread() is threading.main_thread()
-        # Ctrl-C reaches the whole process group, and a spawned worker imports streamcli and torch before it can
-        # ignore it (``worker_main``): it would die there with a traceback. Started with SIGINT blocked, a worker
-        # inherits the mask through fork and exec; here a Ctrl-C meanwhile is delivered once every worker is known.
-        # The mask is this thread's only: another thread (a progress bar's) still takes the signal, and Python
-        # would raise it here mid-start, leaving a child to read a half-sent start-up and die with a traceback;
-        # so the handlers wait too (``signals.held``).
+        # Ctrl-C reaches the process group, and a spawned worker would die of it, mid-import, with a traceback: it
+        # starts with SIGINT blocked (inherited through fork and exec), and here the handlers wait (``signals.held``)
+        # until every worker has started whole.
         try:
-            with signals.held():  # a signal meanwhile is delivered once every worker has started whole
+            with signals.held():
                 for spec in specs:
                     parent, child = ctx.Pipe()
                     proc = ctx.Process(
@@ -97,7 +92,7 @@ class WorkerPool:
                     child.close()  # only the worker holds this end: its death is EOF here
                     self.procs.append(proc)
                     self.conns.append(parent)
-                    # One poll object per pipe, made once: Connection.poll builds a selector on every call.
+                    # One poll object per pipe, made once (Connection.poll builds a selector on every call).
                     poller = select.poll()
                     poller.register(parent.fileno(), select.POLLIN)
                     self._pollers.append(poller)
@@ -133,34 +128,35 @@ class WorkerPool:
 
     def wait_batch(self, k: int, timeout: float | None, stop: Callable[[], bool] | None = None) -> bool:
         """Return once batch ``k`` is whole, with every message the workers sent before it handled, and whether
-        that meant waiting; raises ``Aborted`` if ``stop()`` says the consumer has gone.
-
-        It blocks on the workers' pipes, not in a spin (on a machine with as many cores as workers, a spinning
-        loader takes CPU from them): the worker that completes batch ``k`` writes one byte to the wake-up pipe."""
+        that meant waiting; raises ``Aborted`` if ``stop()`` says the consumer has gone. It blocks on the workers'
+        pipes, not in a spin (a spinning loader takes CPU from the workers)."""
         control = self.ring.control
         if control.batch_done(k):  # the common case when the consumer is the slower side: no clock, no syscall
             self.drain()
             return False
         stall = self._stall.restart(timeout)
         check = stall.since
-        while True:
+        control.await_batch(k)  # the producer that completes it clears the mark and writes the wake-up byte
+        while not control.batch_done(k):  # (completed before the mark was seen, or since the last wake-up)
             if stop is not None and stop():
                 raise Aborted
-            control.await_batch(k)
-            if control.batch_done(k):  # completed before the mark was seen, or since the last wake-up
-                break
             events = self._poll_all.poll(_WAKE_MS)
+            woken = False
             for fd, _ in events:
                 if fd == self._wake_fd:
+                    woken = True
                     with contextlib.suppress(BlockingIOError):
                         os.read(fd, 4096)  # every wake-up byte so far: the loop checks the batch itself
+            if woken and len(events) == 1:
+                continue
             now = time.perf_counter()
             # A dead worker's pipe reads as hung up at once: check liveness then, and a few times a second.
             if not events or now - check > _POLL_MS / 1000 or any(ev & _HUP for _, ev in events):
                 check = now
                 self._check_alive()
                 stall.check(now)
-            self.drain()
+            self.drain()  # a worker's message (an error ends its work: the batch would never be whole)
+            control.await_batch(k)
         control.await_batch(-1)
         self.drain()  # a skip is counted before the row it happened in is done
         return True
