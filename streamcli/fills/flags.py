@@ -20,8 +20,7 @@ Pad = tuple[int, int, int]  # (row, first step, end) of padding
 
 @dataclass
 class Views:
-    """One slot's arrays, time-major: the data fields in declared order, the flags, each row's tickets taken in the
-    batch and its cursor after it."""
+    """One slot's arrays, time-major: the data fields, the flags, each row's tickets taken and cursor after it."""
 
     data: list[np.ndarray]
     first: np.ndarray
@@ -108,7 +107,7 @@ def write_ids(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | 
         if cols is not None:
             item, pos, rep = item[cols], pos[cols], rep[cols]
         _write_whole(v, at, item, pos, rep, steps_t)
-        _write_runs(v, inner)
+        _write_runs(v, inner, steps_t)
     for b, t0, t1 in (*plan.pads, *padded):
         _pad_ids(v, b, t0, t1)
 
@@ -116,8 +115,6 @@ def write_ids(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | 
 class Unread:
     """``write_ids`` of a batch filled in process, run when its consumer first reads one of them (``batch.Deferred``;
     most training loops read ``is_first`` and ``valid`` only): its slot is lent to it until its last view dies."""
-
-    __slots__ = ("padded", "plan", "steps_t", "v")
 
     def __init__(self, v: Views, plan: BatchRuns, steps_t: np.ndarray, padded: list[Pad]) -> None:
         self.v, self.plan, self.steps_t, self.padded = v, plan, steps_t, padded
@@ -139,10 +136,20 @@ def _write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: An
     v.replayed[:, cols] = rep
 
 
-def _write_runs(v: Views, runs: list[Run]) -> None:
-    """The stream, position and replayed flags of ``runs``: every cell of every run at once, by fancy indexing."""
-    if not runs:
+# Slices cost per run, gathered cells per step: runs are gathered only when many (> _FEW_RUNS) and short.
+_FEW_RUNS, _SHORT_RUN = 8, 32
+
+
+def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray) -> None:
+    """The stream, position and replayed flags of ``runs``."""
+    if len(runs) <= _FEW_RUNS or sum(r[2] for r in runs) > _SHORT_RUN * len(runs):
+        for b, t0, n, it, p0, rp, *_ in runs:
+            t1 = t0 + n
+            v.stream[t0:t1, b] = it
+            np.add(steps_t[:n], p0, out=v.position[t0:t1, b])
+            v.replayed[t0:t1, b] = rp
         return
+    # Many runs: every cell of every run at once, by fancy indexing.
     b, t0, n, it, p0, rp = np.array([r[:6] for r in runs], np.int64).T
     cell_run = np.repeat(np.arange(len(runs)), n)
     local = np.arange(len(cell_run)) - np.repeat(np.cumsum(n) - n, n)  # a cell's step within its run
@@ -173,15 +180,13 @@ def _pad_ids(v: Views, b: int, t0: int, t1: int) -> None:
 
 
 def write_cursors(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
-    """Every row's tickets taken and cursor after the batch, or those of rows ``cols``; rows in ``short`` hold a
-    stream that ended before its promise (their cursor says so)."""
+    """Every row's (or rows ``cols``') tickets taken and cursor after the batch (``short``: see ``cursors_after``)."""
     at = slice(None) if cols is None else cols
     v.claims[at], v.cursor[at] = plan.claims[at], cursors_after(plan, short)[at]
 
 
 def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
-    """Every row's cursor after batch ``plan`` (in process the plan's own array, not a copy); rows in ``short`` hold
-    a stream that ended before its promise."""
+    """Every row's cursor after batch ``plan`` (the plan's own array unless a row in ``short`` broke its promise)."""
     cur = plan.cursors
     if short:
         cur = cur.copy()  # the plan is kept as planned
@@ -195,8 +200,7 @@ def any_dry(cursors: np.ndarray) -> bool:
 
 
 def live_rows(cursors: np.ndarray) -> int:
-    """The rows whose cursor holds a live original stream, not a replayed one (a row that follows an item's segments
-    reads it on: live); counted only when asked."""
+    """The rows whose cursor holds a live original, not replayed, stream (following an item's segments: live)."""
     state = cursors[:, _cursor.STATE]
     return int(
         np.count_nonzero(((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0))

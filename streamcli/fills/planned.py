@@ -53,7 +53,6 @@ class Filler:
         self.windows = (
             windows.Windows(source, raw_fields(fill_spec), self.faults, self.mark, tf) if self.by_batch else None
         )
-        # (a random-access source is read through ``open`` too, where its lengths are not all known)
         self.rows = iterators.Rows(source, fill_spec.fields, uses_blocks(source), self.faults, self.mark, tf)
         self.opens = False  # this epoch has streams of unknown length: planning a batch reads them
         self.names = [f.name for f in fill_spec.fields]
@@ -76,8 +75,7 @@ class Filler:
         self.rows.close()
 
     def _set_up(self) -> writers.Planned:
-        """Read the epoch's tables at its first piece of work (a worker acknowledges an epoch before the loader
-        writes them) and choose its writer policy."""
+        """Read the epoch's tables (at its first piece of work: after a worker's acknowledgement); choose a policy."""
         control, c = self.ring.control, self.config
         # Ranks may share one schedule of G rows (the global batch); this rank writes its own from ``off``.
         G, off = control.schedule_rows
@@ -192,8 +190,7 @@ class Filler:
         return v
 
     def _fill(self, v: Views, plan: BatchRuns, lazy: bool = False) -> set[int]:
-        """Batch ``plan.k`` into ``v`` (whole, or this producer's block), its ids left to ``Unread`` where ``lazy``;
-        returns the rows whose stream ended before its promise."""
+        """Batch ``plan.k`` into ``v`` (``lazy``: ids left to ``Unread``); the rows whose stream broke its promise."""
         self.faults.k = plan.k
         if lazy:
             write_marks(v, plan)

@@ -75,8 +75,7 @@ class Windows:
         return got
 
     def _checked(self, mapping: Any, f: Field, i: int, item: int, n: int) -> Any:
-        """Field ``f`` (the ``i``-th) of a window, checked against its declaration and the ``n`` steps of the
-        window's first field (-1: it is the first)."""
+        """Field ``f`` (the ``i``-th) of a window, checked against its declaration and ``n`` steps (-1: the first)."""
         try:
             a = mapping[f.name]
         except (KeyError, TypeError, IndexError):
