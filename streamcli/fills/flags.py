@@ -81,9 +81,9 @@ def write_marks(v: Views, plan: BatchRuns, cols: list[int] | None = None) -> Non
     at = _columns(cols)
     v.valid[:, at] = True
     v.first[:, at] = False
-    starts = [(r[1], r[0]) for r in plan.runs if r[6]]  # (step, row) of the streams' first steps
-    if starts:
-        v.first[tuple(zip(*starts, strict=True))] = True
+    for run in plan.runs:  # (a few a batch: cheaper one by one than gathered)
+        if run[6]:
+            v.first[run[1], run[0]] = True
     for b, t0, t1 in plan.pads:
         _pad_marks(v, b, t0, t1)
 
