@@ -31,7 +31,7 @@ class Views:
     claims: np.ndarray
     cursor: np.ndarray
     writer: np.ndarray | None = None  # each row's producer, kept where rows move (``fills.balanced``)
-    padded: list[Pad] | None = None  # padding found by the fill, kept for ``Unread`` (None: its ids written at once)
+    padded: list[Pad] | None = field(default=None, init=False)  # the fill's padding, for ``Unread`` (None: written)
     _rows: list[list[np.ndarray]] | None = field(default=None, init=False)  # ``row_columns``, made at its first call
     _steps: list[list[list[np.ndarray]]] | None = field(default=None, init=False)  # ``row_steps``, at its first call
 
@@ -117,7 +117,8 @@ class Unread:
     most training loops read ``is_first`` and ``valid`` only): its slot is lent to it until its last view dies."""
 
     def __init__(self, v: Views, plan: BatchRuns, steps_t: np.ndarray, padded: list[Pad]) -> None:
-        self.v, self.plan, self.steps_t, self.padded = v, plan, steps_t, padded
+        self.v, self.steps_t, self.padded = v, steps_t, padded
+        self.plan: BatchRuns | None = plan  # None once written
 
     def __call__(self) -> None:
         plan, self.plan = self.plan, None

@@ -18,7 +18,7 @@ import numpy as np
 from streamcli.fills import iterators, windows, writers
 from streamcli.fills.balanced import Balancer, Handover
 from streamcli.fills.faults import Faults
-from streamcli.fills.flags import Unread, Views, write_cursors, write_flags, write_marks
+from streamcli.fills.flags import Pad, Unread, Views, write_cursors, write_ids, write_marks
 from streamcli.fills.spec import FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
 from streamcli.fills.turns import ProducerTurns
@@ -151,7 +151,7 @@ class Filler:
         sched = self.sched
         assert sched is not None and self.W == 1
         v = self._views_of(slot)
-        v.padded = padded = []  # (its fill's padding, for ``Unread``)
+        v.padded = padded = list[Pad]()  # (its fill's padding, for ``Unread``)
         plan = self._plan(sched, lambda k: v)
         short = self._fill(v, plan, lazy=True)
         self.unread = Unread(v, plan, self.steps_t, padded)
@@ -192,10 +192,9 @@ class Filler:
     def _fill(self, v: Views, plan: BatchRuns, lazy: bool = False) -> set[int]:
         """Batch ``plan.k`` into ``v`` (``lazy``: ids left to ``Unread``); the rows whose stream broke its promise."""
         self.faults.k = plan.k
-        if lazy:
-            write_marks(v, plan)
-        else:
-            write_flags(v, plan, self.steps_t)
+        write_marks(v, plan)
+        if not lazy:  # (before the fill: padding it finds overwrites them)
+            write_ids(v, plan, self.steps_t)
         if self.windows is not None and isinstance(self.policy, writers.WholeBatches):
             tracer = self.rows.tracer
             t0 = time.perf_counter() if tracer is not None else 0.0
