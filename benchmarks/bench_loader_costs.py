@@ -119,6 +119,8 @@ class Stages:
         self.targets: list[tuple[Any, str, str]] = [
             (planner, "next_plan", "schedule"),
             (planned, "write_flags", "flags"),
+            (planned, "write_marks", "flags"),  # (in process from issue 49, session 4: the other flags when read)
+            (planned, "write_ids", "flags"),
             (iterators.Rows, "fill", "rows"),
             (planned, "write_summary", "summary"),
             (planned.Filler, "fill_batch", "fill"),

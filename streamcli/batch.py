@@ -10,7 +10,7 @@ never overwritten. Hold on to many batches at once and the loader hands out copi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,16 +31,19 @@ FLAG_DTYPES: dict[str, str] = {
 
 class Deferred:
     """A flag's array whose tensor is made when the flag is first read (``Flag``): most consumers never read
-    ``stream``, ``position`` or ``replayed``, so the loader does not make their tensors for every batch."""
+    ``stream``, ``position`` or ``replayed``, so the loader does not make their tensors, nor in process write their
+    cells (``write``, once), for every batch."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "write")
 
-    def __init__(self, array: Any) -> None:
-        self.array = array
+    def __init__(self, array: Any, write: Callable[[], None] | None = None) -> None:
+        self.array, self.write = array, write
 
     def tensor(self) -> torch.Tensor:
         import torch  # (loaded already: the loader made the batch's other tensors)
 
+        if self.write is not None:
+            self.write()
         return torch.from_numpy(self.array)
 
 

@@ -133,11 +133,12 @@ class HandOut:
             if not alive():
                 raise Aborted
             self.k = k
-            writers = None
+            writers, unread = None, None
             if isinstance(producers, InProcess):  # a function call: nothing published, marked or waited for
                 slot = self.slots.take_free()
                 t0 = time.perf_counter() if self.tracer is not None else 0.0
                 plan, short = producers.fill(slot)
+                unread = producers.filler.unread  # (its ``stream``, ``position``, ``replayed``: when first read)
                 self._note_busy(t0, k, True)
                 claims, cursors = int(plan.claims.sum()), cursors_after(plan, short)
                 v = self.ring.slots[slot]
@@ -163,7 +164,7 @@ class HandOut:
                 dropped = True
             if dropped:  # a fixed-length epoch past its "drop" end: padding
                 pad_slot(v, self.fields)
-                n_valid = 0
+                n_valid, unread = 0, None
             tickets += claims
             n_live = None
             if tickets >= epoch.streams or (target is not None and k + 1 >= target):
@@ -172,7 +173,7 @@ class HandOut:
             last = ended if target is None else k + 1 >= target
             batch = None
             if n_valid or target is not None:  # a fixed-length epoch hands out every batch, padding too
-                batch = self.assemble(torch, slot, epoch.number, k)
+                batch = self.assemble(torch, slot, epoch.number, k, unread)
                 if writers is not None:
                     batch.extras["writers"] = writers
             else:
@@ -196,11 +197,13 @@ class HandOut:
         ``ReadyQueue`` thread while its queue is full, so producers never wait for the consumer to take one)."""
         self.k_next = self.slots.assign(self.ring.control, self.k_next, self.k + self.window)
 
-    def assemble(self, torch: Any, slot: int, epoch: int, k: int) -> Batch:
+    def assemble(self, torch: Any, slot: int, epoch: int, k: int, unread: Callable[[], None] | None = None) -> Batch:
         """Slot ``slot`` as batch ``k``: zero-copy tensors, unless the consumer holds so many batches that the
-        producers would run out of slots (or batches must be pinned by copying)."""
+        producers would run out of slots (or batches must be pinned by copying); ``unread``: ``fills.flags.Unread``."""
         pin_copy = bool(self.pin) and not self.pinned_ring
         copy = pin_copy or self.slots.crowded()
+        if unread is not None and (copy or self.source_lookup is not None):  # copied or read now: written now
+            unread()
         holder = self.ring.holder(slot)
         arrays = self.ring.holder_views(holder, self.names)  # the fields, then the flags (``FLAGS`` order)
         from_numpy = torch.from_numpy
@@ -223,7 +226,7 @@ class HandOut:
             reset = tensors[n][0] if layout == "TB" else tensors[n][:, 0]  # a view of the pinned flag
             later: tuple[Any, ...] = tuple(tensors[eager:])
         else:
-            later = (Deferred(stream), Deferred(position), Deferred(replayed))
+            later = (Deferred(stream, unread), Deferred(position, unread), Deferred(replayed, unread))
         lookup = self.source_lookup
         source = None if lookup is None else from_numpy(lookup.take(stream))
         data = dict(zip(self.names[:n], tensors[:n], strict=True))

@@ -7,15 +7,16 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from _invariants import to_numpy
-from _sources import CountingSource
+from _sources import CountingSource, RaisingSource
 
 from streamcli import StreamLoader
-from streamcli.batch import Deferred
+from streamcli.batch import Batch, Deferred
 
 LENGTHS = [5, 9, 3, 12, 7, 4, 10, 6]
 
@@ -96,3 +97,48 @@ def test_the_state_after_each_batch_resumes_to_the_same_batches(epoch_end: str) 
         assert len(rest) == len(whole) - k - 1
         for a, b in zip(rest, whole[k + 1 :], strict=True):
             assert all(np.array_equal(a[n], b[n]) for n in a)
+
+
+class ShortWindows(CountingSource):
+    """Random access (``window``) whose stream 3 holds 4 steps fewer than ``length()`` promises: its row pads."""
+
+    def length(self, item: int) -> int:
+        return self.lengths[item]
+
+    def window(self, item: int) -> dict[str, np.ndarray]:
+        n = self.lengths[item] - (4 if item == 3 else 0)
+        return {"x": np.stack([np.full(n, item), np.arange(n)], 1).astype(np.int64)}
+
+
+def _flags_read(loader: StreamLoader, late: bool) -> list[dict[str, np.ndarray]]:
+    """Each batch's flags, read at once or only after the next batch was filled (its slot still lent)."""
+    out: list[dict[str, np.ndarray]] = []
+    held: list[Batch] = []
+    for batch in loader:
+        held.append(batch)
+        if len(held) > (1 if late else 0):
+            out.append(to_numpy(held.pop(0)))
+    return out + [to_numpy(b) for b in held]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ShortWindows([9, 14, 5, 11, 7, 3, 12]), lambda: RaisingSource([9, 14, 5, 11, 7, 3, 12], bad=3, at=4)],
+    ids=["window-short", "iterator-raising"],
+)
+def test_flags_written_when_first_read_equal_those_read_at_once_even_where_the_fill_padded_a_row(make: Any) -> None:
+    runs = []
+    for late in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the broken promise is reported: not what this test is about
+            with StreamLoader(make(), 3, 5, boundary="pack", epoch_end="restream", on_error="skip") as loader:
+                runs.append(_flags_read(loader, late) + _flags_read(loader, late))
+    at_once, late_read = runs
+    assert len(at_once) == len(late_read) > 4
+    for a, b in zip(at_once, late_read, strict=True):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        valid = a["valid"]
+        assert np.array_equal(a["stream"][valid], a["x"][..., 0][valid])
+        assert np.array_equal(a["position"][valid], a["x"][..., 1][valid])
+        assert (a["stream"][~valid] == -1).all() and (a["position"][~valid] == -1).all()
+    assert any((~a["valid"]).any() for a in at_once)  # rows padded inside the epoch: the fill's padding was kept

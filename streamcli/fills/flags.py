@@ -1,9 +1,5 @@
-"""What a filler writes into a slot besides the data: the flags of a batch plan, padding, and each row's cursor
-and tickets taken.
-
-Flags cost a few array operations per batch whatever B, plus a few per run that ends inside the batch. The cursors
-and tickets taken come from the plan, corrected where a stream broke its promise.
-"""
+"""What a filler writes into a slot besides the data: the flags of a batch plan (``is_first`` and ``valid`` with
+every batch, the others in process only when first read), padding, and each row's cursor and tickets taken."""
 
 from __future__ import annotations
 
@@ -19,12 +15,12 @@ from streamcli.scheduled.schedule import BatchRuns, Run
 
 # As plain ints: numpy compares an array with an ``IntEnum`` member several times slower than with an int.
 _LIVE, _SHORT, _FOLLOW, _DRY = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.FOLLOW), int(RowPhase.DRY)
+Pad = tuple[int, int, int]  # (row, first step, end) of padding
 
 
 @dataclass
 class Views:
-    """One slot's arrays, time-major: the data fields in declared order, the flags, each row's tickets taken in the
-    batch and its cursor after it."""
+    """One slot's arrays, time-major: the data fields, the flags, each row's tickets taken and cursor after it."""
 
     data: list[np.ndarray]
     first: np.ndarray
@@ -35,6 +31,7 @@ class Views:
     claims: np.ndarray
     cursor: np.ndarray
     writer: np.ndarray | None = None  # each row's producer, kept where rows move (``fills.balanced``)
+    padded: list[Pad] | None = field(default=None, init=False)  # the fill's padding, for ``Unread`` (None: written)
     _rows: list[list[np.ndarray]] | None = field(default=None, init=False)  # ``row_columns``, made at its first call
     _steps: list[list[list[np.ndarray]]] | None = field(default=None, init=False)  # ``row_steps``, at its first call
 
@@ -68,49 +65,69 @@ class Views:
 
 
 def write_flags(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None) -> None:
-    """The flags of a whole batch, or of its rows ``cols`` (the plan holds those only, ``BatchRuns.only``). Every
-    row is written at once as if one stream covered it: a whole row's, or the stream of the run that ends the row's
-    batch; then the runs that end earlier and the padding overwrite their cells, and the streams' first steps are set.
-    """
-    B, T = v.valid.shape[1], len(steps_t)
-    whole = plan.whole
-    if len(whole) == (B if cols is None else len(cols)):  # every row whole (``whole`` holds each row once, in order)
-        at: slice | list[int] = slice(None) if cols is None else cols
-        if cols and cols[-1] - cols[0] == len(cols) - 1:  # adjacent rows: a slice, not a gather
-            at = slice(cols[0], cols[-1] + 1)
-        write_whole(v, at, plan.item, plan.pos, plan.replay, steps_t)
-        return
-    item = np.full(B, -1, np.int64)
-    pos = np.zeros(B, np.int64)
-    rep = np.zeros(B, bool)
-    item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
-    inner: list[Run] = []  # runs that end before the batch does
-    starts: tuple[list[int], list[int]] = ([], [])  # (step, row) of the streams' first steps
-    for run in plan.runs:
-        b, t0, n, it, p0, rp, fresh = run[:7]
-        if t0 + n == T:  # its position at step t is t + p0 - t0 for the whole column; earlier cells are overwritten
-            item[b], pos[b], rep[b] = it, p0 - t0, rp
-        else:
-            inner.append(run)
-        if fresh:
-            starts[0].append(t0)
-            starts[1].append(b)
-    if cols is None:
-        write_whole(v, slice(None), item, pos, rep, steps_t)
-    else:
-        write_whole(v, cols, item[cols], pos[cols], rep[cols], steps_t)
-    _write_runs(v, inner, steps_t)
-    if starts[0]:
-        v.first[starts] = True
+    """Every flag of a whole batch, or of its rows ``cols`` (the plan holds those only, ``BatchRuns.only``)."""
+    write_marks(v, plan, cols)
+    write_ids(v, plan, steps_t, cols)
+
+
+def _columns(cols: list[int] | None) -> slice | list[int]:
+    if cols and cols[-1] - cols[0] == len(cols) - 1:  # adjacent rows: a slice, not a gather
+        return slice(cols[0], cols[-1] + 1)
+    return slice(None) if cols is None else cols
+
+
+def write_marks(v: Views, plan: BatchRuns, cols: list[int] | None = None) -> None:
+    """``is_first`` and ``valid`` of the rows the plan names, and zeros on its padding."""
+    at = _columns(cols)
+    v.valid[:, at] = True
+    v.first[:, at] = False
+    for run in plan.runs:  # (a few a batch: cheaper one by one than gathered)
+        if run[6]:
+            v.first[run[1], run[0]] = True
     for b, t0, t1 in plan.pads:
-        pad(v, b, t0, t1)
+        _pad_marks(v, b, t0, t1)
 
 
-def write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any, steps_t: np.ndarray) -> None:
-    """The flags of rows ``cols``, each covered by one stream for the whole batch: ``item``, the position ``pos`` of
-    its step 0 and whether it is replayed, per row (arrays or sequences); none is first (fresh rows set it after)."""
-    v.valid[:, cols] = True
-    v.first[:, cols] = False
+def write_ids(v: Views, plan: BatchRuns, steps_t: np.ndarray, cols: list[int] | None = None, padded: Any = ()) -> None:
+    """``stream``, ``position`` and ``replayed`` of the rows the plan names: every row as if one stream covered it (a
+    whole row's, or that of the run ending its batch), then the runs that end earlier, its padding and ``padded``."""
+    B, T, at, whole = v.valid.shape[1], len(steps_t), _columns(cols), plan.whole
+    if len(whole) == (B if cols is None else len(cols)):  # every row whole (``whole`` holds each row once, in order)
+        _write_whole(v, at, plan.item, plan.pos, plan.replay, steps_t)
+    else:
+        item, pos, rep = np.full(B, -1, np.int64), np.zeros(B, np.int64), np.zeros(B, bool)
+        item[whole], pos[whole], rep[whole] = plan.item, plan.pos, plan.replay
+        inner: list[Run] = []  # runs that end before the batch does
+        for run in plan.runs:
+            b, t0, n, it, p0, rp = run[:6]
+            if t0 + n == T:  # its position at step t is t + p0 - t0 for the whole column; earlier cells overwritten
+                item[b], pos[b], rep[b] = it, p0 - t0, rp
+            else:
+                inner.append(run)
+        if cols is not None:
+            item, pos, rep = item[cols], pos[cols], rep[cols]
+        _write_whole(v, at, item, pos, rep, steps_t)
+        _write_runs(v, inner, steps_t)
+    for b, t0, t1 in (*plan.pads, *padded):
+        _pad_ids(v, b, t0, t1)
+
+
+class Unread:
+    """``write_ids`` of a batch filled in process, run when its consumer first reads one of them (``batch.Deferred``;
+    most training loops read ``is_first`` and ``valid`` only): its slot is lent to it until its last view dies."""
+
+    def __init__(self, v: Views, plan: BatchRuns, steps_t: np.ndarray, padded: list[Pad]) -> None:
+        self.v, self.steps_t, self.padded = v, steps_t, padded
+        self.plan: BatchRuns | None = plan  # None once written
+
+    def __call__(self) -> None:
+        plan, self.plan = self.plan, None
+        if plan is not None:
+            write_ids(self.v, plan, self.steps_t, padded=self.padded)
+
+
+def _write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any, steps_t: np.ndarray) -> None:
+    """Rows ``cols``, each one stream's for the whole batch: ``item``, the position ``pos`` of its step 0, replayed."""
     v.stream[:, cols] = item
     pos = np.asarray(pos, np.int64)
     if type(cols) is slice:
@@ -120,8 +137,7 @@ def write_whole(v: Views, cols: slice | list[int], item: Any, pos: Any, rep: Any
     v.replayed[:, cols] = rep
 
 
-# Slices cost per run, gathered cells per step: runs are gathered into arrays only when there are more than
-# _FEW_RUNS of them and they are short (on average at most _SHORT_RUN steps).
+# Slices cost per run, gathered cells per step: runs are gathered only when many (> _FEW_RUNS) and short.
 _FEW_RUNS, _SHORT_RUN = 8, 32
 
 
@@ -146,28 +162,32 @@ def _write_runs(v: Views, runs: list[Run], steps_t: np.ndarray) -> None:
 
 def pad(v: Views, b: int, t0: int, t1: int) -> None:
     """Row ``b`` is padding from batch step ``t0`` to ``t1``: zeros, not valid, stream and position -1."""
+    _pad_marks(v, b, t0, t1)
+    if v.padded is None:
+        _pad_ids(v, b, t0, t1)
+    else:
+        v.padded.append((b, t0, t1))
+
+
+def _pad_marks(v: Views, b: int, t0: int, t1: int) -> None:
     for a in v.data:
         a[t0:t1, b] = 0
-    v.valid[t0:t1, b] = v.first[t0:t1, b] = v.replayed[t0:t1, b] = False
+    v.valid[t0:t1, b] = v.first[t0:t1, b] = False
+
+
+def _pad_ids(v: Views, b: int, t0: int, t1: int) -> None:
+    v.replayed[t0:t1, b] = False
     v.stream[t0:t1, b] = v.position[t0:t1, b] = -1
 
 
 def write_cursors(v: Views, plan: BatchRuns, short: Any = (), cols: list[int] | None = None) -> None:
-    """Every row's tickets taken and cursor after the batch, or those of rows ``cols``; rows in ``short`` hold a
-    stream that ended before its promise (their cursor says so)."""
-    if cols is None:
-        v.claims[...] = plan.claims
-        v.cursor[...] = cursors_after(plan, short)
-        return
-    cur = plan.cursors[cols]  # (a copy: the plan is kept as planned)
-    if short:
-        cur[[i for i, b in enumerate(cols) if b in short and cur[i, _cursor.STATE] == _LIVE], _cursor.STATE] = _SHORT
-    v.claims[cols], v.cursor[cols] = plan.claims[cols], cur
+    """Every row's (or rows ``cols``') tickets taken and cursor after the batch (``short``: see ``cursors_after``)."""
+    at = slice(None) if cols is None else cols
+    v.claims[at], v.cursor[at] = plan.claims[at], cursors_after(plan, short)[at]
 
 
 def cursors_after(plan: BatchRuns, short: Any = ()) -> np.ndarray:
-    """Every row's cursor after batch ``plan`` (in process the plan's own array, not a copy); rows in ``short`` hold
-    a stream that ended before its promise."""
+    """Every row's cursor after batch ``plan`` (the plan's own array unless a row in ``short`` broke its promise)."""
     cur = plan.cursors
     if short:
         cur = cur.copy()  # the plan is kept as planned
@@ -180,14 +200,9 @@ def any_dry(cursors: np.ndarray) -> bool:
     return bool((cursors[:, _cursor.STATE] == _DRY).any())
 
 
-def _live(cursors: np.ndarray) -> np.ndarray:
-    """Rows whose cursor holds a live original stream, not a replayed one (a row that follows an item's segments
-    reads it on: live)."""
-    state = cursors[:, _cursor.STATE]
-    live: np.ndarray = ((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0)
-    return live
-
-
 def live_rows(cursors: np.ndarray) -> int:
-    """The rows holding a live original stream: counted only when asked."""
-    return int(np.count_nonzero(_live(cursors)))
+    """The rows whose cursor holds a live original, not replayed, stream (following an item's segments: live)."""
+    state = cursors[:, _cursor.STATE]
+    return int(
+        np.count_nonzero(((state == _LIVE) | (state == _FOLLOW)) & (cursors[:, _cursor.FLAGS] & _cursor.REPLAYED == 0))
+    )

@@ -7,6 +7,7 @@ is planned (``iterators.Rows.probe``), so such a batch is planned only once it i
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -16,7 +17,7 @@ import numpy as np
 
 from streamcli.fills import iterators, windows, writers
 from streamcli.fills.balanced import Balancer, Handover
-from streamcli.fills.flags import Views, write_cursors, write_flags
+from streamcli.fills.flags import Pad, Unread, Views, write_cursors, write_ids, write_marks
 from streamcli.fills.iterators import ProducerTurns
 from streamcli.fills.spec import Faults, FillSpec, Skip
 from streamcli.fills.transformed import Transformer, raw_fields
@@ -26,7 +27,6 @@ from streamcli.scheduled.schedule import BatchRuns, Schedule
 from streamcli.shared.control import Aborted
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, has_window, uses_blocks
-from streamcli.trace import Tracer
 
 
 class Filler:
@@ -52,7 +52,6 @@ class Filler:
         self.windows = (
             windows.Windows(source, raw_fields(fill_spec), self.faults, self.mark, tf) if self.by_batch else None
         )
-        # (a random-access source is read through ``open`` too, where its lengths are not all known)
         self.rows = iterators.Rows(source, fill_spec.fields, uses_blocks(source), self.faults, self.mark, tf)
         self.opens = False  # this epoch has streams of unknown length: planning a batch reads them
         self.names = [f.name for f in fill_spec.fields]
@@ -66,6 +65,7 @@ class Filler:
         self.owner: Balancer | Handover | None = None  # the rows this producer owns, under the balanced policy
         self.busy: Callable[[], None] = lambda: None  # tells the other producers this one is not idle
         self.steps = 0  # valid steps written
+        self.unread: Unread | None = None  # in process, the last batch's flags written when first read
 
     def begin(self, gen: int) -> None:
         """A new epoch (or a resumed one): read its tables at the first piece of work."""
@@ -74,8 +74,7 @@ class Filler:
         self.rows.close()
 
     def _set_up(self) -> writers.Planned:
-        """Read the epoch's tables at its first piece of work (a worker acknowledges an epoch before the loader
-        writes them) and choose its writer policy."""
+        """Read the epoch's tables (at its first piece of work: after a worker's acknowledgement); choose a policy."""
         control, c = self.ring.control, self.config
         # Ranks may share one schedule of G rows (the global batch); this rank writes its own from ``off``.
         G, off = control.schedule_rows
@@ -93,7 +92,8 @@ class Filler:
         self.opens, self.first = not known, control.first_batch
         turns = None
         if self.opens and self.W > 1:
-            turns = ProducerTurns(control, self.lock, self.gen, self.mark, self._turn_wait, lambda: self.busy())
+            idle = functools.partial(control.set_idle, self.w, True)  # (waiting for its turn to claim)
+            turns = ProducerTurns(control, self.lock, self.gen, self.mark, idle, lambda: self.busy())
         kw: dict[str, Any] = {"T": c.time_steps, "pack": c.boundary == "pack", "segment": c.segment}
         kw.update(restream=c.epoch_end == "restream", turns=turns)
         own: dict[str, Any] = {"w": self.w, "lock": self.lock, "busy": self.busy}  # (a balanced policy's)
@@ -107,15 +107,10 @@ class Filler:
             self.owner = Handover(*args, **own)
             return policy
         lo, hi = policy.rows
-        sched = Schedule(order, start, self.first, control.tickets, rows=(lo + off, hi + off), **kw)
-        self.sched = sched
+        sched = self.sched = Schedule(order, start, self.first, control.tickets, rows=(lo + off, hi + off), **kw)
         if isinstance(policy, writers.Balanced):  # (it plans every row itself and moves rows)
             self.owner = Balancer(control, sched, self.rows, self.faults, self._slot, **own)
         return policy
-
-    def _turn_wait(self) -> None:
-        """This producer waits for its turn to claim (fixed row blocks): it is idle meanwhile."""
-        self.ring.control.set_idle(self.w, True)
 
     def step(self) -> bool:
         """Fill the next batch this producer writes, if it is handed out; False when there is nothing to do yet."""
@@ -148,15 +143,18 @@ class Filler:
         return True
 
     def fill_batch(self, slot: int) -> tuple[BatchRuns, set[int]]:
-        """In process, a function call: plan the next batch and fill it whole into ``slot``. Returns its plan and
-        the rows whose stream ended before its promise; nothing is published or marked (the loader reads the plan)."""
+        """In process, a function call: plan the next batch and fill it into ``slot``, publishing and marking nothing.
+        Returns its plan and the rows whose stream ended before its promise; ``unread`` writes its ids."""
         if self.policy is None:
             self._set_up()
         sched = self.sched
         assert sched is not None and self.W == 1
         v = self._views_of(slot)
+        v.padded = padded = list[Pad]()  # (its fill's padding, for ``Unread``)
         plan = self._plan(sched, lambda k: v)
-        return plan, self._fill(v, plan)
+        short = self._fill(v, plan, lazy=True)
+        self.unread = Unread(v, plan, self.steps_t, padded)
+        return plan, short
 
     def _plan(self, sched: Schedule, views: Callable[[int], Views]) -> BatchRuns:
         """The schedule's next batch; where lengths are unknown planning reads streams into its slot, ``views(k)``."""
@@ -174,20 +172,11 @@ class Filler:
         self.ring.control.set_idle(self.w, True)
         self.mark[0] = -1
 
-    @property
-    def tracer(self) -> Tracer | None:
-        """The trace the reads are recorded in (``streamcli.trace``), when set."""
-        return self.rows.tracer
-
-    @tracer.setter
-    def tracer(self, tracer: Tracer | None) -> None:
-        self.rows.tracer = tracer
-
     def end(self) -> None:
         """The producer's last act: close its streams and write out its trace."""
         self.rows.close()
-        if self.tracer is not None and self.tracer.parted:
-            self.tracer.flush()
+        if self.rows.tracer is not None and self.rows.tracer.parted:
+            self.rows.tracer.flush()
 
     def _slot(self, k: int) -> Views:
         return self._views_of(self.ring.control.slot_of(k))
@@ -199,11 +188,12 @@ class Filler:
             v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names).columns(*self.policy.rows)
         return v
 
-    def _fill(self, v: Views, plan: BatchRuns) -> set[int]:
-        """Batch ``plan.k`` into ``v`` (the whole batch: windows, or in-process; or this producer's block of it);
-        returns the rows whose stream ended before its promise."""
+    def _fill(self, v: Views, plan: BatchRuns, lazy: bool = False) -> set[int]:
+        """Batch ``plan.k`` into ``v`` (``lazy``: ids left to ``Unread``); the rows whose stream broke its promise."""
         self.faults.k = plan.k
-        write_flags(v, plan, self.steps_t)
+        write_marks(v, plan)
+        if not lazy:  # (before the fill: padding it finds overwrites them)
+            write_ids(v, plan, self.steps_t)
         if self.windows is not None and isinstance(self.policy, writers.WholeBatches):
             tracer = self.rows.tracer
             t0 = time.perf_counter() if tracer is not None else 0.0

@@ -1,9 +1,6 @@
-"""Filling a batch from random-access sources: one slice copy per row and field, read from the item's window.
-
-A source with a ``window(item)`` member (``streamcli.source``) exposes each item's steps as array-likes, one per
-field, read by ``a[pos:pos + n]``: any producer fills any batch whole, straight from the plan, whatever the stream,
-its segment or a resume. Each item's window is opened and checked once per process, and kept while used.
-"""
+"""Filling a batch from random-access sources (``window(item)``: each field's steps as an array-like, read by
+``a[pos:pos + n]``): one slice copy per row and field, straight from the plan, in any producer. Each item's window
+is opened and checked once per process, and kept while used."""
 
 from __future__ import annotations
 
@@ -22,14 +19,12 @@ from streamcli.source import Field, StreamSource, call_window
 
 _KEEP = 4096  # windows kept open per process (the oldest opened go first)
 Const = tuple[bytes, np.ndarray] | None  # a field whose every step is the same value (a stride-0 array): its value
-Window = tuple[list[Any], int, list[Const] | None]
-"""The arrays in field order, the steps they hold (-1: the item failed), and which fields are constant (None: none
-is). A constant field is set once per batch (``Windows.fills``); only rows whose value differs copy it."""
+Window = tuple[list[Any], int, list[Const] | None]  # arrays by field, steps (-1: failed), constants (None: none)
 
 
 class Windows:
-    """Each item's window in this process, opened once and checked once. Under ``on_error="skip"`` an item whose
-    window fails is remembered with its error (``errors``), and reported by the run that starts its stream."""
+    """Each item's window in this process, opened and checked once. Under ``on_error="skip"`` a failed window is kept
+    with its error (``errors``), reported by the run that starts its stream."""
 
     def __init__(
         self,
@@ -80,8 +75,7 @@ class Windows:
         return got
 
     def _checked(self, mapping: Any, f: Field, i: int, item: int, n: int) -> Any:
-        """Field ``f`` (the ``i``-th) of a window, checked against its declaration and the ``n`` steps of the
-        window's first field (-1: it is the first)."""
+        """Field ``f`` (the ``i``-th) of a window, checked against its declaration and ``n`` steps (-1: the first)."""
         try:
             a = mapping[f.name]
         except (KeyError, TypeError, IndexError):
@@ -112,8 +106,7 @@ class Windows:
 
 
 def _casts(have: np.dtype[Any], want: np.dtype[Any]) -> bool:
-    """A window may hold narrower integers than its field (token ids stored as uint16 for an int64 field): the
-    slice copy into the batch casts them, at no extra cost."""
+    """A window may hold narrower integers than its field (uint16 token ids for int64): the slice copy casts them."""
     return have == want or (have.kind in "iu" and want.kind in "iu" and np.can_cast(have, want, "safe"))
 
 
@@ -131,9 +124,8 @@ class _Cast:
 
 
 def fill(v: Views, plan: BatchRuns, windows: Windows, faults: Faults, first: int) -> set[int]:
-    """Write batch ``plan.k``'s data from the windows (every row); ``first`` is the batch the epoch started or
-    resumed at. Returns the rows that end the batch holding a stream whose steps ran out before its promise
-    (their cursor says ``SHORT``). The flags are written before, from the plan alone."""
+    """Batch ``plan.k``'s data (every row; ``first``: the batch the epoch started or resumed at). Returns the rows
+    that end the batch holding a stream whose steps ran out before its promise (their cursor says ``SHORT``)."""
     T, data, tf = len(v.valid), v.data, windows.tf
     short: set[int] = set()
     get, opened = windows.get, windows.open

@@ -40,7 +40,7 @@ class InProcess:
         tracer: Tracer | None = None,
     ) -> None:
         self.filler = Filler(spec, source, items, ring, 0, 1, on_skip)
-        self.filler.tracer = tracer  # the consumer's own: one process, one list of events
+        self.filler.rows.tracer = tracer  # the consumer's own: one process, one list of events
         self.filler.rows.steps_marked = False  # no worker's death or stall to name a step: the row is marked once
         self.busy_s = 0.0  # seconds spent filling, for the statistics
 
@@ -57,7 +57,7 @@ class InProcess:
         made = at_user_line(lambda: self.filler.fill_batch(slot))
         t1 = time.perf_counter()
         self.busy_s += t1 - t0
-        tracer = self.filler.tracer
+        tracer = self.filler.rows.tracer
         if tracer is not None:
             tracer.fill(t0, t1)
         return made

@@ -102,7 +102,7 @@ def worker_main(
         lambda s: send(("skip", engine.gen, s)),
         lock,
     )
-    engine.tracer = None if spec.fill_spec.trace is None else Tracer(spec.fill_spec.trace, f"worker {spec.w}")
+    engine.rows.tracer = None if spec.fill_spec.trace is None else Tracer(spec.fill_spec.trace, f"worker {spec.w}")
     engine.busy = lambda: ring.control.set_idle(spec.w, False)  # (the balanced policy reads who is idle)
 
     def send(msg: tuple[Any, ...]) -> None:
@@ -168,8 +168,8 @@ def _serve(
             spins = 0
             t1 = time.perf_counter()
             control.report(engine.w, t1 - t0, engine.steps - steps)
-            if engine.tracer is not None:
-                engine.tracer.fill(t0, t1)
+            if engine.rows.tracer is not None:
+                engine.rows.tracer.fill(t0, t1)
             if control.wake_due():
                 with contextlib.suppress(BlockingIOError):  # a full pipe wakes the loader already
                     os.write(wake, b"w")
