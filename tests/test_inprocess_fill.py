@@ -110,32 +110,37 @@ class ShortWindows(CountingSource):
         return {"x": np.stack([np.full(n, item), np.arange(n)], 1).astype(np.int64)}
 
 
-def _flags_read(loader: StreamLoader, late: bool) -> list[dict[str, np.ndarray]]:
-    """Each batch's flags, read at once or only after the next batch was filled (its slot still lent)."""
+def _flags_read(loader: StreamLoader, late: int) -> list[dict[str, np.ndarray]]:
+    """Each batch's flags, read at once or only after the ``late`` next batches were filled (its slot still lent)."""
     out: list[dict[str, np.ndarray]] = []
     held: list[Batch] = []
     for batch in loader:
         held.append(batch)
-        if len(held) > (1 if late else 0):
+        if len(held) > late:
             out.append(to_numpy(held.pop(0)))
     return out + [to_numpy(b) for b in held]
 
 
 @pytest.mark.parametrize(
     "make",
-    [lambda: ShortWindows([9, 14, 5, 11, 7, 3, 12]), lambda: RaisingSource([9, 14, 5, 11, 7, 3, 12], bad=3, at=4)],
-    ids=["window-short", "iterator-raising"],
+    [
+        lambda: ShortWindows([9, 14, 5, 11, 7, 3, 12]),
+        lambda: RaisingSource([9, 14, 5, 11, 7, 3, 12], bad=3, at=4),
+        lambda: ShortWindows([41, 63, 5, 57, 38, 3, 70]),  # long streams: batches where no row changes, plans reused
+    ],
+    ids=["window-short", "iterator-raising", "window-long"],
 )
 def test_flags_written_when_first_read_equal_those_read_at_once_even_where_the_fill_padded_a_row(make: Any) -> None:
     runs = []
-    for late in (False, True):
+    for late in (0, 1, 3):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the broken promise is reported: not what this test is about
             with StreamLoader(make(), 3, 5, boundary="pack", epoch_end="restream", on_error="skip") as loader:
                 runs.append(_flags_read(loader, late) + _flags_read(loader, late))
-    at_once, late_read = runs
-    assert len(at_once) == len(late_read) > 4
-    for a, b in zip(at_once, late_read, strict=True):
+    at_once = runs[0]
+    assert all(len(at_once) == len(late_read) > 4 for late_read in runs[1:])
+    for a, b, c in zip(*runs, strict=True):
+        assert a.keys() == c.keys() and all(np.array_equal(a[k], c[k]) for k in a)
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
         valid = a["valid"]
         assert np.array_equal(a["stream"][valid], a["x"][..., 0][valid])
