@@ -23,7 +23,7 @@ from streamcli.fills.flags import Views, pad
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.plans import BatchRuns, Run
-from streamcli.shared.control.layout import OPENING, READING
+from streamcli.shared.control import OPENING, READING
 from streamcli.source import Field, StreamSource, close_stream
 
 if TYPE_CHECKING:

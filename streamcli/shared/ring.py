@@ -1,9 +1,6 @@
-"""Where a batch is carried: one shared-memory segment (``shared.segment``) holding S batch slots plus a small control
-block (``shared.control``), made by the loader; workers attach by name and write their rows straight into slots.
-
-A slot holds every field as ``(T, B, *shape)`` (``(B, T, *shape)`` for layout "BT"), the per-step flags and, with
-workers, each row's tickets taken in the batch and its cursor after it (``shared.ring_layout``).
-"""
+"""Where a batch is carried: one shared-memory segment (``shared.segment``) holding a small control block
+(``shared.control``) and S batch slots laid out by ``sizing.RingSpec``, made and owned by the loader; workers
+attach by name and write their rows straight into the slots."""
 
 from __future__ import annotations
 
@@ -23,10 +20,8 @@ from streamcli import signals
 from streamcli.errors import SharedMemoryError
 from streamcli.shared import control
 from streamcli.shared.control import Control
-from streamcli.shared.ring_layout import PER_ROW
-from streamcli.shared.ring_layout import RingSpec as RingSpec
 from streamcli.shared.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
-from streamcli.shared.sizing import check_room, space_message
+from streamcli.shared.sizing import PER_ROW, RingSpec, check_room, space_message
 
 
 @functools.cache

@@ -1,8 +1,7 @@
-"""How large a ring may be: the memory it may take, the check before it is made, and its default depth.
-
-Separate from ``ring`` because these ask the machine (sysfs, ``/dev/shm``, ``/proc/meminfo``, the cgroup), not the
-segment: the loader checks a ring's size before importing torch or making anything.
-"""
+"""A ring's layout (``RingSpec``) and how large it may be: the memory it may take, the check before it is made, and
+its default depth. Plain arithmetic on a picklable spec and questions to the machine (sysfs, ``/dev/shm``,
+``/proc/meminfo``, the cgroup): a worker computes the same offsets, and the loader checks a ring's size before it
+imports torch or makes anything."""
 
 from __future__ import annotations
 
@@ -10,13 +9,72 @@ import contextlib
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from streamcli.batch import FLAG_DTYPES
 from streamcli.config import LoaderConfig
 from streamcli.errors import SharedMemoryError
-from streamcli.shared.ring_layout import RingSpec
+from streamcli.scheduled import cursor
+from streamcli.shared import control
 from streamcli.source import Field
+
+# Slot entries that are not (T, B) arrays: a row's tickets taken, its cursor after the batch, and who wrote it.
+PER_ROW = ("claims", "cursor", "writer")
+Entry = tuple[int, tuple[int, ...], str]  # (offset, shape, dtype)
+
+
+@dataclass(frozen=True)
+class RingSpec:
+    """Everything needed to compute the layout; picklable, sent to workers."""
+
+    name: str
+    fields: tuple[Field, ...]
+    batch_size: int
+    time_steps: int
+    num_slots: int
+    num_workers: int  # >= 1 (the in-process producer counts as one)
+    num_streams: int  # capacity of the order table: the most streams an epoch can have
+    layout: str  # "TB" or "BT"
+    global_rows: int = 0  # the rows of the global batch where ranks share one schedule (0: ``batch_size``)
+
+    def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
+        """(control entries, per-slot entries relative to the slot's start, first slot's offset, slot stride),
+        every entry 64-byte aligned."""
+        off = 0
+
+        def take(nbytes: int) -> int:
+            nonlocal off
+            start = off
+            off += -(-max(nbytes, 1) // 64) * 64
+            return start
+
+        ctl = {
+            name: (take(math.prod(shape) * np.dtype(dt).itemsize), shape, dt)
+            for name, shape, dt in control.arrays(
+                self.batch_size, self.num_slots, self.num_workers, self.num_streams, self.global_rows
+            )
+        }
+        slot0 = off
+        T, B = self.time_steps, self.batch_size
+        tb = (T, B) if self.layout == "TB" else (B, T)
+        slot: dict[str, Entry] = {}
+        for f in self.fields:
+            slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
+        for name, dt in FLAG_DTYPES.items():
+            slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
+        slot["claims"] = (take(B * 8) - slot0, (B,), "<i8")
+        slot["cursor"] = (take(B * cursor.WIDTH * 8) - slot0, (B, cursor.WIDTH), "<i8")
+        slot["writer"] = (take(B * 2) - slot0, (B,), "<i2")  # under balance: the producer that wrote each row
+        return ctl, slot, slot0, off - slot0
+
+    @property
+    def nbytes(self) -> int:
+        _, _, slot0, stride = self.entries()
+        return slot0 + stride * self.num_slots
+
 
 PREFETCH_MIN, PREFETCH_MAX = 4, 16
 _CACHE_DEFAULT = 32 * 2**20  # where the last-level cache cannot be read

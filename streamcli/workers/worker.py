@@ -32,7 +32,8 @@ from streamcli.errors import SourceError, StreamcliError
 from streamcli.fills.planned import Filler
 from streamcli.fills.spec import FillSpec
 from streamcli.shared.control import CLOSING, Aborted
-from streamcli.shared.ring import Ring, RingSpec
+from streamcli.shared.ring import Ring
+from streamcli.shared.sizing import RingSpec
 from streamcli.source import StreamSource, call_setup_worker
 from streamcli.trace import Tracer
 from streamcli.workers.watchdog import die_with_parent, watch_parent

@@ -1,30 +1,71 @@
-"""The ring's control block: the shared state through which the loader and the producers coordinate, and the only
-code that knows its layout (``Control``; the loader and the producers call its methods, never index it). Its
-arrays, and the views that name their values and columns, are in ``layout``.
+"""The ring's control block: the shared state through which the loader and the producers coordinate. ``Control``
+is the only code that knows its layout (``arrays``); everyone else calls its methods.
+
+Its arrays, before the batch slots in the segment:
+
+- ``ctl`` int64[15]: the single values, at the indices named below;
+- ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
+- ``rows`` int64[B, 3]: per row, its owner, its next claim key (``NEVER``: none this epoch) and the batches it has
+  completed;
+- ``held`` int64[B, 4]: the cursor of a row handed over between producers;
+- ``wstat`` float64[W, 5]: per producer, busy seconds, steps, idle, messages sent, its rows' last load;
+- ``order`` int64[N, 4]: the epoch's streams in ticket order (item, first step, open-ended, promised length);
+- ``start`` int64[G, 4]: the row cursors an epoch starts from (the global batch's rows where ranks share one
+  schedule);
+- ``mark`` int64[W, 3]: per producer, the stream, step and call (``CALLS``) it is in, written before every call
+  into the source that can block: what a dead or stalled worker was doing, and the progress ``timeout=`` measures;
+- ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, where one producer fills it whole.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from streamcli.shared.control.layout import (
-    CALLS,
-    NEVER,
-    SMALL,
-    ControlValues,
-    RowTable,
-    WorkerStats,
-    arrays,
-    epoch_rows,
-)
+from streamcli.scheduled import cursor as _cursor
+from streamcli.scheduled.cursor import RowPhase
 
-__all__ = ["CLOSING", "NEVER", "Aborted", "Control", "arrays", "epoch_rows"]
-
+NEVER = 1 << 62  # the claim key of a row that will not claim again this epoch
 CLOSING = -2  # the generation that tells workers to read their pipe for "quit" (or to stop starting)
+SMALL = 64  # up to this many rows, a per-row scan is cheaper as a Python list than as a numpy call
+READING, OPENING, WINDOWING = 0, 1, 2  # the source's call a producer is in (``mark[w, 2]``)
+CALLS = {READING: "next()", OPENING: "open()", WINDOWING: "window()"}
+
+# ``ctl``'s values.
+(GENERATION, TICKETS, FIRST_BATCH, NUM_STREAMS, HANDED, READY, AWAITED, MOVED) = range(8)
+(EPOCH, BALANCED, START_ROWS, ROW_OFFSET, MOVE_ROW, MOVE_TO, MOVE_AT) = range(8, 15)
+VALUES = 15
+# ``wstat``'s columns.
+BUSY, STEPS, IDLE, SENT, LOAD = range(5)
 
 
 class Aborted(Exception):
     """The loader moved to a new generation (new epoch, or closing); drop the current work."""
+
+
+def arrays(
+    batch_size: int, num_slots: int, num_workers: int, num_streams: int, global_rows: int = 0
+) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them; ``global_rows``:
+    the global batch's rows (0: ``batch_size``)."""
+    B = batch_size
+    return (
+        ("ctl", (VALUES,), "<i8"),
+        ("slot_of", (num_slots,), "<i8"),
+        ("rows", (B, 3), "<i8"),
+        ("held", (B, _cursor.WIDTH), "<i8"),
+        ("wstat", (num_workers, 5), "<f8"),
+        ("order", (num_streams, 4), "<i8"),
+        ("start", (max(B, global_rows), _cursor.WIDTH), "<i8"),
+        ("mark", (num_workers, 3), "<i8"),
+        ("done", (num_slots,), "<i8"),
+    )
+
+
+def _ints(a: np.ndarray) -> memoryview[int]:
+    """The same memory as Python ints: a memoryview's item costs less than a numpy scalar."""
+    return a.data.cast("B").cast("q")
 
 
 class Control:
@@ -33,56 +74,38 @@ class Control:
     completion (batch k is whole once its one producer marked it, ``set_done``, or every row has completed it,
     ``written_min() > k``); and the producers' reports.
 
-    Where lengths are not all known, a claim at key K is made only when K is the smallest ``claim`` of all rows
-    (``fills.turns``), so tickets stay in canonical order. ``claim`` and ``written`` only grow within an epoch and
-    each row has one writer at a time, so readers need no lock: a stale read only makes them wait longer.
+    ``claim`` and ``written`` only grow within an epoch and each row has one writer at a time, so readers need no
+    lock: a stale read only makes them wait longer. Where lengths are not all known, a claim at key K is made only
+    when K is the smallest ``claim`` of all rows (``fills.turns``), so tickets stay in canonical order.
     """
 
-    def __init__(
-        self,
-        ctl: np.ndarray,
-        slot_of: np.ndarray,
-        rows: np.ndarray,
-        held: np.ndarray,
-        wstat: np.ndarray,
-        order: np.ndarray,
-        start: np.ndarray,
-        mark: np.ndarray,
-        done: np.ndarray,
-    ):
-        self._ctl, self._rows, self._wstat = ControlValues(ctl), RowTable(rows), WorkerStats(wstat)
-        self._slot_of, self._held, self._order, self._start, self._mark = slot_of, held, order, start, mark
-        self._slots = slot_of.data.cast("B").cast("q")  # read by a producer per batch: Python ints
+    def __init__(self, *arrays: np.ndarray) -> None:
+        ctl, slot_of, rows, held, wstat, order, start, mark, done = arrays
+        self._arrays = arrays
+        self._v, self._slots, self._done = _ints(ctl), _ints(slot_of), _ints(done)
+        self._w = wstat.data.cast("B").cast("d")  # producer w's column c at ``w * 5 + c``, as Python floats
+        self._owner, self._claim, self._written = rows[:, 0], rows[:, 1], rows[:, 2]
+        self._held, self._wstat, self._order, self._start, self._mark = held, wstat, order, start, mark
         self._done_array = done
-        self._done = done.data.cast("B").cast("q")  # read per wait of the loader: Python ints, no numpy scalar
-        self._cleared: tuple[np.ndarray, ...] = (ctl, slot_of, rows, held, wstat, order, start, mark, done)
 
     def clear(self) -> None:
-        for a in self._cleared:
+        for a in self._arrays:
             a[...] = 0
         self._mark[:, 0] = -1  # nothing read yet
-        self._ctl.ready = -1
-        self._ctl.awaited = -1
-        self._ctl.move_row = -1
+        self._v[READY] = self._v[AWAITED] = self._v[MOVE_ROW] = -1
 
     def release(self) -> None:
-        """Drop the views (the segment is about to be unmapped)."""
-        empty = np.zeros(0)
-        self._ctl = ControlValues(np.zeros(ControlValues.SIZE, np.int64))
-        self._rows = RowTable(np.zeros((0, RowTable.WIDTH), np.int64))
-        self._wstat = WorkerStats(np.zeros((0, WorkerStats.WIDTH)))
-        self._slot_of = self._held = self._order = self._start = self._mark = self._done_array = empty
-        self._done = self._slots = memoryview(b"").cast("q")
-        self._cleared = ()
+        """Drop the views (the segment is about to be unmapped): later calls touch detached arrays."""
+        Control.__init__(self, *(np.zeros(shape, dt) for _, shape, dt in arrays(0, 1, 1, 0)))
 
     # ------------------------------------------------------------------ the epoch's tables, written by the loader
 
     @property
     def generation(self) -> int:
-        return self._ctl.generation
+        return self._v[GENERATION]
 
     def set_generation(self, gen: int) -> None:
-        self._ctl.generation = gen
+        self._v[GENERATION] = gen
 
     def stage(
         self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False, offset: int = 0
@@ -91,64 +114,61 @@ class Control:
         rank's from ``offset``), the batch it starts at, its number, and whether its rows are balanced between
         producers (``fills.writers.Balanced``) even where every length is known."""
         self._start[: len(cursors)] = cursors
-        ctl = self._ctl
-        ctl.first_batch, ctl.epoch, ctl.balanced = first_batch, epoch, balanced
-        ctl.start_rows, ctl.row_offset = len(cursors), offset
+        v = self._v
+        v[FIRST_BATCH], v[EPOCH], v[BALANCED] = first_batch, epoch, int(balanced)
+        v[START_ROWS], v[ROW_OFFSET] = len(cursors), offset
 
     def set_streams(self, table: np.ndarray, tickets: int) -> None:
         """The epoch's streams in ticket order and the tickets already taken."""
         self._order[: len(table)] = table
-        self._ctl.num_streams = len(table)
-        self._ctl.tickets = tickets
+        self._v[NUM_STREAMS], self._v[TICKETS] = len(table), tickets
 
     def set_rows(self, owner: np.ndarray, claim: np.ndarray, written: np.ndarray, held: np.ndarray) -> None:
         """The row table the epoch starts from (``epoch_rows``); no batch is done, no row moving."""
-        rows = self._rows
-        rows.owner[:], rows.claim[:], rows.written[:], self._held[:] = owner, claim, written, held
-        self._ctl.move_row = -1
+        self._owner[:], self._claim[:], self._written[:], self._held[:] = owner, claim, written, held
+        self._v[MOVE_ROW] = -1
         self._done_array[:] = 0
 
     def open_epoch(self, gen: int, first_batch: int) -> None:
         """The tables of generation ``gen`` are written: producers may start (nothing is handed out yet)."""
-        self._ctl.handed = first_batch
-        self._ctl.ready = gen
+        self._v[HANDED] = first_batch
+        self._v[READY] = gen
 
     def publish(self, k: int, slot: int) -> None:
         """Batch ``k`` goes into ``slot``: producers may fill it from now on."""
-        self._slot_of[k % len(self._slot_of)] = slot
-        self._ctl.handed = k + 1  # after the slot: a producer that sees the count sees the slot
+        self._slots[k % len(self._slots)] = slot
+        self._v[HANDED] = k + 1  # after the slot: a producer that sees the count sees the slot
 
     # ------------------------------------------------------------------ the epoch's tables, read by the producers
 
     def tables_ready(self, gen: int) -> bool:
         """Whether the epoch tables of generation ``gen`` are written (a producer may start on them)."""
-        return self._ctl.ready == gen
+        return self._v[READY] == gen
 
     @property
     def handed(self) -> int:
-        return self._ctl.handed
+        return self._v[HANDED]
 
     def slot_of(self, k: int) -> int:
-        slot: int = self._slots[k % len(self._slots)]
-        return slot
+        return self._slots[k % len(self._slots)]
 
     @property
     def schedule_rows(self) -> tuple[int, int]:
         """(the schedule's rows, this rank's first row among them), as staged for the epoch."""
-        return self._ctl.start_rows, self._ctl.row_offset
+        return self._v[START_ROWS], self._v[ROW_OFFSET]
 
     @property
     def balanced(self) -> bool:
-        return bool(self._ctl.balanced)
+        return bool(self._v[BALANCED])
 
     @property
     def epoch(self) -> int:
         """The epoch being produced (``stage``): a transform's ``ctx.epoch``."""
-        return self._ctl.epoch
+        return self._v[EPOCH]
 
     @property
     def first_batch(self) -> int:
-        return self._ctl.first_batch
+        return self._v[FIRST_BATCH]
 
     def cursors(self, lo: int, hi: int) -> np.ndarray:
         return self._start[lo:hi]
@@ -156,48 +176,46 @@ class Control:
     @property
     def tickets(self) -> int:
         """Tickets taken: those before the epoch's start until producers take more (unplanned claims)."""
-        return self._ctl.tickets
+        return self._v[TICKETS]
 
     def order_table(self) -> np.ndarray:
         """The epoch's streams in ticket order (a copy): (item, first step, open-ended, promised length)."""
-        return self._order[: self._ctl.num_streams].copy()
+        return self._order[: self._v[NUM_STREAMS]].copy()
 
     def take_ticket(self) -> int:
         """The next ticket (hold the lock): the epoch's tickets are handed out in canonical order."""
-        ticket = self._ctl.tickets
-        self._ctl.tickets = ticket + 1
+        ticket: int = self._v[TICKETS]
+        self._v[TICKETS] = ticket + 1
         return ticket
 
-    # ------------------------------------------------------------------ rows: claims, owners
+    # ------------------------------------------------------------------ rows: claims, owners, hand-overs
 
     def earliest_claim(self) -> int:
         """The smallest key any row may still claim at, read in one pass (keys only grow, so it never exceeds the
         true one; an argmin then a second read of that row could)."""
-        return int(self._rows.claim.min())
+        return int(self._claim.min())
 
     def set_claim(self, b: int, key: int) -> None:
-        self._rows.claim[b] = key
+        self._claim[b] = key
 
     def set_written(self, rows: int | slice | list[int], batches: int) -> None:
         """``rows`` have completed every batch below ``batches``: the row policies' completion mark."""
-        self._rows.written[rows] = batches
+        self._written[rows] = batches
 
     def owned_by(self, w: int) -> tuple[np.ndarray, np.ndarray]:
         """The rows producer ``w`` owns (a mask), and the batches each row has completed (a copy)."""
-        return self._rows.owner == w, self._rows.written.copy()
+        return self._owner == w, self._written.copy()
 
     @property
     def moved(self) -> int:
         """Rows moved between producers mid-stream since the loader started."""
-        return self._ctl.moved
-
-    # ------------------------------------------------------------------ a row handed over to an idle producer
+        return self._v[MOVED]
 
     def taker(self, w: int) -> int | None:
         """An idle producer other than ``w``, if no hand-over is in flight: the one a row may go to."""
-        if self._ctl.move_row >= 0:
+        if self._v[MOVE_ROW] >= 0:
             return None
-        idle = self._wstat.idle.copy()
+        idle = self._wstat[:, IDLE].copy()
         idle[w] = 0
         found = np.flatnonzero(idle)
         return int(found[0]) if len(found) else None
@@ -206,31 +224,29 @@ class Control:
         """Row ``b`` goes to producer ``to`` from batch ``k`` on, at ``cursor`` (its giver has marked it written
         through ``k - 1``), unless another hand-over is in flight (hold the lock). One at a time: the taker ends it
         (``arrived``)."""
-        ctl = self._ctl
-        if ctl.move_row >= 0:
+        v = self._v
+        if v[MOVE_ROW] >= 0:
             return False
-        ctl.move_row, ctl.move_to, ctl.move_at = b, to, k
+        v[MOVE_ROW], v[MOVE_TO], v[MOVE_AT] = b, to, k
         self._held[b] = cursor
-        self._rows.owner[b] = to  # last: a taker that sees itself the owner sees the cursor
+        self._owner[b] = to  # last: a taker that sees itself the owner sees the cursor
         return True
 
     @property
     def moving(self) -> tuple[int, int, int]:
         """(row, to, batch) of the hand-over in flight; row -1 when none."""
-        ctl = self._ctl
-        return ctl.move_row, ctl.move_to, ctl.move_at
+        return self._v[MOVE_ROW], self._v[MOVE_TO], self._v[MOVE_AT]
 
     def arrived(self, w: int) -> tuple[int, int, np.ndarray] | None:
         """(row, batch, its cursor there) if a row has been handed over to producer ``w`` (hold the lock); the
         hand-over is over then."""
-        ctl = self._ctl
-        b = ctl.move_row
-        if b < 0 or ctl.move_to != w or int(self._rows.owner[b]) != w:
+        v = self._v
+        b: int = v[MOVE_ROW]
+        if b < 0 or v[MOVE_TO] != w or int(self._owner[b]) != w:
             return None
-        ctl.move_row = -1
-        ctl.moved += 1
-        held: np.ndarray = self._held[b].copy()
-        return b, int(ctl.move_at), held
+        v[MOVE_ROW] = -1
+        v[MOVED] += 1
+        return b, v[MOVE_AT], self._held[b].copy()
 
     # ------------------------------------------------------------------ completion
 
@@ -240,7 +256,7 @@ class Control:
 
     def written_min(self) -> int:
         """Batches that every row has completed: batch k is whole once this exceeds k."""
-        written = self._rows.written
+        written = self._written
         return min(written.tolist()) if len(written) <= SMALL else int(np.minimum.reduce(written))
 
     def batch_done(self, k: int) -> bool:
@@ -249,15 +265,15 @@ class Control:
 
     def await_batch(self, k: int) -> None:
         """The loader is about to block until batch ``k`` is whole (-1: it is not blocked)."""
-        self._ctl.awaited = k
+        self._v[AWAITED] = k
 
     def wake_due(self) -> bool:
         """Whether the batch the loader is blocked on is whole: the first producer to see it clears the mark and
         wakes the loader."""
-        k = self._ctl.awaited
+        k: int = self._v[AWAITED]
         if k < 0 or not self.batch_done(k):
             return False
-        self._ctl.awaited = -1
+        self._v[AWAITED] = -1
         return True
 
     def done_after(self, k: int) -> int:
@@ -271,37 +287,36 @@ class Control:
 
     def report(self, w: int, busy: float, steps: int) -> None:
         """A producer's counters after a piece of work: busy seconds and steps, added."""
-        items, at = self._wstat.items, w * WorkerStats.WIDTH
-        items[at + WorkerStats.BUSY] += busy
-        items[at + WorkerStats.STEPS] += steps
+        self._w[w * 5 + BUSY] += busy
+        self._w[w * 5 + STEPS] += steps
 
     def set_idle(self, w: int, idle: bool) -> None:
-        self._wstat.items[w * WorkerStats.WIDTH + WorkerStats.IDLE] = idle
+        self._w[w * 5 + IDLE] = idle
 
     def idle_elsewhere(self, w: int) -> bool:
         """Whether a producer other than ``w`` has nothing to do."""
-        idle = self._wstat.idle
+        idle = self._wstat[:, IDLE]
         return bool(idle.sum() - idle[w] > 0)
 
     def set_load(self, w: int, seconds: float) -> None:
-        self._wstat.load[w] = seconds
+        self._w[w * 5 + LOAD] = seconds
 
     def load_of(self, w: int) -> float:
         """Seconds producer ``w``'s rows took in their last timed batch, as it said last (``fills.balanced``)."""
-        return float(self._wstat.load[w])
+        return self._w[w * 5 + LOAD]
 
     def sent(self, w: int) -> int:
         """Messages producer ``w`` has sent over its pipe (it counts each just before sending it)."""
-        return int(self._wstat.items[w * WorkerStats.WIDTH + WorkerStats.SENT])
+        return int(self._w[w * 5 + SENT])
 
     def count_sent(self, w: int) -> None:
-        self._wstat.items[w * WorkerStats.WIDTH + WorkerStats.SENT] += 1
+        self._w[w * 5 + SENT] += 1
 
     def busy(self) -> np.ndarray:
-        return self._wstat.busy.copy()
+        return self._wstat[:, BUSY].copy()
 
     def steps(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in self._wstat.steps)
+        return tuple(int(x) for x in self._wstat[:, STEPS])
 
     def mark_of(self, w: int) -> np.ndarray:
         """Producer ``w``'s mark, ``[stream, step, call]``, which it writes before each call into the source."""
@@ -310,13 +325,24 @@ class Control:
 
     def reading(self, w: int) -> tuple[int, int]:
         """(stream, step) producer ``w`` is reading, or was when it stopped (``mark``); stream -1 before any."""
-        mark = self._mark[w]
-        return int(mark[0]), int(mark[1])
+        return int(self._mark[w, 0]), int(self._mark[w, 1])
 
     def call_of(self, w: int) -> str:
         """The source's call producer ``w`` is in (or was last in): ``open()``, ``next()`` or ``window()``."""
-        return CALLS.get(int(self._mark[w][2]), "next()")
+        return CALLS.get(int(self._mark[w, 2]), "next()")
 
     def progress(self) -> tuple[int, ...]:
         """A snapshot that changes whenever any producer reads a step, opens a stream or completes a part."""
-        return (*self._mark.ravel().tolist(), int(self._rows.written.sum()), sum(self._done))
+        return (*self._mark.ravel().tolist(), int(self._written.sum()), sum(self._done))
+
+
+def epoch_rows(cursors: np.ndarray, first: int, T: int, bounds: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """The shared row table an epoch starts from (owner, claim key, batches written, held cursor): each row belongs
+    to the producer of its block (``bounds``), which reopens its stream."""
+    B = len(cursors)
+    owner = np.zeros(B, np.int64)
+    for w, (lo, hi) in enumerate(bounds):
+        owner[lo:hi] = w
+    claim = first * T * B + np.arange(B, dtype=np.int64)
+    claim[cursors[:, _cursor.STATE] == RowPhase.DRY] = NEVER
+    return owner, claim, np.full(B, first, np.int64), cursors.copy()
