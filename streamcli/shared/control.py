@@ -1,20 +1,5 @@
 """The ring's control block: the shared state through which the loader and the producers coordinate. ``Control``
-is the only code that knows its layout (``arrays``); everyone else calls its methods.
-
-Its arrays, before the batch slots in the segment:
-
-- ``ctl`` int64[15]: the single values, at the indices named below;
-- ``slot_of`` int64[S]: the slot of batch k, at ``k % S``;
-- ``rows`` int64[B, 3]: per row, its owner, its next claim key (``NEVER``: none this epoch) and the batches it has
-  completed;
-- ``held`` int64[B, 4]: the cursor of a row handed over between producers;
-- ``wstat`` float64[W, 5]: per producer, busy seconds, steps, idle, messages sent, its rows' last load;
-- ``order`` int64[N, 4]: the epoch's streams in ticket order (item, first step, open-ended, promised length);
-- ``start`` int64[G, 4]: the row cursors an epoch starts from (the global batch's rows where ranks share one
-  schedule);
-- ``mark`` int64[W, 3]: per producer, the stream, step and call (``CALLS``) it is in, written before every call
-  into the source that can block: what a dead or stalled worker was doing, and the progress ``timeout=`` measures;
-- ``done`` int64[S]: ``k + 1`` at ``k % S`` once batch k is whole, where one producer fills it whole.
+alone knows its layout (``arrays``, in the segment before the batch slots); everyone else calls its methods.
 """
 
 from __future__ import annotations
@@ -48,18 +33,18 @@ def arrays(
     batch_size: int, num_slots: int, num_workers: int, num_streams: int, global_rows: int = 0
 ) -> tuple[tuple[str, tuple[int, ...], str], ...]:
     """The control block's arrays as (name, shape, dtype), in the order ``Control`` takes them; ``global_rows``:
-    the global batch's rows (0: ``batch_size``)."""
+    the global batch's rows where ranks share one schedule (0: ``batch_size``)."""
     B = batch_size
     return (
-        ("ctl", (VALUES,), "<i8"),
-        ("slot_of", (num_slots,), "<i8"),
-        ("rows", (B, 3), "<i8"),
-        ("held", (B, _cursor.WIDTH), "<i8"),
-        ("wstat", (num_workers, 5), "<f8"),
-        ("order", (num_streams, 4), "<i8"),
-        ("start", (max(B, global_rows), _cursor.WIDTH), "<i8"),
-        ("mark", (num_workers, 3), "<i8"),
-        ("done", (num_slots,), "<i8"),
+        ("ctl", (VALUES,), "<i8"),  # the single values, at the indices above
+        ("slot_of", (num_slots,), "<i8"),  # the slot of batch k, at k % S
+        ("rows", (B, 3), "<i8"),  # per row: owner, next claim key (NEVER: none this epoch), batches completed
+        ("held", (B, _cursor.WIDTH), "<i8"),  # the cursor of a row handed over between producers
+        ("wstat", (num_workers, 5), "<f8"),  # per producer: the columns above
+        ("order", (num_streams, 4), "<i8"),  # streams in ticket order: item, first step, open-ended, promised length
+        ("start", (max(B, global_rows), _cursor.WIDTH), "<i8"),  # the row cursors an epoch starts from
+        ("mark", (num_workers, 3), "<i8"),  # per producer: the stream, step and call (CALLS) it is in
+        ("done", (num_slots,), "<i8"),  # k + 1 at k % S once batch k is whole, where one producer fills it
     )
 
 
@@ -69,15 +54,10 @@ def _ints(a: np.ndarray) -> memoryview[int]:
 
 
 class Control:
-    """The control block's arrays behind methods, in four parts: the epoch's tables (batch k may be written once
-    ``handed > k``); the rows (owner, next claim key, batches completed; a row handed over to an idle producer);
-    completion (batch k is whole once its one producer marked it, ``set_done``, or every row has completed it,
-    ``written_min() > k``); and the producers' reports.
-
+    """The control block's arrays behind methods: the epoch's tables (batch k may be written once ``handed > k``),
+    the rows (owner, next claim key, batches completed, a row handed over), completion and the producers' reports.
     ``claim`` and ``written`` only grow within an epoch and each row has one writer at a time, so readers need no
-    lock: a stale read only makes them wait longer. Where lengths are not all known, a claim at key K is made only
-    when K is the smallest ``claim`` of all rows (``fills.turns``), so tickets stay in canonical order.
-    """
+    lock: a stale read only makes them wait longer."""
 
     def __init__(self, *arrays: np.ndarray) -> None:
         ctl, slot_of, rows, held, wstat, order, start, mark, done = arrays
@@ -95,10 +75,8 @@ class Control:
         self._v[READY] = self._v[AWAITED] = self._v[MOVE_ROW] = -1
 
     def release(self) -> None:
-        """Drop the views (the segment is about to be unmapped): later calls touch detached arrays."""
+        """Drop the views (the segment is about to be unmapped): later calls touch arrays of their own."""
         Control.__init__(self, *(np.zeros(shape, dt) for _, shape, dt in arrays(0, 1, 1, 0)))
-
-    # ------------------------------------------------------------------ the epoch's tables, written by the loader
 
     @property
     def generation(self) -> int:
@@ -110,9 +88,7 @@ class Control:
     def stage(
         self, cursors: np.ndarray, first_batch: int, epoch: int = 0, balanced: bool = False, offset: int = 0
     ) -> None:
-        """The row cursors the next epoch starts from (the global batch's rows where ranks share one schedule, this
-        rank's from ``offset``), the batch it starts at, its number, and whether its rows are balanced between
-        producers (``fills.writers.Balanced``) even where every length is known."""
+        """The next epoch's starting row cursors (this rank's from ``offset``), first batch, number and balance."""
         self._start[: len(cursors)] = cursors
         v = self._v
         v[FIRST_BATCH], v[EPOCH], v[BALANCED] = first_batch, epoch, int(balanced)
@@ -138,8 +114,6 @@ class Control:
         """Batch ``k`` goes into ``slot``: producers may fill it from now on."""
         self._slots[k % len(self._slots)] = slot
         self._v[HANDED] = k + 1  # after the slot: a producer that sees the count sees the slot
-
-    # ------------------------------------------------------------------ the epoch's tables, read by the producers
 
     def tables_ready(self, gen: int) -> bool:
         """Whether the epoch tables of generation ``gen`` are written (a producer may start on them)."""
@@ -175,7 +149,7 @@ class Control:
 
     @property
     def tickets(self) -> int:
-        """Tickets taken: those before the epoch's start until producers take more (unplanned claims)."""
+        """Tickets taken: those before the epoch's start, and the producers' since (unplanned claims)."""
         return self._v[TICKETS]
 
     def order_table(self) -> np.ndarray:
@@ -188,11 +162,9 @@ class Control:
         self._v[TICKETS] = ticket + 1
         return ticket
 
-    # ------------------------------------------------------------------ rows: claims, owners, hand-overs
-
     def earliest_claim(self) -> int:
-        """The smallest key any row may still claim at, read in one pass (keys only grow, so it never exceeds the
-        true one; an argmin then a second read of that row could)."""
+        """The smallest key any row may still claim at, in one pass (keys only grow: an argmin, then a read, could
+        exceed the true one)."""
         return int(self._claim.min())
 
     def set_claim(self, b: int, key: int) -> None:
@@ -221,9 +193,8 @@ class Control:
         return int(found[0]) if len(found) else None
 
     def hand_over(self, b: int, to: int, k: int, cursor: list[int]) -> bool:
-        """Row ``b`` goes to producer ``to`` from batch ``k`` on, at ``cursor`` (its giver has marked it written
-        through ``k - 1``), unless another hand-over is in flight (hold the lock). One at a time: the taker ends it
-        (``arrived``)."""
+        """Row ``b`` goes to producer ``to`` from batch ``k`` on, at ``cursor``, unless another hand-over is in flight
+        (hold the lock); the taker ends it (``arrived``)."""
         v = self._v
         if v[MOVE_ROW] >= 0:
             return False
@@ -238,8 +209,7 @@ class Control:
         return self._v[MOVE_ROW], self._v[MOVE_TO], self._v[MOVE_AT]
 
     def arrived(self, w: int) -> tuple[int, int, np.ndarray] | None:
-        """(row, batch, its cursor there) if a row has been handed over to producer ``w`` (hold the lock); the
-        hand-over is over then."""
+        """(row, batch, its cursor there) if a row has been handed over to producer ``w``, ending it (hold the lock)."""
         v = self._v
         b: int = v[MOVE_ROW]
         if b < 0 or v[MOVE_TO] != w or int(self._owner[b]) != w:
@@ -247,8 +217,6 @@ class Control:
         v[MOVE_ROW] = -1
         v[MOVED] += 1
         return b, v[MOVE_AT], self._held[b].copy()
-
-    # ------------------------------------------------------------------ completion
 
     def set_done(self, k: int) -> None:
         """Batch ``k`` is whole, filled by one producer."""
@@ -268,8 +236,7 @@ class Control:
         self._v[AWAITED] = k
 
     def wake_due(self) -> bool:
-        """Whether the batch the loader is blocked on is whole: the first producer to see it clears the mark and
-        wakes the loader."""
+        """Whether the batch the loader is blocked on is whole; the first producer to see it clears the mark."""
         k: int = self._v[AWAITED]
         if k < 0 or not self.batch_done(k):
             return False
@@ -282,8 +249,6 @@ class Control:
         while n < len(self._done) and self.batch_done(k + 1 + n):
             n += 1
         return n
-
-    # ------------------------------------------------------------------ the producers' reports
 
     def report(self, w: int, busy: float, steps: int) -> None:
         """A producer's counters after a piece of work: busy seconds and steps, added."""
@@ -332,7 +297,7 @@ class Control:
         return CALLS.get(int(self._mark[w, 2]), "next()")
 
     def progress(self) -> tuple[int, ...]:
-        """A snapshot that changes whenever any producer reads a step, opens a stream or completes a part."""
+        """What ``timeout=`` measures: changes whenever a producer enters a call into the source or completes a part."""
         return (*self._mark.ravel().tolist(), int(self._written.sum()), sum(self._done))
 
 

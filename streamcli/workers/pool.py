@@ -27,9 +27,8 @@ from streamcli.fills.spec import Skip
 from streamcli.shared.control import CLOSING, Aborted
 from streamcli.shared.ring import Ring
 from streamcli.shared.segment import SegmentLock
-from streamcli.workers.failures import died, remote_error, slow_start, stalled, stalling
 from streamcli.workers.start import start_context
-from streamcli.workers.worker import WorkerSpec, worker_main
+from streamcli.workers.worker import WorkerSpec, died, remote_error, slow_start, stalled, stalling, worker_main
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
 _HUP = select.POLLHUP | select.POLLERR
