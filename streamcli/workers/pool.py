@@ -74,7 +74,7 @@ class WorkerPool:
         # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
         alive, self._alive = ctx.Pipe(duplex=False)
         # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
-        # long as the process (``workers.watchdog``).
+        # long as the process (``workers.worker``).
         pdeathsig = threading.current_thread() is threading.main_thread()
         # Ctrl-C reaches the whole process group, and a spawned worker imports streamcli and torch before it can
         # ignore it (``worker_main``): it would die there with a traceback. Started with SIGINT blocked, a worker
