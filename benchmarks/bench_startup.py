@@ -15,7 +15,7 @@ spawn to forkserver.
 
 ``--torch`` runs the measured program as a script file (``python train.py``), not ``python -c``: workers then
 have a main module to import, and it imports torch, as every training script does. That is the case the fork
-server exists for: the main module is imported once, by the server, and never by a worker (``workers.server_main``).
+server exists for: the main module is imported once, by the server, and never by a worker (``workers.server``).
 """
 
 from __future__ import annotations

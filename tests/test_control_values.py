@@ -1,14 +1,12 @@
-"""The control block's named views (``shared.control.layout``) sit on the same bytes as the positional columns they
-replaced: a ring made by one version is read the same by another, and the block's size is unchanged."""
+"""The control block (``shared.control``): each value and column at its index, read and written only through
+``Control``'s methods, and a batch whole by its one producer's mark or once every row has completed it."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from streamcli.scheduled import cursor
 from streamcli.shared.control import Control, arrays
-from streamcli.shared.control.layout import ControlValues, Int64, RowTable, WorkerStats
 
 
 def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
@@ -20,7 +18,7 @@ def _control(B: int = 2, W: int = 2) -> tuple[Control, dict[str, np.ndarray]]:
 
 def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
     assert arrays(16, 6, 2, 64) == (
-        ("ctl", (16,), "<i8"),
+        ("ctl", (15,), "<i8"),
         ("slot_of", (6,), "<i8"),
         ("rows", (16, 3), "<i8"),
         ("held", (16, cursor.WIDTH), "<i8"),
@@ -32,7 +30,7 @@ def test_the_control_blocks_arrays_keep_their_shapes_and_dtypes() -> None:
     )
 
 
-def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
+def test_each_value_of_ctl_is_the_int64_at_its_index() -> None:
     c, raw = _control()
     ctl = raw["ctl"]
     assert ctl[5] == -1 and ctl[6] == -1  # ready and awaited start at "none"
@@ -45,14 +43,13 @@ def test_each_named_value_of_ctl_is_the_int64_at_its_old_index() -> None:
     assert c.take_ticket() == 2
     c.set_idle(1, True)
     assert c.hand_over(0, 1, 6, [0, 0, 0, 0]) and c.arrived(1) is not None
-    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 0, 1, 7, 1, 2, 0, -1, 1, 6]  # ..., row_offset, move_row, to, at
+    assert ctl.tolist() == [3, 3, 5, 4, 6, 3, 6, 1, 7, 1, 2, 0, -1, 1, 6]  # ..., moved, epoch, ..., to, at
     assert (c.generation, c.tickets, c.first_batch, len(c.order_table()), c.handed) == (3, 3, 5, 4, 6)
     assert (c.epoch, c.balanced, c.moved, c.tables_ready(3)) == (7, True, 1, True)
-    positions = sorted(v.index for v in vars(ControlValues).values() if isinstance(v, Int64))
-    assert positions == list(range(ControlValues.SIZE))  # one name per value, none shared
+    assert isinstance(c.handed, int) and isinstance(c.load_of(0), float)  # Python numbers, not numpy scalars
 
 
-def test_the_named_columns_of_rows_and_wstat_are_the_old_columns() -> None:
+def test_the_columns_of_rows_and_wstat_are_read_and_written_by_name() -> None:
     c, raw = _control()
     rows, wstat = raw["rows"], raw["wstat"]
     c.set_rows(np.array([0, -1]), np.array([30, 25]), np.array([4, 5]), cursor.fresh(2))
@@ -63,23 +60,7 @@ def test_the_named_columns_of_rows_and_wstat_are_the_old_columns() -> None:
     c.set_load(1, 0.25)
     assert wstat[1].tolist() == [0.5, 6, 1, 1, 0.25]  # busy, steps, idle, sent, load
     assert wstat[0].tolist() == [0, 0, 0, 0, 0]
-    assert rows.shape[1] == RowTable.WIDTH and wstat.shape[1] == WorkerStats.WIDTH
     assert c.load_of(1) == 0.25 and c.load_of(0) == 0
-
-
-def test_a_value_written_through_one_view_is_read_through_another_of_the_same_memory() -> None:
-    ctl = np.zeros(ControlValues.SIZE, np.int64)
-    one, other = ControlValues(ctl), ControlValues(ctl)
-    one.handed = 9
-    other.handed += 1
-    assert one.handed == 10 and isinstance(one.handed, int) and ctl[4] == 10
-
-
-def test_values_refuse_an_array_of_the_wrong_shape_or_dtype() -> None:
-    with pytest.raises(ValueError, match=r"int64\[16\]"):
-        ControlValues(np.zeros(15, np.int64))
-    with pytest.raises(ValueError, match=r"int64\[16\]"):
-        ControlValues(np.zeros(16, np.float64))
 
 
 def test_released_control_holds_no_view_of_the_segment() -> None:

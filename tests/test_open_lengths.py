@@ -173,7 +173,7 @@ def test_a_turn_is_read_in_one_pass_so_a_key_published_meanwhile_cannot_let_a_cl
 
     def slow_pass(self: Control) -> int:
         keys = []
-        for key in self._rows.claim:
+        for key in self._claim:
             keys.append(int(key))
             time.sleep(1e-4)
         return min(keys)

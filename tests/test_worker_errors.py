@@ -7,8 +7,7 @@ from _sources import CountingSource
 from _transform_fakes import WrongShapeTransform
 
 from streamcli import SourceError, StepSpecError, StreamLoader, TransformError
-from streamcli.workers.failures import remote_error
-from streamcli.workers.worker import error_kind
+from streamcli.workers.worker import error_kind, remote_error
 
 
 @pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])

@@ -24,8 +24,7 @@ from streamcli.fills.spec import SOURCE_ERRORS, Faults, block_arrays, step_field
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.plans import BatchRuns, Run
-from streamcli.shared.control import NEVER, Aborted, Control
-from streamcli.shared.control.layout import OPENING, READING
+from streamcli.shared.control import NEVER, OPENING, READING, Aborted, Control
 from streamcli.source import Field, StreamSource, close_stream
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from streamcli.fills.flags import Views, pad
 from streamcli.fills.spec import SOURCE_ERRORS, Faults
 from streamcli.fills.transformed import Transformer
 from streamcli.scheduled.schedule import BatchRuns, Run
-from streamcli.shared.control.layout import WINDOWING
+from streamcli.shared.control import WINDOWING
 from streamcli.source import Field, StreamSource, call_window
 
 _KEEP = 4096  # windows kept open per process (the oldest opened go first)

@@ -1,15 +1,11 @@
-"""Where a batch is carried: one shared-memory segment (``shared.segment``) holding S batch slots plus a small control
-block (``shared.control``), made by the loader; workers attach by name and write their rows straight into slots.
-
-A slot holds every field as ``(T, B, *shape)`` (``(B, T, *shape)`` for layout "BT"), the per-step flags and, with
-workers, each row's tickets taken in the batch and its cursor after it (``shared.ring_layout``).
-"""
+"""Where a batch is carried: one shared-memory segment (``shared.segment``) holding a small control block
+(``shared.control``) and S batch slots laid out by ``sizing.RingSpec``, made and owned by the loader; workers
+attach by name and write their rows straight into the slots."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import math
 import os
 import secrets
@@ -23,16 +19,8 @@ from streamcli import signals
 from streamcli.errors import SharedMemoryError
 from streamcli.shared import control
 from streamcli.shared.control import Control
-from streamcli.shared.ring_layout import PER_ROW
-from streamcli.shared.ring_layout import RingSpec as RingSpec
 from streamcli.shared.segment import PREFIX, Segment, back, hold_alive, populate, sweep_stale
-from streamcli.shared.sizing import check_room, space_message
-
-
-@functools.cache
-def slot_bytes(n: int) -> type[ctypes.Array[ctypes.c_ubyte]]:
-    """The ctypes type of ``n`` bytes, made once per size: making an array type costs more than the holder."""
-    return ctypes.c_ubyte * n
+from streamcli.shared.sizing import PER_ROW, RingSpec, check_room, space_message
 
 
 def _view(buf: Any, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -49,10 +37,11 @@ class Ring:
         self._unlock: Callable[[], Any] | None = None  # undoes page_lock()
         ctl_e, slot_e, self._slot0, self._stride = spec.entries()
         self._slot_entries = slot_e
+        self._slot_type = ctypes.c_ubyte * self._stride  # made once: making an array type costs more than a holder
         self._record_dtypes: dict[tuple[str, ...], np.dtype[Any]] = {}  # the slot as one record (holder_views)
         buf = shm.buf
         self.control = Control(*(_view(buf, *e) for e in ctl_e.values()))  # in ``control.arrays`` order
-        # Slot views in physical layout, and the same memory seen time-major for producers.
+        # Slot views in physical layout, and the same memory seen time-major (T, B) for producers.
         self.slots: list[dict[str, np.ndarray]] = []
         self.tb_slots: list[dict[str, np.ndarray]] = []
         for s in range(spec.num_slots):
@@ -66,9 +55,8 @@ class Ring:
 
     @classmethod
     def create(cls, spec_args: dict[str, Any], reserve: int | None = None) -> Ring:
-        """Create the segment and back its control block and first ``reserve`` slots (all by default) with
-        memory now; ``Ring.reserve`` backs more of them later. ``SharedMemoryError`` (before anything is made)
-        if they do not fit. A signal while the memory is backed and mapped is raised here, with nothing left."""
+        """Create the segment, its control block and first ``reserve`` slots (all by default) backed with memory;
+        ``SharedMemoryError`` before anything is made if they do not fit. A signal meanwhile leaves nothing."""
         sweep_stale()
         name = f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         spec = RingSpec(name=name, **spec_args)
@@ -97,8 +85,7 @@ class Ring:
         return ring
 
     def reserve(self, n: int) -> bool:
-        """Back slots up to ``n`` with memory (the owner only), so that writing them cannot SIGBUS. Returns False,
-        changing nothing, if shared memory has no room for them now."""
+        """Back slots up to ``n`` with memory (the owner only); False, changing nothing, if there is no room now."""
         if n <= self.reserved:
             return True
         start = self._slot0 + self.reserved * self._stride
@@ -109,10 +96,8 @@ class Ring:
 
     @classmethod
     def attach(cls, spec: RingSpec) -> Ring:
-        """Borrow the loader's segment (a worker) and map all of it now (``segment.populate``); the mapping stops
-        early if the loader closes meanwhile (a large ring takes a while), which the control block then says."""
-        # Spawned workers share the loader's resource tracker, so attaching re-registers the same name (a
-        # no-op); the tracker still unlinks the segment if the whole process tree dies without cleaning up.
+        """Borrow the loader's segment (a worker) and map all of it now, unless the loader closes meanwhile. Spawned
+        workers share the loader's resource tracker: attaching re-registers the same name, a no-op."""
         shm = Segment(name=spec.name)
         hold_alive(shm)  # while a worker lives the segment is in use, even if its loader is gone
         ring = cls(spec, shm, owner=False)
@@ -120,15 +105,13 @@ class Ring:
         return ring
 
     def holder(self, slot: int) -> Any:
-        """A fresh buffer object over one slot. Arrays made from it keep it alive; when the last of them is
-        garbage-collected, a weak reference to it tells the loader the slot can be reused."""
+        """A fresh buffer object over one slot, which the arrays made from it keep alive (``shared.slots``)."""
         base = self._slot0 + slot * self._stride
-        return slot_bytes(self._stride).from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
+        return self._slot_type.from_buffer(self.shm.buf, base)  # type: ignore[arg-type]
 
     def holder_views(self, holder: Any, names: Sequence[str]) -> list[np.ndarray]:
-        """Arrays over ``holder``, in the order of ``names``; each keeps it alive. The slot is read once as one
-        record of a structured dtype whose fields are the arrays: one buffer export in all, rather than one per
-        array."""
+        """Arrays over ``holder``, in the order of ``names``, read as the fields of one record: one buffer export in
+        all, rather than one per array."""
         key = tuple(names)
         dtype = self._record_dtypes.get(key)
         if dtype is None:
@@ -146,10 +129,8 @@ class Ring:
         return [record[n] for n in key]
 
     def page_lock(self, torch: Any) -> bool:
-        """Register the whole segment with CUDA as page-locked memory, so every batch is a pinned view.
-
-        Returns False (and changes nothing) if CUDA refuses; the loader then pins each batch by copying.
-        """
+        """Register the whole segment with CUDA as page-locked memory, so every batch is a pinned view; False
+        (changing nothing) if CUDA refuses."""
         try:
             buf = (ctypes.c_ubyte * self.spec.nbytes).from_buffer(self.shm.buf)  # type: ignore[arg-type]
             addr = ctypes.addressof(buf)
@@ -163,8 +144,7 @@ class Ring:
         return True
 
     def close(self) -> None:
-        """Unmap; the owner also unlinks. Safe to call twice. If the consumer still holds views into a slot,
-        unmapping is left to the garbage collector, but the name is unlinked so nothing leaks."""
+        """Unmap (left to the garbage collector while the consumer holds views); the owner also unlinks. Idempotent."""
         unlock, self._unlock = self._unlock, None
         if unlock is not None:
             with contextlib.suppress(Exception):

@@ -1,8 +1,7 @@
-"""How large a ring may be: the memory it may take, the check before it is made, and its default depth.
-
-Separate from ``ring`` because these ask the machine (sysfs, ``/dev/shm``, ``/proc/meminfo``, the cgroup), not the
-segment: the loader checks a ring's size before importing torch or making anything.
-"""
+"""A ring's layout (``RingSpec``) and how large it may be: the memory it may take, the check before it is made, and
+its default depth. Plain arithmetic on a picklable spec and questions to the machine (sysfs, ``/dev/shm``,
+``/proc/meminfo``, the cgroup): a worker computes the same offsets, and the loader checks a ring's size before it
+imports torch or makes anything."""
 
 from __future__ import annotations
 
@@ -10,13 +9,72 @@ import contextlib
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from streamcli.batch import FLAG_DTYPES
 from streamcli.config import LoaderConfig
 from streamcli.errors import SharedMemoryError
-from streamcli.shared.ring_layout import RingSpec
+from streamcli.scheduled import cursor
+from streamcli.shared import control
 from streamcli.source import Field
+
+# Slot entries that are not (T, B) arrays: a row's tickets taken, its cursor after the batch, and who wrote it.
+PER_ROW = ("claims", "cursor", "writer")
+Entry = tuple[int, tuple[int, ...], str]  # (offset, shape, dtype)
+
+
+@dataclass(frozen=True)
+class RingSpec:
+    """Everything needed to compute the layout; picklable, sent to workers."""
+
+    name: str
+    fields: tuple[Field, ...]
+    batch_size: int
+    time_steps: int
+    num_slots: int
+    num_workers: int  # >= 1 (the in-process producer counts as one)
+    num_streams: int  # capacity of the order table: the most streams an epoch can have
+    layout: str  # "TB" or "BT"
+    global_rows: int = 0  # the rows of the global batch where ranks share one schedule (0: ``batch_size``)
+
+    def entries(self) -> tuple[dict[str, Entry], dict[str, Entry], int, int]:
+        """(control entries, per-slot entries relative to the slot's start, first slot's offset, slot stride),
+        every entry 64-byte aligned."""
+        off = 0
+
+        def take(nbytes: int) -> int:
+            nonlocal off
+            start = off
+            off += -(-max(nbytes, 1) // 64) * 64
+            return start
+
+        ctl = {
+            name: (take(math.prod(shape) * np.dtype(dt).itemsize), shape, dt)
+            for name, shape, dt in control.arrays(
+                self.batch_size, self.num_slots, self.num_workers, self.num_streams, self.global_rows
+            )
+        }
+        slot0 = off
+        T, B = self.time_steps, self.batch_size
+        tb = (T, B) if self.layout == "TB" else (B, T)
+        slot: dict[str, Entry] = {}
+        for f in self.fields:
+            slot[f.name] = (take(T * B * f.nbytes) - slot0, (*tb, *f.shape), f.dtype)
+        for name, dt in FLAG_DTYPES.items():
+            slot[name] = (take(T * B * np.dtype(dt).itemsize) - slot0, tb, dt)
+        slot["claims"] = (take(B * 8) - slot0, (B,), "<i8")
+        slot["cursor"] = (take(B * cursor.WIDTH * 8) - slot0, (B, cursor.WIDTH), "<i8")
+        slot["writer"] = (take(B * 2) - slot0, (B,), "<i2")  # under balance: the producer that wrote each row
+        return ctl, slot, slot0, off - slot0
+
+    @property
+    def nbytes(self) -> int:
+        _, _, slot0, stride = self.entries()
+        return slot0 + stride * self.num_slots
+
 
 PREFETCH_MIN, PREFETCH_MAX = 4, 16
 _CACHE_DEFAULT = 32 * 2**20  # where the last-level cache cannot be read
@@ -29,37 +87,23 @@ def default_prefetch(
     layout: str,
     workers: int,
     extra: int = 4,
-    most: int = PREFETCH_MAX,
-    budget: int | None = None,
 ) -> int:
-    """Batches workers may write ahead by default: as many slots as fit in ``budget`` (the CPU's last-level cache)
-    and in a quarter of the free shared memory, with the loader's ``extra`` slots beyond the window, between 4 and
-    ``most`` (16); 4 in-process, where nothing runs ahead. Every slot is written once a lap: a ring that fits in
-    the cache keeps the producers' copies out of main memory, and a deeper window than that only pays while
-    streams cost unevenly (rows of cheap streams fill later batches while an expensive one finishes this one)."""
+    """Batches workers may write ahead by default: as many slots as fit, with the loader's ``extra`` beyond the
+    window, in the CPU's last-level cache and a quarter of the free shared memory, between 4 and 16; 4 in process.
+    A ring that fits in the cache keeps the producers' copies out of main memory."""
     if not workers:
         return PREFETCH_MIN
-    spec = RingSpec(
-        name="",
-        fields=tuple(fields),
-        batch_size=batch_size,
-        time_steps=time_steps,
-        num_slots=1,
-        num_workers=workers,
-        num_streams=1,
-        layout=layout,
-    )
-    fit = int(min(cache_bytes() if budget is None else budget, room()[0] / 4) // spec.entries()[3])
-    return max(PREFETCH_MIN, min(most, fit - extra))
+    stride = RingSpec("", tuple(fields), batch_size, time_steps, 1, workers, 1, layout).entries()[3]
+    fit = int(min(cache_bytes(), room()[0] / 4) // stride)
+    return max(PREFETCH_MIN, min(PREFETCH_MAX, fit - extra))
 
 
 def loader_ring(
     fields: Sequence[Field], config: LoaderConfig, prefetch: int | None, extra: int, num_items: int
 ) -> tuple[int, dict[str, Any]]:
-    """A loader's prefetch (``prefetch``, else ``default_prefetch``) and its ring's arguments (all but the name and
-    the streams' count): ``prefetch`` slots being filled and ``extra`` beyond them. ``SharedMemoryError`` at once if
-    that ring does not fit (``check_room``); ``num_items`` streams stand in for the streams' count, unknown yet with
-    ``segment=``: it only sizes the small control block, and the ring checks itself again once it is known."""
+    """A loader's prefetch (``prefetch``, else ``default_prefetch``) and its ring's arguments but the name and the
+    streams' count (``num_items`` stands in for it in the check: it only sizes the control block, and the ring
+    checks itself again). ``SharedMemoryError`` at once if that ring does not fit."""
     workers = config.num_workers
     if prefetch is None:
         prefetch = default_prefetch(fields, config.batch_size, config.time_steps, config.layout, workers, extra)
@@ -101,8 +145,7 @@ def _shm_free(root: str = "/dev/shm") -> float:
 
 
 def memory_available(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup") -> float:
-    """Bytes of memory this process may still take: the kernel's ``MemAvailable``, and within a cgroup (v2) with
-    a limit, what is left of it; infinite where neither can be read."""
+    """Bytes of memory this process may still take: ``MemAvailable``, or less within a cgroup (v2) with a limit."""
     best = math.inf
     with contextlib.suppress(OSError, ValueError):
         with open(meminfo) as f:
@@ -120,9 +163,8 @@ def memory_available(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgro
 
 
 def room() -> tuple[float, str]:
-    """The most bytes a ring may take, and where the limit comes from: the free shared memory, and half of the
-    memory available, as pages of ``/dev/shm`` are memory: a ring of more would leave the consumer, its model and
-    every other process too little (a typo in ``time_steps`` must not take the machine)."""
+    """The most bytes a ring may take, and why: the free shared memory, and half of the memory available (pages of
+    ``/dev/shm`` are memory: a typo in ``time_steps`` must not take the machine)."""
     shm = _shm_free()
     half = memory_available() / 2
     if half < shm:
@@ -134,7 +176,7 @@ def room() -> tuple[float, str]:
 
 def check_room(spec: RingSpec, slots: int | None = None) -> None:
     """``SharedMemoryError`` naming the sizes and the fix if ``slots`` slots of ``spec`` (all by default) and its
-    control block do not fit (``room``): asked before anything is allocated."""
+    control block do not fit (``room``)."""
     n = spec.num_slots if slots is None else slots
     _, _, slot0, stride = spec.entries()
     if slot0 + n * stride > room()[0]:
@@ -145,21 +187,15 @@ def space_message(spec: RingSpec, slots: int) -> str:
     _, _, slot0, stride = spec.entries()
     need = slot0 + slots * stride
     limit, there = room()
-    fits = _fitting_time_steps(spec, slots, limit)
-    hint = f" (time_steps={fits} fits)" if fits else ""
+    lo, hi = 0, spec.time_steps - 1  # the largest time_steps below the spec's whose ring fits (0: none does)
+    while lo < hi:  # the ring's size grows with time_steps
+        mid = (lo + hi + 1) // 2
+        _, _, start, size = replace(spec, time_steps=mid).entries()
+        lo, hi = (mid, hi) if start + slots * size <= limit else (lo, mid - 1)
+    hint = f" (time_steps={lo} fits)" if lo else ""
     more = "give the machine more (docker run --shm-size=2g)" if need > _shm_free() else "free memory for it"
     return (
         f"the loader needs {need / 2**20:.0f} MiB of shared memory ({slots} batch slots of {stride / 2**20:.1f} MiB: "
         f"batch_size={spec.batch_size} x time_steps={spec.time_steps} steps) but {there}; lower prefetch=, "
         f"batch_size or time_steps{hint}, or {more}"
     )
-
-
-def _fitting_time_steps(spec: RingSpec, slots: int, limit: float) -> int:
-    """The largest ``time_steps`` below the spec's whose ring fits in ``limit`` bytes (0: none does)."""
-    lo, hi = 0, spec.time_steps - 1
-    while lo < hi:  # the ring's size grows with time_steps
-        mid = (lo + hi + 1) // 2
-        _, _, slot0, stride = replace(spec, time_steps=mid).entries()
-        lo, hi = (mid, hi) if slot0 + slots * stride <= limit else (lo, mid - 1)
-    return lo

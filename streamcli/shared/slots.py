@@ -1,10 +1,8 @@
-"""Which slot holds which batch, and when a slot may be written again: the lifetime guarantee.
+"""Which slot holds which batch, and when a slot may be written again: a slot lent until its last view dies.
 
-A slot is free, handed out to the producers, or lent to the consumer. A batch's arrays are made from one fresh
-buffer object (``Ring.holder``) that they keep alive; a weak reference to it returns the slot once the last of them
-has died, so a held batch is never overwritten (copied only where the producers would run out of slots,
-``crowded``). Only the loader's threads use this, one at a time.
-"""
+A batch's arrays are made from one fresh buffer object (``Ring.holder``) that they keep alive; a weak reference to
+it returns the slot once the last of them has died, so a held batch is never overwritten. Only the loader's threads
+use this, one at a time."""
 
 from __future__ import annotations
 
@@ -16,15 +14,13 @@ from streamcli.shared.control import Control
 
 
 class Slots:
-    """The slots of one ring that are backed with memory: free, handed out (by batch index) and lent to the
-    consumer. The ring may back more of its slots later (``grow``)."""
+    """The ring's slots backed with memory (more later: ``grow``): free, handed out by batch index, or lent."""
 
     def __init__(self, num_slots: int) -> None:
         self.num_slots = num_slots
         self._free = list(range(num_slots))  # a stack: the slot freed last is still in the CPU's caches
         self._made: dict[int, int] = {}  # batch index -> the slot it is being made in
         self._lent: dict[int, tuple[weakref.ref[Any], int]] = {}  # id(weakref) -> (weakref, its slot)
-        self._lent_slots: set[int] = set()
         # A dropped batch's holder dies and its weakref lands here: the callback is a deque's append, C code
         # alone, so no exception (a Ctrl-C, say) can be raised and lost inside it.
         self._released: deque[weakref.ref[Any]] = deque()
@@ -41,7 +37,7 @@ class Slots:
         return k
 
     def take_free(self) -> int:
-        """A free slot, for a batch made at once (in process: nothing is published to producers)."""
+        """A free slot, for a batch made at once (in process: nothing is published)."""
         self._reclaim()
         return self._free.pop()
 
@@ -57,15 +53,13 @@ class Slots:
         """The consumer gets arrays over ``holder``: the slot stays out until ``holder`` dies."""
         ref = weakref.ref(holder, self._released.append)
         self._lent[id(ref)] = (ref, slot)
-        self._lent_slots.add(slot)
 
     def crowded(self) -> bool:
-        """Whether the consumer holds so many batches that the next one should be a copy: lending it too would
-        leave the producers fewer than two slots."""
-        return len(self._lent_slots) >= self.num_slots - 2
+        """Whether the next batch should be a copy: lending it too would leave the producers fewer than two slots."""
+        return len(self._lent) >= self.num_slots - 2
 
     def grow(self, num_slots: int) -> None:
-        """Slots up to ``num_slots`` are backed with memory now: those not yet usable join the free ones."""
+        """Slots up to ``num_slots`` are backed with memory now: the new ones join the free ones."""
         self._free[:0] = range(self.num_slots, num_slots)  # under the others: used once those are out
         self.num_slots = max(self.num_slots, num_slots)
 
@@ -73,12 +67,9 @@ class Slots:
         """Every slot not lent to the consumer is free again (call once no producer writes the old epoch)."""
         self._made.clear()
         self._reclaim()
-        for s in range(self.num_slots):
-            if s not in self._free and s not in self._lent_slots:
-                self._free.append(s)
+        lent = {slot for _, slot in self._lent.values()}
+        self._free += [s for s in range(self.num_slots) if s not in self._free and s not in lent]
 
     def _reclaim(self) -> None:
         while self._released:
-            slot = self._lent.pop(id(self._released.popleft()))[1]
-            self._lent_slots.discard(slot)
-            self._free.append(slot)
+            self._free.append(self._lent.pop(id(self._released.popleft()))[1])

@@ -17,11 +17,8 @@ _pin_warned = False
 
 
 def import_torch() -> Any:
-    """Import torch with Ctrl-C, SIGTERM and SIGHUP held back until it is done.
-
-    A KeyboardInterrupt raised inside torch's native initialisation can abort the interpreter; blocked, the
-    signal is delivered right after the import, in plain Python code. Importing streamcli never imports torch.
-    """
+    """Import torch with Ctrl-C, SIGTERM and SIGHUP held back until it is done: a KeyboardInterrupt inside
+    torch's native initialisation can abort the interpreter. Importing streamcli never imports torch."""
     if "torch" in sys.modules:
         return sys.modules["torch"]
     with signals.held():
@@ -39,11 +36,8 @@ def pin_available(torch: Any) -> bool:
         return True
     if not _pin_warned:
         _pin_warned = True
-        warnings.warn(
-            "pin_memory=True but CUDA is not available; batches stay in pageable memory",
-            RuntimeWarning,
-            stacklevel=user_stacklevel(),
-        )
+        message = "pin_memory=True but CUDA is not available; batches stay in pageable memory"
+        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
     return False
 
 
@@ -51,10 +45,8 @@ def pad_slot(v: dict[str, np.ndarray], fields: tuple[Field, ...]) -> None:
     """Make a filled slot all padding (a fixed-length epoch's batches after its "drop" end)."""
     for f in fields:
         v[f.name][...] = 0
-    for name in ("is_first", "valid", "replayed"):
-        v[name][...] = False
-    v["stream"][...] = -1
-    v["position"][...] = -1
+    for name, value in (("is_first", False), ("valid", False), ("replayed", False), ("stream", -1), ("position", -1)):
+        v[name][...] = value
 
 
 def split_rows(batch_size: int, producers: int) -> list[tuple[int, int]]:

@@ -27,9 +27,8 @@ from streamcli.fills.spec import Skip
 from streamcli.shared.control import CLOSING, Aborted
 from streamcli.shared.ring import Ring
 from streamcli.shared.segment import SegmentLock
-from streamcli.workers.failures import died, remote_error, slow_start, stalled, stalling
 from streamcli.workers.start import start_context
-from streamcli.workers.worker import WorkerSpec, worker_main
+from streamcli.workers.worker import WorkerSpec, died, remote_error, slow_start, stalled, stalling, worker_main
 
 _POLL_MS = 250  # how long to wait on one pipe before checking that every worker is alive
 _HUP = select.POLLHUP | select.POLLERR
@@ -72,8 +71,8 @@ class WorkerPool:
         self._stall = _Stall(self)  # one for the loader's life: each wait only restarts its clock
         # Only this process writes to ``alive`` (never: its end of file tells a worker the loader is gone).
         alive, self._alive = ctx.Pipe(duplex=False)
-        # The parent-death signal follows the thread that started a worker: only the main thread lives as long as the
-        # process (``workers.watchdog``).
+        # The kernel's parent-death signal follows the thread that started a worker: only the main thread lives as
+        # long as the process (``workers.worker``).
         pdeathsig = threading.current_thread() is threading.main_thread()
         # Ctrl-C reaches the process group, and a spawned worker would die of it, mid-import, with a traceback: it
         # starts with SIGINT blocked (inherited through fork and exec), and here the handlers wait (``signals.held``)

@@ -1,11 +1,9 @@
 """A loader's producers behind one interface: the main process itself (``num_workers=0``), or a pool of worker
-processes. Either fills the batches handed out in the ring; the loader only asks for batch k and waits.
-"""
+processes. Either fills the batches handed out in the ring; the loader only asks for batch k and waits."""
 
 from __future__ import annotations
 
 import os
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,14 +17,13 @@ from streamcli.scheduled.plans import BatchRuns
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, item_name
 from streamcli.trace import Tracer
-from streamcli.workers.main_guard import check_main_guard
 from streamcli.workers.pool import WorkerPool
+from streamcli.workers.start import check_main_guard, check_picklable
 from streamcli.workers.worker import WorkerSpec
 
 
 class InProcess:
-    """The main process produces each batch when the consumer asks for it: a function call into its filler
-    (``fills.planned.Filler.fill_batch``), with no protocol between processes."""
+    """The main process fills each batch when the consumer asks for it: a function call, no protocol."""
 
     pool: WorkerPool | None = None
 
@@ -51,8 +48,7 @@ class InProcess:
         self.filler.begin(gen)
 
     def fill(self, slot: int) -> tuple[BatchRuns, set[int]]:
-        """Plan the next batch and fill it into ``slot``: its plan, and the rows whose stream ended before its
-        promise (a source's warnings are shown at the user's line)."""
+        """Plan and fill the next batch into ``slot``: its plan, and the rows whose stream broke its promise."""
         t0 = time.perf_counter()
         made = at_user_line(lambda: self.filler.fill_batch(slot))
         t1 = time.perf_counter()
@@ -63,7 +59,6 @@ class InProcess:
         return made
 
     def busy(self) -> np.ndarray:
-        """Seconds spent filling (one producer: the main process)."""
         return np.array([self.busy_s])
 
     def steps(self) -> tuple[int, ...]:
@@ -102,7 +97,6 @@ class Workers:
         self.control = ring.control
 
     def busy(self) -> np.ndarray:
-        """Each worker's seconds spent filling."""
         return self.control.busy()
 
     def steps(self) -> tuple[int, ...]:
@@ -122,27 +116,3 @@ class Workers:
 
     def close(self) -> None:
         return None  # the loader's finalizer stops the pool (``pool.shutdown``): it must not hold the loader
-
-
-def check_picklable(source: StreamSource, items: Sequence[Any], spec: FillSpec) -> None:
-    """Refuse, before any process starts, a source, transform or item that cannot travel to a spawned worker."""
-    plugin = spec.plugin
-    for what, obj, fix in (
-        (f"source {plugin!r}", source, "module-level class holding only paths and options"),
-        (f"transform {spec.transform!r}", spec.transform, "module-level class or function"),
-    ):
-        try:
-            pickle.dumps(obj)
-        except Exception as exc:
-            raise TypeError(
-                f"{what} cannot be pickled for worker processes ({exc}); make it a {fix}, or use num_workers=0"
-            ) from exc
-    for i, item in enumerate(items):
-        try:
-            pickle.dumps(item)
-        except Exception as exc:
-            raise TypeError(
-                f"item {i} of source {plugin!r} ({short_repr(item)}) cannot be pickled: "
-                f"{type(exc).__name__}: {exc}; worker processes receive every item, so items() must return "
-                "plain data (paths, numbers, tuples), or use num_workers=0"
-            ) from exc

@@ -1,72 +1,107 @@
-"""How worker processes start (the default, ``config.DEFAULT_START_METHOD``: a fork server on Linux, spawn elsewhere).
-
-A spawned worker is a fresh interpreter that imports streamcli, numpy and the caller's main module before it can
-read a step. Under the fork server those imports happen once, in a clean server process started on first use
-(no threads, no CUDA, nothing of the caller's state but its main module, imported under a main guard as with
-spawn), and every worker is a fork of it: the start-up of a worker is then a fork and the source's own imports.
-This is also CPython's default from 3.14 on Linux. macOS keeps spawn, as CPython does there.
+"""Before a worker starts: its start method, the fork server, and the checks that refuse what a worker could not
+run. Under the fork server (the default on Linux; spawn elsewhere) a worker's imports happen once, in a clean server
+process with the caller's main module imported as with spawn, and every worker is a fork of it.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import multiprocessing as mp
 import multiprocessing.forkserver
 import os
+import pickle
+import sys
 import tempfile
-from multiprocessing import spawn
+from collections.abc import Sequence
+from multiprocessing import spawn, util
 from multiprocessing.context import BaseContext
+from typing import Any
 
-from streamcli.workers import server_main
+from streamcli.errors import LoaderUsageError
+from streamcli.fills.checks import short_repr
+from streamcli.fills.spec import FillSpec
+from streamcli.source import StreamSource
+from streamcli.workers.server import ENV
 
-# Imported once by the fork server, so that a worker forked from it has them already. ``server_folder`` first: the
-# server removes its folder in $TMPDIR when it exits after its loader was killed. Then the caller's main module
-# (``server_main``; CPython's own ``__main__`` preload is kept for the versions where it works), then the worker.
-_PRELOAD = [
-    "streamcli.workers.server_folder",
-    "__main__",
-    "streamcli.workers.server_main",
-    "streamcli.workers.worker",
-]
-
+# What the fork server imports once, so that a worker forked from it has them (``workers.server`` first: it
+# imports the caller's main module; CPython's own ``__main__`` preload is kept for the versions where it works).
+_PRELOAD = ["streamcli.workers.server", "__main__", "streamcli.workers.worker"]
 # What the server needs of ``spawn.get_preparation_data`` to import the main module as a spawned child would.
 _PREPARED = ("sys_path", "sys_argv", "dir", "orig_dir", "init_main_from_name", "init_main_from_path")
-
-# The fork server listens on a Unix socket under multiprocessing's temporary folder (in $TMPDIR); a socket's
-# path holds at most 107 bytes on Linux, and the file's own name takes about 20 of them.
+# The server's socket lives in multiprocessing's ``pymp-xxxxxxxx`` folder under $TMPDIR; a socket's path holds at
+# most 107 bytes on Linux, and the file's own name takes about 20 of them.
 _SOCKET_PATH_MAX = 107 - 20
 
 
-def _temp_dir() -> str:
-    """The path multiprocessing's temporary folder has (``pymp-`` and 8 characters under $TMPDIR), without making
-    it: ``util.get_temp_dir()`` would, and with spawn nothing uses it, so nobody would remove it after a kill."""
-    return os.path.join(tempfile.gettempdir(), "pymp-xxxxxxxx")
-
-
 def start_context(method: str) -> BaseContext:
-    """The multiprocessing context for ``method``; for the fork server, with streamcli's worker preloaded.
-
-    The preload list is the process's one fork server's: it takes effect only if the server has not started yet
-    (another library may have started it; workers then import what they need themselves). Where $TMPDIR is too
-    long a path for the server's socket, workers are spawned instead (Python 3.13 picks a shorter folder itself)."""
-    if method == "forkserver" and len(os.fsencode(_temp_dir())) > _SOCKET_PATH_MAX:
+    """The multiprocessing context for ``method``; for the fork server, started now with streamcli's worker
+    preloaded (unless the process's one server runs already), or spawn where $TMPDIR is too long for its socket."""
+    temp = os.path.join(tempfile.gettempdir(), "pymp-xxxxxxxx")  # not ``util.get_temp_dir()``, which makes it
+    if method == "forkserver" and len(os.fsencode(temp)) > _SOCKET_PATH_MAX:
         method = "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)
-        _start_server()
+        data = spawn.get_preparation_data("streamcli")
+        prepared = {k: data[k] for k in _PREPARED if k in data}
+        os.environ[ENV] = json.dumps({**prepared, "tempdir": util.get_temp_dir()})  # the server's socket is there
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            os.environ.pop(ENV, None)
     return ctx
 
 
-def _start_server() -> None:
-    """Start the process's fork server now, if it is not running, with the main module for ``server_main``.
-
-    The variable is set only while the server starts: the server reads it and removes it, and nothing started
-    later by this process sees it."""
-    data = spawn.get_preparation_data("streamcli")
-    keep = {k: data[k] for k in _PREPARED if k in data}
-    os.environ[server_main.ENV] = json.dumps(keep)
+def check_main_guard() -> None:
+    """Refuse a loader built at the top level of a script without a main guard: spawned workers import the main
+    module again and would build a loader each, which fails there with a message that blames nobody."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or not str(path).endswith(".py"):
+        return  # an interactive session, python -c, a notebook, or an entry point: nothing is re-run
+    spec = getattr(main, "__spec__", None)
+    if os.path.basename(path) == "__main__.py" or (spec is not None and spec.name.endswith(".__main__")):
+        return  # a package's __main__ (python -m pkg): spawn never re-runs it
+    frame, outermost = inspect.currentframe(), None
+    while frame is not None:  # the main module's outermost frame: where the call chain that builds us started
+        if frame.f_globals.get("__name__") == "__main__":
+            outermost = frame
+        frame = frame.f_back
+    if outermost is None or outermost.f_code.co_name != "<module>":
+        return  # called from a function of the main module (main(), say) that is not run at import
     try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        os.environ.pop(server_main.ENV, None)
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return
+    if "__main__" not in source:
+        raise LoaderUsageError(
+            f"{path} builds a StreamLoader with worker processes from its top level without an "
+            '`if __name__ == "__main__":` guard; spawned workers re-run the main script, so put the code that '
+            'builds and iterates the loader under `if __name__ == "__main__":` (or use num_workers=0)'
+        )
+
+
+def check_picklable(source: StreamSource, items: Sequence[Any], spec: FillSpec) -> None:
+    """Refuse, before any process starts, a source, transform or item that cannot travel to a spawned worker."""
+    plugin = spec.plugin
+    for what, obj, fix in (
+        (f"source {plugin!r}", source, "module-level class holding only paths and options"),
+        (f"transform {spec.transform!r}", spec.transform, "module-level class or function"),
+    ):
+        try:
+            pickle.dumps(obj)
+        except Exception as exc:
+            raise TypeError(
+                f"{what} cannot be pickled for worker processes ({exc}); make it a {fix}, or use num_workers=0"
+            ) from exc
+    for i, item in enumerate(items):
+        try:
+            pickle.dumps(item)
+        except Exception as exc:
+            raise TypeError(
+                f"item {i} of source {plugin!r} ({short_repr(item)}) cannot be pickled: "
+                f"{type(exc).__name__}: {exc}; worker processes receive every item, so items() must return "
+                "plain data (paths, numbers, tuples), or use num_workers=0"
+            ) from exc
