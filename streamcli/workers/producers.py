@@ -12,7 +12,7 @@ import numpy as np
 
 from streamcli.caller import at_user_line
 from streamcli.fills.planned import Filler
-from streamcli.fills.spec import FillSpec, Skip, short_repr
+from streamcli.fills.spec import FillSpec, Skip
 from streamcli.scheduled.plans import BatchRuns
 from streamcli.shared.ring import Ring
 from streamcli.source import StreamSource, item_name
