@@ -142,7 +142,7 @@ def one_run(variant: str, workers: int, batches: int) -> dict[str, float]:
     own = probe.spent["noop"] / 2000  # what a call's stage gets of its own timer
     per_call = (probe.spent["outer"] + probe.spent["noop"]) / 2000 - own  # what the caller gets: the rest
     wrapped_calls = sum(v for k, v in timers.calls.items() if not k.startswith("thread: "))
-    main_ns -= wrapped_calls * (own + per_call)
+    main_ns -= round(wrapped_calls * (own + per_call))
     out = {k: (v - timers.calls[k] * own) / 1e3 / batches for k, v in timers.spent.items()}
     out["calls a batch (main thread)"] = wrapped_calls / batches
     main_wrapped = sum(v - timers.calls[k] * own for k, v in timers.spent.items() if not k.startswith("thread: "))
