@@ -27,7 +27,7 @@ from streamcli.scheduled.streams import Epochs
 log = logging.getLogger("streamcli")
 
 FORMAT = "streamcli-loader-state"
-VERSION = 2  # the newest this streamcli reads: 2 holds a re-plan (``scheduled.replan``); others are written as 1
+VERSION = 2  # the newest this streamcli reads: 2 holds a re-plan (``streams.Replan``); others are written as 1
 
 # Fingerprint keys in the order a mismatch is reported, with how to name them in a message.
 _FINGERPRINT = (
@@ -47,10 +47,8 @@ _FINGERPRINT = (
     "rank",
     "world_size",
 )
-
-
 _DEFAULTS = {"segment": 0, "batches_per_epoch": None, "rank": 0, "world_size": 1}
-# What a state of one global schedule (``scheduled.epochs``) may change: the global batch may differ too (re-planned).
+# What a state of one global schedule may change: the global batch may differ too (re-planned).
 _WORLD = ("batch_size", "rank", "world_size")
 
 
@@ -195,22 +193,27 @@ def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
             raise StateError(f"the state's {key}={value!r} must be an integer >= 0")
 
 
-def check_values(
+def checked(
     state: Mapping[str, Any],
-    cursors: np.ndarray,
     *,
-    lengths: Sequence[int | None],
-    num_streams: int,
-    batches: int | None,
-    segment: int,
-    restream: bool,
-    time_steps: int,
-) -> list[list[int]]:
-    """Raise ``StateError`` naming the field if the position in ``state`` (already ``check``-ed; ``cursors``
-    from ``cursor.from_json``) cannot come from a real run of this loader: a row beyond its stream's length, two
-    rows reading one stream, more tickets than the epoch has, a batch past its end, a malformed skip. Returns the
-    skipped items as ``[item, step]`` lists. ``num_streams``: the epoch's streams; ``batches``: its batches, or
-    None when unknown."""
+    fingerprint: dict[str, Any],
+    epochs: Epochs,
+    rows: int,
+    num_items: int,
+    count: bool = True,
+) -> tuple[dict[str, Any], int]:
+    """``state`` checked against this loader, as plain data, and the number of items it says were skipped; a
+    ``StateError`` names what differs or what no real run reaches (a row past its stream's length, two rows on one
+    stream, more tickets than the epoch has, a batch past its end, a malformed skip). ``rows``: the state's rows;
+    ``count``: check its batch against this loader's count of its epoch (not for another global batch)."""
+    check(state, fingerprint)
+    cursors = _cursor.from_json(state["rows"], rows, num_items)
+    c, epoch = epochs.config, int(state["epoch"])
+    try:
+        batches: int | None = epochs.batches(epoch) if count else None
+    except TypeError:  # lengths unknown
+        batches = None
+    lengths, num_streams, segment, time_steps = epochs.lengths(), len(epochs.streams(epoch)), c.segment, c.time_steps
     B = len(cursors)
     num_items = len(lengths)
     for b, (item, pos, _, _) in enumerate(cursors.tolist()):
@@ -235,7 +238,7 @@ def check_values(
     tickets, batch = state["tickets"], state["batch"]
     # Each claim takes one ticket per stream it passes (empty ones too), plus one when the row goes dry.
     most = num_streams + B
-    if restream:  # replays: at most one stream a step per row, and a claim passes each empty stream once
+    if c.epoch_end == "restream":  # replays: at most one stream a step per row; a claim passes each empty one once
         most = ((batch + 1) * time_steps * B) * (num_streams + 1) + B
     if tickets > most:
         raise StateError(f"the state's tickets={tickets} is more than this epoch's {num_streams} streams can give")
@@ -255,7 +258,11 @@ def check_values(
                 f"the state's skipped[{i}]={entry!r} must be [stream, step] of one of the {num_items} streams"
             )
         out.append([int(entry[0]), int(entry[1])])
-    return out
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(dict(state)))
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"the state is not plain JSON data: {exc}") from None
+    return plain, len(out)
 
 
 @dataclass
@@ -290,43 +297,6 @@ class Position:
             "rows": _cursor.to_json(self.cursors),
             "skipped": [list(s) for s in self.skipped],
         }
-
-
-def checked(
-    state: Mapping[str, Any],
-    *,
-    fingerprint: dict[str, Any],
-    epochs: Epochs,
-    rows: int,
-    num_items: int,
-    count: bool = True,
-) -> tuple[dict[str, Any], int]:
-    """``state`` checked against this loader (``StateError`` naming what differs or cannot be), as plain data,
-    and the number of items it says were skipped. ``rows``: the state's rows; ``count``: check its batch against
-    this loader's count of its epoch (not for a state of another global batch)."""
-    check(state, fingerprint)
-    cursors = _cursor.from_json(state["rows"], rows, num_items)
-    epoch = int(state["epoch"])
-    c = epochs.config
-    try:
-        batches: int | None = epochs.batches(epoch) if count else None
-    except TypeError:  # lengths unknown
-        batches = None
-    skipped = check_values(
-        state,
-        cursors,
-        lengths=epochs.lengths(),
-        num_streams=len(epochs.streams(epoch)),
-        batches=batches,
-        segment=c.segment,
-        restream=c.epoch_end == "restream",
-        time_steps=c.time_steps,
-    )
-    try:
-        plain: dict[str, Any] = json.loads(json.dumps(dict(state)))
-    except (TypeError, ValueError) as exc:
-        raise StateError(f"the state is not plain JSON data: {exc}") from None
-    return plain, len(skipped)
 
 
 def refuse_another_rank(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs) -> None:
