@@ -1,14 +1,12 @@
 """The balanced policy's producer (``fills.writers.Balanced``): each producer writes the rows it owns, and one
-protocol moves a row to an idle producer at a batch boundary, whether every length is known (``Balancer``: every
-producer plans every row from the lengths) or not (``Handover``: each plans its own rows, in groups).
+protocol moves a row to an idle producer at a batch boundary, every length known (``Balancer``: every producer
+plans every row) or not (``Handover``: each plans its own rows, in groups).
 
-A row's cost is the seconds its last batch took to read (its plan's reads included), timed row by row while
-another producer is idle; a producer's load, the seconds its last batch took, is published. The producer that has
-just written the batch ``k`` everything waits for gives its cheapest row to an idle producer if the move lowers
-the busier load, never its last row nor one whose stream broke its promise (the taker would reopen the stream past
-where it broke). It marks its rows of ``k`` written first, then hands the row over with its cursor after ``k``
-(``Control.hand_over``): the taker writes it from ``k + 1`` (its completion mark says so, and the hand-over's
-batch), as a resumed row (``open(item, start=pos)``), so who writes a row changes no byte.
+The producer that has just written the batch ``k`` everything waits for gives its cheapest row (the seconds its last
+batch took, timed row by row while another producer is idle) to an idle producer if that lowers the busier load,
+never its last row nor one whose stream broke its promise (the taker would reopen it past where it broke). It marks
+its rows of ``k`` written, then hands the row over with its cursor (``Control.hand_over``); the taker writes it from
+``k + 1`` as a resumed row (``open(item, start=pos)``), so who writes a row changes no byte.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ from streamcli.shared.control import NEVER, Control
 
 
 class OwnedRows:
-    """Producer ``w``'s rows under the balanced policy (at first its block of them, ``epoch_rows``), planned by
-    ``sched``."""
+    """Producer ``w``'s rows under the balanced policy (at first its block of them), planned by ``sched``."""
 
     def __init__(
         self,
@@ -52,8 +49,7 @@ class OwnedRows:
         self.steps = 0  # valid steps written, for the busy statistics
 
     def arrived(self) -> tuple[int, int, np.ndarray] | None:
-        """The row handed over to this producer, once its giver has let it go: (row, the first batch this producer
-        writes it in, its cursor there)."""
+        """The row handed over to this producer, once its giver has let it go: (row, first batch, cursor there)."""
         b, to, _ = self.control.moving
         if b < 0 or to != self.w:
             return None
@@ -61,9 +57,8 @@ class OwnedRows:
             return self.control.arrived(self.w)
 
     def write(self, part: BatchRuns, cols: list[int], read: set[tuple[int, int]] | None = None) -> int:
-        """This producer's rows ``cols`` of batch ``part.k`` (``part``: their plan; ``read``: the runs its reads
-        wrote already): flags, data, cursors, then their completion, and a row handed over if one goes (-1 if
-        none). While another producer is idle the rows are read one by one, each timed."""
+        """Write rows ``cols`` of batch ``part.k`` (``read``: the runs planning wrote already), mark them written, and
+        hand a row over if one goes (returned; -1 if none). While another producer is idle each row is timed."""
         v, rows, cost, probed, control = self.slot(part.k), self.rows, self.cost, self.probed, self.control
         self.faults.k = part.k
         write_flags(v, part, self.steps_t, cols)
@@ -100,8 +95,8 @@ class OwnedRows:
         return b
 
     def _choose(self, cols: list[int], k: int) -> tuple[int, int]:
-        """(row, taker) if the cheapest of rows ``cols`` (the costliest stays) goes to an idle producer after batch
-        ``k``: every batch waits for this producer's batch ``k``, and the move lowers the busier load. Else -1."""
+        """(row, taker) if the cheapest of rows ``cols`` goes to an idle producer after batch ``k``, which every batch
+        waits for, and the move lowers the busier load; else (-1, -1)."""
         control, cost, readers = self.control, self.cost, self.rows.readers
         if len(cols) < 2 or control.written_min() != k or (taker := control.taker(self.w)) is None:
             return -1, -1
@@ -145,12 +140,10 @@ class Balancer(OwnedRows):
 
 
 class Handover(OwnedRows):
-    """Lengths not all known: a stream of unknown length is read as its batch is planned, by the one producer that
-    owns its row, so this producer plans its own rows, its claims by turns with the others' (``fills.turns``). A
-    claim whose turn has not come does not hold it: the rows whose claims wait split off into a group of their own
-    (``scheduled.handed``), resumed once their turn comes, while the others go on; groups merge where they meet. A
-    row handed over joins a group at its boundary, set from its cursor. No producer waits for another, so the turns
-    cannot deadlock."""
+    """Lengths not all known: an open stream is read as its batch is planned, by the producer that owns its row, so
+    this producer plans its own rows, claiming by turns (``fills.turns``). A claim whose turn has not come does not
+    hold the others: its rows split off into a group (``scheduled.handed``) while the rest go on; groups merge where
+    they meet, and a row handed over joins one at its boundary. No producer waits for another: no deadlock."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -215,7 +208,7 @@ class Handover(OwnedRows):
         self.changed = False
 
     def _plan(self, g: HandedSchedule) -> BatchRuns | None:
-        """The group's next plan (None while a claim waits for its turn); the time its reads take is the rows'."""
+        """The group's next plan (None while a claim waits for its turn); its reads are timed as the rows'."""
         rows, probed = self.rows, self.probed
         rows.v, self.faults.k = self.slot(g.k), g.k
 

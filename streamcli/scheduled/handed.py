@@ -1,11 +1,7 @@
-"""Schedules of rows that change hands and stand at different batches: a producer plans the rows it owns, in groups.
-
-Under the balanced policy of lengths not all known (``fills.balanced``) each producer plans its own rows, claiming
-by turns with the others (``claims.Turns``). A claim whose turn has not come must not hold the producer's other
-rows: the rows whose claims wait split off into a group of their own (``split``) while the rest go on; groups at
-the same batch merge again (``merge``); a row taken from another producer starts a group at the boundary it was
-handed over at (``adopt``), one given away leaves (``drop``). Who plans a row, and in which group, never changes
-its plan: a row's key in the control block stays a valid lower bound while it waits or moves.
+"""A producer's own rows in groups at different batches (``fills.balanced.Handover``, lengths not all known): rows
+whose claim waits for its turn split off (``split``) while the rest go on, groups at one batch merge (``merge``), a
+row taken over starts at its boundary (``alone``, ``adopt``) and one given away leaves (``drop``). Which group plans
+a row never changes its plan: its key in the control block stays a valid lower bound while it waits or moves.
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ class HandedSchedule(Schedule):
         return owned
 
     def try_plan(self, probe: Probe) -> BatchRuns | None:
-        """The next batch's plan, or None if a claim of it waits for its turn (call again: the plan goes on from
-        there)."""
+        """The next batch's plan, or None while a claim of it waits for its turn (call again to go on)."""
         if self.opening is None:
             self.opening = self.open_batch(probe)
         else:
@@ -46,8 +41,7 @@ class HandedSchedule(Schedule):
         return self.claim_order.rows_before(self.opening.limit)
 
     def split(self, rows: list[int]) -> HandedSchedule:
-        """Rows ``rows`` leave this schedule, where its plan stands, for a new one of their own (what was read and
-        claimed of them in this batch goes with them)."""
+        """Rows ``rows`` leave, where the plan stands, for a new schedule (with what was read and claimed of them)."""
         other = self.fork()
         assert isinstance(other, HandedSchedule)
         mine = np.zeros(self.B, bool)
@@ -98,8 +92,7 @@ class HandedSchedule(Schedule):
         return other
 
     def adopt(self, b: int, cursor: list[int]) -> None:
-        """Row ``b`` is this schedule's from its batch on, at ``cursor``: its next claim enters the order where it is
-        known (an open row's bound stays as its last owner published it)."""
+        """Row ``b`` is this schedule's from its batch on, at ``cursor`` (an open row's bound stays as published)."""
         assert self.state[b] == FOREIGN and self.opening is None, f"row {b} is planned here already"
         self._set_row(b, cursor, self.k * self.T)
         self.touch([b])
