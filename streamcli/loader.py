@@ -1,6 +1,6 @@
 """Where a batch is consumed: ``StreamLoader``, the façade over the parts.
 
-It holds a source's declared fields and items (``declared``) and epochs (``scheduled.epochs``), the shared-memory
+It holds a source's declared fields and items (``declared``) and epochs (``scheduled.streams``), the shared-memory
 ring that carries its batches (``shared.ring``), the producers that fill them (``workers.producers``: in-process or
 worker processes), the hand-out of each batch to the consumer (``handout``) and the epochs' run (``iteration``),
 and keeps what ``state_dict`` saves (``scheduled.resume``); ``wiring`` builds and joins them.

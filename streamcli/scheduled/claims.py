@@ -100,7 +100,7 @@ class ClaimOrder:
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
         item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
         item_length[items] = length
-        # (a stream continued mid-segment after a re-plan, ``scheduled.replan``, ends where its segment does)
+        # (a stream continued mid-segment after a re-plan, ``streams.Replan``, ends where its segment does)
         end = np.minimum((begin // segment + 1) * segment, length) if segment else length
         due = []
         for b, (item, pos, state, _) in enumerate(start.tolist()):

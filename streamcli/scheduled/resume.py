@@ -80,7 +80,7 @@ class Resume:
 
     def _replanned(self, state: dict[str, Any], rows: int, before: Replan | None) -> dict[str, Any]:
         """``state``, saved with a global batch of ``rows`` rows, as this loader's: the rest of its epoch re-planned
-        (``scheduled.replan``), said in one log line."""
+        (``streams.replan``), said in one log line."""
         epoch, batch, tickets = int(state["epoch"]), int(state["batch"]), int(state["tickets"])
         out = {**state, "fingerprint": self.fingerprint(), "rows": _cursor.to_json(_cursor.fresh(self.epochs.rows))}
         out.pop("replan", None)

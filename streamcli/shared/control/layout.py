@@ -10,7 +10,7 @@ the named views through which ``Control`` reads them, and the row table an epoch
 - ``order`` int64[N, 4]: this epoch's streams in ticket order, as (item, first step, open-ended, promised
   length); a segment is a stream of its own (``scheduled.streams``);
 - ``start`` int64[G, 4]: the row cursors an epoch starts from, fresh or those of a resumed state: the global
-  batch's ``G`` rows where ranks share one schedule (``scheduled.epochs``), else the ``B`` rows of this loader;
+  batch's ``G`` rows where ranks share one schedule (``scheduled.streams``), else the ``B`` rows of this loader;
 - ``mark`` int64[W, 3]: per producer, the stream and step it is reading right now and the call it is in
   (``CALLS``), written before every call into the source that can block (an open, each step or block, a window):
   what a dead or stalled worker was doing, and the progress that ``timeout=`` measures;
