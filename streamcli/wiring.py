@@ -20,8 +20,8 @@ from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.index import for_loader
 from streamcli.iteration import Iteration
 from streamcli.lengths import Lengths
-from streamcli.scheduled.streams import Epochs
 from streamcli.scheduled.resume import Resume
+from streamcli.scheduled.streams import Epochs
 from streamcli.shared.ring import Ring
 from streamcli.shared.sizing import loader_ring
 from streamcli.shared.tensors import import_torch, split_rows
