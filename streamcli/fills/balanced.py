@@ -1,6 +1,6 @@
 """The balanced policy's producer (``fills.writers.Balanced``): each producer writes the rows it owns, and one
 protocol moves a row to an idle producer at a batch boundary, every length known (``Balancer``: every producer
-plans every row) or not (``Handover``: each plans its own rows, in groups).
+plans every row) or not (``Handover``: each plans its own rows, a row whose claim waits left behind).
 
 The producer that has just written the batch ``k`` everything waits for gives its cheapest row (the seconds its last
 batch took, timed row by row while another producer is idle) to an idle producer if that lowers the busier load,
@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from streamcli.fills.faults import Faults
 from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Rows
 from streamcli.scheduled.handed import HandedSchedule
-from streamcli.scheduled.schedule import BatchRuns, Schedule
+from streamcli.scheduled.schedule import FOREIGN, BatchRuns, Probe, Schedule
 from streamcli.shared.control import NEVER, Control
 
 
@@ -141,76 +142,56 @@ class Balancer(OwnedRows):
 
 class Handover(OwnedRows):
     """Lengths not all known: an open stream is read as its batch is planned, by the producer that owns its row, so
-    this producer plans its own rows, claiming by turns (``fills.turns``). A claim whose turn has not come does not
-    hold the others: its rows split off into a group (``scheduled.handed``) while the rest go on; groups merge where
-    they meet, and a row handed over joins one at its boundary. No producer waits for another: no deadlock."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        assert isinstance(self.sched, HandedSchedule)
-        self.template = self.sched
-        self.groups = [self.sched]  # the schedules of this producer's rows, each at its own batch
-        self.changed = False  # a group moved on, or a row came: groups may merge
+    this producer plans its own rows (``scheduled.handed``), claiming by turns (``fills.turns``). A claim whose turn
+    has not come does not hold the others: its rows stay behind, each planned alone until it catches up. No producer
+    waits for another: no deadlock."""
 
     def step(self) -> bool:
-        """Write the rows of one group's next batch, if one can go on; False when there is nothing to do."""
+        """Write the rows of one batch of a row behind, or of the others' next batch; False when nothing can go on."""
+        sched = self.sched
+        assert isinstance(sched, HandedSchedule)
         got = self.arrived()
         if got is not None:
-            b, at, cursor = got
-            into = next((g for g in self.groups if g.k == at and g.opening is None), None)
-            if into is None:
-                into = self.template.alone(at)
-                self.groups.append(into)
-            into.adopt(b, cursor.tolist())
-            self.changed = True
-        if self.changed and len(self.groups) > 1:
-            self._merge()
-        handed = self.control.handed
-        for g in sorted(self.groups, key=lambda g: g.k):
-            if g.k >= handed:
+            sched.take(got[0], got[1], got[2].tolist())
+        sched.rejoin()
+        handed, own = self.control.handed, int((sched.state != FOREIGN).sum())
+        front = sched.k if own and sched.k < handed else handed  # (the others' batch, if they may go on)
+        behind = sorted(sched.alone.items(), key=lambda e: (e[1].k, e[0]))
+        for b, alone in behind:  # rows behind the others' batch first: batches are written in order
+            if alone.k >= front:
                 break
-            if g.stalled and not g.claim_order.next_ready():
-                continue  # every row of it still waits for its turn
-            plan = self._plan(g)
-            if plan is None:
-                waiting = g.waiting()
-                if len(waiting) == int(g.owned.sum()):
-                    g.stalled = True  # every row of it waits for its turn
-                    continue
-                self.groups.append(g.split(waiting))  # the others go on without them
-                plan = self._plan(g)
-                assert plan is not None, "a group planned on with a claim still waiting"
-            self.busy()
-            g.stalled, self.changed = False, True
-            mine, read = g.owned, self.rows.read
-            gone = self.write(plan, np.flatnonzero(mine).tolist(), read)  # (a group plans its own rows only)
-            self.rows.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
-            if gone >= 0:
-                g.drop(gone)
-            return True
-        return False  # (the worker loop says so: ``Control.set_idle``, read by ``Control.taker``)
+            part = self._plan(alone.k, partial(sched.plan_alone, b))
+            if part is not None:
+                return self._wrote(part, [b])
+        plan = self._plan(sched.k, sched.try_plan) if front < handed else None
+        if plan is None and front < handed:
+            waiting = sched.waiting()
+            if len(waiting) < own:
+                sched.leave(waiting)  # the others go on without them
+                plan = self._plan(sched.k, sched.try_plan)
+                assert plan is not None, "rows planned on with a claim still waiting"
+        if plan is None:  # the others wait for their turn (or have nothing handed out): rows at or past their batch
+            for b, alone in behind:
+                if front <= alone.k < handed and (part := self._plan(alone.k, partial(sched.plan_alone, b))):
+                    return self._wrote(part, [b])
+            return False  # (the worker loop says so: ``Control.set_idle``, read by ``Control.taker``)
+        return self._wrote(plan, np.flatnonzero(sched.state != FOREIGN).tolist())
 
-    def _merge(self) -> None:
-        """Groups at the same batch boundary become one; groups left without rows go."""
-        by_k: dict[int, HandedSchedule] = {}
-        kept = []
-        for g in self.groups:
-            if g.opening is None and not g.owned.any():
-                continue
-            into = by_k.get(g.k) if g.opening is None else None
-            if into is not None:
-                into.merge(g)
-                continue
-            if g.opening is None:
-                by_k[g.k] = g
-            kept.append(g)
-        self.groups = kept or [self.template.alone(self.template.k)]
-        self.changed = False
+    def _wrote(self, plan: BatchRuns, cols: list[int]) -> bool:
+        """Write rows ``cols`` of ``plan``: a row of them handed over leaves the schedule."""
+        self.busy()
+        read = self.rows.read
+        gone = self.write(plan, cols, read)
+        self.rows.read = {r for r in read if r[0] not in cols}  # (a row behind's reads wait for its plan)
+        if gone >= 0:
+            assert isinstance(self.sched, HandedSchedule)
+            self.sched.drop(gone)
+        return True
 
-    def _plan(self, g: HandedSchedule) -> BatchRuns | None:
-        """The group's next plan (None while a claim waits for its turn); its reads are timed as the rows'."""
+    def _plan(self, k: int, plan: Callable[[Probe], BatchRuns | None]) -> BatchRuns | None:
+        """A plan of batch ``k`` (None while a claim waits for its turn); its reads are timed as the rows'."""
         rows, probed = self.rows, self.probed
-        rows.v, self.faults.k = self.slot(g.k), g.k
+        rows.v, self.faults.k = self.slot(k), k
 
         def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
             t = time.perf_counter()
@@ -218,4 +199,4 @@ class Handover(OwnedRows):
             probed[b] = probed.get(b, 0.0) + time.perf_counter() - t
             return got
 
-        return g.try_plan(probe)
+        return plan(probe)

@@ -155,10 +155,6 @@ class ClaimOrder:
         """The key of the earliest claim still to make (``NO_CLAIM`` if none is)."""
         return self._heap[0][0] if self._heap else NO_CLAIM
 
-    def next_ready(self) -> bool:
-        """Whether the earliest claim still to make may be made now."""
-        return bool(self._heap) and (self.turns is None or self.turns.ready(self._heap[0][0]))
-
     def rows_before(self, limit: int) -> list[int]:
         """The rows with a claim still to make at a key below ``limit``, in row order."""
         return sorted({b for key, b in self._heap if key < limit})

@@ -7,7 +7,6 @@ settings, the epoch and k, so every producer computes the same plans.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -94,14 +93,6 @@ class Schedule:
             table[:, i] for i in range(len(COLUMNS))
         )
 
-    def fork(self) -> Schedule:
-        """A copy that plans on by itself from where this one stands."""
-        other = copy.copy(self)
-        other._bind(self.table.copy())
-        other.due = {k: set(rows) for k, rows in self.due.items()}
-        other._walks, other._got, other._claims = dict(self._walks), {b: list(g) for b, g in self._got.items()}, []
-        return other
-
     def touch(self, rows: Iterable[int]) -> None:
         """Plan ``rows`` afresh in the next batch (their state was set from outside its events)."""
         self.due.setdefault(self.k, set()).update(rows)
@@ -125,6 +116,10 @@ class Schedule:
             self.claim_q[b] = next_claim_step(q0, end - pos, self.T, self.pack)
             self.state[b] = state
         self.table[b, 3] = self._flags(int(self.replay[b]), int(self.expect[b]))
+
+    def _start(self, b: int) -> Walk:
+        """Row ``b``'s walk at its batch's start, from the table."""
+        return [0, 0, [], [], *self.table[b, [0, 1, 2, 4, 5, 6, 7, 8]].tolist(), False, False]
 
     def _flags(self, replay: int, expect: int) -> int:
         """A row's cursor flags."""
@@ -161,15 +156,20 @@ class Schedule:
         """The claims' opener: row ``b`` (of every row) takes the open stream of ``ticket`` at epoch step ``step`` and
         reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
         b -= self.lo
-        w, got = self._walks.get(b), self.claims_of(b)
+        self._walks[b], answer = self._open(b, self._walks.get(b), self.claims_of(b), ticket, step, self.k)
+        return answer
+
+    def _open(self, b: int, w: Walk | None, got: list[Any], ticket: int, step: int, k: int) -> tuple[Walk, int]:
+        """Row ``b``'s walk ``w`` through batch ``k`` (with its claims ``got``) goes on with the open stream of
+        ``ticket`` claimed at epoch step ``step``: the walk, and the opener's answer."""
         used, runs, pads = (0, [], []) if w is None else (w[1], w[2], w[3])
         n_runs = len(runs)
-        w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)], runs, pads)
-        if w[6] == IDLE and len(runs) == n_runs and w[0] == step - self.k * self.T:
+        w = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)], runs, pads, k)
+        if w[6] == IDLE and len(runs) == n_runs and w[0] == step - k * self.T:
             w[1] = len(got)  # (the claim goes on: its next ticket is taken at the same key)
-            return EMPTY
+            return w, EMPTY
         w[1] = len(got) + 1
-        return int(w[11]) if w[6] in (IDLE, SHORT) else OPEN
+        return w, int(w[11]) if w[6] in (IDLE, SHORT) else OPEN
 
     def make_claims(self, opening: Opening, wait: bool = True) -> bool:
         """Make the batch's claims; without ``wait``, stop before one whose turn has not come (False)."""
@@ -303,11 +303,11 @@ class Schedule:
             self.k - 1, same.whole, item, at, replay, stop, expect, seg_end, [], pads, cursors, claims, dry
         )
 
-    def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any]) -> Walk:
+    def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any], k: int = -1) -> Walk:
         """Row ``b``'s runs and padding into ``runs`` and ``pads``, from where its walk ``w`` stopped (None: the
         batch's start) with its ``claims``, to the batch's end or a claim not made yet; an open stream is read (the
         probe). A row's state changes here and nowhere else."""
-        T, segment, pack, q0 = self.T, self.segment, self.pack, self.k * self.T
+        T, segment, pack, q0 = self.T, self.segment, self.pack, (self.k if k < 0 else k) * self.T
         if w is None:
             item, pos, state, _, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
             t, used, fresh, opens = 0, 0, False, False
@@ -376,10 +376,14 @@ class Schedule:
 
     def _finish(self, b: int, w: Walk) -> None:
         """Row ``b``'s state after the batch, from its walk, filed under the batch of its next event."""
+        _, pos, state, _, stop, _, _, _, claim_q = row = self._after(b, w, self.k)
+        self.table[b] = row
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, (self.k + 1) * self.T)
+
+    def _after(self, b: int, w: Walk, k: int) -> tuple[int, ...]:
+        """Row ``b``'s table row after batch ``k``, from its walk through it."""
         t, _, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, _, _ = w
-        q1 = (self.k + 1) * self.T
         assert t == self.T, f"row {b}'s claim was not made"
-        if state == SHORT and claim_q == q1:  # its claim is at the next batch's first step: free now
+        if state == SHORT and claim_q == (k + 1) * self.T:  # its claim is at the next batch's first step: free now
             state = IDLE
-        self.table[b] = (item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q)
-        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q1)
+        return item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q
