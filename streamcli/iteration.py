@@ -22,11 +22,9 @@ from streamcli.fills.flags import live_rows
 from streamcli.handout import Epoch, HandOut, Ready
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
-from streamcli.scheduled.epochs import Epochs
-from streamcli.scheduled.position import Position
-from streamcli.scheduled.resume import Resume
-from streamcli.scheduled.streams import Streams
-from streamcli.scheduled.world import World
+from streamcli.scheduled.resume import Resume, World
+from streamcli.scheduled.state import Position
+from streamcli.scheduled.streams import Epochs, Streams
 from streamcli.shared.control import epoch_rows
 from streamcli.shared.ring import Ring
 from streamcli.shared.tensors import import_torch

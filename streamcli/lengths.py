@@ -1,6 +1,6 @@
 """Every item's length, each asked once: from the loader's index when it has one, else of the source.
 
-Separate from ``loader`` because the epochs (``scheduled.epochs``, every length at once) and
+Separate from ``loader`` because the epochs (``scheduled.streams``, every length at once) and
 ``StreamLoader.stream_length`` (one item's) share the answers: a failure's warning (``on_error="skip"``) is then
 said once, not again by the epoch.
 """

@@ -1,5 +1,5 @@
 """``StreamLoader``: the façade a training loop holds, and the one place that builds the parts it holds, in order:
-the declared fields and items (``declared``), their lengths and epochs (``scheduled.epochs``), the shared-memory ring
+the declared fields and items (``declared``), their lengths and epochs (``scheduled.streams``), the shared-memory ring
 (``shared.ring``), the producers that fill it (``workers.producers``), the hand-out to the consumer (``handout``)
 and the epochs' run (``iteration``); what ``state_dict`` saves is ``scheduled.resume``'s."""
 
@@ -21,8 +21,8 @@ from streamcli.handout import READY_DEPTH, HandOut
 from streamcli.index import for_loader
 from streamcli.iteration import Iteration
 from streamcli.lengths import Lengths
-from streamcli.scheduled.epochs import Epochs
 from streamcli.scheduled.resume import Resume
+from streamcli.scheduled.streams import Epochs
 from streamcli.shared.ring import Ring
 from streamcli.shared.sizing import loader_ring
 from streamcli.shared.tensors import import_torch, split_rows

@@ -14,7 +14,7 @@ STDLIB_PRIVATE = {"_getframe", "_exit", "_value2member_map_", "_asdict", "_repla
 KNOWN: set[str] = set()
 KNOWN_TWICE: set[str] = set()  # as KNOWN: renamed, then removed from here
 ENGINE = ("scheduled", "fills", "shared", "workers", "handout.py", "iteration.py", "loader.py")
-ENGINE_BUDGET = 6_370  # issue 49's target is 5,000: lowered as the third design lands
+ENGINE_BUDGET = 6_170  # issue 49's target is 5,000: lowered as the third design lands
 
 
 def _library() -> list[Path]:

@@ -1,5 +1,6 @@
-"""Groups of a producer's rows at different batches (``scheduled.handed``): rows whose claim waits for its turn split
-off where the plan stands, the rest go on, and the groups merge again; every row's plan is the one schedule's."""
+"""A producer's own rows at different batches (``scheduled.handed``): rows whose claim waits for its turn stay behind
+where the plan stands, the rest go on, and the rows behind, planned alone, rejoin; every row's plan is the one
+schedule's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.handed import HandedSchedule
-from streamcli.scheduled.schedule import BatchRuns, Schedule
+from streamcli.scheduled.schedule import FOREIGN, BatchRuns, Schedule
 
 LENGTHS = [3, 11, 5, 0, 20, 1, 9, 0, 14, 2, 4, 4, 7, 30, 6, 2, 13, 5, 8, 1]
 B, T = 4, 4
@@ -22,9 +23,9 @@ def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
 
 
 class Turns:
-    """The shared claims of one producer's groups: a claim may go once no row has published a smaller key; the
-    first claim asked for in each batch of ``deny`` is refused once (its turn "has not come"), which splits the rows
-    waiting in that batch off."""
+    """The shared claims of one producer's rows: a claim may go once no row has published a smaller key; the first
+    claim asked for in each batch of ``deny`` is refused once (its turn "has not come"), which leaves the rows waiting
+    in that batch behind."""
 
     def __init__(self, deny: set[int]) -> None:
         self.keys: dict[int, int] = {}
@@ -63,45 +64,46 @@ def _rows(plan: BatchRuns, owned: np.ndarray) -> dict[int, Any]:
     return out
 
 
-def test_groups_that_split_and_merge_plan_every_row_as_one_schedule_does() -> None:
+def test_rows_left_behind_at_a_waiting_claim_plan_every_row_as_one_schedule_does() -> None:
     order = np.array([(i, 0, 0, -1) for i in range(len(LENGTHS))], np.int64)  # (-1: lengths not known)
     start = _cursor.fresh(B)
     kw: dict[str, Any] = {"T": T, "pack": True, "segment": 0, "restream": False}
     one = Schedule(order, start, 0, 0, **kw)
     want = [_rows(one.next_plan(probe), np.ones(B, bool)) for _ in range(14)]
 
-    turns = Turns(deny={2, 5, 8, 9, 11})
-    groups = [HandedSchedule(order, start, 0, 0, turns=turns, owned=np.ones(B, bool), **kw)]
+    sched = HandedSchedule(order, start, 0, 0, turns=Turns(deny={2, 5, 8, 9, 11}), owned=np.ones(B, bool), **kw)
     got: dict[int, dict[int, Any]] = {}
-    splits = merges = 0
-    while min(g.k for g in groups) < 14:
-        for g in sorted(groups, key=lambda g: g.k):
-            owned = g.owned.copy()
-            plan = g.try_plan(probe)
-            if plan is None:
-                waiting = g.waiting()
-                if len(waiting) == int(owned.sum()):
-                    continue  # every row of it waits: another group goes first
-                groups.append(g.split(waiting))
-                splits += 1
-                owned = g.owned.copy()
-                plan = g.try_plan(probe)
-                assert plan is not None
-            parts = got.setdefault(plan.k, {})
-            assert not set(parts) & set(_rows(plan, owned)), "a row planned twice in one batch"
-            parts.update(_rows(plan, owned))
-            break
+    left = rejoined = 0
+
+    def add(plan: BatchRuns, rows: list[int]) -> None:
+        owned = np.zeros(B, bool)
+        owned[rows] = True
+        parts = got.setdefault(plan.k, {})
+        assert not set(parts) & set(_rows(plan, owned)), "a row planned twice in one batch"
+        parts.update(_rows(plan, owned))
+
+    while min([sched.k, *(r.k for r in sched.alone.values())]) < 14:
+        behind = len(sched.alone)
+        sched.rejoin()
+        rejoined += behind - len(sched.alone)
+        for b in sorted(sched.alone, key=lambda b: (sched.alone[b].k, b)):
+            plan = sched.plan_alone(b, probe) if sched.alone[b].k < 14 else None
+            if plan is not None:
+                add(plan, [b])
+                break
         else:
-            raise AssertionError("no group can go on")
-        at: dict[int, HandedSchedule] = {}
-        for g in list(groups):
-            other = at.get(g.k) if g.opening is None else None
-            if other is not None:
-                other.merge(g)
-                groups.remove(g)
-                merges += 1
-            elif g.opening is None:
-                at[g.k] = g
-    assert splits >= 3 and merges >= 1
+            own = int((sched.state != FOREIGN).sum())
+            plan = sched.try_plan(probe) if own and sched.k < 14 else None
+            if plan is None and own and sched.k < 14:
+                waiting = sched.waiting()
+                if len(waiting) == own:
+                    continue  # every row waits: the turn comes at the next try
+                sched.leave(waiting)
+                left += 1
+                plan = sched.try_plan(probe)
+                assert plan is not None
+            if plan is not None:
+                add(plan, np.flatnonzero(sched.state != FOREIGN).tolist())
+    assert left >= 3 and rejoined >= 1
     for k in range(14):
         assert got[k] == want[k], k

@@ -290,7 +290,7 @@ def test_skipped_items_stay_skipped_after_resume() -> None:
 def test_state_from_lengths_alone_equals_the_real_one(
     lengths: list[int], B: int, T: int, boundary: str, epoch_end: str, segment: int, n: int
 ) -> None:
-    from streamcli.scheduled.seek import state_after
+    from streamcli.scheduled.resume import state_after
 
     kw = dict(batch_size=B, time_steps=T, boundary=boundary, epoch_end=epoch_end, segment=segment, seed=4)
     with StreamLoader(CountingSource(lengths), **kw) as loader:  # type: ignore[arg-type]

@@ -1,14 +1,12 @@
 """The balanced policy's producer (``fills.writers.Balanced``): each producer writes the rows it owns, and one
-protocol moves a row to an idle producer at a batch boundary, whether every length is known (``Balancer``: every
-producer plans every row from the lengths) or not (``Handover``: each plans its own rows, in groups).
+protocol moves a row to an idle producer at a batch boundary, every length known (``Balancer``: every producer
+plans every row) or not (``Handover``: each plans its own rows, a row whose claim waits left behind).
 
-A row's cost is the seconds its last batch took to read (its plan's reads included), timed row by row while
-another producer is idle; a producer's load, the seconds its last batch took, is published. The producer that has
-just written the batch ``k`` everything waits for gives its cheapest row to an idle producer if the move lowers
-the busier load, never its last row nor one whose stream broke its promise (the taker would reopen the stream past
-where it broke). It marks its rows of ``k`` written first, then hands the row over with its cursor after ``k``
-(``Control.hand_over``): the taker writes it from ``k + 1`` (its completion mark says so, and the hand-over's
-batch), as a resumed row (``open(item, start=pos)``), so who writes a row changes no byte.
+The producer that has just written the batch ``k`` everything waits for gives its cheapest row (the seconds its last
+batch took, timed row by row while another producer is idle) to an idle producer if that lowers the busier load,
+never its last row nor one whose stream broke its promise (the taker would reopen it past where it broke). It marks
+its rows of ``k`` written, then hands the row over with its cursor (``Control.hand_over``); the taker writes it from
+``k + 1`` as a resumed row (``open(item, start=pos)``), so who writes a row changes no byte.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,13 +23,12 @@ from streamcli.fills.flags import Views, write_cursors, write_flags
 from streamcli.fills.iterators import Rows
 from streamcli.fills.spec import Faults
 from streamcli.scheduled.handed import HandedSchedule
-from streamcli.scheduled.schedule import BatchRuns, Schedule
+from streamcli.scheduled.schedule import FOREIGN, BatchRuns, Probe, Schedule
 from streamcli.shared.control import NEVER, Control
 
 
 class OwnedRows:
-    """Producer ``w``'s rows under the balanced policy (at first its block of them, ``epoch_rows``), planned by
-    ``sched``."""
+    """Producer ``w``'s rows under the balanced policy (at first its block of them), planned by ``sched``."""
 
     def __init__(
         self,
@@ -52,8 +50,7 @@ class OwnedRows:
         self.steps = 0  # valid steps written, for the busy statistics
 
     def arrived(self) -> tuple[int, int, np.ndarray] | None:
-        """The row handed over to this producer, once its giver has let it go: (row, the first batch this producer
-        writes it in, its cursor there)."""
+        """The row handed over to this producer, once its giver has let it go: (row, first batch, cursor there)."""
         b, to, _ = self.control.moving
         if b < 0 or to != self.w:
             return None
@@ -61,9 +58,8 @@ class OwnedRows:
             return self.control.arrived(self.w)
 
     def write(self, part: BatchRuns, cols: list[int], read: set[tuple[int, int]] | None = None) -> int:
-        """This producer's rows ``cols`` of batch ``part.k`` (``part``: their plan; ``read``: the runs its reads
-        wrote already): flags, data, cursors, then their completion, and a row handed over if one goes (-1 if
-        none). While another producer is idle the rows are read one by one, each timed."""
+        """Write rows ``cols`` of batch ``part.k`` (``read``: the runs planning wrote already), mark them written, and
+        hand a row over if one goes (returned; -1 if none). While another producer is idle each row is timed."""
         v, rows, cost, probed, control = self.slot(part.k), self.rows, self.cost, self.probed, self.control
         self.faults.k = part.k
         write_flags(v, part, self.steps_t, cols)
@@ -100,8 +96,8 @@ class OwnedRows:
         return b
 
     def _choose(self, cols: list[int], k: int) -> tuple[int, int]:
-        """(row, taker) if the cheapest of rows ``cols`` (the costliest stays) goes to an idle producer after batch
-        ``k``: every batch waits for this producer's batch ``k``, and the move lowers the busier load. Else -1."""
+        """(row, taker) if the cheapest of rows ``cols`` goes to an idle producer after batch ``k``, which every batch
+        waits for, and the move lowers the busier load; else (-1, -1)."""
         control, cost, readers = self.control, self.cost, self.rows.readers
         if len(cols) < 2 or control.written_min() != k or (taker := control.taker(self.w)) is None:
             return -1, -1
@@ -145,79 +141,57 @@ class Balancer(OwnedRows):
 
 
 class Handover(OwnedRows):
-    """Lengths not all known: a stream of unknown length is read as its batch is planned, by the one producer that
-    owns its row, so this producer plans its own rows, its claims by turns with the others' (``fills.iterators``). A
-    claim whose turn has not come does not hold it: the rows whose claims wait split off into a group of their own
-    (``scheduled.handed``), resumed once their turn comes, while the others go on; groups merge where they meet. A
-    row handed over joins a group at its boundary, set from its cursor. No producer waits for another, so the turns
-    cannot deadlock."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        assert isinstance(self.sched, HandedSchedule)
-        self.template = self.sched
-        self.groups = [self.sched]  # the schedules of this producer's rows, each at its own batch
-        self.changed = False  # a group moved on, or a row came: groups may merge
+    """Lengths not all known: an open stream is read as its batch is planned, by the producer that owns its row, so
+    this producer plans its own rows (``scheduled.handed``), claiming by turns (``fills.iterators``). A claim whose turn
+    has not come does not hold the others: its rows stay behind, each planned alone until it catches up. No producer
+    waits for another: no deadlock."""
 
     def step(self) -> bool:
-        """Write the rows of one group's next batch, if one can go on; False when there is nothing to do."""
+        """Write the rows of one batch of a row behind, or of the others' next batch; False when nothing can go on."""
+        sched = self.sched
+        assert isinstance(sched, HandedSchedule)
         got = self.arrived()
         if got is not None:
-            b, at, cursor = got
-            into = next((g for g in self.groups if g.k == at and g.opening is None), None)
-            if into is None:
-                into = self.template.alone(at)
-                self.groups.append(into)
-            into.adopt(b, cursor.tolist())
-            self.changed = True
-        if self.changed and len(self.groups) > 1:
-            self._merge()
-        handed = self.control.handed
-        for g in sorted(self.groups, key=lambda g: g.k):
-            if g.k >= handed:
+            sched.take(got[0], got[1], got[2].tolist())
+        sched.rejoin()
+        handed, own = self.control.handed, int((sched.state != FOREIGN).sum())
+        front = sched.k if own and sched.k < handed else handed  # (the others' batch, if they may go on)
+        behind = sorted(sched.alone.items(), key=lambda e: (e[1].k, e[0]))
+        for b, alone in behind:  # rows behind the others' batch first: batches are written in order
+            if alone.k >= front:
                 break
-            if g.stalled and not g.claim_order.next_ready():
-                continue  # every row of it still waits for its turn
-            plan = self._plan(g)
-            if plan is None:
-                waiting = g.waiting()
-                if len(waiting) == int(g.owned.sum()):
-                    g.stalled = True  # every row of it waits for its turn
-                    continue
-                self.groups.append(g.split(waiting))  # the others go on without them
-                plan = self._plan(g)
-                assert plan is not None, "a group planned on with a claim still waiting"
-            self.busy()
-            g.stalled, self.changed = False, True
-            mine, read = g.owned, self.rows.read
-            gone = self.write(plan, np.flatnonzero(mine).tolist(), read)  # (a group plans its own rows only)
-            self.rows.read = {r for r in read if not mine[r[0]]}  # (another group's reads wait for its plan)
-            if gone >= 0:
-                g.drop(gone)
-            return True
-        return False  # (the worker loop says so: ``Control.set_idle``, read by ``Control.taker``)
+            part = self._plan(alone.k, partial(sched.plan_alone, b))
+            if part is not None:
+                return self._wrote(part, [b])
+        plan = self._plan(sched.k, sched.try_plan) if front < handed else None
+        if plan is None and front < handed:
+            waiting = sched.waiting()
+            if len(waiting) < own:
+                sched.leave(waiting)  # the others go on without them
+                plan = self._plan(sched.k, sched.try_plan)
+                assert plan is not None, "rows planned on with a claim still waiting"
+        if plan is None:  # the others wait for their turn (or have nothing handed out): rows at or past their batch
+            for b, alone in behind:
+                if front <= alone.k < handed and (part := self._plan(alone.k, partial(sched.plan_alone, b))):
+                    return self._wrote(part, [b])
+            return False  # (the worker loop says so: ``Control.set_idle``, read by ``Control.taker``)
+        return self._wrote(plan, np.flatnonzero(sched.state != FOREIGN).tolist())
 
-    def _merge(self) -> None:
-        """Groups at the same batch boundary become one; groups left without rows go."""
-        by_k: dict[int, HandedSchedule] = {}
-        kept = []
-        for g in self.groups:
-            if g.opening is None and not g.owned.any():
-                continue
-            into = by_k.get(g.k) if g.opening is None else None
-            if into is not None:
-                into.merge(g)
-                continue
-            if g.opening is None:
-                by_k[g.k] = g
-            kept.append(g)
-        self.groups = kept or [self.template.alone(self.template.k)]
-        self.changed = False
+    def _wrote(self, plan: BatchRuns, cols: list[int]) -> bool:
+        """Write rows ``cols`` of ``plan``: a row of them handed over leaves the schedule."""
+        self.busy()
+        read = self.rows.read
+        gone = self.write(plan, cols, read)
+        self.rows.read = {r for r in read if r[0] not in cols}  # (a row behind's reads wait for its plan)
+        if gone >= 0:
+            assert isinstance(self.sched, HandedSchedule)
+            self.sched.drop(gone)
+        return True
 
-    def _plan(self, g: HandedSchedule) -> BatchRuns | None:
-        """The group's next plan (None while a claim waits for its turn); the time its reads take is the rows'."""
+    def _plan(self, k: int, plan: Callable[[Probe], BatchRuns | None]) -> BatchRuns | None:
+        """A plan of batch ``k`` (None while a claim waits for its turn); its reads are timed as the rows'."""
         rows, probed = self.rows, self.probed
-        rows.v, self.faults.k = self.slot(g.k), g.k
+        rows.v, self.faults.k = self.slot(k), k
 
         def probe(b: int, item: int, pos: int, t0: int, n: int, fresh: bool) -> int:
             t = time.perf_counter()
@@ -225,4 +199,4 @@ class Handover(OwnedRows):
             probed[b] = probed.get(b, 0.0) + time.perf_counter() - t
             return got
 
-        return g.try_plan(probe)
+        return plan(probe)

@@ -1,7 +1,7 @@
 """The loader's state before batch K, from the streams' lengths alone: no step of the real source is read.
 
 With every length known, the schedule is a function of the lengths and the settings. ``Planner`` runs the
-loader's own engine over a stand-in source whose steps are one zero byte (``scheduled.seek.LengthsOnly``), as a
+loader's own engine over a stand-in source whose steps are one zero byte (``scheduled.resume.LengthsOnly``), as a
 distributed export does, so the rule that decides every claim is exactly the real one. It keeps a state every
 ``MARK_EVERY`` batches, so going back costs at most that many stand-in batches, and going on from where it stands
 costs only the batches in between.
@@ -15,7 +15,7 @@ from typing import Any
 from streamcli.batch import Batch
 from streamcli.errors import StreamcliError
 from streamcli.loader import StreamLoader
-from streamcli.scheduled.seek import LengthsOnly
+from streamcli.scheduled.resume import LengthsOnly
 from streamcli.scheduled.state import seal
 from streamcli.source import stream_order_of
 

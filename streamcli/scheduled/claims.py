@@ -1,10 +1,9 @@
-"""An epoch's claims: which tickets each row takes, and where, in canonical key order (``(batch * T + t) * B + row``).
+"""An epoch's claims: which tickets each row takes, and where, in key order (``(batch * T + t) * B + row``).
 
-A stream claimed at epoch step ``s`` ends at ``s + length`` and its row claims again there ("pack") or at the next
-batch ("pad"). With every length known the order follows from the lengths alone, and every producer replays it
-waiting on no one; a length not known is an open bound that reading raises (``scheduled.schedule``), and where
-several producers plan their own rows a claim waits for its turn (``Turns``). The lengths are the promise: a
-stream that ends early leaves its row padding until its planned claim, so a lying source changes no other row.
+A stream claimed at epoch step ``s`` ends at ``s + length``; its row claims again there ("pack") or at the next
+batch ("pad"). With every length known the order follows from the lengths alone; a length not known is an open
+bound that reading raises, and where producers plan their own rows a claim waits for its turn (``Turns``). The
+lengths are the promise: a stream that ends early pads until its planned claim, so no other row changes.
 """
 
 from __future__ import annotations
@@ -19,18 +18,16 @@ import numpy as np
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
 
-OPEN = 1 << 60
-"""The steps of a stream whose length is not known yet: an open bound (and the ``stop`` of a row reading it)."""
-NO_CLAIM = 1 << 62
-"""``ClaimOrder.next_key`` where no claim is left: above any key."""
+OPEN = 1 << 60  # the steps of a stream whose length is not known yet: an open bound
+NO_CLAIM = 1 << 62  # ``ClaimOrder.next_key`` where no claim is left: above any key
 Opener = Callable[[int, int, int], int]
-"""``(b, ticket, q)``: row ``b`` reads the open stream of ``ticket`` from epoch step ``q`` as far as the batch goes:
--1 if it is empty, the step of the row's next claim if it ended, else ``OPEN`` (``Schedule.open_ticket``)."""
+"""``(b, ticket, q)``: row ``b`` reads the open stream of ``ticket`` from epoch step ``q``: -1 if it is empty, the step
+of the row's next claim if it ended in the batch, else ``OPEN`` (``Schedule.open_ticket``)."""
 
 
 class Turns(Protocol):
-    """Claims shared with producers that read other rows (``fills.iterators``): a claim waits for its turn, takes the
-    shared tickets, and publishes the row's next key (None: no more), or a lower bound of it while it is open."""
+    """Claims shared with producers that plan other rows (``fills.iterators``): a claim waits for its turn, takes the
+    shared tickets, and publishes the row's next key (None: no more) or, while it is open, a lower bound."""
 
     def ready(self, key: int) -> bool: ...
 
@@ -50,19 +47,16 @@ def next_claim_step(step: int, steps: int, T: int, pack: bool) -> int:
 
 
 def stream_end(pos: int, item_length: int, segment: int) -> int:
-    """Where the stream a row is reading at ``pos`` (at least one step in) ends in its item, as promised."""
+    """Where the stream a row reads at ``pos`` (at least one step in) ends in its item, as promised."""
     if not segment:
         return item_length
     return min(((pos - 1) // segment + 1) * segment if pos else segment, item_length)
 
 
 class ClaimOrder:
-    """The order of an epoch's claims (which tickets each row takes, at which key), from its start or a resumed
-    position, advanced as far as it is asked (``claim_until``).
-
-    ``steps[j]`` is the promised steps of the stream ticket ``j`` names (``j % len(steps)`` for replays; -1 where
-    its length is unknown: an open bound, read at its claim); the heap holds the (key, row) of every row's next claim
-    whose key is known. The tickets are counted here (``taken``), or shared with other producers (``turns``)."""
+    """The order of an epoch's claims, advanced as far as it is asked (``claim_until``). ``steps[j]``: the promised
+    steps of ticket ``j``'s stream (``j % n`` for replays; -1: an open bound); the heap: (key, row) of every row's
+    next claim whose key is known. The tickets are counted here (``taken``) or shared (``turns``)."""
 
     def __init__(
         self,
@@ -100,13 +94,13 @@ class ClaimOrder:
         turns: Turns | None = None,
         owned: np.ndarray | None = None,
     ) -> ClaimOrder:
-        """The order from the ring's tables ``order`` and ``start`` (the row cursors at batch ``first``); with
-        ``turns``, of the rows this producer plans (``owned``, a mask; None: all)."""
+        """The order from the ring's ``order`` table and the row cursors ``start`` at batch ``first``; with ``turns``,
+        of the rows ``owned`` (a mask; None: all)."""
         B, q0 = len(start), first * T
         items, begin, length = order[:, 0], order[:, 1], order[:, 3]
         item_length = np.zeros(int(items.max()) + 1 if len(items) else 0, np.int64)
         item_length[items] = length
-        # (a stream continued mid-segment after a re-plan, ``scheduled.replan``, ends where its segment does)
+        # (a stream continued mid-segment after a re-plan, ``streams.Replan``, ends where its segment does)
         end = np.minimum((begin // segment + 1) * segment, length) if segment else length
         due = []
         for b, (item, pos, state, _) in enumerate(start.tolist()):
@@ -125,7 +119,7 @@ class ClaimOrder:
         return claims
 
     def item_length(self, item: int) -> int:
-        """The length ``length()`` promised for ``item`` (a row that reopens its stream checks it)."""
+        """The length ``length()`` promised for ``item``."""
         return int(self._item_length[item])
 
     @staticmethod
@@ -137,19 +131,18 @@ class ClaimOrder:
         return known and not (start[:, _cursor.STATE] == RowPhase.FOLLOW).any()
 
     def close(self, b: int, claim_step: int) -> None:
-        """Row ``b``'s stream of unknown length has ended: its next claim, at epoch step ``claim_step``, is known."""
+        """Row ``b``'s open stream has ended: its next claim is at epoch step ``claim_step``."""
         heapq.heappush(self._heap, (claim_step * self.B + b, b))
         if self.turns is not None:
             self.turns.publish(b, claim_step * self.B + b)
 
     def drop(self, b: int) -> None:
-        """Row ``b`` goes to another producer (``fills.balanced``): its next claim is no longer this order's."""
+        """Row ``b`` goes to another producer: its next claim is no longer this order's."""
         self._heap = [(key, r) for key, r in self._heap if r != b]
         heapq.heapify(self._heap)
 
     def read_through(self, b: int, step: int) -> None:
-        """Row ``b``'s open stream goes on past the batch of epoch step ``step``: tell the other producers the
-        earliest its next claim may be."""
+        """Row ``b``'s open stream goes on past the batch of epoch step ``step``: publish its earliest next claim."""
         if self.turns is not None:
             after = (step // self.T + 1) * self.T  # the next batch's first step: its stream has it
             self.turns.publish(b, (after + 1 if self.pack else after + self.T) * self.B + b)
@@ -161,10 +154,6 @@ class ClaimOrder:
     def next_key(self) -> int:
         """The key of the earliest claim still to make (``NO_CLAIM`` if none is)."""
         return self._heap[0][0] if self._heap else NO_CLAIM
-
-    def next_ready(self) -> bool:
-        """Whether the earliest claim still to make may be made now."""
-        return bool(self._heap) and (self.turns is None or self.turns.ready(self._heap[0][0]))
 
     def rows_before(self, limit: int) -> list[int]:
         """The rows with a claim still to make at a key below ``limit``, in row order."""
@@ -192,12 +181,10 @@ class ClaimOrder:
         wait: bool = True,
         rows: tuple[int, int] = (0, NO_CLAIM),
     ) -> bool:
-        """Make the claims below key ``limit`` in key order, each appended to ``got`` as (row - ``rows``, epoch step,
-        first ticket, count, dry, the stream's steps; -1: an open bound that ``opener`` reads) for the ``rows`` lo ..
-        hi - 1. Empty streams are taken at the same key; a row whose tickets run out is dry (or, with ``restream``,
-        replays them). With other producers a claim waits for its turn and takes the shared tickets (consecutive: no
-        other row claims until this one publishes its next key); without ``wait``, stop before one whose turn has not
-        come (False)."""
+        """Make the claims below key ``limit`` in key order, appending those of the ``rows`` lo .. hi - 1 to ``got`` as
+        (row - lo, epoch step, first ticket, count, dry, steps; -1: an open bound that ``opener`` reads). Empty
+        streams are passed at the same key; a row whose tickets run out is dry (or, with ``restream``, replays them).
+        With ``turns`` a claim waits for its turn; without ``wait``, stop before one whose turn has not come (False)."""
         heap, steps, n, B, T, pack, turns = self._heap, self._steps, self.n, self.B, self.T, self.pack, self.turns
         pop, push, taken, restream, (lo, hi) = heapq.heappop, heapq.heappush, self.taken, self.restream, rows
         while heap and heap[0][0] < limit:
@@ -247,7 +234,7 @@ def count_batches(lengths: Sequence[int], batch_size: int, time_steps: int, boun
     B, T, n = batch_size, time_steps, len(lengths)
     if not any(lengths):
         return 0
-    # Replays never extend the epoch: order the claims without them, then "restream" runs until the last ticket's batch.
+    # Replays never extend the epoch: claims without them; "restream" runs until the last ticket's batch.
     claims = ClaimOrder(lengths, [(b, b) for b in range(B)], 0, B=B, T=T, pack=boundary == "pack", restream=False)
     last_step = -1  # epoch step of the last original step
     last_ticket_batch = 0  # batch in which ticket n-1 was taken

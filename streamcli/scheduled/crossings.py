@@ -1,10 +1,7 @@
-"""A wide batch's changed rows planned together with array operations: the same plan as ``Schedule._walk``'s.
-
-A row *crosses* a batch when it does not read one stream throughout it. Most crossings are of two shapes: the
-row's stream (of known length) ends in the batch and the row pads to the batch's end ("pad"); or the row makes one
-claim, where its stream ends or at the batch's start, of a stream of known length that covers the rest of the batch.
-A wide batch of short streams holds hundreds of them (``cross_many``), and as many rows whose event only files them
-again (``read_on``).
+"""A wide batch's changed rows planned as arrays: the plan ``Schedule._walk`` makes one row at a time, where a
+wide batch of short streams changes hundreds of rows. A row *crosses* a batch when it does not read one stream
+throughout it; the usual shapes: its stream ends and it pads to the batch's end ("pad"), or it makes one claim (where
+its stream ends, or at the batch's start) of a known stream that covers the rest of the batch.
 """
 
 from __future__ import annotations
@@ -18,16 +15,15 @@ from streamcli.scheduled.claims import OPEN
 from streamcli.scheduled.cursor import RowPhase
 from streamcli.scheduled.plans import Run
 
+# ``Schedule``'s table of rows: the cursor record (``scheduled.cursor``), then where its stream stops, replayed, its
+# item's promised length, its segment's end and its next claim.
 COLUMNS = ("item", "pos", "state", "flags", "stop", "replay", "expect", "seg_end", "claim_q")
-"""The columns of ``Schedule``'s table of rows: a row's cursor record first (``scheduled.cursor``), then where its
-stream stops, whether it is replayed, its item's promised length, its segment's end and its next claim."""
 ITEM, POS, STATE, FLAGS, STOP, REPLAY, EXPECT, SEG_END, CLAIM_Q = range(len(COLUMNS))
 LIVE, SHORT, IDLE, DRY = int(RowPhase.LIVE), int(RowPhase.SHORT), int(RowPhase.IDLE), int(RowPhase.DRY)
 
 
 class Crossed(NamedTuple):
-    """What ``cross_many`` planned: the rows, their runs and padding (each row's in step order), and the batch of
-    each row's next event."""
+    """The rows ``cross_many`` planned, their runs and padding, and the batch of each row's next event."""
 
     rows: np.ndarray
     runs: list[Run]
@@ -45,10 +41,9 @@ def cross_many(
     pack: bool,
     segment: int,
 ) -> Crossed:
-    """Plan those of the crossing ``rows`` (sorted) that have one of the usual shapes, and move their rows of
-    ``table`` past the batch that starts at epoch step ``q0``. ``got``: the batch's claims, one a line (row, step,
-    first ticket, count, dry, steps); ``order``: the ring's streams (item, first step, open-ended, promised
-    length), which the tickets name modulo their number."""
+    """Plan the crossing ``rows`` (sorted) of the usual shapes, and move them in ``table`` past the batch that starts
+    at epoch step ``q0``. ``got``: the batch's claims (row, step, first ticket, count, dry, steps); ``order``: the
+    ring's streams, which the tickets name modulo their number."""
     t = table[rows]
     state, pos, stop, claim_q = t[:, STATE], t[:, POS], t[:, STOP], t[:, CLAIM_Q]
     B, n_streams = len(table), len(order)
@@ -118,9 +113,9 @@ def cross_many(
 def read_on(
     table: np.ndarray, rest: list[int], kind: np.ndarray, crossing: set[int], q1: int, T: int
 ) -> list[tuple[int, int, int]]:
-    """Of the changed ``rest`` rows, those that read on or pad on through the batch ending at epoch step ``q1`` (their
-    ``kind``: reads, pads, position counts on) and those that cross (added to ``crossing``); returns what the first
-    file: (row, its stream's steps left after the batch or -1, its next claim)."""
+    """Of the changed ``rest`` rows, those that read or pad on through the batch ending at epoch step ``q1`` (their
+    ``kind``) and those that cross (into ``crossing``); returns (row, steps left after the batch or -1, next claim)
+    of the first, to file."""
     r = np.array(rest, np.int64)
     t = table[r]
     s, left, claim = t[:, STATE], t[:, STOP] - t[:, POS], t[:, CLAIM_Q]

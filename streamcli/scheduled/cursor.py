@@ -1,7 +1,5 @@
-"""A row's cursor: the record of where a batch row stands between two batches, ``[item, pos, state, flags]``.
-
-A state holds one per row, and a producer starts an epoch, fresh or resumed, from a table of them. This module
-alone knows the record's layout.
+"""A row's cursor: where a batch row stands between two batches, ``[item, pos, state, flags]``. A state holds one per
+row, and a producer starts an epoch, fresh or resumed, from a table of them.
 """
 
 from __future__ import annotations
@@ -20,11 +18,9 @@ WIDTH = 4
 
 
 class RowPhase(IntEnum):
-    """What a row does next (its cursor's STATE; ``Schedule._walk`` makes the transitions): take the next ticket
-    (``IDLE``; -> ``LIVE``, or ``DRY`` when the tickets run out), go on reading ``item`` at ``pos`` (``LIVE``; ->
-    ``IDLE`` at its end, or ``SHORT``), pad until its planned claim with ``pos`` counting on (``SHORT``, also a
-    stream that ended before its promise), start the next segment of an item of unknown length on the same row
-    (``FOLLOW``), or nothing more this epoch (``DRY``)."""
+    """What a row does next (``Schedule._walk`` makes the transitions): take the next ticket (``IDLE``), read on
+    (``LIVE``), pad until its planned claim, ``pos`` counting on (``SHORT``, also a stream that broke its promise),
+    start an open item's next segment on the same row (``FOLLOW``), or nothing more this epoch (``DRY``)."""
 
     IDLE = 0
     LIVE = 1
@@ -51,7 +47,7 @@ def to_json(cursors: np.ndarray) -> list[list[int]]:
 
 
 def from_json(rows: Sequence[Sequence[Any]], batch_size: int, num_items: int) -> np.ndarray:
-    """Validate and convert cursors read back from a state; raise ``ValueError`` naming what is wrong."""
+    """Cursors read back from a state, checked (``StateError`` naming what is wrong)."""
     if not isinstance(rows, (list, tuple)) or len(rows) != batch_size:
         got = len(rows) if isinstance(rows, (list, tuple)) else type(rows).__name__
         raise StateError(f"the state's rows: it holds {got} row cursors but batch_size={batch_size}")

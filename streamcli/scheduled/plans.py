@@ -1,5 +1,5 @@
-"""What a batch holds, as its schedule plans it (``scheduled.schedule``): the rows one stream covers for the whole
-batch, as arrays, and the rest as runs of a stream's steps and padding; fillers write the batch from it.
+"""What a batch holds, as planned: the rows one stream covers for the whole batch, as arrays, and the rest as runs
+of a stream's steps and padding.
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ from typing import Any
 import numpy as np
 
 Run = tuple[int, int, int, int, int, bool, bool, int, int, int]
-"""(row, first batch step, steps, item, first item position, replayed, fresh, stop, promised length, segment end):
-a stream's steps in a row it does not cover for the whole batch; ``stop``: where the stream ends in its item
-(``OPEN``-based where its length is not known); ``fresh``: the run starts the stream (``is_first``)."""
+"""(row, first batch step, steps, item, first position, replayed, fresh, stop, promised length, segment end);
+``stop``: where the stream ends in its item (``OPEN``-based if not known); ``fresh``: it starts the stream."""
 
 
 @dataclass
 class BatchRuns:
-    """What batch ``k`` holds, as planned. ``whole``: rows covered by one stream for the whole batch (with the
-    stream's item, first position, replayed flag, and where it stops); ``runs`` and ``pads`` for the
-    rest. ``cursors``, ``claims`` and ``dry`` are every row's cursor and tickets after the batch."""
+    """Batch ``k``: the ``whole`` rows' streams as arrays, ``runs`` and ``pads`` for the rest; ``cursors``, ``claims``
+    and ``dry``: every row's cursor and tickets after the batch."""
 
     k: int
     whole: np.ndarray  # int64 rows
@@ -36,8 +34,7 @@ class BatchRuns:
     dry: np.ndarray  # (B,) int64 claims that found no stream
 
     def only(self, rows: np.ndarray) -> BatchRuns:
-        """The part of the plan in ``rows`` (a mask over the batch's rows): what a producer that owns those rows
-        writes (``fills.writers.Balanced``). ``cursors``, ``claims`` and ``dry`` stay every row's."""
+        """The part of the plan in ``rows`` (a mask); ``cursors``, ``claims`` and ``dry`` stay every row's."""
         keep = rows[self.whole]
         return BatchRuns(
             k=self.k,
@@ -58,9 +55,8 @@ class BatchRuns:
 
 @dataclass
 class Opening:
-    """A batch whose plan has begun (``Schedule.open_batch``): the claims made so far (row, step, first ticket,
-    count, dry, steps), the rows whose reads it plans from, the opener of its claims' streams, and the key that
-    ends it."""
+    """A batch whose plan has begun (``Schedule.open_batch``): its claims so far, the rows read, the opener of its
+    claims' streams, and the key that ends it."""
 
     got: list[tuple[int, ...]]
     opened: list[int]

@@ -1,24 +1,25 @@
-"""How a loader's position becomes a saved state and a saved state a position: the fingerprint that ties a state
-to its source and settings, and a loaded state kept until the next epoch starts from it (``scheduled.position``
-checks it, and ``scheduled.replan`` re-plans the rest of an epoch saved with another global batch).
+"""A loader's state in and out: a loaded state kept until the next epoch starts from it (re-planned where it was
+saved with another global batch), every global row's cursor for a rank that writes only its own (``World``), and
+the state at any batch from the lengths alone (``state_after``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from streamcli.config import LoaderConfig
 from streamcli.errors import StateError
 from streamcli.scheduled import cursor as _cursor
-from streamcli.scheduled import position as _position
 from streamcli.scheduled import state as _state
-from streamcli.scheduled.epochs import Epochs
-from streamcli.scheduled.position import Position
-from streamcli.scheduled.replan import Replan, replan
-from streamcli.source import Field
+from streamcli.scheduled.schedule import Schedule
+from streamcli.scheduled.state import Position
+from streamcli.scheduled.streams import Epochs, Replan, replan
+from streamcli.source import BaseSource, Field, Step, StreamOrder
 
 log = logging.getLogger("streamcli")
 
@@ -55,8 +56,8 @@ class Resume:
         changes nothing."""
         epochs, fp, n = self.epochs, self.fingerprint(), len(self.items)
         if not epochs.shared:  # each rank deals its own streams
-            _position.refuse_another_rank(state, fingerprint=fp, epochs=epochs)
-            plain, skipped = _position.checked(state, fingerprint=fp, epochs=epochs, rows=epochs.rows, num_items=n)
+            _state.refuse_another_rank(state, fingerprint=fp, epochs=epochs)
+            plain, skipped = _state.checked(state, fingerprint=fp, epochs=epochs, rows=epochs.rows, num_items=n)
             _state.check_seal(state)  # last: a value no run reaches, or other settings, is named as such first
             self.loaded = plain
             return skipped
@@ -66,7 +67,7 @@ class Resume:
         before = Replan.of_json(state["replan"], n) if "replan" in state else None
         kept, epochs.replan = epochs.replan, before
         try:
-            plain, skipped = _position.checked(
+            plain, skipped = _state.checked(
                 state, fingerprint=fp, epochs=epochs, rows=rows, num_items=n, count=rows == epochs.rows
             )
             _state.check_seal(state)  # (the re-plan with it)
@@ -79,7 +80,7 @@ class Resume:
 
     def _replanned(self, state: dict[str, Any], rows: int, before: Replan | None) -> dict[str, Any]:
         """``state``, saved with a global batch of ``rows`` rows, as this loader's: the rest of its epoch re-planned
-        (``scheduled.replan``), said in one log line."""
+        (``streams.replan``), said in one log line."""
         epoch, batch, tickets = int(state["epoch"]), int(state["batch"]), int(state["tickets"])
         out = {**state, "fingerprint": self.fingerprint(), "rows": _cursor.to_json(_cursor.fresh(self.epochs.rows))}
         out.pop("replan", None)
@@ -137,3 +138,89 @@ class Resume:
             if self.epochs.shared and self.config.world_size > 1:
                 self._fingerprint["deal"] = "global"
         return self._fingerprint
+
+
+class World:
+    """Every global row's cursor at any batch of an epoch that starts (or resumes) at batch ``first`` from ``cursors``
+    after ``tickets`` tickets (``order``: the ring's order table), for a rank that writes only its own rows: the
+    others follow from the lengths alone, so the schedule of all rows is run along, lazily, to the batch asked."""
+
+    def __init__(self, order: np.ndarray, cursors: np.ndarray, first: int, tickets: int, config: LoaderConfig) -> None:
+        self._start, self.config = (order, cursors.copy(), first, tickets), config
+        self._sched: Schedule | None = None
+        self._at = (first, tickets, cursors.copy())  # (batch, tickets, cursors) before that batch
+
+    def at(self, batch: int, own: np.ndarray, offset: int) -> tuple[int, np.ndarray]:
+        """(tickets, every row's cursor) right before ``batch``, with ``own`` for the rows from ``offset``."""
+        if batch < self._at[0]:  # (not within one epoch's run; planned again from its start)
+            _, cursors, first, tickets = self._start
+            self._sched, self._at = None, (first, tickets, cursors.copy())
+        if self._sched is None:
+            c = self.config
+            pack, restream = c.boundary == "pack", c.epoch_end == "restream"
+            self._sched = Schedule(*self._start, T=c.time_steps, pack=pack, segment=c.segment, restream=restream)
+        sched = self._sched
+        while self._at[0] < batch:
+            plan = sched.next_plan()
+            self._at = (plan.k + 1, sched.claim_order.taken, plan.cursors)
+        cursors = self._at[2].copy()
+        cursors[offset : offset + len(own)] = own
+        return self._at[1], cursors
+
+
+_ZERO = {"z": np.zeros((), np.uint8)}
+
+
+class LengthsOnly(BaseSource):
+    """``len(lengths)`` streams whose steps are a single zero byte; stream ``i`` has ``lengths[i]`` steps.
+    ``order``: the real source's ``stream_order`` hook (a mix), so that the stand-in's epochs hold the same streams."""
+
+    def __init__(self, lengths: Sequence[int], order: StreamOrder | None = None) -> None:
+        self.lengths = [int(n) for n in lengths]
+        if order is not None:
+            self.stream_order = order
+
+    def items(self) -> list[int]:
+        return list(range(len(self.lengths)))
+
+    def fields(self) -> Sequence[Field]:
+        return (Field("z", (), "uint8"),)
+
+    def length(self, item: int) -> int:
+        return self.lengths[item]
+
+    def open(self, item: int, start: int = 0) -> Iterator[Step]:
+        for _ in range(start, self.lengths[item]):
+            yield _ZERO
+
+
+def state_after(
+    loader_type: Callable[..., Any],
+    lengths: Sequence[int],
+    batches: int,
+    fingerprint: dict[str, Any],
+    *,
+    order: StreamOrder | None = None,
+    **loader_kw: Any,
+) -> dict[str, Any]:
+    """The state of a loader over streams of these ``lengths`` after it has handed out ``batches`` batches
+    (counted across epochs, as an export counts them), carrying ``fingerprint`` (the real loader's); ``order``: the
+    real source's ``stream_order`` hook, if it has one.
+
+    ``loader_type`` is ``StreamLoader``, passed in by the caller: the engine does not import the loader above it."""
+    kw = {k: v for k, v in loader_kw.items() if k not in ("num_workers", "pin_memory", "prefetch", "timeout")}
+    B, T = kw.pop("batch_size"), kw.pop("time_steps")
+    with loader_type(LengthsOnly(lengths, order), B, T, num_workers=0, **kw) as loader:
+        n = 0
+        while n < batches:
+            got = 0
+            for _ in loader:
+                n += 1
+                got += 1
+                if n >= batches:
+                    break
+            if not got:
+                raise ValueError(f"the run has fewer than {batches} batches (it ended after {n})")
+        state: dict[str, Any] = loader.state_dict()
+    state["fingerprint"] = dict(fingerprint)
+    return _state.seal(state)

@@ -1,15 +1,12 @@
-"""Every row's next event (a claim or a stream's end) in one key order: the plan of each batch, which a filler follows.
+"""Every row's next event (a claim or a stream's end) in one key order: the plan of each batch (``BatchRuns``).
 
-The claims follow from the lengths (``claims.ClaimOrder``). A length not known is an open bound that reading raises:
-the plan reads such a stream into its batch (the filler's ``Probe``) and so finds its end. A batch's plan
-(``BatchRuns``) is the rows one stream covers for the whole batch, as arrays, and the rows that change, as runs; its
-cost follows the rows that change. A broken promise (a stream ends early) changes what is written, not the plan.
-Every producer computes the same plans: batch k is a pure function of the source, the settings, the epoch and k.
+A length not known is an open bound that reading raises (the filler's ``Probe``). A plan's cost follows the rows
+that change; a broken promise changes what is written, not the plan. Batch k is a pure function of the source, the
+settings, the epoch and k, so every producer computes the same plans.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,33 +20,28 @@ from streamcli.scheduled.plans import BatchRuns as BatchRuns  # (re-exported: fi
 from streamcli.scheduled.plans import Opening
 from streamcli.scheduled.plans import Run as Run
 
-# A row's state is its cursor's (``RowPhase``). ``SHORT`` here means "padding until ``claim_q``"; a stream that falls
-# short of its promise stays ``LIVE`` in the plan: its filler pads it and writes its cursor ``SHORT``.
+# A row's state is its cursor's (``RowPhase``); a stream that falls short of its promise stays ``LIVE`` in the plan.
 LIVE, SHORT, IDLE, DRY, FOLLOW = (
     int(s) for s in (RowPhase.LIVE, RowPhase.SHORT, RowPhase.IDLE, RowPhase.DRY, RowPhase.FOLLOW)
 )  # ints: quicker
 FOREIGN = -1  # a row another producer plans (``scheduled.handed``): no claim, no run, no cursor of it here
 EMPTY = -1  # an opener's answer: the stream claimed has no step (the row takes the next ticket at the same key)
 Probe = Callable[[int, int, int, int, int, bool], int]
-"""Reads a stream of unknown length into the batch being planned, ``(row, item, pos, batch step, steps, open)``
-(``open``: a new stream, opened at ``pos``; else the row's stream goes on): the steps read if the stream ended
-within them (it looks one step ahead), else ``OPEN``."""
+"""``(row, item, pos, batch step, steps, open)``: reads an open stream into the batch being planned (``open``: opened
+at ``pos``); the steps read if it ended within them, else ``OPEN``."""
 Walk = list[Any]
-"""Where a row's walk through a batch stands (``Schedule._walk``): ``[batch step, claims used, runs, pads, item, pos,
-state, stop, replay, expect, seg_end, claim_q, fresh, opens]``."""
+"""A row's walk through a batch (``_walk``): ``[batch step, claims used, runs, pads, item, pos, state, stop, replay,
+expect, seg_end, claim_q, fresh, opens]``."""
 
 
 class Schedule:
-    """Every row's state as a table, advanced one batch at a time (``next_plan``) from the ring's tables ``order``
-    (item, first step, open-ended, promised length per stream) and ``start`` (the row cursors at batch ``first``).
-
-    Each row is filed under the batch of its next event (``due``); a batch plans those rows and the rows its claims
-    and reads change (``_walk``, one state machine for every row), and every other row reads on, pads on or stays
-    dry. A producer that writes the rows ``lo .. hi-1`` (``rows``) makes every row's claims and plans its own,
-    numbered from 0; one that owns a changing set of rows (``owned``, a mask) plans those (``scheduled.handed``)."""
+    """Every row's state as a table, advanced a batch at a time (``next_plan``) from the ring's ``order`` table and
+    the row cursors ``start`` at batch ``first``. Each row is filed under the batch of its next event (``due``); a
+    batch walks those rows and the rows its claims and reads change (``_walk``), and every other row reads on, pads on
+    or stays dry. ``rows``: the rows ``lo .. hi-1`` planned (every row's claims made); ``owned``: a mask of them."""
 
     EVENTS = True  # (tests turn it off: every row planned in every batch, to compare the plans)
-    MANY = 48  # from this many crossing rows in a batch, those of the usual shapes are planned together (``crossings``)
+    MANY = 48  # from this many changing rows in a batch, they are planned as arrays (``crossings``)
 
     def __init__(
         self,
@@ -101,14 +93,6 @@ class Schedule:
             table[:, i] for i in range(len(COLUMNS))
         )
 
-    def fork(self) -> Schedule:
-        """A copy that plans on by itself from where this one stands (its own rows' table and events)."""
-        other = copy.copy(self)
-        other._bind(self.table.copy())
-        other.due = {k: set(rows) for k, rows in self.due.items()}
-        other._walks, other._got, other._claims = dict(self._walks), {b: list(g) for b, g in self._got.items()}, []
-        return other
-
     def touch(self, rows: Iterable[int]) -> None:
         """Plan ``rows`` afresh in the next batch (their state was set from outside its events)."""
         self.due.setdefault(self.k, set()).update(rows)
@@ -133,9 +117,12 @@ class Schedule:
             self.state[b] = state
         self.table[b, 3] = self._flags(int(self.replay[b]), int(self.expect[b]))
 
+    def _start(self, b: int) -> Walk:
+        """Row ``b``'s walk at its batch's start, from the table."""
+        return [0, 0, [], [], *self.table[b, [0, 1, 2, 4, 5, 6, 7, 8]].tolist(), False, False]
+
     def _flags(self, replay: int, expect: int) -> int:
-        """The cursor's flags of a row (an item of unknown length cut into segments: its row says so until its
-        next claim)."""
+        """A row's cursor flags."""
         return _cursor.REPLAYED * (replay != 0) + _cursor.OPEN_ENDED * (self.segment != 0 and expect < 0)
 
     def next_plan(self, probe: Probe | None = None) -> BatchRuns:
@@ -145,8 +132,7 @@ class Schedule:
         return self.close_batch(opening)
 
     def open_batch(self, probe: Probe | None = None) -> Opening:
-        """Begin the next batch's plan: the rows whose stream's end is an open bound are read, to their end or the
-        batch's (``_walk``); where one ends, its next claim enters the claim order."""
+        """Begin the next batch's plan: the open rows are read to their end or the batch's (``_walk``)."""
         self._probe, self._walks, self._got, self._claims, self._seen = probe, {}, {}, [], 0
         opened: list[int] = []
         lo, q0 = self.lo, self.k * self.T
@@ -167,27 +153,31 @@ class Schedule:
         return Opening(self._claims, opened, self.open_ticket, (self.k + 1) * self.T * self.B_all)
 
     def open_ticket(self, b: int, ticket: int, step: int) -> int:
-        """``ClaimOrder.advance``'s opener: row ``b`` (of every row) takes the stream of unknown length that
-        ``ticket`` names at epoch step ``step`` and reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
+        """The claims' opener: row ``b`` (of every row) takes the open stream of ``ticket`` at epoch step ``step`` and
+        reads it: ``EMPTY``, its next claim step, or ``OPEN``."""
         b -= self.lo
-        w, got = self._walks.get(b), self.claims_of(b)
+        self._walks[b], answer = self._open(b, self._walks.get(b), self.claims_of(b), ticket, step, self.k)
+        return answer
+
+    def _open(self, b: int, w: Walk | None, got: list[Any], ticket: int, step: int, k: int) -> tuple[Walk, int]:
+        """Row ``b``'s walk ``w`` through batch ``k`` (with its claims ``got``) goes on with the open stream of
+        ``ticket`` claimed at epoch step ``step``: the walk, and the opener's answer."""
         used, runs, pads = (0, [], []) if w is None else (w[1], w[2], w[3])
         n_runs = len(runs)
-        w = self._walks[b] = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)], runs, pads)
-        if w[6] == IDLE and len(runs) == n_runs and w[0] == step - self.k * self.T:
+        w = self._walk(b, w, [*got[used:], (step, ticket, 1, 0, -1)], runs, pads, k)
+        if w[6] == IDLE and len(runs) == n_runs and w[0] == step - k * self.T:
             w[1] = len(got)  # (the claim goes on: its next ticket is taken at the same key)
-            return EMPTY
+            return w, EMPTY
         w[1] = len(got) + 1
-        return int(w[11]) if w[6] in (IDLE, SHORT) else OPEN
+        return w, int(w[11]) if w[6] in (IDLE, SHORT) else OPEN
 
     def make_claims(self, opening: Opening, wait: bool = True) -> bool:
-        """Make the batch's claims in key order; without ``wait``, stop before one whose turn has not come (False:
-        call again)."""
+        """Make the batch's claims; without ``wait``, stop before one whose turn has not come (False)."""
         rows = (self.lo, self.lo + self.B)
         return self.claim_order.claim_until(opening.limit, opening.got, opening.opener, wait, rows)
 
     def claims_of(self, b: int) -> list[tuple[int, ...]]:
-        """Row ``b``'s claims in the batch so far, (step, first ticket, count, dry, steps), by row as they come."""
+        """Row ``b``'s claims in the batch so far: (step, first ticket, count, dry, steps)."""
         got, by_row = self._claims, self._got
         for g in got[self._seen :]:
             by_row.setdefault(g[0], []).append(g[1:])
@@ -262,7 +252,7 @@ class Schedule:
         return out
 
     def _cross_many(self, rows: set[int], got: list[tuple[int, ...]], q0: int, out: BatchRuns) -> set[int]:
-        """Plan the crossing ``rows`` of the usual shapes together (``crossings``); returns those planned."""
+        """Plan the crossing ``rows`` of the usual shapes as arrays (``crossings``); returns those planned."""
         at, claims, order = np.array(sorted(rows), np.int64), np.array(got, np.int64).reshape(-1, 6), self.order
         crossed = cross_many(self.table, at, claims, order[: self.claim_order.n], q0, self.T, self.pack, self.segment)
         out.runs += crossed.runs
@@ -275,8 +265,8 @@ class Schedule:
         return set(crossed.rows.tolist())
 
     def _file(self, b: int, state: int, left: int, claim: int, q: int) -> None:
-        """File row ``b``, in ``state`` at epoch step ``q`` (a batch's start; ``left``: its stream's steps left, or
-        ``OPEN``), under the batch of its next event."""
+        """File row ``b``, in ``state`` at epoch step ``q`` (``left``: its stream's steps left), under the batch of
+        its next event."""
         if not self.EVENTS:
             return
         if state == LIVE and left < OPEN:  # its stream ends
@@ -290,14 +280,14 @@ class Schedule:
         self.due.setdefault(max(at, q // self.T), set()).add(b)
 
     def _plan(self, k: int, whole: np.ndarray, pads: np.ndarray) -> BatchRuns:
-        """Batch ``k``'s plan with the ``whole`` rows' parts gathered from the table, the ``pads`` rows padding."""
+        """Batch ``k``'s plan of the ``whole`` rows and the ``pads`` rows."""
         rows, z, cursors = self.table[whole], np.zeros(self.B, np.int64), self.table[:, :4]
         item, pos, replay, stop, expect, seg_end = (rows[:, c] for c in (0, 1, 5, 4, 6, 7))
         pads_at = [(b, 0, self.T) for b in pads.tolist()]
         return BatchRuns(k, whole, item, pos, replay != 0, stop, expect, seg_end, [], pads_at, cursors, z, z.copy())
 
     def _steady(self) -> BatchRuns:
-        """A batch in which no row changes: the parts of the batch before but the positions."""
+        """A batch in which no row changes: the batch before's parts."""
         if self._same is None:
             state = self.state
             same = self._plan(-1, np.flatnonzero(state == LIVE), np.flatnonzero((state == SHORT) | (state == DRY)))
@@ -313,12 +303,11 @@ class Schedule:
             self.k - 1, same.whole, item, at, replay, stop, expect, seg_end, [], pads, cursors, claims, dry
         )
 
-    def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any]) -> Walk:
-        """Row ``b``'s runs and padding through the batch, into ``runs`` and ``pads``, from where its walk ``w``
-        stopped (None: the batch's start) with its ``claims`` (step, first ticket, count, dry, steps), to the batch's
-        end or a claim not made yet. A stream whose end is an open bound is read (the probe) to its end or the
-        batch's; a row's state changes here and nowhere else."""
-        T, segment, pack, q0 = self.T, self.segment, self.pack, self.k * self.T
+    def _walk(self, b: int, w: Walk | None, claims: Any, runs: list[Run], pads: list[Any], k: int = -1) -> Walk:
+        """Row ``b``'s runs and padding into ``runs`` and ``pads``, from where its walk ``w`` stopped (None: the
+        batch's start) with its ``claims``, to the batch's end or a claim not made yet; an open stream is read (the
+        probe). A row's state changes here and nowhere else."""
+        T, segment, pack, q0 = self.T, self.segment, self.pack, (self.k if k < 0 else k) * self.T
         if w is None:
             item, pos, state, _, stop, replay, expect, seg_end, claim_q = self.table[b].tolist()
             t, used, fresh, opens = 0, 0, False, False
@@ -386,11 +375,15 @@ class Schedule:
         return [t, c + used, runs, pads, item, pos, state, stop, replay, expect, seg_end, claim_q, fresh, opens]
 
     def _finish(self, b: int, w: Walk) -> None:
-        """Row ``b``'s state after the batch, from its walk through it, filed under the batch of its next event."""
+        """Row ``b``'s state after the batch, from its walk, filed under the batch of its next event."""
+        _, pos, state, _, stop, _, _, _, claim_q = row = self._after(b, w, self.k)
+        self.table[b] = row
+        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, (self.k + 1) * self.T)
+
+    def _after(self, b: int, w: Walk, k: int) -> tuple[int, ...]:
+        """Row ``b``'s table row after batch ``k``, from its walk through it."""
         t, _, _, _, item, pos, state, stop, replay, expect, seg_end, claim_q, _, _ = w
-        q1 = (self.k + 1) * self.T
         assert t == self.T, f"row {b}'s claim was not made"
-        if state == SHORT and claim_q == q1:  # its claim is at the next batch's first step: free now
+        if state == SHORT and claim_q == (k + 1) * self.T:  # its claim is at the next batch's first step: free now
             state = IDLE
-        self.table[b] = (item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q)
-        self._file(b, state, stop - pos if stop < OPEN else OPEN, claim_q, q1)
+        return item, pos, state, self._flags(replay, expect), stop, replay, expect, seg_end, claim_q

@@ -1,16 +1,19 @@
-"""The loader's resumable state as plain JSON data: what it holds, its fingerprint, and how it is checked.
+"""The loader's state as plain JSON data: the position right after the last batch handed out (the epoch, the next
+batch, the tickets taken, every row's cursor and the items skipped so far in the epoch), its fingerprint (what must
+not change between the run that saved it and the one that loads it; not the worker count, which changes no batch),
+and how a loaded one is checked, in full, before anything is applied.
 
-A state describes the position right after the last batch handed out: the epoch, the next batch index, the
-tickets taken, every row's cursor (see ``scheduled.cursor``) and the items skipped so far. Its fingerprint holds what
-must not change between the run that saved it and the one that loads it; the worker count is not part of it,
-since batches are identical for every worker count.
+Where ranks share one schedule (``scheduled.streams``) the rows are the global batch's, so a state saved on any rank
+is every rank's; where each rank deals itself streams of unknown length, a state is its rank's alone.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,11 +22,12 @@ from streamcli import seal as _seal
 from streamcli.errors import StateError
 from streamcli.scheduled import cursor as _cursor
 from streamcli.scheduled.cursor import RowPhase
+from streamcli.scheduled.streams import Epochs
 
 log = logging.getLogger("streamcli")
 
 FORMAT = "streamcli-loader-state"
-VERSION = 2  # the newest this streamcli reads: 2 holds a re-plan (``scheduled.replan``); others are written as 1
+VERSION = 2  # the newest this streamcli reads: 2 holds a re-plan (``streams.Replan``); others are written as 1
 
 # Fingerprint keys in the order a mismatch is reported, with how to name them in a message.
 _FINGERPRINT = (
@@ -43,10 +47,8 @@ _FINGERPRINT = (
     "rank",
     "world_size",
 )
-
-
 _DEFAULTS = {"segment": 0, "batches_per_epoch": None, "rank": 0, "world_size": 1}
-# What a state of one global schedule (``scheduled.epochs``) may change: the global batch may differ too (re-planned).
+# What a state of one global schedule may change: the global batch may differ too (re-planned).
 _WORLD = ("batch_size", "rank", "world_size")
 
 
@@ -191,22 +193,27 @@ def check(state: Any, expected_fingerprint: Mapping[str, Any]) -> None:
             raise StateError(f"the state's {key}={value!r} must be an integer >= 0")
 
 
-def check_values(
+def checked(
     state: Mapping[str, Any],
-    cursors: np.ndarray,
     *,
-    lengths: Sequence[int | None],
-    num_streams: int,
-    batches: int | None,
-    segment: int,
-    restream: bool,
-    time_steps: int,
-) -> list[list[int]]:
-    """Raise ``StateError`` naming the field if the position in ``state`` (already ``check``-ed; ``cursors``
-    from ``cursor.from_json``) cannot come from a real run of this loader: a row beyond its stream's length, two
-    rows reading one stream, more tickets than the epoch has, a batch past its end, a malformed skip. Returns the
-    skipped items as ``[item, step]`` lists. ``num_streams``: the epoch's streams; ``batches``: its batches, or
-    None when unknown."""
+    fingerprint: dict[str, Any],
+    epochs: Epochs,
+    rows: int,
+    num_items: int,
+    count: bool = True,
+) -> tuple[dict[str, Any], int]:
+    """``state`` checked against this loader, as plain data, and the number of items it says were skipped; a
+    ``StateError`` names what differs or what no real run reaches (a row past its stream's length, two rows on one
+    stream, more tickets than the epoch has, a batch past its end, a malformed skip). ``rows``: the state's rows;
+    ``count``: check its batch against this loader's count of its epoch (not for another global batch)."""
+    check(state, fingerprint)
+    cursors = _cursor.from_json(state["rows"], rows, num_items)
+    c, epoch = epochs.config, int(state["epoch"])
+    try:
+        batches: int | None = epochs.batches(epoch) if count else None
+    except TypeError:  # lengths unknown
+        batches = None
+    lengths, num_streams, segment, time_steps = epochs.lengths(), len(epochs.streams(epoch)), c.segment, c.time_steps
     B = len(cursors)
     num_items = len(lengths)
     for b, (item, pos, _, _) in enumerate(cursors.tolist()):
@@ -231,7 +238,7 @@ def check_values(
     tickets, batch = state["tickets"], state["batch"]
     # Each claim takes one ticket per stream it passes (empty ones too), plus one when the row goes dry.
     most = num_streams + B
-    if restream:  # replays: at most one stream a step per row, and a claim passes each empty stream once
+    if c.epoch_end == "restream":  # replays: at most one stream a step per row; a claim passes each empty one once
         most = ((batch + 1) * time_steps * B) * (num_streams + 1) + B
     if tickets > most:
         raise StateError(f"the state's tickets={tickets} is more than this epoch's {num_streams} streams can give")
@@ -251,4 +258,60 @@ def check_values(
                 f"the state's skipped[{i}]={entry!r} must be [stream, step] of one of the {num_items} streams"
             )
         out.append([int(entry[0]), int(entry[1])])
-    return out
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(dict(state)))
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"the state is not plain JSON data: {exc}") from None
+    return plain, len(out)
+
+
+@dataclass
+class Position:
+    """Epoch ``epoch``'s next batch is ``batch``; ``tickets`` were taken and the rows stand at ``cursors``."""
+
+    epoch: int
+    batch: int
+    tickets: int
+    cursors: np.ndarray
+    skipped: list[list[int]] = field(default_factory=list)  # [item, step] of this epoch's skipped items
+
+    @classmethod
+    def start_of(cls, epoch: int, rows: int) -> Position:
+        return cls(epoch, 0, 0, _cursor.fresh(rows), [])
+
+    @classmethod
+    def of_state(cls, state: Mapping[str, Any], rows: int, num_items: int) -> Position:
+        """The position a checked state holds."""
+        cursors = _cursor.from_json(state["rows"], rows, num_items)
+        skipped = [list(s) for s in state["skipped"]]
+        return cls(int(state["epoch"]), int(state["batch"]), int(state["tickets"]), cursors, skipped)
+
+    def to_state(self, fingerprint: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": 1,  # (2 where the state holds a re-plan: ``Resume.state``)
+            "fingerprint": fingerprint,
+            "epoch": max(self.epoch, 0),
+            "batch": self.batch,
+            "tickets": self.tickets,
+            "rows": _cursor.to_json(self.cursors),
+            "skipped": [list(s) for s in self.skipped],
+        }
+
+
+def refuse_another_rank(state: Mapping[str, Any], *, fingerprint: dict[str, Any], epochs: Epochs) -> None:
+    """Where each rank deals itself a share of streams of unknown length, refuse a state saved by another rank of
+    the same run (``StateError``): this rank's position cannot be found without the lengths. (A shared schedule's
+    state is every rank's as it is.)"""
+    c = epochs.config
+    fp = state.get("fingerprint") if isinstance(state, Mapping) else None
+    if epochs.shared or c.world_size == 1 or not isinstance(fp, Mapping) or fp.get("world_size") != c.world_size:
+        return
+    if fp.get("rank") == c.rank or not isinstance(fp.get("rank"), int):
+        return
+    check({**state, "fingerprint": {**fp, "rank": c.rank}}, fingerprint)  # all else the same
+    raise StateError(
+        f"the state was saved on rank {fp['rank']}; taking it on rank {c.rank} needs every stream's length, "
+        "as ranks then share one global batch: make the source report lengths (for video: scan=True, or an index: "
+        "`streamcli index`), or save every rank's own state_dict() and load each on its rank"
+    )

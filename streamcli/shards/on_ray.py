@@ -2,7 +2,7 @@
 
 The export's batches are cut into contiguous runs of whole shards, one Ray task per run. A task builds the
 source itself (from the plugin name, argument and options), computes the loader's state at its first batch
-from the streams' lengths alone (``streamcli.scheduled.seek``: nothing before it is decoded), loads it, and writes its
+from the streams' lengths alone (``streamcli.scheduled.resume``: nothing before it is decoded), loads it, and writes its
 shards with the same writer as a local export. The driver writes the one manifest. Shards are renamed into
 place whole, so after a task or the driver dies, ``--resume`` keeps every shard on disk and reruns the rest.
 
@@ -89,7 +89,7 @@ def export_range(job: Job, first: int, end: int) -> list[dict[str, Any]]:
     """Write shards ``first .. end-1``; runs inside a Ray task (or anywhere). Returns their shard records."""
     from streamcli.loader import StreamLoader
     from streamcli.plugins import load_source
-    from streamcli.scheduled.seek import state_after
+    from streamcli.scheduled.resume import state_after
     from streamcli.source import call_setup_worker
 
     k = int(job.header["batches_per_shard"])

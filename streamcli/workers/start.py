@@ -19,8 +19,7 @@ from multiprocessing.context import BaseContext
 from typing import Any
 
 from streamcli.errors import LoaderUsageError
-from streamcli.fills.spec import short_repr
-from streamcli.fills.spec import FillSpec
+from streamcli.fills.spec import FillSpec, short_repr
 from streamcli.source import StreamSource
 from streamcli.workers.server import ENV
 
