@@ -152,7 +152,7 @@ class Filler:
         v = self._views_of(slot)
         v.padded = padded = list[Pad]()  # (its fill's padding, for ``Unread``)
         plan = self._plan(sched, lambda k: v)
-        short = self._fill(v, plan, lazy=True)
+        short = self._fill(v, plan)
         self.unread = Unread(v, plan, self.steps_t, padded)
         return plan, short
 
@@ -188,11 +188,11 @@ class Filler:
             v = self._views[slot] = Views.of(self.ring.tb_slots[slot], self.names).columns(*self.policy.rows)
         return v
 
-    def _fill(self, v: Views, plan: BatchRuns, lazy: bool = False) -> set[int]:
-        """Batch ``plan.k`` into ``v`` (``lazy``: ids left to ``Unread``); the rows whose stream broke its promise."""
+    def _fill(self, v: Views, plan: BatchRuns) -> set[int]:
+        """Batch ``plan.k`` into ``v`` (ids left to ``Unread`` where ``v.padded``); rows whose stream broke promise."""
         self.faults.k = plan.k
         write_marks(v, plan)
-        if not lazy:  # (before the fill: padding it finds overwrites them)
+        if v.padded is None:  # (before the fill: padding it finds overwrites them)
             write_ids(v, plan, self.steps_t)
         if self.windows is not None and isinstance(self.policy, writers.WholeBatches):
             tracer = self.rows.tracer
